@@ -1,0 +1,18 @@
+"""uavgnn entry point: compose the Hydra config and run its mode (train, eval, solve, cache)."""
+
+import hydra
+from omegaconf import DictConfig
+
+from uavgnn.app import run_mode
+from uavgnn.config import register_configs
+
+register_configs()
+
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> float | None:
+    return run_mode(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Shared fixtures: every cache, output and wandb directory goes into tmp_path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from uavgnn.scenes import Scene
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR"):
+        (tmp_path / var.lower()).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    return tmp_path
+
+
+@pytest.fixture
+def hand_scene() -> Scene:
+    """Four UAVs, two targets; distances worked by hand in the tests (3-4-5 triangles).
+
+    UAV 0 (0,0) r5, UAV 1 (3,0) r5, UAV 2 (0,4) r5, UAV 3 (10,10) r1;
+    target 0 (0,0) need 1 value 2, target 1 (3,4) need 2 value 5; lam 0.5.
+    """
+    return Scene(uav_pos=np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 4.0], [10.0, 10.0]]),
+                 uav_range=np.array([5.0, 5.0, 5.0, 1.0]),
+                 target_pos=np.array([[0.0, 0.0], [3.0, 4.0]]),
+                 need=np.array([1, 2]), value=np.array([2.0, 5.0]), lam=0.5)
+
+
+def run_cli(*overrides: str, cwd: Path, check: bool = True) -> "subprocess.CompletedProcess[str]":
+    """Run ``python run.py`` for real (Hydra and all) in ``cwd``."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *overrides], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"run.py {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc

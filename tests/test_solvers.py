@@ -1,0 +1,87 @@
+import itertools
+
+import numpy as np
+import pytest
+
+from uavgnn.metrics import assignment_metrics
+from uavgnn.scenes import Scene, SceneDistribution, generate_scenes
+from uavgnn.solvers import ProblemTooLarge, solve, solve_lap, solve_milp
+
+
+def brute_force_optimum(scene: Scene) -> float:
+    """Best J over every assignment in (M + 1)^N, written independently of uavgnn.metrics."""
+    n, m = scene.n_uav, scene.n_target
+    dist = np.linalg.norm(scene.uav_pos[:, None] - scene.target_pos[None], axis=2)
+    choices = np.array(list(itertools.product(range(-1, m), repeat=n)))  # (K, N)
+    feasible = np.ones(len(choices), dtype=bool)
+    travel = np.zeros(len(choices))
+    for i in range(n):
+        busy = choices[:, i] >= 0
+        d = np.where(busy, dist[i, np.maximum(choices[:, i], 0)], 0.0)
+        feasible &= ~busy | (d <= scene.uav_range[i])
+        travel += d
+    counts = np.stack([(choices == j).sum(axis=1) for j in range(m)], axis=1)
+    value = ((counts >= scene.need) * scene.value).sum(axis=1)
+    return float((value - scene.lam * travel)[feasible].max())
+
+
+def small_scenes() -> list[Scene]:
+    rng = np.random.default_rng(0)
+    scenes = []
+    for positions in ("uniform", "clustered"):
+        for seed in range(100):
+            n, m = int(rng.integers(1, 7)), int(rng.integers(1, 5))
+            dist = SceneDistribution(positions=positions, target_ratio=(m - 0.5) / n, lam=float(rng.uniform(0.05, 0.5)))
+            scenes.append(generate_scenes(dist, n, 1, seed)[0])
+    return scenes
+
+
+def test_milp_equals_brute_force_on_200_small_scenes() -> None:
+    scenes = small_scenes()
+    assert len(scenes) == 200 and max(s.n_uav for s in scenes) <= 6 and max(s.n_target for s in scenes) <= 4
+    for scene in scenes:
+        result = solve_milp(scene)
+        assert result.status == "optimal"
+        assert result.objective == pytest.approx(brute_force_optimum(scene), abs=1e-7)
+
+
+def test_baselines_feasible_and_never_beat_milp() -> None:
+    scenes = small_scenes()[::4] + generate_scenes(SceneDistribution(), 64, 5, seed=1) \
+        + generate_scenes(SceneDistribution(positions="clustered"), 64, 5, seed=2)
+    for scene in scenes:
+        best = solve(scene, "milp").objective
+        for name in ("greedy", "lap"):
+            result = solve(scene, name)
+            metrics = assignment_metrics([scene], [result.assignment])
+            assert metrics["infeasible"][0] == 0, name
+            assert result.objective <= best + 1e-9, name
+            # all-or-nothing: a feasible baseline never leaves a target partial
+            count = np.bincount(result.assignment[result.assignment >= 0], minlength=scene.n_target)
+            assert np.all((count == 0) | (count == scene.need)), name
+
+
+def test_milp_labels_never_over_assign() -> None:
+    for scene in generate_scenes(SceneDistribution(), 32, 10, seed=5):
+        a = solve_milp(scene).assignment
+        count = np.bincount(a[a >= 0], minlength=scene.n_target)
+        assert np.all((count == 0) | (count == scene.need))
+
+
+def test_time_limited_milp_is_not_called_optimal() -> None:
+    scene = generate_scenes(SceneDistribution(), 1024, 1, seed=0)[0]
+    result = solve_milp(scene, time_limit=0.05)
+    assert result.status in ("time_limit", "no_solution")
+    assert not result.is_optimal
+    if result.status == "time_limit":
+        assert result.bound is not None and result.bound >= result.objective - 1e-6
+
+
+def test_lap_declines_above_its_size_with_a_message() -> None:
+    scene = generate_scenes(SceneDistribution(), 64, 1, seed=0)[0]
+    with pytest.raises(ProblemTooLarge, match="exceeds max_cells=100"):
+        solve_lap(scene, max_cells=100)
+
+
+def test_unknown_solver_is_named(hand_scene) -> None:
+    with pytest.raises(ValueError, match="unknown solver 'cplex'"):
+        solve(hand_scene, "cplex")

@@ -1,0 +1,150 @@
+"""Typed schemas of every config group, registered in Hydra's ConfigStore.
+
+``conf/config.yaml`` lists ``uavgnn_schema`` first in its defaults, so every
+YAML file is merged onto these dataclasses: an unknown key (``model.hiden``)
+or a wrong type (``model.hidden=abc``, ``optim.amp=maybe``) fails at
+composition, naming the key, before any work starts. The dataclasses are
+plain Python too: ``Config()`` is a valid config for notebook use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from uavgnn.scenes import SceneDistribution
+
+
+@dataclass
+class TaskConfig(SceneDistribution):
+    name: str = "uniform"
+    file: Optional[str] = None  # scene file (JSON/NPZ) used by task=file
+
+
+@dataclass
+class DataConfig:
+    n_uav: int = 16  # UAVs per training scene (the curriculum may change it per stage)
+    train_scenes: int = 4000
+    val_scenes: int = 64
+    test_scenes: int = 64
+    k_min: int = 8  # adaptive k = min(max(k_min, ceil(N / k_divisor)), k_max)
+    k_divisor: int = 4
+    k_max: int = 16  # candidates stored per UAV in the cache
+    k_jitter: int = 2  # +-jitter of k per training batch
+    uav_neighbours: int = 8  # UAV<->UAV edges per UAV
+    cache_dir: str = ".cache/uavgnn"  # relative paths are relative to the launch directory
+    label_workers: int = 2  # processes solving MILP labels
+    label_time_limit: float = 10.0  # seconds per scene for the label MILP
+    train_seed: int = 1_000_000  # base seeds of the splits: disjoint by construction
+    val_seed: int = 2_000_000
+    test_seed: int = 3_000_000
+
+
+@dataclass
+class ModelConfig:
+    name: str = "small"
+    hidden: int = 64
+    heads: int = 2
+    layers: int = 2
+    dropout: float = 0.0
+    ffn_mult: int = 2
+
+
+@dataclass
+class HardwareConfig:
+    name: str = "cpu"
+    device: str = "cpu"  # cpu | cuda | auto
+    batch_size: int = 64
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int = 2
+    persistent_workers: bool = False
+    precision: str = "bf16"  # autocast dtype when optim.amp: bf16 | fp16
+    memory_fraction: float = 0.9
+    threads: int = 0  # torch intra-op threads; 0 keeps torch's default
+
+
+@dataclass
+class OptimConfig:
+    amp: bool = False
+    compile: bool = False
+    grad_checkpoint: bool = False
+    graph_cache: bool = True
+    prefetch: bool = True
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1500
+    lr: float = 3e-3
+    weight_decay: float = 1e-4
+    schedule: str = "cosine"  # cosine | plateau
+    plateau_patience: int = 3
+    warmup_steps: int = 50
+    grad_clip: float = 1.0
+    eval_every: int = 250
+    ckpt_every: int = 250
+    log_every: int = 25
+    decoder: str = "greedy"  # argmax | greedy
+    max_bad_steps: int = 5  # consecutive non-finite losses before stopping
+
+
+@dataclass
+class CurriculumConfig:
+    name: str = "none"
+
+
+@dataclass
+class LoggerConfig:
+    name: str = "wandb"  # wandb | tensorboard | jsonl | none (jsonl is always written)
+    mode: str = "offline"  # wandb: offline | online | disabled
+    project: str = "uavgnn"
+    entity: Optional[str] = None
+
+
+@dataclass
+class EvalConfig:
+    scales: list[int] = field(default_factory=lambda: [16])
+    decoder: str = "greedy"
+    milp_time_limit: float = 60.0
+    baselines: list[str] = field(default_factory=lambda: ["greedy", "lap", "milp"])
+
+
+@dataclass
+class SolveConfig:
+    n_uav: int = 16  # size of the generated scene when task.file is unset
+    time_limit: float = 60.0  # MILP time limit, seconds
+    gap_reference: bool = True  # also run the MILP to report optimality_gap
+
+
+@dataclass
+class Config:
+    mode: str = "train"  # train | eval | solve | cache
+    seed: int = 0
+    solver: str = "milp"  # mode=solve: milp | greedy | lap | model
+    action: str = "info"  # mode=cache: info | verify | clear
+    ckpt: Optional[str] = None
+    resume: str = "false"  # false | true | auto: continue from the run directory's last.pt
+    task: TaskConfig = MISSING
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = MISSING
+    hardware: HardwareConfig = MISSING
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    curriculum: CurriculumConfig = MISSING
+    logger: LoggerConfig = MISSING
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    solve: SolveConfig = field(default_factory=SolveConfig)
+
+
+def register_configs() -> None:
+    """Attach the schemas to Hydra (called before ``@hydra.main`` composes)."""
+    ConfigStore.instance().store(name="uavgnn_schema", node=Config)
+
+
+def scene_distribution(task: TaskConfig) -> SceneDistribution:
+    """The generator parameters of a (possibly DictConfig) task node."""
+    return SceneDistribution(**{f.name: getattr(task, f.name) for f in fields(SceneDistribution)})

@@ -1,0 +1,151 @@
+"""Scene files: read and write a scene (and optionally an assignment) as JSON or NPZ.
+
+Both formats hold the same fields (the README documents the schema):
+
+| field             | shape  | type  | rule                        |
+|-------------------|--------|-------|-----------------------------|
+| `uav_position`    | (N, 2) | float | finite, N >= 1              |
+| `uav_range`       | (N,)   | float | finite, > 0                 |
+| `target_position` | (M, 2) | float | finite, M >= 1              |
+| `target_need`     | (M,)   | int   | >= 1                        |
+| `target_value`    | (M,)   | float | finite, > 0                 |
+| `lam`             | ()     | float | finite, >= 0                |
+| `assignment`      | (N,)   | int   | optional; -1 (idle) or a target index |
+
+Every problem is reported as a ``SceneFileError`` naming the file, the field
+and the offending value.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from uavgnn.scenes import Scene
+
+FIELDS = ("uav_position", "uav_range", "target_position", "target_need", "target_value", "lam")
+
+
+class SceneFileError(ValueError):
+    """A scene file that cannot be used, with the field and value at fault."""
+
+
+def _array(raw: dict[str, Any], field: str, where: str, ndim: int, integer: bool = False) -> np.ndarray:
+    if field not in raw:
+        raise SceneFileError(f"{where}: missing field '{field}' (required: {', '.join(FIELDS)})")
+    value = raw[field]
+    try:
+        arr = np.asarray(value)
+    except ValueError:
+        raise SceneFileError(f"{where}: field '{field}' is not a rectangular array: {_short(value)}") from None
+    if arr.dtype.kind not in "iuf":
+        raise SceneFileError(f"{where}: field '{field}' is not numeric: {_short(value)}")
+    arr = arr.astype(np.float64)
+    if arr.ndim != ndim or (ndim == 2 and arr.shape[1] != 2):
+        expected = {0: "a number", 1: "a list of numbers", 2: "a list of [x, y] pairs"}[ndim]
+        raise SceneFileError(f"{where}: field '{field}' has shape {arr.shape}, expected {expected}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = np.argwhere(bad)[0]
+        raise SceneFileError(f"{where}: field '{field}' has non-finite value {arr[tuple(idx)]} at index {tuple(idx.tolist())}")
+    if integer:
+        frac = arr != np.round(arr)
+        if frac.any():
+            i = int(np.argmax(frac))
+            raise SceneFileError(f"{where}: field '{field}' must hold integers, got {arr[i]} at index {i}")
+        return arr.astype(np.int64)
+    return arr
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check(arr: np.ndarray, ok: np.ndarray, where: str, field: str, rule: str) -> None:
+    if not ok.all():
+        i = int(np.argmin(ok))
+        raise SceneFileError(f"{where}: field '{field}' value {arr.flat[i]} at index {i} violates '{rule}'")
+
+
+def scene_from_dict(raw: dict[str, Any], where: str = "scene") -> tuple[Scene, np.ndarray | None]:
+    """Validate the raw fields, field by field, and build the scene (and assignment if present)."""
+    if not isinstance(raw, dict):
+        raise SceneFileError(f"{where}: expected an object with fields {', '.join(FIELDS)}, got {type(raw).__name__}")
+    uav_pos = _array(raw, "uav_position", where, 2)
+    uav_range = _array(raw, "uav_range", where, 1)
+    target_pos = _array(raw, "target_position", where, 2)
+    need = _array(raw, "target_need", where, 1, integer=True)
+    value = _array(raw, "target_value", where, 1)
+    lam = _array(raw, "lam", where, 0)
+    n, m = len(uav_pos), len(target_pos)
+    if n == 0:
+        raise SceneFileError(f"{where}: field 'uav_position' is empty (N = 0); a scene needs at least one UAV")
+    if m == 0:
+        raise SceneFileError(f"{where}: field 'target_position' is empty (M = 0); a scene needs at least one target")
+    for field, arr, size, owner in (("uav_range", uav_range, n, "UAV"), ("target_need", need, m, "target"),
+                                    ("target_value", value, m, "target")):
+        if len(arr) != size:
+            raise SceneFileError(f"{where}: field '{field}' has {len(arr)} entries, expected {size} (one per {owner})")
+    _check(uav_range, uav_range > 0, where, "uav_range", "range > 0")
+    _check(need, need >= 1, where, "target_need", "need >= 1")
+    _check(value, value > 0, where, "target_value", "value > 0")
+    _check(lam.reshape(1), lam.reshape(1) >= 0, where, "lam", "lam >= 0")
+    scene = Scene(uav_pos, uav_range, target_pos, need, value, float(lam))
+    assignment = None
+    if raw.get("assignment") is not None:
+        assignment = _array(raw, "assignment", where, 1, integer=True)
+        if len(assignment) != n:
+            raise SceneFileError(f"{where}: field 'assignment' has {len(assignment)} entries, expected {n} (one per UAV)")
+        _check(assignment, (assignment >= -1) & (assignment < m), where, "assignment", f"-1 <= assignment < {m}")
+    return scene, assignment
+
+
+def scene_to_dict(scene: Scene, assignment: np.ndarray | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "uav_position": scene.uav_pos.tolist(), "uav_range": scene.uav_range.tolist(),
+        "target_position": scene.target_pos.tolist(), "target_need": scene.need.tolist(),
+        "target_value": scene.value.tolist(), "lam": scene.lam,
+    }
+    if assignment is not None:
+        out["assignment"] = np.asarray(assignment).tolist()
+    return out
+
+
+def load_scene(path: str | Path) -> tuple[Scene, np.ndarray | None]:
+    """Read a ``.json`` or ``.npz`` scene file; returns (scene, assignment or None)."""
+    path = Path(path)
+    if not path.exists():
+        raise SceneFileError(f"{path}: no such scene file")
+    if path.suffix == ".json":
+        try:
+            raw = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise SceneFileError(f"{path}: not valid JSON ({err})") from None
+    elif path.suffix == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                raw = {k: npz[k] for k in npz.files}
+        except (OSError, ValueError) as err:
+            raise SceneFileError(f"{path}: not a readable NPZ file ({err})") from None
+    else:
+        raise SceneFileError(f"{path}: unknown scene file type '{path.suffix}' (expected .json or .npz)")
+    return scene_from_dict(raw, where=str(path))
+
+
+def save_scene(path: str | Path, scene: Scene, assignment: np.ndarray | None = None) -> None:
+    """Write a scene (and optional assignment) as ``.json`` or ``.npz``, chosen by suffix."""
+    path = Path(path)
+    if path.suffix == ".json":
+        path.write_text(json.dumps(scene_to_dict(scene, assignment)))
+    elif path.suffix == ".npz":
+        arrays = {"uav_position": scene.uav_pos, "uav_range": scene.uav_range, "target_position": scene.target_pos,
+                  "target_need": scene.need, "target_value": scene.value, "lam": np.float64(scene.lam)}
+        if assignment is not None:
+            arrays["assignment"] = np.asarray(assignment)
+        np.savez(path, **arrays)
+    else:
+        raise SceneFileError(f"{path}: unknown scene file type '{path.suffix}' (expected .json or .npz)")

@@ -1,0 +1,119 @@
+"""Scenes: UAVs and targets in a square, the seeded generator and feasible pairs.
+
+A scene of N UAVs and M targets lives in a square of side
+``L = sqrt((N + M) / density)`` so that scenes of every size look alike
+locally (DESIGN §1); this is what lets a model trained small run large.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One assignment instance. Distances are in the scene's length unit."""
+
+    uav_pos: np.ndarray  # (N, 2) float64
+    uav_range: np.ndarray  # (N,) float64, max travel distance, > 0
+    target_pos: np.ndarray  # (M, 2) float64
+    need: np.ndarray  # (M,) int64, UAVs required, >= 1
+    value: np.ndarray  # (M,) float64, reward for completing, > 0
+    lam: float  # travel cost per unit distance
+
+    @property
+    def n_uav(self) -> int:
+        return int(self.uav_pos.shape[0])
+
+    @property
+    def n_target(self) -> int:
+        return int(self.target_pos.shape[0])
+
+    def translated(self, offset: np.ndarray) -> "Scene":
+        """The same scene shifted by ``offset`` (2,): used to check invariance."""
+        return Scene(self.uav_pos + offset, self.uav_range, self.target_pos + offset,
+                     self.need, self.value, self.lam)
+
+
+@dataclass
+class SceneDistribution:
+    """Parameters of the scene generator (the ``task`` config group).
+
+    Values are ``need * U(value_min, value_max)`` so that a target asking for
+    more UAVs is worth proportionally more.
+    """
+
+    positions: str = "uniform"  # uniform | clustered
+    density: float = 1.0  # entities (UAVs + targets) per unit area
+    target_ratio: float = 0.5  # M = ceil(N * target_ratio)
+    need_min: int = 1
+    need_max: int = 3
+    value_min: float = 1.0
+    value_max: float = 2.0
+    range_min: float = 2.5
+    range_max: float = 5.0
+    lam: float = 0.1
+    cluster_size: int = 4  # targets per Gaussian cluster (clustered only)
+    cluster_std: float = 1.0  # spread of targets around a cluster centre
+    uav_spread: float = 2.5  # spread of UAVs around cluster centres
+
+    def n_targets(self, n_uav: int) -> int:
+        return max(1, math.ceil(n_uav * self.target_ratio))
+
+    def side(self, n_uav: int) -> float:
+        return math.sqrt((n_uav + self.n_targets(n_uav)) / self.density)
+
+
+def generate_scenes(dist: SceneDistribution, n_uav: int, count: int, seed: int) -> list[Scene]:
+    """``count`` scenes of ``n_uav`` UAVs, drawn at once with numpy (no per-scene loop
+    beyond wrapping the arrays). The same (dist, n_uav, count, seed) gives the same scenes."""
+    if n_uav < 1 or count < 0:
+        raise ValueError(f"generate_scenes: need n_uav >= 1 and count >= 0, got n_uav={n_uav}, count={count}")
+    rng = np.random.default_rng(seed)
+    n_target = dist.n_targets(n_uav)
+    side = dist.side(n_uav)
+    if dist.positions == "uniform":
+        uav_pos = rng.uniform(0.0, side, size=(count, n_uav, 2))
+        target_pos = rng.uniform(0.0, side, size=(count, n_target, 2))
+    elif dist.positions == "clustered":
+        n_clusters = max(1, math.ceil(n_target / dist.cluster_size))
+        centres = rng.uniform(0.0, side, size=(count, n_clusters, 2))
+        scene_idx = np.arange(count)[:, None]
+        target_cluster = rng.integers(0, n_clusters, size=(count, n_target))
+        uav_cluster = rng.integers(0, n_clusters, size=(count, n_uav))
+        target_pos = centres[scene_idx, target_cluster] + rng.normal(0.0, dist.cluster_std, (count, n_target, 2))
+        uav_pos = centres[scene_idx, uav_cluster] + rng.normal(0.0, dist.uav_spread, (count, n_uav, 2))
+        np.clip(target_pos, 0.0, side, out=target_pos)
+        np.clip(uav_pos, 0.0, side, out=uav_pos)
+    else:
+        raise ValueError(f"task.positions: unknown distribution {dist.positions!r} (expected 'uniform' or 'clustered')")
+    uav_range = rng.uniform(dist.range_min, dist.range_max, size=(count, n_uav))
+    need = rng.integers(dist.need_min, dist.need_max + 1, size=(count, n_target))
+    value = need * rng.uniform(dist.value_min, dist.value_max, size=(count, n_target))
+    return [Scene(uav_pos[s], uav_range[s], target_pos[s], need[s], value[s], float(dist.lam))
+            for s in range(count)]
+
+
+@dataclass(frozen=True)
+class FeasiblePairs:
+    """Sparse list of (UAV, target) pairs within the UAV's range, sorted by UAV then distance."""
+
+    uav: np.ndarray  # (P,) int64
+    target: np.ndarray  # (P,) int64
+    dist: np.ndarray  # (P,) float64
+
+
+def feasible_pairs(scene: Scene) -> FeasiblePairs:
+    """All pairs with ``dist(u_i, t_j) <= r_i``, found with k-d trees (never a dense N x M matrix)."""
+    uav_tree = cKDTree(scene.uav_pos)
+    target_tree = cKDTree(scene.target_pos)
+    found = uav_tree.sparse_distance_matrix(target_tree, float(scene.uav_range.max()), output_type="ndarray")
+    uav, target, dist = found["i"].astype(np.int64), found["j"].astype(np.int64), found["v"]
+    keep = dist <= scene.uav_range[uav]
+    uav, target, dist = uav[keep], target[keep], dist[keep]
+    order = np.lexsort((target, dist, uav))
+    return FeasiblePairs(uav[order], target[order], dist[order])

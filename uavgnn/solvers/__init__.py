@@ -1,0 +1,25 @@
+"""Solvers of one scene: the exact MILP and the fast baselines. ``solve`` dispatches by name."""
+
+from __future__ import annotations
+
+from uavgnn.scenes import Scene
+from uavgnn.solvers.greedy import solve_greedy
+from uavgnn.solvers.lap import ProblemTooLarge, solve_lap
+from uavgnn.solvers.milp import solve_milp
+from uavgnn.solvers.result import SolveResult
+
+BASELINES = ("milp", "greedy", "lap")
+
+
+def solve(scene: Scene, solver: str, time_limit: float = 60.0) -> SolveResult:
+    """Solve ``scene`` with ``solver`` in {milp, greedy, lap}."""
+    if solver == "milp":
+        return solve_milp(scene, time_limit=time_limit)
+    if solver == "greedy":
+        return solve_greedy(scene)
+    if solver == "lap":
+        return solve_lap(scene)
+    raise ValueError(f"solver: unknown solver {solver!r} (expected one of {', '.join(BASELINES)})")
+
+
+__all__ = ["BASELINES", "ProblemTooLarge", "SolveResult", "solve", "solve_greedy", "solve_lap", "solve_milp"]
