@@ -19,6 +19,11 @@ USER_ERRORS = (SceneFileError, ProblemTooLarge, ValueError, FileNotFoundError)
 def run_mode(cfg: DictConfig) -> float | None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
+        if cfg.mode == "cache":
+            from uavgnn.modes.cache import run_cache
+            if run_cache(cfg):
+                raise SystemExit(1)
+            return None
         if cfg.mode == "solve":
             from uavgnn.modes.solve import run_solve
             run_solve(cfg, out_dir)

@@ -1,0 +1,110 @@
+import dataclasses
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build, verify
+from uavgnn.scenes import SceneDistribution
+
+SPEC = SplitSpec("train", 6, 12, 7)
+DIST = SceneDistribution()
+SETTINGS = BuildSettings(k_max=8, uav_neighbours=3, label_time_limit=5.0)
+
+
+def build(tmp_path, caplog, spec=SPEC, dist=DIST, settings=SETTINGS, workers=1):
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="uavgnn.data.cache"):
+        store = load_or_build(spec, dist, settings, tmp_path / "cache", workers=workers)
+    hit = any("cache hit" in r.message for r in caplog.records)
+    return store, hit
+
+
+def same(a, b) -> bool:
+    return all(torch.equal(a.tensors[k], b.tensors[k]) for k in a.tensors) and torch.equal(a.objective, b.objective)
+
+
+def test_hit_when_nothing_changed_and_workers_do_not_matter(tmp_path, caplog) -> None:
+    first, hit = build(tmp_path, caplog)
+    assert not hit
+    again, hit = build(tmp_path, caplog, workers=2)  # workers change nothing in the content
+    assert hit and same(first, again)
+
+
+@pytest.mark.parametrize("change", [
+    dict(spec=dataclasses.replace(SPEC, n_uav=7)),
+    dict(spec=dataclasses.replace(SPEC, count=13)),
+    dict(spec=dataclasses.replace(SPEC, seed=8)),
+    dict(spec=dataclasses.replace(SPEC, split="val")),
+    dict(settings=dataclasses.replace(SETTINGS, k_max=9)),
+    dict(settings=dataclasses.replace(SETTINGS, uav_neighbours=4)),
+    dict(settings=dataclasses.replace(SETTINGS, label_time_limit=6.0)),
+    *[dict(dist=dataclasses.replace(DIST, **{f.name: v})) for f, v in zip(
+        dataclasses.fields(SceneDistribution),
+        ["clustered", 1.5, 0.6, 2, 4, 1.5, 2.5, 2.0, 6.0, 0.2, 3, 1.5, 3.0])],
+])
+def test_every_content_setting_misses(tmp_path, caplog, change) -> None:
+    build(tmp_path, caplog)
+    _, hit = build(tmp_path, caplog, **change)
+    assert not hit
+
+
+def test_feature_set_and_format_version_are_in_the_key(monkeypatch, tmp_path, caplog) -> None:
+    import uavgnn.data.cache as cache
+
+    build(tmp_path, caplog)
+    monkeypatch.setattr(cache, "FEATURE_SET", "other")
+    assert not build(tmp_path, caplog)[1]
+    monkeypatch.setattr(cache, "FORMAT_VERSION", 99)
+    assert not build(tmp_path, caplog)[1]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "manifest"])
+def test_corrupt_file_is_rebuilt_with_a_warning(tmp_path, caplog, damage) -> None:
+    clean, _ = build(tmp_path, caplog)
+    directory = next((tmp_path / "cache").glob("train-*/"))
+    graphs = directory / "graphs.pt"
+    raw = bytearray(graphs.read_bytes())
+    if damage == "truncate":
+        graphs.write_bytes(raw[: len(raw) // 2])
+    elif damage == "flip":
+        raw[len(raw) // 2] ^= 0xFF
+        graphs.write_bytes(raw)
+    else:
+        (directory / "manifest.json").write_text("{broken")
+    assert verify(directory) is not None
+    with pytest.warns(RuntimeWarning, match="rebuilding"):
+        rebuilt, hit = build(tmp_path, caplog)
+    assert not hit and same(clean, rebuilt) and verify(directory) is None
+
+
+def test_two_processes_build_once(tmp_path) -> None:
+    script = textwrap.dedent(f"""
+        import json, logging, sys
+        from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
+        from uavgnn.scenes import SceneDistribution
+        records = []
+        handler = logging.Handler(); handler.emit = records.append
+        logging.getLogger("uavgnn.data.cache").addHandler(handler)
+        logging.getLogger("uavgnn.data.cache").setLevel(logging.INFO)
+        store = load_or_build(SplitSpec("train", 10, 150, 3), SceneDistribution(), BuildSettings(), {str(tmp_path / 'c')!r})
+        built = any("cache miss" in r.getMessage() for r in records)
+        print(json.dumps({{"built": built, "objective": store.objective.tolist(), "x_sum": float(store.tensors["x"].sum())}}))
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+    assert sorted(o["built"] for o in outs) == [False, True]
+    assert outs[0]["objective"] == outs[1]["objective"] and outs[0]["x_sum"] == outs[1]["x_sum"]
+
+
+def test_splits_have_disjoint_seeds() -> None:
+    from uavgnn.config import Config
+    from uavgnn.data.splits import split_spec
+
+    cfg = Config()
+    seeds = {split: {split_spec(cfg, split, n).seed for n in (4, 8, 12, 16, 256, 16384)} for split in ("train", "val", "test")}
+    assert not (seeds["train"] & seeds["val"]) and not (seeds["train"] & seeds["test"]) and not (seeds["val"] & seeds["test"])

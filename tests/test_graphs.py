@@ -1,0 +1,63 @@
+import numpy as np
+import torch
+from torch_geometric.data import Batch
+
+from uavgnn.data.store import GraphStore
+from uavgnn.graphs import EDGE_DIM, NODE_DIM, adaptive_k, build_graph, candidate_recall, message_edges
+from uavgnn.scenes import Scene, SceneDistribution, feasible_pairs, generate_scenes
+from uavgnn.solvers import solve_milp
+
+
+def test_adaptive_k_formula() -> None:
+    assert [adaptive_k(n, 4, 4, 16) for n in (4, 16, 17, 40, 64, 1000)] == [4, 4, 5, 10, 16, 16]
+    assert adaptive_k(16, 8, 4, 16) == 8
+
+
+def test_candidate_recall_by_hand() -> None:
+    # UAV0 at (0,0) has targets at distance 1, 2, 3 and takes the farthest (rank 2);
+    # UAV1 at (0,5) takes T0, its nearest (rank 0).
+    scene = Scene(uav_pos=np.array([[0.0, 0.0], [0.0, 5.0]]), uav_range=np.array([10.0, 10.0]),
+                  target_pos=np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]]), need=np.array([1, 1, 1]),
+                  value=np.array([1.0, 1.0, 1.0]), lam=0.1)
+    graph = build_graph(scene, k_max=16, assignment=np.array([2, 0]))
+    assert candidate_recall([graph], 1) == 0.5
+    assert candidate_recall([graph], 2) == 0.5
+    assert candidate_recall([graph], 3) == 1.0
+
+
+def test_candidates_are_nearest_feasible_sorted() -> None:
+    scene = generate_scenes(SceneDistribution(), 40, 1, seed=2)[0]
+    graph = build_graph(scene, k_max=5)
+    pairs = feasible_pairs(scene)
+    for i in range(scene.n_uav):
+        mine = graph.cand_index[1, graph.cand_index[0] == i] - scene.n_uav
+        expected = pairs.target[pairs.uav == i][:5]
+        assert mine.tolist() == expected.tolist()
+        d = np.linalg.norm(scene.target_pos[mine.numpy()] - scene.uav_pos[i], axis=1)
+        assert np.all(d <= scene.uav_range[i]) and np.all(np.diff(d) >= 0)
+
+
+def test_graph_is_translation_invariant() -> None:
+    scene = generate_scenes(SceneDistribution(positions="clustered"), 24, 1, seed=4)[0]
+    a = build_graph(scene, assignment=solve_milp(scene).assignment)
+    b = build_graph(scene.translated(np.array([123.0, -45.0])), assignment=solve_milp(scene).assignment)
+    for key in a.keys():
+        if torch.is_tensor(a[key]):
+            assert torch.allclose(a[key].float(), b[key].float(), atol=1e-5), key
+    assert a.x.shape[1] == NODE_DIM and a.cand_attr.shape[1] == EDGE_DIM
+
+
+def test_gather_equals_pyg_collate() -> None:
+    scenes = generate_scenes(SceneDistribution(), 12, 10, seed=0)
+    labels = [solve_milp(s) for s in scenes]
+    graphs = [build_graph(s, 16, 8, r.assignment) for s, r in zip(scenes, labels)]
+    store = GraphStore.from_graphs(graphs, scenes, np.array([r.objective for r in labels]), [r.status for r in labels])
+    ids = torch.tensor([7, 2, 9, 0])
+    fast, reference = store.gather(ids), Batch.from_data_list([store.get(int(i)) for i in ids])
+    for key in reference.keys():
+        value = reference[key]
+        assert torch.equal(fast[key], value) if torch.is_tensor(value) else fast[key] == value, key
+    edge_index, edge_attr, keep = message_edges(fast, k=3)
+    assert edge_index.shape[1] == 2 * int(keep.sum()) + fast.uu_index.shape[1] == edge_attr.shape[0]
+    assert int(keep.sum()) == int((fast.cand_rank < 3).sum())
+    np.testing.assert_allclose(store.scene(2).uav_pos, scenes[2].uav_pos)

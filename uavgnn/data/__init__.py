@@ -1,0 +1,1 @@
+"""Graph datasets: labels, the on-disk cache, the in-memory store and loaders."""

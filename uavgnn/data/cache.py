@@ -1,0 +1,210 @@
+"""On-disk graph cache (DESIGN §2 "Cache").
+
+A split's graphs, scenes and MILP labels live in
+``<cache_dir>/<split>-n<N>-<hash>/graphs.pt`` with a ``manifest.json``. The
+hash covers every setting that changes the content (``cache_key``); anything
+else (workers, batch size, device) does not invalidate. Guarantees:
+
+- atomic writes: temp file + ``os.replace``; the manifest is written last, so a
+  directory without one is an unfinished build;
+- one build per key: a ``filelock`` around check-and-build, so concurrent
+  processes wait for the first builder and then load;
+- corruption detection: the manifest's SHA-256 is checked on every load; a
+  mismatch or unreadable file is rebuilt with a warning;
+- safe loading: ``torch.load(weights_only=True)`` only, no unpickling fallback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy
+import torch
+import torch_geometric
+from filelock import FileLock
+
+from uavgnn.data.labels import solve_labels, status_counts
+from uavgnn.data.store import GraphStore
+from uavgnn.graphs import FEATURE_SET, build_graph
+from uavgnn.scenes import SceneDistribution, generate_scenes
+
+log = logging.getLogger(__name__)
+FORMAT_VERSION = 1
+GRAPHS_FILE = "graphs.pt"
+MANIFEST_FILE = "manifest.json"
+MIP_REL_GAP = 1e-6
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """What a split contains: ``count`` scenes of ``n_uav`` UAVs from generator seed ``seed``."""
+
+    split: str
+    n_uav: int
+    count: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """Graph and label settings that change the cached content."""
+
+    k_max: int = 16
+    uav_neighbours: int = 8
+    label_time_limit: float = 10.0
+
+
+def cache_key(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings) -> dict[str, Any]:
+    """Every field that changes a split's content; its hash names the directory."""
+    return {"format_version": FORMAT_VERSION, "feature_set": FEATURE_SET, "n_uav": spec.n_uav, "count": spec.count,
+            "seed": spec.seed, "distribution": dataclasses.asdict(dist), "k_max": settings.k_max,
+            "uav_neighbours": settings.uav_neighbours, "solver": {"name": "milp-highs", "time_limit": settings.label_time_limit,
+                                                                  "mip_rel_gap": MIP_REL_GAP}}
+
+
+def key_hash(key: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def build_split(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, workers: int) -> tuple[GraphStore, dict]:
+    """Generate scenes, solve their labels, build their graphs: the cold path."""
+    timings = {}
+    start = time.perf_counter()
+    scenes = generate_scenes(dist, spec.n_uav, spec.count, spec.seed)
+    timings["scenes_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    labels = solve_labels(scenes, settings.label_time_limit, workers, desc=f"MILP labels {spec.split} N={spec.n_uav}")
+    timings["labels_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    graphs = [build_graph(s, settings.k_max, settings.uav_neighbours, r.assignment) for s, r in zip(scenes, labels)]
+    store = GraphStore.from_graphs(graphs, scenes, np.array([r.objective for r in labels]), [r.status for r in labels])
+    timings["graphs_s"] = time.perf_counter() - start
+    return store, {"timings": timings, "label_status": status_counts(labels)}
+
+
+def _save(directory: Path, store: GraphStore, key: dict, info: dict) -> None:
+    payload = {"tensors": store.tensors, "objective": store.objective, "status": store.status}
+    _atomic_write(directory / GRAPHS_FILE, lambda p: torch.save(payload, p))
+    manifest = {"key": key, "key_hash": key_hash(key), "count": len(store),
+                "n_uav": int(store.tensors["n_uav"][0]) if len(store) else 0,
+                "files": {GRAPHS_FILE: {"bytes": (directory / GRAPHS_FILE).stat().st_size,
+                                        "sha256": _sha256(directory / GRAPHS_FILE)}},
+                "build": info, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "versions": versions()}
+    _atomic_write(directory / MANIFEST_FILE, lambda p: p.write_text(json.dumps(manifest, indent=2)))
+
+
+def versions() -> dict[str, str]:
+    return {"python": platform.python_version(), "torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
+            "numpy": np.__version__, "scipy": scipy.__version__}
+
+
+def verify(directory: Path) -> str | None:
+    """None if the cache directory is complete and intact, else what is wrong."""
+    manifest_path = directory / MANIFEST_FILE
+    if not manifest_path.exists():
+        return "no manifest (unfinished build)"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        expected = manifest["files"][GRAPHS_FILE]
+    except (json.JSONDecodeError, KeyError) as err:
+        return f"unreadable manifest ({err})"
+    path = directory / GRAPHS_FILE
+    if not path.exists():
+        return f"{GRAPHS_FILE} missing"
+    if path.stat().st_size != expected["bytes"]:
+        return f"{GRAPHS_FILE} has {path.stat().st_size} bytes, manifest says {expected['bytes']} (truncated?)"
+    if _sha256(path) != expected["sha256"]:
+        return f"{GRAPHS_FILE} checksum mismatch (corrupt)"
+    return None
+
+
+def _load(directory: Path) -> GraphStore:
+    payload = torch.load(directory / GRAPHS_FILE, weights_only=True)
+    return GraphStore(payload["tensors"], payload["objective"], payload["status"])
+
+
+def load_or_build(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, cache_dir: str | Path,
+                  workers: int = 1, use_cache: bool = True) -> GraphStore:
+    """The split from the cache if present and intact, else built (and cached when ``use_cache``)."""
+    if not use_cache:
+        return build_split(spec, dist, settings, workers)[0]
+    key = cache_key(spec, dist, settings)
+    directory = Path(cache_dir) / f"{spec.split}-n{spec.n_uav}-{key_hash(key)}"
+    directory.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(directory) + ".lock"):
+        problem = verify(directory)
+        if problem is None:
+            try:
+                store = _load(directory)
+                log.info("cache hit: %s (%d graphs)", directory, len(store))
+                return store
+            except Exception as err:  # a file that passes the checksum but does not load is still corrupt
+                problem = f"unloadable ({type(err).__name__}: {err})"
+        if problem != "no manifest (unfinished build)":
+            warnings.warn(f"graph cache {directory}: {problem}; rebuilding", RuntimeWarning, stacklevel=2)
+        log.info("cache miss: building %s (%d scenes of %d UAVs)", directory, spec.count, spec.n_uav)
+        store, info = build_split(spec, dist, settings, workers)
+        _save(directory, store, key, info)
+        return store
+
+
+def cache_entries(cache_dir: str | Path) -> list[dict[str, Any]]:
+    """One row per cache directory: name, count, size, problem (None if intact)."""
+    rows = []
+    for directory in sorted(p for p in Path(cache_dir).glob("*") if p.is_dir()):
+        manifest_path = directory / MANIFEST_FILE
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        size = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+        rows.append({"name": directory.name, "graphs": manifest.get("count"), "n_uav": manifest.get("n_uav"),
+                     "mb": round(size / 2**20, 2), "created": manifest.get("created"),
+                     "build_s": round(sum(manifest.get("build", {}).get("timings", {}).values()), 1) if manifest else None,
+                     "problem": verify(directory)})
+    return rows
+
+
+def clear_cache(cache_dir: str | Path) -> int:
+    """Delete every cache directory (and lock files) under ``cache_dir``; returns how many."""
+    root = Path(cache_dir)
+    removed = 0
+    for entry in list(root.glob("*")):
+        if entry.is_dir():
+            with FileLock(str(entry) + ".lock"):
+                shutil.rmtree(entry)
+            removed += 1
+    for lock in root.glob("*.lock"):
+        lock.unlink(missing_ok=True)
+    return removed

@@ -1,0 +1,122 @@
+"""A whole split as concatenated tensors, and vectorised batch gathering.
+
+``GraphStore`` holds every graph of a split (local node indices), the scenes
+(for metrics) and the MILP labels. ``gather(ids)`` assembles a batch with a
+handful of tensor ops (no per-graph Python objects), which is how the
+in-memory loader keeps data wait near zero; ``get(i)`` returns one PyG
+``Data`` for PyG's own ``DataLoader``. Both give the same batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch_geometric.data import Batch, Data
+
+from uavgnn.scenes import Scene
+
+NODE_KEYS = ("x", "node_type", "busy")
+CAND_KEYS = ("cand_attr", "cand_rank", "cand_target", "cand_label")
+UU_KEYS = ("uu_attr",)
+SCENE_KEYS = ("uav_pos", "uav_range", "target_pos", "need", "value", "lam")
+
+
+def _ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """Concatenation of ``arange(s, s + c)`` for every (s, c), without a loop."""
+    total = int(counts.sum())
+    offsets = torch.cumsum(counts, 0) - counts
+    return torch.repeat_interleave(starts - offsets, counts) + torch.arange(total)
+
+
+def _ptr(counts: torch.Tensor) -> torch.Tensor:
+    return torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)])
+
+
+@dataclass
+class GraphStore:
+    """Tensors of one split. ``tensors`` keys: NODE/CAND/UU keys, ``cand_index`` and
+    ``uu_index`` (2, E) with node indices local to their graph, ``n_nodes``,
+    ``n_uav``, ``n_cand``, ``n_uu`` (S,) and the scene arrays (float64)."""
+
+    tensors: dict[str, torch.Tensor]
+    objective: torch.Tensor  # (S,) float64, the label MILP's J
+    status: list[str]  # label MILP status per scene
+
+    def __post_init__(self) -> None:
+        t = self.tensors
+        self.node_ptr = _ptr(t["n_nodes"])
+        self.cand_ptr = _ptr(t["n_cand"])
+        self.uu_ptr = _ptr(t["n_uu"])
+        self.uav_ptr = _ptr(t["n_uav"])
+        self.target_ptr = _ptr(t["n_nodes"] - t["n_uav"])
+
+    def __len__(self) -> int:
+        return len(self.tensors["n_nodes"])
+
+    @staticmethod
+    def from_graphs(graphs: list[Data], scenes: list[Scene], objective: np.ndarray, status: list[str]) -> "GraphStore":
+        t: dict[str, torch.Tensor] = {}
+        for key in NODE_KEYS + CAND_KEYS + UU_KEYS + ("cand_index", "uu_index"):
+            t[key] = torch.cat([g[key] for g in graphs], dim=-1 if key.endswith("_index") else 0)
+        t["n_nodes"] = torch.tensor([g.num_nodes for g in graphs])
+        t["n_uav"] = torch.tensor([s.n_uav for s in scenes])
+        t["n_cand"] = torch.tensor([g.cand_rank.numel() for g in graphs])
+        t["n_uu"] = torch.tensor([g.uu_index.shape[1] for g in graphs])
+        t["uav_pos"] = torch.from_numpy(np.concatenate([s.uav_pos for s in scenes]))
+        t["uav_range"] = torch.from_numpy(np.concatenate([s.uav_range for s in scenes]))
+        t["target_pos"] = torch.from_numpy(np.concatenate([s.target_pos for s in scenes]))
+        t["need"] = torch.from_numpy(np.concatenate([s.need for s in scenes]))
+        t["value"] = torch.from_numpy(np.concatenate([s.value for s in scenes]))
+        t["lam"] = torch.tensor([s.lam for s in scenes], dtype=torch.float64)
+        return GraphStore(t, torch.as_tensor(objective, dtype=torch.float64), list(status))
+
+    def scene(self, i: int) -> Scene:
+        t = self.tensors
+        u = slice(int(self.uav_ptr[i]), int(self.uav_ptr[i + 1]))
+        m = slice(int(self.target_ptr[i]), int(self.target_ptr[i + 1]))
+        return Scene(t["uav_pos"][u].numpy(), t["uav_range"][u].numpy(), t["target_pos"][m].numpy(),
+                     t["need"][m].numpy(), t["value"][m].numpy(), float(t["lam"][i]))
+
+    def scenes(self) -> list[Scene]:
+        return [self.scene(i) for i in range(len(self))]
+
+    def get(self, i: int) -> Data:
+        """Graph i as a PyG ``Data`` (PyG's collate offsets the ``*_index`` attributes)."""
+        t = self.tensors
+        n, c, u = (slice(int(p[i]), int(p[i + 1])) for p in (self.node_ptr, self.cand_ptr, self.uu_ptr))
+        data = Data(num_nodes=int(t["n_nodes"][i]), cand_index=t["cand_index"][:, c], uu_index=t["uu_index"][:, u],
+                    n_uav=t["n_uav"][i:i + 1], scene_id=torch.tensor([i]))
+        for key in NODE_KEYS:
+            data[key] = t[key][n]
+        for key in CAND_KEYS:
+            data[key] = t[key][c]
+        for key in UU_KEYS:
+            data[key] = t[key][u]
+        return data
+
+    def gather(self, ids: torch.Tensor) -> Batch:
+        """The batch of graphs ``ids``, identical to ``Batch.from_data_list([get(i) for i in ids])``."""
+        t = self.tensors
+        ids = torch.as_tensor(ids, dtype=torch.long)
+        n_nodes, n_cand, n_uu = t["n_nodes"][ids], t["n_cand"][ids], t["n_uu"][ids]
+        node_idx = _ranges(self.node_ptr[ids], n_nodes)
+        cand_idx = _ranges(self.cand_ptr[ids], n_cand)
+        uu_idx = _ranges(self.uu_ptr[ids], n_uu)
+        new_offset = torch.cumsum(n_nodes, 0) - n_nodes
+        graph = torch.arange(len(ids))
+        batch = Batch(
+            cand_index=t["cand_index"][:, cand_idx] + torch.repeat_interleave(new_offset, n_cand),
+            uu_index=t["uu_index"][:, uu_idx] + torch.repeat_interleave(new_offset, n_uu),
+            batch=torch.repeat_interleave(graph, n_nodes), ptr=_ptr(n_nodes),
+            n_uav=t["n_uav"][ids], scene_id=ids.clone(), num_nodes=int(n_nodes.sum()),
+        )
+        for key in NODE_KEYS:
+            batch[key] = t[key][node_idx]
+        for key in CAND_KEYS:
+            batch[key] = t[key][cand_idx]
+        for key in UU_KEYS:
+            batch[key] = t[key][uu_idx]
+        batch._num_graphs = len(ids)
+        return batch
