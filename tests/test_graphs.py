@@ -51,7 +51,7 @@ def test_gather_equals_pyg_collate() -> None:
     scenes = generate_scenes(SceneDistribution(), 12, 10, seed=0)
     labels = [solve_milp(s) for s in scenes]
     graphs = [build_graph(s, 16, 8, r.assignment) for s, r in zip(scenes, labels)]
-    store = GraphStore.from_graphs(graphs, scenes, np.array([r.objective for r in labels]), [r.status for r in labels])
+    store = GraphStore.from_graphs(graphs, scenes, labels)
     ids = torch.tensor([7, 2, 9, 0])
     fast, reference = store.gather(ids), Batch.from_data_list([store.get(int(i)) for i in ids])
     for key in reference.keys():
@@ -61,3 +61,4 @@ def test_gather_equals_pyg_collate() -> None:
     assert edge_index.shape[1] == 2 * int(keep.sum()) + fast.uu_index.shape[1] == edge_attr.shape[0]
     assert int(keep.sum()) == int((fast.cand_rank < 3).sum())
     np.testing.assert_allclose(store.scene(2).uav_pos, scenes[2].uav_pos)
+    np.testing.assert_array_equal(store.label_assignments()[2], labels[2].assignment)

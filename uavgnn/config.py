@@ -15,6 +15,7 @@ from typing import Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from uavgnn.errors import ConfigError
 from uavgnn.scenes import SceneDistribution
 
 
@@ -58,6 +59,7 @@ class HardwareConfig:
     name: str = "cpu"
     device: str = "cpu"  # cpu | cuda | auto
     batch_size: int = 64
+    loader: str = "memory"  # memory (vectorised gather) | pyg (torch_geometric DataLoader)
     num_workers: int = 0
     pin_memory: bool = False
     prefetch_factor: int = 2
@@ -148,3 +150,43 @@ def register_configs() -> None:
 def scene_distribution(task: TaskConfig) -> SceneDistribution:
     """The generator parameters of a (possibly DictConfig) task node."""
     return SceneDistribution(**{f.name: getattr(task, f.name) for f in fields(SceneDistribution)})
+
+
+CHOICES = {
+    "mode": ("train", "eval", "solve", "cache"),
+    "solver": ("milp", "greedy", "lap", "model"),
+    "action": ("info", "verify", "clear"),
+    "task.positions": ("uniform", "clustered"),
+    "hardware.device": ("cpu", "cuda", "auto"),
+    "hardware.loader": ("memory", "pyg"),
+    "hardware.precision": ("bf16", "fp16"),
+    "train.schedule": ("cosine", "plateau"),
+    "train.decoder": ("argmax", "greedy"),
+    "eval.decoder": ("argmax", "greedy"),
+    "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
+    "logger.mode": ("offline", "online", "disabled"),
+}
+POSITIVE = ("data.n_uav", "data.train_scenes", "data.val_scenes", "data.test_scenes", "data.k_min", "data.k_divisor",
+            "data.k_max", "model.hidden", "model.heads", "model.layers", "model.ffn_mult", "hardware.batch_size",
+            "train.steps", "train.eval_every", "train.ckpt_every", "train.log_every", "train.lr", "task.density",
+            "task.need_min", "task.range_min", "task.value_min")
+
+
+def validate(cfg) -> None:
+    """Value checks the types cannot express; raises ConfigError naming the key. Runs before any work."""
+    from omegaconf import OmegaConf
+
+    for key, allowed in CHOICES.items():
+        value = OmegaConf.select(cfg, key)
+        if value not in allowed:
+            raise ConfigError(f"{key}={value!r} is not one of {', '.join(allowed)}")
+    for key in POSITIVE:
+        value = OmegaConf.select(cfg, key)
+        if value is None or value <= 0:
+            raise ConfigError(f"{key}={value!r} must be > 0")
+    if cfg.model.hidden % cfg.model.heads:
+        raise ConfigError(f"model.hidden={cfg.model.hidden} must be divisible by model.heads={cfg.model.heads}")
+    for low, high in (("task.need_min", "task.need_max"), ("task.range_min", "task.range_max"),
+                      ("task.value_min", "task.value_max")):
+        if OmegaConf.select(cfg, low) > OmegaConf.select(cfg, high):
+            raise ConfigError(f"{low}={OmegaConf.select(cfg, low)} exceeds {high}={OmegaConf.select(cfg, high)}")

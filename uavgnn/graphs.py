@@ -9,7 +9,7 @@ encoders still see their own feature columns.
 
 Stored per graph (PyG offsets every ``*_index`` attribute when batching):
 
-- ``x`` (N+M, NODE_DIM), ``node_type`` (N+M,)
+- ``x`` (N+M, NODE_DIM), ``node_type`` (N+M,), ``need`` (N+M,) (0 for UAVs)
 - ``cand_index`` (2, C): UAV node -> target node, the ``k_max`` nearest
   *feasible* targets of each UAV, sorted by distance; ``cand_rank`` (C,) is
   the position in that order so a batch keeps ``cand_rank < k`` (cheap
@@ -36,7 +36,7 @@ from torch_geometric.data import Data
 from uavgnn.metrics import IDLE
 from uavgnn.scenes import Scene, feasible_pairs
 
-FEATURE_SET = "rel-v1"  # bump when features change: part of the cache key
+FEATURE_SET = "rel-v2"  # bump when features change: part of the cache key
 NODE_DIM = 6  # [is_uav, is_target, f0, f1, f2, f3]
 EDGE_DIM = 7  # [cand, cand_reverse, uav_uav, f0, f1, f2, f3]
 RANGE_SCALE = 5.0
@@ -88,6 +88,7 @@ def build_graph(scene: Scene, k_max: int = 16, uav_neighbours: int = 8,
     graph = Data(
         x=torch.from_numpy(np.concatenate([uav_x, tgt_x])).float(),
         node_type=torch.cat([torch.zeros(n, dtype=torch.long), torch.ones(m, dtype=torch.long)]),
+        need=torch.cat([torch.zeros(n, dtype=torch.long), torch.from_numpy(scene.need).long()]),
         cand_index=torch.from_numpy(np.stack([c_uav, n + c_tgt])).long(),
         cand_attr=torch.from_numpy(cand_attr).float(),
         cand_rank=torch.from_numpy(c_rank).long(),

@@ -24,13 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from uavgnn.errors import SceneFileError
 from uavgnn.scenes import Scene
 
 FIELDS = ("uav_position", "uav_range", "target_position", "target_need", "target_value", "lam")
-
-
-class SceneFileError(ValueError):
-    """A scene file that cannot be used, with the field and value at fault."""
 
 
 def _array(raw: dict[str, Any], field: str, where: str, ndim: int, integer: bool = False) -> np.ndarray:

@@ -43,7 +43,7 @@ from uavgnn.graphs import FEATURE_SET, build_graph
 from uavgnn.scenes import SceneDistribution, generate_scenes
 
 log = logging.getLogger(__name__)
-FORMAT_VERSION = 1
+FORMAT_VERSION = 3
 GRAPHS_FILE = "graphs.pt"
 MANIFEST_FILE = "manifest.json"
 MIP_REL_GAP = 1e-6
@@ -110,13 +110,14 @@ def build_split(spec: SplitSpec, dist: SceneDistribution, settings: BuildSetting
     timings["labels_s"] = time.perf_counter() - start
     start = time.perf_counter()
     graphs = [build_graph(s, settings.k_max, settings.uav_neighbours, r.assignment) for s, r in zip(scenes, labels)]
-    store = GraphStore.from_graphs(graphs, scenes, np.array([r.objective for r in labels]), [r.status for r in labels])
+    store = GraphStore.from_graphs(graphs, scenes, labels)
     timings["graphs_s"] = time.perf_counter() - start
     return store, {"timings": timings, "label_status": status_counts(labels)}
 
 
 def _save(directory: Path, store: GraphStore, key: dict, info: dict) -> None:
-    payload = {"tensors": store.tensors, "objective": store.objective, "status": store.status}
+    payload = {"tensors": store.tensors, "objective": store.objective, "status": store.status,
+               "solve_time": store.solve_time}
     _atomic_write(directory / GRAPHS_FILE, lambda p: torch.save(payload, p))
     manifest = {"key": key, "key_hash": key_hash(key), "count": len(store),
                 "n_uav": int(store.tensors["n_uav"][0]) if len(store) else 0,
@@ -154,7 +155,7 @@ def verify(directory: Path) -> str | None:
 
 def _load(directory: Path) -> GraphStore:
     payload = torch.load(directory / GRAPHS_FILE, weights_only=True)
-    return GraphStore(payload["tensors"], payload["objective"], payload["status"])
+    return GraphStore(payload["tensors"], payload["objective"], payload["status"], payload["solve_time"])
 
 
 def load_or_build(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, cache_dir: str | Path,

@@ -20,14 +20,14 @@ def _label(args: tuple[Scene, float]) -> SolveResult:
 
 
 def solve_labels(scenes: list[Scene], time_limit: float, workers: int, desc: str = "MILP labels") -> list[SolveResult]:
-    """Exact assignments of ``scenes`` (order kept). Workers are spawned, not forked,
-    so a parent holding torch threads never deadlocks them."""
+    """Exact assignments of ``scenes`` (order kept). Workers are forked: they only run
+    numpy/scipy, and unlike spawn, fork works from scripts without a main guard."""
     jobs = [(s, time_limit) for s in scenes]
     bar = dict(total=len(scenes), desc=desc, unit="scene", mininterval=1.0, leave=False)
     if workers <= 1 or len(scenes) < INLINE_BELOW:
         return [_label(j) for j in tqdm(jobs, **bar)]
     chunk = max(1, min(64, len(scenes) // (8 * workers)))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as pool:
         return list(tqdm(pool.map(_label, jobs, chunksize=chunk), **bar))
 
 

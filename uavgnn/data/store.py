@@ -16,11 +16,11 @@ import torch
 from torch_geometric.data import Batch, Data
 
 from uavgnn.scenes import Scene
+from uavgnn.solvers import SolveResult
 
-NODE_KEYS = ("x", "node_type", "busy")
+NODE_KEYS = ("x", "node_type", "need", "busy")
 CAND_KEYS = ("cand_attr", "cand_rank", "cand_target", "cand_label")
 UU_KEYS = ("uu_attr",)
-SCENE_KEYS = ("uav_pos", "uav_range", "target_pos", "need", "value", "lam")
 
 
 def _ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
@@ -43,6 +43,7 @@ class GraphStore:
     tensors: dict[str, torch.Tensor]
     objective: torch.Tensor  # (S,) float64, the label MILP's J
     status: list[str]  # label MILP status per scene
+    solve_time: torch.Tensor  # (S,) float64, label MILP wall time in seconds
 
     def __post_init__(self) -> None:
         t = self.tensors
@@ -56,7 +57,7 @@ class GraphStore:
         return len(self.tensors["n_nodes"])
 
     @staticmethod
-    def from_graphs(graphs: list[Data], scenes: list[Scene], objective: np.ndarray, status: list[str]) -> "GraphStore":
+    def from_graphs(graphs: list[Data], scenes: list[Scene], labels: list[SolveResult]) -> "GraphStore":
         t: dict[str, torch.Tensor] = {}
         for key in NODE_KEYS + CAND_KEYS + UU_KEYS + ("cand_index", "uu_index"):
             t[key] = torch.cat([g[key] for g in graphs], dim=-1 if key.endswith("_index") else 0)
@@ -67,20 +68,27 @@ class GraphStore:
         t["uav_pos"] = torch.from_numpy(np.concatenate([s.uav_pos for s in scenes]))
         t["uav_range"] = torch.from_numpy(np.concatenate([s.uav_range for s in scenes]))
         t["target_pos"] = torch.from_numpy(np.concatenate([s.target_pos for s in scenes]))
-        t["need"] = torch.from_numpy(np.concatenate([s.need for s in scenes]))
-        t["value"] = torch.from_numpy(np.concatenate([s.value for s in scenes]))
+        t["target_need"] = torch.from_numpy(np.concatenate([s.need for s in scenes]))
+        t["target_value"] = torch.from_numpy(np.concatenate([s.value for s in scenes]))
         t["lam"] = torch.tensor([s.lam for s in scenes], dtype=torch.float64)
-        return GraphStore(t, torch.as_tensor(objective, dtype=torch.float64), list(status))
+        t["label_assignment"] = torch.from_numpy(np.concatenate([r.assignment for r in labels]))
+        return GraphStore(t, torch.tensor([r.objective for r in labels], dtype=torch.float64),
+                          [r.status for r in labels], torch.tensor([r.wall_time for r in labels], dtype=torch.float64))
 
     def scene(self, i: int) -> Scene:
         t = self.tensors
         u = slice(int(self.uav_ptr[i]), int(self.uav_ptr[i + 1]))
         m = slice(int(self.target_ptr[i]), int(self.target_ptr[i + 1]))
         return Scene(t["uav_pos"][u].numpy(), t["uav_range"][u].numpy(), t["target_pos"][m].numpy(),
-                     t["need"][m].numpy(), t["value"][m].numpy(), float(t["lam"][i]))
+                     t["target_need"][m].numpy(), t["target_value"][m].numpy(), float(t["lam"][i]))
 
     def scenes(self) -> list[Scene]:
         return [self.scene(i) for i in range(len(self))]
+
+    def label_assignments(self) -> list[np.ndarray]:
+        """The label MILP's assignment of every scene."""
+        a = self.tensors["label_assignment"].numpy()
+        return [a[int(self.uav_ptr[i]):int(self.uav_ptr[i + 1])] for i in range(len(self))]
 
     def get(self, i: int) -> Data:
         """Graph i as a PyG ``Data`` (PyG's collate offsets the ``*_index`` attributes)."""

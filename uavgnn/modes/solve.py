@@ -15,7 +15,10 @@ from uavgnn.metrics import assignment_metrics, mean_metrics
 from uavgnn.report import format_table, write_json
 from uavgnn.scene_io import load_scene, save_scene
 from uavgnn.scenes import Scene, generate_scenes
-from uavgnn.solvers import SolveResult, solve, solve_milp
+from uavgnn.errors import ConfigError
+from uavgnn.inference import solve_with_model
+from uavgnn.solvers import solve, solve_milp
+from uavgnn.training.checkpoint import load_model
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +30,17 @@ def load_or_generate_scene(cfg: Config) -> Scene:
     return generate_scenes(scene_distribution(cfg.task), cfg.solve.n_uav, 1, cfg.seed)[0]
 
 
-def run_solve(cfg: Config, out_dir: Path, result: SolveResult | None = None) -> dict[str, float]:
-    """Solve with ``cfg.solver`` (or take ``result`` from the model), report and write files."""
+def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
+    """Solve with ``cfg.solver`` (``model`` uses the checkpoint ``cfg.ckpt``), report and write files."""
     scene = load_or_generate_scene(cfg)
     log.info("scene: %d UAVs, %d targets", scene.n_uav, scene.n_target)
-    if result is None:
+    if cfg.solver == "model":
+        if not cfg.ckpt:
+            raise ConfigError("solver=model needs ckpt=PATH (a best.pt or last.pt from a training run)")
+        model, _ = load_model(cfg.ckpt)
+        result, timing = solve_with_model(model, scene, cfg.data, cfg.eval.decoder)
+        log.info("model: build %.3f s, forward %.3f s, decode %.3f s", *timing.values())
+    else:
         result = solve(scene, cfg.solver, time_limit=cfg.solve.time_limit)
     optimum = None
     if result.solver == "milp" and result.is_optimal:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from uavgnn.scenes import Scene
 from uavgnn.solvers.greedy import solve_greedy
-from uavgnn.solvers.lap import ProblemTooLarge, solve_lap
+from uavgnn.errors import ProblemTooLarge
+from uavgnn.solvers.lap import solve_lap
 from uavgnn.solvers.milp import solve_milp
 from uavgnn.solvers.result import SolveResult
 

@@ -17,15 +17,12 @@ import time
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from uavgnn.errors import ProblemTooLarge
 from uavgnn.metrics import IDLE, reward
 from uavgnn.scenes import Scene, feasible_pairs
 from uavgnn.solvers.result import SolveResult
 
 MAX_CELLS = 64_000_000  # N x sum(d_j) cells of the dense cost matrix (~512 MB of float64)
-
-
-class ProblemTooLarge(ValueError):
-    """Raised when a solver declines an instance above its documented size."""
 
 
 def solve_lap(scene: Scene, max_cells: int = MAX_CELLS) -> SolveResult:

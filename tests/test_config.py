@@ -1,0 +1,114 @@
+"""Every option of every config group composes, and runs for a few steps on tiny scenes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
+
+from conftest import ROOT, run_cli
+from uavgnn.config import register_configs, validate
+from uavgnn.modes.solve import run_solve
+from uavgnn.modes.train import run_train
+from uavgnn.scene_io import save_scene
+from uavgnn.scenes import SceneDistribution, generate_scenes
+
+CONF = ROOT / "conf"
+GROUPS = ("task", "model", "hardware", "optim", "curriculum", "logger", "experiment")
+OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
+register_configs()
+
+
+def compose_cfg(*overrides: str):
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        return compose("config", overrides=list(overrides))
+
+
+def tiny(cfg, tmp_path: Path, cache_dir: Path):
+    """Shrink a composed config to a few steps on 6-UAV scenes, everything in tmp_path."""
+    with open_dict(cfg):
+        cfg.data.update(n_uav=6, train_scenes=32, val_scenes=8, test_scenes=8, cache_dir=str(cache_dir),
+                        label_workers=1)
+        cfg.train.update(steps=4, eval_every=2, ckpt_every=2, log_every=2, warmup_steps=1)
+        cfg.hardware.batch_size = 8
+        if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
+            cfg.hardware.device = "auto"
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("graph-cache")
+
+
+def test_groups_have_the_documented_options() -> None:
+    found = {g: {o for gg, o in OPTIONS if gg == g} for g in GROUPS}
+    assert {"tiny", "small", "medium", "large"} <= found["model"]
+    assert {"cpu", "low_mem", "mid_mem", "high_mem", "multi_gpu"} <= found["hardware"]
+    assert {"uniform", "clustered", "file"} <= found["task"]
+    assert {"wandb", "tensorboard", "jsonl", "none"} <= found["logger"]
+    assert {"dev", "prod", "debug"} <= found["experiment"]
+    assert "none" in found["curriculum"]
+
+
+def test_model_sizes() -> None:
+    sizes = {name: compose_cfg(f"model={name}").model for name in ("tiny", "small", "medium", "large")}
+    assert [(m.hidden, m.heads, m.layers) for m in sizes.values()] == [(32, 1, 1), (64, 2, 2), (128, 4, 3), (256, 8, 4)]
+
+
+@pytest.mark.parametrize("group, option", OPTIONS)
+def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -> None:
+    overrides = [f"{group}={option}"]
+    if group != "logger":
+        overrides.append("logger=jsonl")
+    if (group, option) == ("task", "file"):
+        scene = generate_scenes(SceneDistribution(), 6, 1, 0)[0]
+        save_scene(tmp_path / "scene.json", scene)
+        overrides += ["mode=solve", "solver=greedy", f"task.file={tmp_path / 'scene.json'}"]
+    cfg = tiny(compose_cfg(*overrides), tmp_path, shared_cache)
+    validate(cfg)
+    out = tmp_path / "run"
+    out.mkdir()
+    if cfg.mode == "solve":
+        metrics = run_solve(cfg, out)
+        assert metrics["infeasible"] == 0 and (out / "assignment.json").exists()
+        return
+    gap = run_train(cfg, out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 4 and summary["best_val_optimality_gap"] == pytest.approx(gap)
+    assert {r["method"] for r in summary["test"]} >= {"greedy", "lap", "milp"}
+    assert (out / "last.pt").exists() and (out / "best.pt").exists() and (out / "test_scene.png").exists()
+    history = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("val/optimality_gap" in row for row in history)
+
+
+@pytest.mark.parametrize("override, key", [
+    ("model.hidden=abc", "model.hidden"),
+    ("optim.amp=maybe", "optim.amp"),
+    ("modle=small", "modle"),
+    ("model.hiden=3", "model.hiden"),
+    ("hardware.batch_size=1.5", "hardware.batch_size"),
+])
+def test_typos_and_wrong_types_fail_at_composition_naming_the_key(override, key, tmp_path) -> None:
+    proc = run_cli(override, f"hydra.run.dir={tmp_path / 'run'}", f"data.cache_dir={tmp_path / 'cache'}",
+                   cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    assert f"full_key: {key}" in proc.stderr
+    assert not (tmp_path / "cache").exists()  # failed before any work
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.hidden=-1", "model.hidden=-1 must be > 0"),
+    ("train.schedule=linear", "train.schedule='linear' is not one of cosine, plateau"),
+    ("model.hidden=31", "model.hidden=31 must be divisible by model.heads=2"),
+    ("task.need_min=4", "task.need_min=4 exceeds task.need_max=3"),
+])
+def test_bad_values_fail_before_work(override, message, tmp_path) -> None:
+    proc = run_cli(override, f"hydra.run.dir={tmp_path / 'run'}", f"data.cache_dir={tmp_path / 'cache'}",
+                   cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "cache").exists()

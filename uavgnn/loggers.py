@@ -1,0 +1,116 @@
+"""Metric logging: a jsonl history always, plus wandb or TensorBoard; never blocks training.
+
+Each dashboard back-end is called through ``_guarded``: the first failure (no
+network, no account, a full disk) is reported once as a warning and that
+back-end is switched off, while the jsonl file and training carry on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+HISTORY_FILE = "metrics.jsonl"
+
+
+def run_name(out_dir: Path) -> str:
+    """A wandb-safe id from the run directory (``outputs/2026-11-22/12-00-00`` -> ``2026-11-22_12-00-00``);
+    the same directory gives the same id, so a resumed run continues the same wandb run."""
+    parts = [p for p in out_dir.resolve().parts[1:][-3:] if p not in ("outputs", "multirun")]
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", "_".join(parts))[-120:]
+
+
+def read_history(out_dir: Path) -> list[dict[str, Any]]:
+    path = out_dir / HISTORY_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class MetricLogger:
+    """Logs ``{key: value}`` at a step to ``metrics.jsonl`` and the configured dashboard.
+
+    ``resume_step``: history lines after this step (written after the last
+    checkpoint by an interrupted run) are dropped, so the history has no
+    duplicated steps after a resume.
+    """
+
+    def __init__(self, out_dir: Path, backend: str = "jsonl", config: dict | None = None, mode: str = "offline",
+                 project: str = "uavgnn", entity: str | None = None, group: str | None = None,
+                 tags: list[str] | None = None, resume_step: int | None = None) -> None:
+        self.out_dir = out_dir
+        self.history_path = out_dir / HISTORY_FILE
+        if resume_step is not None:
+            kept = [r for r in read_history(out_dir) if r.get("step", 0) <= resume_step]
+            self.history_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        self._history = self.history_path.open("a")
+        self.wandb_run = None
+        self.tensorboard = None
+        if backend == "wandb" and mode != "disabled":
+            self.wandb_run = self._guarded("wandb.init", lambda: self._init_wandb(config, mode, project, entity, group, tags))
+        elif backend == "tensorboard":
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tensorboard = SummaryWriter(log_dir=str(out_dir / "tensorboard"))
+        elif backend not in ("wandb", "jsonl", "none"):
+            raise ValueError(f"logger.name: unknown logger {backend!r} (expected wandb, tensorboard, jsonl or none)")
+
+    def _init_wandb(self, config, mode, project, entity, group, tags):
+        import wandb
+
+        name = run_name(self.out_dir)
+        return wandb.init(project=project, entity=entity, mode=mode, dir=str(self.out_dir), id=name, name=name,
+                          resume="allow", config=config, group=group, tags=tags, reinit="finish_previous",
+                          settings=wandb.Settings(quiet=True, console="off"))
+
+    def _guarded(self, what: str, call):
+        try:
+            return call()
+        except Exception as err:  # a dashboard must never stop training
+            warnings.warn(f"logger: {what} failed ({type(err).__name__}: {err}); continuing without this dashboard",
+                          RuntimeWarning, stacklevel=3)
+            if what.startswith("wandb"):
+                self.wandb_run = None
+            else:
+                self.tensorboard = None
+            return None
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        self._history.write(json.dumps({"step": step, **metrics}) + "\n")
+        self._history.flush()
+        if self.wandb_run is not None:
+            self._guarded("wandb.log", lambda: self.wandb_run.log(metrics, step=step))
+        if self.tensorboard is not None:
+            def write():
+                for key, value in metrics.items():
+                    self.tensorboard.add_scalar(key, value, step)
+            self._guarded("tensorboard.add_scalar", write)
+
+    def log_image(self, key: str, path: Path, step: int) -> None:
+        if self.wandb_run is not None:
+            import wandb
+
+            self._guarded("wandb.log image", lambda: self.wandb_run.log({key: wandb.Image(str(path))}, step=step))
+        if self.tensorboard is not None:
+            import matplotlib.image
+
+            self._guarded("tensorboard.add_image", lambda: self.tensorboard.add_image(
+                key, matplotlib.image.imread(str(path))[..., :3], step, dataformats="HWC"))
+
+    def summary(self, values: dict[str, Any]) -> None:
+        if self.wandb_run is not None:
+            self._guarded("wandb.summary", lambda: self.wandb_run.summary.update(values))
+
+    def finish(self) -> None:
+        self._history.close()
+        if self.wandb_run is not None:
+            self._guarded("wandb.finish", self.wandb_run.finish)
+            self.wandb_run = None
+        if self.tensorboard is not None:
+            self._guarded("tensorboard.close", self.tensorboard.close)
+            self.tensorboard = None

@@ -1,0 +1,93 @@
+"""TransformerGNN: local graph attention over UAVs and targets, scoring every candidate edge.
+
+Per-type node encoders; L pre-norm layers of PyG ``TransformerConv`` with edge
+features (residual + FFN), each optionally under gradient checkpointing; an
+edge scorer giving one logit per candidate UAV->target edge and an idle logit
+per UAV. Every UAV of every graph in the batch is decided in one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+from torch_geometric.nn import TransformerConv
+
+from uavgnn.graphs import EDGE_DIM, NODE_DIM
+
+
+def mlp(sizes: Sequence[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(a, b), nn.GELU()]
+    return nn.Sequential(*layers[:-1])
+
+
+class GraphTransformerLayer(nn.Module):
+    """``h + Attn(LN(h))`` then ``h + FFN(LN(h))``; attention is ``TransformerConv`` with edge features."""
+
+    def __init__(self, hidden: int, heads: int, dropout: float, ffn_mult: int) -> None:
+        super().__init__()
+        if hidden % heads:
+            raise ValueError(f"model.hidden={hidden} must be divisible by model.heads={heads}")
+        self.norm_attn = nn.LayerNorm(hidden)
+        self.attn = TransformerConv(hidden, hidden // heads, heads=heads, edge_dim=EDGE_DIM, dropout=dropout,
+                                    root_weight=False)
+        self.norm_ffn = nn.LayerNorm(hidden)
+        self.ffn = nn.Sequential(nn.Linear(hidden, ffn_mult * hidden), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(ffn_mult * hidden, hidden))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, h: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
+        h = h + self.dropout(self.attn(self.norm_attn(h), edge_index, edge_attr))
+        return h + self.dropout(self.ffn(self.norm_ffn(h)))
+
+
+class TransformerGNN(nn.Module):
+    """Scores (candidate edge logits (C,), idle logits (num_nodes,)) for a batch of scene graphs.
+
+    ``checkpoint_layers`` lists the layer indices run under ``torch.utils.checkpoint``
+    (activation memory traded for recomputation in backward).
+    """
+
+    def __init__(self, hidden: int = 64, heads: int = 2, layers: int = 2, dropout: float = 0.0, ffn_mult: int = 2,
+                 checkpoint_layers: Sequence[int] = ()) -> None:
+        super().__init__()
+        if min(hidden, heads, layers, ffn_mult) < 1:
+            raise ValueError(f"model: hidden, heads, layers and ffn_mult must be >= 1, got "
+                             f"hidden={hidden}, heads={heads}, layers={layers}, ffn_mult={ffn_mult}")
+        self.uav_encoder = mlp([NODE_DIM, hidden, hidden])
+        self.target_encoder = mlp([NODE_DIM, hidden, hidden])
+        self.layers = nn.ModuleList(GraphTransformerLayer(hidden, heads, dropout, ffn_mult) for _ in range(layers))
+        self.checkpoint_layers = set(checkpoint_layers)
+        self.final_norm = nn.LayerNorm(hidden)
+        self.edge_encoder = nn.Linear(EDGE_DIM, hidden)
+        self.edge_scorer = mlp([3 * hidden, hidden, 1])
+        self.idle_scorer = mlp([hidden, hidden, 1])
+
+    def forward(self, x: torch.Tensor, node_type: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor,
+                cand_index: torch.Tensor, cand_attr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        is_uav = (node_type == 0).unsqueeze(1)
+        h = torch.where(is_uav, self.uav_encoder(x), self.target_encoder(x))  # (num_nodes, hidden)
+        for i, layer in enumerate(self.layers):
+            if i in self.checkpoint_layers and self.training and torch.is_grad_enabled():
+                h = checkpoint(layer, h, edge_index, edge_attr, use_reentrant=False)
+            else:
+                h = layer(h, edge_index, edge_attr)
+        h = self.final_norm(h)
+        src, dst = cand_index
+        edge_in = torch.cat([h[src], h[dst], self.edge_encoder(cand_attr)], dim=1)  # (C, 3 * hidden)
+        return self.edge_scorer(edge_in).squeeze(1), self.idle_scorer(h).squeeze(1)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def model_from_config(model_cfg, grad_checkpoint: bool = False) -> TransformerGNN:
+    """Build from a ``model`` config node; ``grad_checkpoint`` checkpoints every layer."""
+    layers = int(model_cfg.layers)
+    return TransformerGNN(hidden=int(model_cfg.hidden), heads=int(model_cfg.heads), layers=layers,
+                          dropout=float(model_cfg.dropout), ffn_mult=int(model_cfg.ffn_mult),
+                          checkpoint_layers=range(layers) if grad_checkpoint else ())

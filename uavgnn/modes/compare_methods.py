@@ -1,0 +1,58 @@
+"""Model vs greedy vs lap vs MILP on one test split: the summary table."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+from uavgnn.data.store import GraphStore
+from uavgnn.graphs import build_graph
+from uavgnn.metrics import assignment_metrics, mean_metrics
+from uavgnn.solvers import ProblemTooLarge, solve
+from uavgnn.training.evaluate import Evaluation, evaluate_model
+
+TABLE_KEYS = ("reward", "completion_score", "efficiency", "optimality_gap", "infeasible")
+
+
+def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, k: int, device: torch.device,
+                     k_max: int, uav_neighbours: int, amp_dtype: torch.dtype | None = None
+                     ) -> tuple[list[dict], Evaluation]:
+    """One row per method: mean metrics over the split's scenes and time per scene (s).
+
+    The model's time is graph build + forward + decode; the MILP's is the
+    label solve (its status is reported too, since a time-limited MILP is a
+    lower bound on the optimum).
+    """
+    scenes = store.scenes()
+    optimum = store.objective.numpy()
+    start = time.perf_counter()
+    for scene in scenes:
+        build_graph(scene, k_max, uav_neighbours)
+    build_s = time.perf_counter() - start
+    result = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype)
+    n = len(scenes)
+    rows = [{"method": f"model ({decoder})", **_means(result.metrics),
+             "time_s": (build_s + result.forward_s + result.decode_s) / n}]
+    for name in ("greedy", "lap"):
+        try:
+            solved = [solve(s, name) for s in scenes]
+        except ProblemTooLarge as err:
+            rows.append({"method": name, "note": str(err).split(";")[0]})
+            continue
+        metrics = assignment_metrics(scenes, [r.assignment for r in solved], optimum)
+        rows.append({"method": name, **_means(metrics), "time_s": float(np.mean([r.wall_time for r in solved]))})
+    milp = assignment_metrics(scenes, store.label_assignments(), optimum)
+    rows.append({"method": "milp", **_means(milp), "time_s": float(store.solve_time.mean()),
+                 "note": "status " + ",".join(sorted(set(store.status)))})
+    for row in rows:
+        row.setdefault("note", "")
+    rows[0]["note"] = f"build {build_s / n * 1e3:.2f} ms + forward {result.forward_s / n * 1e3:.2f} ms + decode {result.decode_s / n * 1e3:.2f} ms per scene"
+    return rows, result
+
+
+def _means(metrics: dict[str, np.ndarray]) -> dict[str, float]:
+    means = mean_metrics(metrics)
+    return {key: means[key] for key in TABLE_KEYS if key in means}

@@ -1,0 +1,85 @@
+"""``mode=train`` (the default): train, then compare the best model with the baselines on the test set.
+
+Prints the summary table and writes ``summary.json`` and ``test_scene.png``
+(one test scene with the model's assignment) into the run directory.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from uavgnn.config import Config
+from uavgnn.data.splits import load_split
+from uavgnn.errors import ConfigError
+from uavgnn.graphs import adaptive_k
+from uavgnn.loggers import MetricLogger, run_name
+from uavgnn.modes.compare_methods import compare_on_split
+from uavgnn.plots import plot_assignment
+from uavgnn.report import format_table, write_json
+from uavgnn.training.checkpoint import find_resume_checkpoint, load_checkpoint
+from uavgnn.training.trainer import amp_dtype, resolve_device, train
+
+log = logging.getLogger(__name__)
+
+
+def resume_checkpoint(cfg: Config, out_dir: Path) -> Path | None:
+    """``resume=auto``: this run directory's ``last.pt`` if any; ``true``: it must exist; ``false``: none."""
+    mode = str(cfg.resume).lower()
+    if mode in ("false", "none", "no"):
+        return None
+    if mode not in ("true", "auto", "yes"):
+        raise ConfigError(f"resume: expected false, true or auto, got {cfg.resume!r}")
+    found = find_resume_checkpoint(out_dir)
+    if found is None and mode != "auto":
+        raise FileNotFoundError(f"resume=true but {out_dir} has no last.pt; pass hydra.run.dir=<the run to resume>")
+    return found
+
+
+def sweep_context() -> tuple[str | None, list[str]]:
+    """wandb group (the sweep directory) and tags (this job's overrides), when run by Hydra."""
+    if not HydraConfig.initialized():
+        return None, []
+    hc = HydraConfig.get()
+    group = run_name(Path(hc.sweep.dir)) if hc.mode == RunMode.MULTIRUN else None
+    return group, [str(o) for o in hc.overrides.task][:20]
+
+
+def run_train(cfg: Config, out_dir: Path) -> float:
+    """Train, evaluate on the test split, write the summary; returns the best val optimality gap."""
+    resume_from = resume_checkpoint(cfg, out_dir)
+    resume_step = load_checkpoint(resume_from)["state"]["step"] if resume_from else None
+    group, tags = sweep_context()
+    logger = MetricLogger(out_dir, cfg.logger.name, config=OmegaConf.to_container(cfg, resolve=True),
+                          mode=cfg.logger.mode, project=cfg.logger.project, entity=cfg.logger.entity, group=group,
+                          tags=tags, resume_step=resume_step)
+    try:
+        result = train(cfg, out_dir, logger, resume_from)
+        device = resolve_device(cfg.hardware.device)
+        model = result.model
+        model.load_state_dict(load_checkpoint(result.best_path, device)["model"])
+        test_store = load_split(cfg, "test")
+        k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
+        rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, k, device, cfg.data.k_max,
+                                            cfg.data.uav_neighbours, amp_dtype(cfg, device))
+        print(f"\nTest set: {len(test_store)} scenes of {cfg.data.n_uav} UAVs ({cfg.task.positions})")
+        print(format_table(rows, ["method", "reward", "completion_score", "efficiency", "optimality_gap",
+                                  "infeasible", "time_s", "note"]))
+        plot = plot_assignment(test_store.scene(0), evaluation.assignments[0], out_dir / "test_scene.png",
+                               title=f"{cfg.model.name} model, gap "
+                                     f"{evaluation.metrics['optimality_gap'][0]:.3f} vs MILP")
+        logger.log_image("test/scene", plot, result.state.step)
+        test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}
+        summary = {"best_val_optimality_gap": result.state.best_gap, "final_val": result.val, "test": rows,
+                   "steps": result.state.step, "params": model.num_parameters(), **test}
+        write_json(out_dir / "summary.json", summary)
+        logger.summary({"best/val/optimality_gap": result.state.best_gap, **test})
+        print(f"results in {out_dir}")
+        return float(result.state.best_gap)
+    finally:
+        logger.finish()

@@ -1,0 +1,1 @@
+"""Training: the trainer loop, checkpoints and evaluation."""

@@ -1,0 +1,264 @@
+"""The training loop, readable top to bottom: imitation of the MILP's assignments.
+
+One step: gather a batch, truncate candidates to the jittered k, score every
+UAV's choices in one forward pass, minimise the NLL of the MILP's choices,
+clip, step. Every ``eval_every`` steps the greedy-decoded policy is scored on
+the fixed validation set against the MILP labels; ``last.pt`` (and ``best.pt``
+on improvement) hold everything needed to continue with no lost or repeated
+step. Non-finite losses are skipped with the LR halved, and training stops
+with a clear message after ``max_bad_steps`` in a row.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import resource
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from uavgnn.data.loader import make_loader, prefetched
+from uavgnn.data.splits import load_split
+from uavgnn.errors import ConfigError, TrainingDiverged
+from uavgnn.graphs import adaptive_k
+from uavgnn.loggers import MetricLogger
+from uavgnn.metrics import mean_metrics
+from uavgnn.models import TransformerGNN, model_from_config
+from uavgnn.models.choices import imitation_loss
+from uavgnn.training.checkpoint import BEST, LAST, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from uavgnn.training.evaluate import evaluate_model, policy_log_probs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainState:
+    """Counters that must survive a resume (saved in every checkpoint)."""
+
+    step: int = 0
+    lr_scale: float = 1.0  # lowered by plateaus and non-finite losses
+    best_gap: float = math.inf
+    evals_without_improvement: int = 0
+    bad_steps: int = 0
+    curriculum: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("hardware.device=cuda but no CUDA device is available (use hardware=cpu or device=auto)")
+    return torch.device(name)
+
+
+def amp_dtype(cfg, device: torch.device) -> torch.dtype | None:
+    if not cfg.optim.amp:
+        return None
+    if cfg.hardware.precision not in ("bf16", "fp16"):
+        raise ValueError(f"hardware.precision: expected bf16 or fp16, got {cfg.hardware.precision!r}")
+    if device.type == "cpu":
+        return torch.bfloat16  # CPU autocast is bf16
+    return torch.bfloat16 if cfg.hardware.precision == "bf16" else torch.float16
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
+    """Linear warmup, then cosine to 5% (``cosine``) or flat (``plateau``: lowered on evaluations)."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "cosine":
+        progress = (step - warmup) / max(1, total - warmup)
+        return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    if schedule == "plateau":
+        return 1.0
+    raise ValueError(f"train.schedule: unknown schedule {schedule!r} (expected cosine or plateau)")
+
+
+def jittered_k(base: int, jitter: int, seed: int, step: int, k_max: int) -> int:
+    """Training-time k: ``base +- jitter``, a pure function of (seed, step) so a resumed run repeats it."""
+    if jitter == 0:
+        return base
+    offset = int(np.random.default_rng([seed, step]).integers(-jitter, jitter + 1))
+    return int(min(max(1, base + offset), k_max))
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def maybe_compile(model: TransformerGNN, enabled: bool):
+    if not enabled:
+        return model
+    try:
+        return torch.compile(model, dynamic=True)
+    except Exception as err:  # noqa: BLE001 - any compile failure falls back to eager
+        warnings.warn(f"optim.compile: torch.compile failed ({err}); training in eager mode", RuntimeWarning)
+        return model
+
+
+@dataclass
+class TrainResult:
+    model: TransformerGNN
+    state: TrainState
+    best_path: Path
+    last_path: Path
+    val: dict[str, float]
+
+
+def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
+    device = resolve_device(cfg.hardware.device)
+    if cfg.hardware.threads > 0:
+        torch.set_num_threads(cfg.hardware.threads)
+    if device.type == "cuda":
+        torch.cuda.set_per_process_memory_fraction(cfg.hardware.memory_fraction, device)
+    seed_everything(cfg.seed)
+    dtype = amp_dtype(cfg, device)
+
+    train_store = load_split(cfg, "train")
+    val_store = load_split(cfg, "val")
+    model = model_from_config(cfg.model, cfg.optim.grad_checkpoint).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
+    state = TrainState()
+    if resume_from is not None:
+        ckpt = load_checkpoint(resume_from, device)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scaler.load_state_dict(ckpt["scaler"])
+        state = TrainState(**ckpt["state"])
+        set_rng_state(ckpt["rng"])
+        log.info("resumed from %s at step %d", resume_from, state.step)
+    n_params = model.num_parameters()
+    log.info("model %s: %s parameters", cfg.model.name, f"{n_params:,}")
+    runner = maybe_compile(model, cfg.optim.compile)
+
+    def checkpoint(path: Path) -> None:
+        save_checkpoint(path, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                               "scaler": scaler.state_dict(), "state": asdict(state), "rng": rng_state(),
+                               "config": OmegaConf.to_container(cfg, resolve=True)})
+
+    batch_size, total = cfg.hardware.batch_size, cfg.train.steps
+    loader = make_loader(train_store, cfg.hardware.loader, batch_size, shuffle=True, seed=cfg.seed,
+                         num_workers=cfg.hardware.num_workers, pin_memory=cfg.hardware.pin_memory,
+                         prefetch_factor=cfg.hardware.prefetch_factor,
+                         persistent_workers=cfg.hardware.persistent_workers, drop_last=True)
+    steps_per_epoch = len(loader)
+    if steps_per_epoch == 0:
+        raise ConfigError(f"data.train_scenes={len(train_store)} is smaller than hardware.batch_size={batch_size}")
+
+    def batches_from(step: int):
+        """Batches in the exact order an uninterrupted run would see them from ``step`` on."""
+        epoch, skip = divmod(step, steps_per_epoch)
+        while True:
+            loader.epoch = epoch
+            if hasattr(loader, "generator"):
+                loader.generator.manual_seed(cfg.seed * 1_000_003 + epoch)
+            for i, batch in enumerate(loader):
+                if i >= skip:
+                    yield batch
+            epoch, skip = epoch + 1, 0
+
+    batches = batches_from(state.step)
+    if cfg.optim.prefetch:
+        batches = prefetched(batches, device, cfg.hardware.pin_memory)
+    k_base = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
+    k_eval = k_base
+    logger.log({"model/params": n_params}, step=state.step)
+
+    window = {"loss": 0.0, "acc": 0.0, "n": 0, "wait": 0.0, "busy": 0.0, "graphs": 0}
+    val: dict[str, float] = {}
+    bar = tqdm(total=total, initial=state.step, desc="train", unit="step", mininterval=2.0, dynamic_ncols=True)
+    model.train()
+    tick = time.perf_counter()
+    while state.step < total:
+        batch = next(batches).to(device, non_blocking=True)
+        got_batch = time.perf_counter()
+        k = jittered_k(k_base, cfg.data.k_jitter, cfg.seed, state.step, cfg.data.k_max)
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.train.lr * state.lr_scale * lr_factor(state.step, total, cfg.train.warmup_steps,
+                                                                    cfg.train.schedule)
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
+        loss, acc, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
+                                      batch.busy, batch.node_type == 0)
+        optimizer.zero_grad(set_to_none=True)
+        if not torch.isfinite(loss):
+            state.bad_steps += 1
+            state.lr_scale *= 0.5
+            log.warning("non-finite loss at step %d (%d in a row): step skipped, LR scale now %.3g",
+                        state.step, state.bad_steps, state.lr_scale)
+            if state.bad_steps >= cfg.train.max_bad_steps:
+                bar.close()
+                raise TrainingDiverged(
+                    f"training diverged: {state.bad_steps} non-finite losses in a row at step {state.step}; "
+                    f"last good checkpoint: {out_dir / LAST}. Lower train.lr (now {cfg.train.lr}) or enable "
+                    f"train.grad_clip.")
+            tick = time.perf_counter()
+            continue
+        state.bad_steps = 0
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        state.step += 1
+        done = time.perf_counter()
+        window["loss"] += loss.item()
+        window["acc"] += acc.item()
+        window["n"] += 1
+        window["wait"] += got_batch - tick
+        window["busy"] += done - tick
+        window["graphs"] += batch.num_graphs
+        tick = done
+        bar.update(1)
+
+        if state.step % cfg.train.log_every == 0 or state.step == total:
+            n = window["n"]
+            metrics = {"train/loss": window["loss"] / n, "train/acc": window["acc"] / n, "train/k": k,
+                       "train/lr": optimizer.param_groups[0]["lr"],
+                       "perf/graphs_per_s": window["graphs"] / window["busy"],
+                       "perf/step_ms": 1000 * window["busy"] / n, "perf/data_wait_frac": window["wait"] / window["busy"],
+                       "perf/peak_mem_mb": peak_memory_mb(device)}
+            logger.log(metrics, state.step)
+            bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", gps=f"{metrics['perf/graphs_per_s']:.0f}")
+            window = dict.fromkeys(window, 0.0)
+        if state.step % cfg.train.eval_every == 0 or state.step == total:
+            result = evaluate_model(model, val_store, cfg.train.decoder, k_eval, device, amp_dtype=dtype)
+            val = {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
+            val["perf/peak_mem_mb"] = peak_memory_mb(device)
+            logger.log(val, state.step)
+            gap = val["val/optimality_gap"]
+            if gap < state.best_gap - 1e-6:
+                state.best_gap, state.evals_without_improvement = gap, 0
+                checkpoint(out_dir / BEST)
+            else:
+                state.evals_without_improvement += 1
+                if cfg.train.schedule == "plateau" and state.evals_without_improvement >= cfg.train.plateau_patience:
+                    state.lr_scale *= 0.8
+                    state.evals_without_improvement = 0
+            bar.write(f"step {state.step}: val optimality_gap {gap:.4f} (best {state.best_gap:.4f}), "
+                      f"completion_score {val['val/completion_score']:.3f}")
+            tick = time.perf_counter()
+        if state.step % cfg.train.ckpt_every == 0 or state.step == total:
+            checkpoint(out_dir / LAST)
+            tick = time.perf_counter()
+    bar.close()
+    if not (out_dir / BEST).exists():
+        checkpoint(out_dir / BEST)
+    return TrainResult(model, state, out_dir / BEST, out_dir / LAST, val)
