@@ -33,8 +33,8 @@ class GraphTransformerLayer(nn.Module):
         if hidden % heads:
             raise ValueError(f"model.hidden={hidden} must be divisible by model.heads={heads}")
         self.norm_attn = nn.LayerNorm(hidden)
-        self.attn = TransformerConv(hidden, hidden // heads, heads=heads, edge_dim=EDGE_DIM, dropout=dropout,
-                                    root_weight=False)
+        # root_weight: PyG builds lin_skip either way; using it keeps no parameter idle
+        self.attn = TransformerConv(hidden, hidden // heads, heads=heads, edge_dim=EDGE_DIM, dropout=dropout)
         self.norm_ffn = nn.LayerNorm(hidden)
         self.ffn = nn.Sequential(nn.Linear(hidden, ffn_mult * hidden), nn.GELU(), nn.Dropout(dropout),
                                  nn.Linear(ffn_mult * hidden, hidden))

@@ -42,12 +42,15 @@ def resume_checkpoint(cfg: Config, out_dir: Path) -> Path | None:
 
 
 def sweep_context() -> tuple[str | None, list[str]]:
-    """wandb group (the sweep directory) and tags (this job's overrides), when run by Hydra."""
+    """wandb group (the sweep directory) and tags: the chosen config-group options
+    (``model:small``) plus this job's short overrides (``optim.amp=true``)."""
     if not HydraConfig.initialized():
         return None, []
     hc = HydraConfig.get()
     group = run_name(Path(hc.sweep.dir)) if hc.mode == RunMode.MULTIRUN else None
-    return group, [str(o) for o in hc.overrides.task][:20]
+    tags = [f"{g}:{o}" for g, o in hc.runtime.choices.items() if not g.startswith("hydra") and o and g != "uavgnn_schema"]
+    tags += [str(o) for o in hc.overrides.task if len(str(o)) <= 64 and "/" not in str(o)]
+    return group, sorted(set(tags))
 
 
 def run_train(cfg: Config, out_dir: Path) -> float:

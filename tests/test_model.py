@@ -1,0 +1,111 @@
+import numpy as np
+import pytest
+import torch
+
+from uavgnn.data.store import GraphStore
+from uavgnn.decoders import decode
+from uavgnn.graphs import build_graph
+from uavgnn.metrics import assignment_metrics
+from uavgnn.models import TransformerGNN
+from uavgnn.models.choices import choice_log_probs, imitation_loss
+from uavgnn.scenes import SceneDistribution, generate_scenes
+from uavgnn.solvers import solve_milp
+from uavgnn.training.evaluate import policy_log_probs
+
+
+@pytest.fixture(scope="module")
+def store() -> GraphStore:
+    scenes = generate_scenes(SceneDistribution(), 12, 24, seed=3) + generate_scenes(
+        SceneDistribution(positions="clustered"), 12, 8, seed=4)
+    labels = [solve_milp(s) for s in scenes]
+    return GraphStore.from_graphs([build_graph(s, 16, 6, r.assignment) for s, r in zip(scenes, labels)], scenes, labels)
+
+
+def test_choice_probabilities_sum_to_one_per_uav(store) -> None:
+    batch = store.gather(torch.arange(len(store)))
+    torch.manual_seed(0)
+    cand_logit, idle_logit = torch.randn(batch.cand_rank.numel()) * 3, torch.randn(batch.num_nodes)
+    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, batch.cand_index[0])
+    total = idle_logp.exp().index_add(0, batch.cand_index[0], cand_logp.exp())
+    uav = batch.node_type == 0
+    torch.testing.assert_close(total[uav], torch.ones(int(uav.sum())))
+
+
+def test_perfect_scores_decode_to_the_milp_and_zero_loss(store) -> None:
+    batch = store.gather(torch.arange(len(store)))
+    keep = batch.cand_rank < 16
+    cand_logp, idle_logp = choice_log_probs(batch.cand_label.float() * 30, (~batch.busy).float() * 30,
+                                            batch.cand_index[0])
+    loss, acc, covered = imitation_loss(cand_logp, idle_logp, batch.cand_index[0], batch.cand_label, batch.busy,
+                                        batch.node_type == 0)
+    assert loss < 1e-6 and acc == 1.0 and covered == int((batch.node_type == 0).sum())
+    for method in ("argmax", "greedy"):
+        gaps = assignment_metrics(store.scenes(), decode(method, batch, cand_logp, idle_logp, keep),
+                                  store.objective.numpy())["optimality_gap"]
+        np.testing.assert_allclose(gaps, 0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_decoders_are_feasible_on_random_scores(store, seed) -> None:
+    batch = store.gather(torch.arange(len(store)))
+    gen = torch.Generator().manual_seed(seed)
+    keep = batch.cand_rank < 6
+    cand_logp, idle_logp = choice_log_probs(torch.randn(int(keep.sum()), generator=gen) * 2,
+                                            torch.randn(batch.num_nodes, generator=gen), batch.cand_index[0, keep])
+    scenes = store.scenes()
+    for method in ("argmax", "greedy"):
+        assignments = decode(method, batch, cand_logp, idle_logp, keep)
+        assert assignment_metrics(scenes, assignments)["infeasible"].sum() == 0
+        if method == "greedy":  # never over-assigns, never leaves a target partial
+            for scene, a in zip(scenes, assignments):
+                count = np.bincount(a[a >= 0], minlength=scene.n_target)
+                assert np.all((count == 0) | (count == scene.need))
+
+
+def test_greedy_fills_a_target_by_probability() -> None:
+    # Three UAVs all prefer target 0 (need 2): the two most likely get it, the third falls back to target 1.
+    from uavgnn.decoders import greedy_decode
+
+    cand_uav = torch.tensor([0, 0, 1, 1, 2, 2])
+    cand_target = torch.tensor([3, 4, 3, 4, 3, 4])  # nodes 3, 4 are targets 0, 1
+    logp = torch.log(torch.tensor([0.9, 0.1, 0.8, 0.2, 0.7, 0.3]))
+    need = torch.tensor([0, 0, 0, 2, 1])
+    choice = greedy_decode(logp, torch.full((5,), -9.0), cand_uav, cand_target, need)
+    assert choice[:3].tolist() == [3, 3, 4]
+
+
+def test_greedy_closes_a_target_it_cannot_fill() -> None:
+    from uavgnn.decoders import greedy_decode
+
+    # Target 0 needs 3 but only two UAVs reach it: they go to target 1 (need 1) and idle.
+    cand_uav = torch.tensor([0, 0, 1])
+    cand_target = torch.tensor([2, 3, 2])
+    logp = torch.log(torch.tensor([0.9, 0.1, 0.9]))
+    choice = greedy_decode(logp, torch.full((4,), -9.0), cand_uav, cand_target, torch.tensor([0, 0, 3, 1]))
+    assert choice[:2].tolist() == [3, -1]
+
+
+def test_checkpointed_layers_give_identical_gradients(store) -> None:
+    batch = store.gather(torch.arange(len(store)))
+    grads = []
+    for layers in ((), (0, 1, 2)):
+        torch.manual_seed(0)
+        model = TransformerGNN(hidden=32, heads=2, layers=3, dropout=0.1, checkpoint_layers=layers).train()
+        torch.manual_seed(1)  # same dropout masks in both runs
+        cand_logp, idle_logp, keep = policy_log_probs(model, batch, 6)
+        loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
+                                    batch.busy, batch.node_type == 0)
+        loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-5, atol=1e-7)
+
+
+def test_one_forward_for_all_uavs_of_all_scenes(store) -> None:
+    """Scores of a batch equal the scores of each scene alone: UAVs are decided in one batched pass."""
+    torch.manual_seed(0)
+    model = TransformerGNN(hidden=32, heads=2, layers=2).eval()
+    with torch.no_grad():
+        batch_logp, _, _ = policy_log_probs(model, store.gather(torch.arange(4)), 6)
+        alone = torch.cat([policy_log_probs(model, store.gather(torch.tensor([i])), 6)[0] for i in range(4)])
+    torch.testing.assert_close(batch_logp, alone, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,117 @@
+"""The main job end to end: resume after a kill, seeding, NaN handling, wandb offline, multirun."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT, run_cli
+from wandb_records import history, run_record
+
+SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
+         "data.test_scenes=8", "hardware.batch_size=8", "train.log_every=5", "train.warmup_steps=2"]
+
+
+def overrides(tmp_path: Path, run: str, *extra: str) -> list[str]:
+    return [*SMALL, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / run}", *extra]
+
+
+def params(run_dir: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run_dir / "last.pt", weights_only=False)["model"]
+
+
+def steps_logged(run_dir: Path, key: str) -> list[int]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r["step"] for r in rows if key in r]
+
+
+def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path) -> None:
+    long = ["train.steps=120", "train.ckpt_every=20", "train.eval_every=40", "logger=jsonl"]
+    run_cli(*overrides(tmp_path, "straight", *long), cwd=tmp_path)  # also builds the cache
+    cmd = [sys.executable, str(ROOT / "run.py"), *overrides(tmp_path, "killed", *long)]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    last = tmp_path / "killed" / "last.pt"
+    deadline = time.time() + 300
+    while not last.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.3)  # let it run past the checkpoint: those steps must be redone, not duplicated
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    interrupted_at = torch.load(last, weights_only=False)["state"]["step"]
+    assert interrupted_at < 120, "the run finished before it could be interrupted"
+    run_cli(*overrides(tmp_path, "killed", *long, "resume=auto"), cwd=tmp_path)
+    straight, resumed = params(tmp_path / "straight"), params(tmp_path / "killed")
+    for name in straight:
+        torch.testing.assert_close(resumed[name], straight[name], rtol=0, atol=0)
+    logged = steps_logged(tmp_path / "killed", "train/loss")
+    assert logged == steps_logged(tmp_path / "straight", "train/loss") == list(range(5, 121, 5))
+
+
+def test_same_seed_same_metrics(tmp_path) -> None:
+    runs = []
+    for name in ("a", "b"):
+        run_cli(*overrides(tmp_path, name, "logger=jsonl", "seed=3"), cwd=tmp_path)
+        runs.append(json.loads((tmp_path / name / "summary.json").read_text()))
+    assert runs[0]["best_val_optimality_gap"] == runs[1]["best_val_optimality_gap"]
+    untimed = [[{k: v for k, v in row.items() if k not in ("time_s", "note")} for row in run["test"]] for run in runs]
+    assert untimed[0] == untimed[1]
+
+
+def test_diverging_loss_stops_with_a_clear_message(tmp_path) -> None:
+    proc = run_cli(*overrides(tmp_path, "nan", "logger=jsonl", "train.lr=1e30", "train.grad_clip=1e30",
+                              "train.warmup_steps=1"), cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert "training diverged: 5 non-finite losses in a row" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (tmp_path / "nan" / "last.pt").exists() or "last good checkpoint" in proc.stderr
+
+
+def test_wandb_offline_run_holds_the_history(tmp_path) -> None:
+    proc = run_cli(*overrides(tmp_path, "wb", "logger=wandb"), cwd=tmp_path)
+    files = list((tmp_path / "wb" / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(files) == 1, proc.stderr
+    rows = history(files[0])
+    losses = [r["train/loss"] for r in rows if "train/loss" in r]
+    jsonl = [json.loads(line) for line in (tmp_path / "wb" / "metrics.jsonl").read_text().splitlines()]
+    assert losses == pytest.approx([r["train/loss"] for r in jsonl if "train/loss" in r])
+    assert any("val/optimality_gap" in r for r in rows) and any(r.get("model/params", 0) > 0 for r in rows)
+    run = run_record(files[0])
+    assert run.config.update  # the full resolved config was passed to wandb.init
+    assert run.run_id.endswith("wb")
+
+
+def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
+    sweep = tmp_path / "sweep"
+    run_cli("-m", *SMALL, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}",
+            "model=tiny,small", "optim.amp=true,false", "logger=wandb", cwd=tmp_path)
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit())
+    assert len(jobs) == 4
+    groups, tags = set(), []
+    for job in jobs:
+        assert (job / "summary.json").exists()
+        run = run_record(next(job.glob("wandb/offline-run-*/run-*.wandb")))
+        groups.add(run.run_group)
+        tags.append(set(run.tags))
+    assert len(groups) == 1 and groups != {""}
+    wanted = {"model:tiny", "hardware:cpu", "optim.amp=True"}
+    assert wanted in [t & wanted for t in tags]
+
+
+def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
+    sweep = tmp_path / "sweep"
+    run_cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SMALL, "logger=jsonl",
+            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", "model.hidden=32,-1",
+            "model.heads=1", cwd=tmp_path)
+    ok, failed = sweep / "0", sweep / "1"
+    assert (ok / "summary.json").exists() and not (ok / "failed.json").exists()
+    report = json.loads((failed / "failed.json").read_text())
+    assert "model.hidden=-1 must be > 0" in report["error"] and report["config"]["model"]["hidden"] == -1
+    assert math.isfinite(json.loads((ok / "summary.json").read_text())["best_val_optimality_gap"])
