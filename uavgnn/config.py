@@ -4,7 +4,8 @@
 YAML file is merged onto these dataclasses: an unknown key (``model.hiden``)
 or a wrong type (``model.hidden=abc``, ``optim.amp=maybe``) fails at
 composition, naming the key, before any work starts. The dataclasses are
-plain Python too: ``Config()`` is a valid config for notebook use.
+plain Python too: ``OmegaConf.structured(Config())`` is a complete config
+(the defaults of the YAML files) for use from a notebook without Hydra.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from dataclasses import dataclass, field, fields
 from typing import Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
 
 from uavgnn.errors import ConfigError
 from uavgnn.scenes import SceneDistribution
@@ -130,14 +130,14 @@ class Config:
     action: str = "info"  # mode=cache: info | verify | clear
     ckpt: Optional[str] = None
     resume: str = "false"  # false | true | auto: continue from the run directory's last.pt
-    task: TaskConfig = MISSING
+    task: TaskConfig = field(default_factory=TaskConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = MISSING
-    hardware: HardwareConfig = MISSING
+    model: ModelConfig = field(default_factory=ModelConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    curriculum: CurriculumConfig = MISSING
-    logger: LoggerConfig = MISSING
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     solve: SolveConfig = field(default_factory=SolveConfig)
 
