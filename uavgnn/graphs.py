@@ -27,6 +27,7 @@ so the graph is translation invariant and independent of the scene's size.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -49,22 +50,96 @@ def adaptive_k(n_uav: int, k_min: int = 4, k_divisor: int = 4, k_max: int = 16) 
     return min(max(k_min, math.ceil(n_uav / k_divisor)), k_max)
 
 
-def build_graph(scene: Scene, k_max: int = 16, uav_neighbours: int = 8,
-                assignment: np.ndarray | None = None) -> Data:
-    """One scene's graph; ``assignment`` (the MILP labels) adds ``cand_label``/``busy``."""
+@dataclass
+class Neighbours:
+    """The geometric part of a graph: candidates (sorted by UAV, then distance), feasibility
+    counts and UAV<->UAV neighbours. Built by a k-d tree (CPU) or ``torch.cdist`` + ``topk`` (GPU)."""
+
+    c_uav: np.ndarray
+    c_tgt: np.ndarray
+    c_dist: np.ndarray
+    c_rank: np.ndarray
+    n_feasible: np.ndarray  # (N,) feasible targets per UAV, before truncation to k_max
+    n_reach: np.ndarray  # (M,) UAVs that can reach each target
+    nearest: np.ndarray  # (N,) distance to the nearest feasible target (inf if none)
+    uu_src: np.ndarray
+    uu_dst: np.ndarray
+    uu_dist: np.ndarray
+
+
+def kdtree_neighbours(scene: Scene, k_max: int, uav_neighbours: int) -> Neighbours:
     n, m = scene.n_uav, scene.n_target
     pairs = feasible_pairs(scene)  # sorted by UAV, then distance
     first = np.searchsorted(pairs.uav, np.arange(n + 1))
     rank = np.arange(len(pairs.uav)) - first[pairs.uav]
     n_feasible = np.diff(first)
-    n_reach = np.bincount(pairs.target, minlength=m)
+    nearest = np.full(n, np.inf)
+    nearest[n_feasible > 0] = pairs.dist[first[:-1][n_feasible > 0]]
     keep = rank < k_max
-    c_uav, c_tgt, c_dist, c_rank = pairs.uav[keep], pairs.target[keep], pairs.dist[keep], rank[keep]
+    n_nb = min(uav_neighbours, n - 1)
+    if n_nb > 0:
+        nb_dist, nb = cKDTree(scene.uav_pos).query(scene.uav_pos, k=n_nb + 1)
+        src, dst, d = np.repeat(np.arange(n), n_nb), nb[:, 1:].reshape(-1), nb_dist[:, 1:].reshape(-1)
+    else:
+        src = dst = np.zeros(0, dtype=np.int64)
+        d = np.zeros(0)
+    return Neighbours(pairs.uav[keep], pairs.target[keep], pairs.dist[keep], rank[keep], n_feasible,
+                      np.bincount(pairs.target, minlength=m), nearest, src, dst, d)
 
+
+def torch_neighbours(scene: Scene, k_max: int, uav_neighbours: int, device: torch.device | str = "cuda",
+                     block: int = 4096) -> Neighbours:
+    """Same as ``kdtree_neighbours`` with ``torch.cdist`` + ``topk`` over blocks of UAVs
+    (memory ``block x max(N, M)``), for building graphs on the GPU."""
+    n, m = scene.n_uav, scene.n_target
+    dtype = torch.float32 if torch.device(device).type == "cuda" else torch.float64
+    uav = torch.as_tensor(scene.uav_pos, dtype=dtype, device=device)
+    tgt = torch.as_tensor(scene.target_pos, dtype=dtype, device=device)
+    rng = torch.as_tensor(scene.uav_range, dtype=dtype, device=device)
+    n_nb = min(uav_neighbours, n - 1)
+    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("c_uav", "c_tgt", "c_dist", "c_rank", "n_feasible",
+                                                            "nearest", "uu_dst", "uu_dist")}
+    n_reach = torch.zeros(m, dtype=torch.long, device=device)
+    for start in range(0, n, block):
+        rows = torch.arange(start, min(n, start + block), device=device)
+        d = torch.cdist(uav[rows], tgt)  # (b, M)
+        feasible = d <= rng[rows, None]
+        n_reach += feasible.sum(0)
+        parts["n_feasible"].append(feasible.sum(1))
+        dist, idx = torch.topk(d.masked_fill(~feasible, float("inf")), min(k_max, m), dim=1, largest=False)
+        ok = torch.isfinite(dist)
+        parts["nearest"].append(dist[:, 0])
+        parts["c_uav"].append(rows[:, None].expand_as(idx)[ok])
+        parts["c_tgt"].append(idx[ok])
+        parts["c_dist"].append(dist[ok])
+        parts["c_rank"].append(torch.arange(idx.shape[1], device=device).expand_as(idx)[ok])
+        if n_nb > 0:
+            du = torch.cdist(uav[rows], uav)
+            du[torch.arange(len(rows), device=device), rows] = float("inf")  # not my own neighbour
+            nb_dist, nb = torch.topk(du, n_nb, dim=1, largest=False)
+            parts["uu_dst"].append(nb.reshape(-1))
+            parts["uu_dist"].append(nb_dist.reshape(-1))
+    out = {k: (torch.cat(v).cpu().numpy() if v else np.zeros(0)) for k, v in parts.items()}
+    src = np.repeat(np.arange(n), n_nb) if n_nb > 0 else np.zeros(0, dtype=np.int64)
+    return Neighbours(out["c_uav"].astype(np.int64), out["c_tgt"].astype(np.int64), out["c_dist"].astype(np.float64),
+                      out["c_rank"].astype(np.int64), out["n_feasible"].astype(np.int64), n_reach.cpu().numpy(),
+                      out["nearest"].astype(np.float64), src, out["uu_dst"].astype(np.int64),
+                      out["uu_dist"].astype(np.float64))
+
+
+def build_graph(scene: Scene, k_max: int = 16, uav_neighbours: int = 8, assignment: np.ndarray | None = None,
+                device: torch.device | str = "cpu") -> Data:
+    """One scene's graph; ``assignment`` (the MILP labels) adds ``cand_label``/``busy``.
+    Neighbours come from a k-d tree on CPU, from ``torch.cdist`` + ``topk`` when ``device`` is a GPU."""
+    n, m = scene.n_uav, scene.n_target
+    if torch.device(device).type == "cpu":
+        nb = kdtree_neighbours(scene, k_max, uav_neighbours)
+    else:
+        nb = torch_neighbours(scene, k_max, uav_neighbours, device)
+    c_uav, c_tgt, c_dist, c_rank = nb.c_uav, nb.c_tgt, nb.c_dist, nb.c_rank
+    n_feasible, n_reach = nb.n_feasible, nb.n_reach
     r = scene.uav_range
-    nearest = np.ones(n)
-    has = n_feasible > 0
-    nearest[has] = pairs.dist[first[:-1][has]] / r[has]
+    nearest = np.minimum(nb.nearest / r, 1.0)
     uav_x = np.stack([np.ones(n), np.zeros(n), r / RANGE_SCALE, np.log1p(n_feasible) / 3.0, nearest,
                       np.full(n, scene.lam)], axis=1)
     tgt_x = np.stack([np.zeros(m), np.ones(m), scene.need / NEED_SCALE, scene.value / scene.need / VALUE_SCALE,
@@ -74,14 +149,7 @@ def build_graph(scene: Scene, k_max: int = 16, uav_neighbours: int = 8,
     cost = scene.lam * c_dist / (scene.value[c_tgt] / scene.need[c_tgt])  # travel cost vs value per UAV slot
     cand_attr = np.column_stack([np.ones(len(c_uav)), np.zeros((len(c_uav), 2)), delta, c_dist / r[c_uav], cost])
 
-    n_nb = min(uav_neighbours, n - 1)
-    if n_nb > 0:
-        nb_dist, nb = cKDTree(scene.uav_pos).query(scene.uav_pos, k=n_nb + 1)
-        src = np.repeat(np.arange(n), n_nb)
-        dst, d = nb[:, 1:].reshape(-1), nb_dist[:, 1:].reshape(-1)
-    else:
-        src = dst = np.zeros(0, dtype=np.int64)
-        d = np.zeros(0)
+    src, dst, d = nb.uu_src, nb.uu_dst, nb.uu_dist
     uu_delta = (scene.uav_pos[dst] - scene.uav_pos[src]) / r[src, None]
     uu_attr = np.column_stack([np.zeros((len(src), 2)), np.ones(len(src)), uu_delta, d / r[src], r[dst] / r[src]])
 

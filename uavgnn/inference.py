@@ -24,7 +24,7 @@ def solve_with_model(model: TransformerGNN, scene: Scene, data_cfg, decoder: str
     device = torch.device(device)
     k = adaptive_k(scene.n_uav, data_cfg.k_min, data_cfg.k_divisor, data_cfg.k_max)
     start = time.perf_counter()
-    graph = build_graph(scene, data_cfg.k_max, data_cfg.uav_neighbours)
+    graph = build_graph(scene, data_cfg.k_max, data_cfg.uav_neighbours, device=device)
     graph.n_uav = torch.tensor([scene.n_uav])
     batch = Batch.from_data_list([graph]).to(device)
     built = time.perf_counter()

@@ -194,7 +194,15 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
             group["lr"] = cfg.train.lr * state.lr_scale * lr_factor(state.step, total, cfg.train.warmup_steps,
                                                                     cfg.train.schedule)
         with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-            cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
+            try:
+                cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
+            except Exception as err:  # noqa: BLE001 - compilation errors surface at the first call
+                if runner is model:
+                    raise
+                warnings.warn(f"optim.compile: compiled forward failed ({type(err).__name__}: {err}); "
+                              "continuing in eager mode", RuntimeWarning)
+                runner = model
+                cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
         loss, acc, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
                                       batch.busy, batch.node_type == 0)
         optimizer.zero_grad(set_to_none=True)
