@@ -175,7 +175,9 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
             epoch, skip = epoch + 1, 0
 
     batches = batches_from(state.step)
-    if cfg.optim.prefetch:
+    if cfg.optim.prefetch and device.type == "cuda":
+        # On the CPU a background thread only competes with the step for the same cores
+        # (840 vs 1,057 graphs/s measured on 2 cores); the in-memory gather is already ~1 ms.
         batches = prefetched(batches, device, cfg.hardware.pin_memory)
     k_base = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
     k_eval = k_base
