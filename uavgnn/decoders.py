@@ -56,6 +56,7 @@ def greedy_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
     n = idle_logp.numel()
     alive = torch.ones_like(cand_uav, dtype=torch.bool)
     held = torch.zeros_like(alive)
+    reopened = torch.zeros(n, dtype=torch.bool, device=alive.device)
     while True:
         busy = torch.zeros(n, dtype=torch.bool, device=alive.device).index_fill(0, cand_uav[held], True)
         open_edge = alive & ~held & ~busy[cand_uav]
@@ -77,7 +78,14 @@ def greedy_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
             0, cand_target_node[held], torch.ones_like(cand_target_node[held]))
         short = (count > 0) & (count < need)
         if not short.any():
-            break
+            # repair: closed targets get one more chance with the UAVs still idle
+            retry = ~reopened & (need > 0) & (count == 0)
+            again = ~alive & retry[cand_target_node] & ~busy[cand_uav]
+            if not again.any():
+                break
+            alive |= again
+            reopened |= retry
+            continue
         closing = short[cand_target_node]
         alive &= ~closing
         held &= ~closing
