@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from conftest import ROOT, run_cli
-from wandb_records import history, run_record
+from wandb_records import history, run_record, summary
 
 SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
          "data.test_scenes=8", "hardware.batch_size=8", "train.log_every=5", "train.warmup_steps=2"]
@@ -85,6 +85,11 @@ def test_wandb_offline_run_holds_the_history(tmp_path) -> None:
     assert any("val/optimality_gap" in r for r in rows) and any(r.get("model/params", 0) > 0 for r in rows)
     run = run_record(files[0])
     assert run.config.update  # the full resolved config was passed to wandb.init
+    final = summary(files[0])
+    result = json.loads((tmp_path / "wb" / "summary.json").read_text())
+    assert final["best/val/optimality_gap"] == pytest.approx(result["best_val_optimality_gap"])
+    assert final["test/optimality_gap"] == pytest.approx(result["test/optimality_gap"])
+    assert final["perf/graphs_per_s"] > 0 and final["perf/peak_mem_mb"] > 0
     assert run.run_id.endswith("wb")
 
 
@@ -100,6 +105,7 @@ def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
         run = run_record(next(job.glob("wandb/offline-run-*/run-*.wandb")))
         groups.add(run.run_group)
         tags.append(set(run.tags))
+        assert run.display_name.startswith("model=")  # named from the job's overrides
     assert len(groups) == 1 and groups != {""}
     wanted = {"model:tiny", "hardware:cpu", "optim.amp=True"}
     assert wanted in [t & wanted for t in tags]
@@ -115,3 +121,15 @@ def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     report = json.loads((failed / "failed.json").read_text())
     assert "model.hidden=-1 must be > 0" in report["error"] and report["config"]["model"]["hidden"] == -1
     assert math.isfinite(json.loads((ok / "summary.json").read_text())["best_val_optimality_gap"])
+
+
+def test_optuna_search_minimises_the_returned_gap(tmp_path) -> None:
+    sweep = tmp_path / "search"
+    run_cli("hparams_search=optuna", "hydra.sweeper.n_trials=2", *SMALL, "logger=jsonl",
+            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    from omegaconf import OmegaConf
+
+    result = OmegaConf.load(sweep / "optimization_results.yaml")
+    gaps = [json.loads((sweep / job / "summary.json").read_text())["best_val_optimality_gap"] for job in ("0", "1")]
+    assert result.best_value == pytest.approx(min(gaps))
+    assert set(result.best_params) == {"train.lr", "model.hidden", "model.layers"}

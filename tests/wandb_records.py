@@ -59,3 +59,13 @@ def run_record(path: Path):
         if record.WhichOneof("record_type") == "run":
             return record.run
     return None
+
+
+def summary(path: Path) -> dict:
+    """The run summary (``run.summary.update``), last value per key."""
+    out: dict = {}
+    for record in records(path):
+        if record.WhichOneof("record_type") == "summary":
+            for item in record.summary.update:
+                out[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+    return out

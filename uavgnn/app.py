@@ -54,8 +54,12 @@ def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
         from uavgnn.modes.evaluate import run_eval
         run_eval(cfg, out_dir)
         return None
+    if cfg.mode == "compare":
+        from uavgnn.modes.compare import run_compare
+        run_compare(cfg, out_dir)
+        return None
     if cfg.mode == "solve":
         from uavgnn.modes.solve import run_solve
         run_solve(cfg, out_dir)
         return None
-    raise ConfigError(f"mode: unknown mode {cfg.mode!r} (expected train, eval, solve or cache)")
+    raise ConfigError(f"mode: unknown mode {cfg.mode!r} (expected train, eval, solve, cache or compare)")

@@ -11,7 +11,7 @@ plain Python too: ``OmegaConf.structured(Config())`` is a complete config
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Optional
+from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -124,12 +124,13 @@ class SolveConfig:
 
 @dataclass
 class Config:
-    mode: str = "train"  # train | eval | solve | cache
+    mode: str = "train"  # train | eval | solve | cache | compare
     seed: int = 0
     solver: str = "milp"  # mode=solve: milp | greedy | lap | model
     action: str = "info"  # mode=cache: info | verify | clear
     ckpt: Optional[str] = None
     resume: str = "false"  # false | true | auto: continue from the run directory's last.pt
+    path: Any = None  # mode=compare: a sweep directory or a list of run directories
     task: TaskConfig = field(default_factory=TaskConfig)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -153,7 +154,7 @@ def scene_distribution(task: TaskConfig) -> SceneDistribution:
 
 
 CHOICES = {
-    "mode": ("train", "eval", "solve", "cache"),
+    "mode": ("train", "eval", "solve", "cache", "compare"),
     "solver": ("milp", "greedy", "lap", "model"),
     "action": ("info", "verify", "clear"),
     "task.positions": ("uniform", "clustered"),

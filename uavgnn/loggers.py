@@ -41,8 +41,8 @@ class MetricLogger:
     """
 
     def __init__(self, out_dir: Path, backend: str = "jsonl", config: dict | None = None, mode: str = "offline",
-                 project: str = "uavgnn", entity: str | None = None, group: str | None = None,
-                 tags: list[str] | None = None, resume_step: int | None = None) -> None:
+                 project: str = "uavgnn", entity: str | None = None, name: str | None = None,
+                 group: str | None = None, tags: list[str] | None = None, resume_step: int | None = None) -> None:
         self.out_dir = out_dir
         self.history_path = out_dir / HISTORY_FILE
         if resume_step is not None:
@@ -52,7 +52,8 @@ class MetricLogger:
         self.wandb_run = None
         self.tensorboard = None
         if backend == "wandb" and mode != "disabled":
-            self.wandb_run = self._guarded("wandb.init", lambda: self._init_wandb(config, mode, project, entity, group, tags))
+            self.wandb_run = self._guarded(
+                "wandb.init", lambda: self._init_wandb(config, mode, project, entity, name, group, tags))
         elif backend == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter
 
@@ -60,11 +61,12 @@ class MetricLogger:
         elif backend not in ("wandb", "jsonl", "none"):
             raise ValueError(f"logger.name: unknown logger {backend!r} (expected wandb, tensorboard, jsonl or none)")
 
-    def _init_wandb(self, config, mode, project, entity, group, tags):
+    def _init_wandb(self, config, mode, project, entity, name, group, tags):
         import wandb
 
-        name = run_name(self.out_dir)
-        return wandb.init(project=project, entity=entity, mode=mode, dir=str(self.out_dir), id=name, name=name,
+        run_id = run_name(self.out_dir)
+        return wandb.init(project=project, entity=entity, mode=mode, dir=str(self.out_dir), id=run_id,
+                          name=(name or run_id)[:128],
                           resume="allow", config=config, group=group, tags=tags, reinit="finish_previous",
                           settings=wandb.Settings(quiet=True, console="off"))
 

@@ -41,26 +41,28 @@ def resume_checkpoint(cfg: Config, out_dir: Path) -> Path | None:
     return found
 
 
-def sweep_context() -> tuple[str | None, list[str]]:
-    """wandb group (the sweep directory) and tags: the chosen config-group options
-    (``model:small``) plus this job's short overrides (``optim.amp=true``)."""
+def sweep_context() -> tuple[str | None, str | None, list[str]]:
+    """wandb display name (a sweep job's overrides, ``model=tiny,seed=0``), group (the sweep
+    directory) and tags: the chosen config-group options (``model:small``) plus short overrides."""
     if not HydraConfig.initialized():
-        return None, []
+        return None, None, []
     hc = HydraConfig.get()
-    group = run_name(Path(hc.sweep.dir)) if hc.mode == RunMode.MULTIRUN else None
+    multirun = hc.mode == RunMode.MULTIRUN
+    group = run_name(Path(hc.sweep.dir)) if multirun else None
+    name = (hc.job.override_dirname or None) if multirun else None
     tags = [f"{g}:{o}" for g, o in hc.runtime.choices.items() if not g.startswith("hydra") and o and g != "uavgnn_schema"]
     tags += [str(o) for o in hc.overrides.task if len(str(o)) <= 64 and "/" not in str(o)]
-    return group, sorted(set(tags))
+    return name, group, sorted(set(tags))
 
 
 def run_train(cfg: Config, out_dir: Path) -> float:
     """Train, evaluate on the test split, write the summary; returns the best val optimality gap."""
     resume_from = resume_checkpoint(cfg, out_dir)
     resume_step = load_checkpoint(resume_from)["state"]["step"] if resume_from else None
-    group, tags = sweep_context()
+    name, group, tags = sweep_context()
     logger = MetricLogger(out_dir, cfg.logger.name, config=OmegaConf.to_container(cfg, resolve=True),
-                          mode=cfg.logger.mode, project=cfg.logger.project, entity=cfg.logger.entity, group=group,
-                          tags=tags, resume_step=resume_step)
+                          mode=cfg.logger.mode, project=cfg.logger.project, entity=cfg.logger.entity, name=name,
+                          group=group, tags=tags, resume_step=resume_step)
     try:
         result = train(cfg, out_dir, logger, resume_from)
         device = resolve_device(cfg.hardware.device)
@@ -79,9 +81,9 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         logger.log_image("test/scene", plot, result.state.step)
         test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}
         summary = {"best_val_optimality_gap": result.state.best_gap, "final_val": result.val, "test": rows,
-                   "steps": result.state.step, "params": model.num_parameters(), **test}
+                   "steps": result.state.step, "params": model.num_parameters(), **test, **result.perf}
         write_json(out_dir / "summary.json", summary)
-        logger.summary({"best/val/optimality_gap": result.state.best_gap, **test})
+        logger.summary({"best/val/optimality_gap": result.state.best_gap, **test, **result.perf})
         print(f"results in {out_dir}")
         return float(result.state.best_gap)
     finally:

@@ -119,6 +119,7 @@ class TrainResult:
     best_path: Path
     last_path: Path
     val: dict[str, float]
+    perf: dict[str, float]  # median perf/graphs_per_s and perf/step_ms of the run, peak memory
 
 
 def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
@@ -184,6 +185,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
     logger.log({"model/params": n_params}, step=state.step)
 
     window = {"loss": 0.0, "acc": 0.0, "n": 0, "wait": 0.0, "busy": 0.0, "graphs": 0}
+    speeds: list[float] = []
     val: dict[str, float] = {}
     bar = tqdm(total=total, initial=state.step, desc="train", unit="step", mininterval=2.0, dynamic_ncols=True)
     model.train()
@@ -246,6 +248,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
                        "perf/step_ms": 1000 * window["busy"] / n, "perf/data_wait_frac": window["wait"] / window["busy"],
                        "perf/peak_mem_mb": peak_memory_mb(device)}
             logger.log(metrics, state.step)
+            speeds.append(metrics["perf/graphs_per_s"])
             bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", gps=f"{metrics['perf/graphs_per_s']:.0f}")
             window = dict.fromkeys(window, 0.0)
         if state.step % cfg.train.eval_every == 0 or state.step == total:
@@ -271,4 +274,6 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
     bar.close()
     if not (out_dir / BEST).exists():
         checkpoint(out_dir / BEST)
-    return TrainResult(model, state, out_dir / BEST, out_dir / LAST, val)
+    perf = {"perf/graphs_per_s": float(np.median(speeds)) if speeds else float("nan"),
+            "perf/peak_mem_mb": peak_memory_mb(device)}
+    return TrainResult(model, state, out_dir / BEST, out_dir / LAST, val, perf)

@@ -1,0 +1,25 @@
+"""``mode=compare path=<sweep dir>`` (or ``path=[run, run, ...]``): the comparison report.
+
+A single ``path`` receives the files; a list writes them into this run's directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from uavgnn.comparison import METRICS, compare_runs
+from uavgnn.config import Config
+from uavgnn.errors import ConfigError
+from uavgnn.report import format_table
+
+
+def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
+    if cfg.path is None:
+        raise ConfigError("mode=compare needs path=<sweep directory> or path=[run_dir,run_dir,...]")
+    paths = [Path(p) for p in cfg.path] if not isinstance(cfg.path, str) else [Path(cfg.path)]
+    target = paths[0] if len(paths) == 1 else out_dir
+    rows = compare_runs(paths, target)
+    columns = [c for c in rows[0] if c not in ("error",) and not c.endswith("_std")]
+    print(format_table(rows, [c for c in columns if c not in METRICS] + [m for m in METRICS if m in columns]))
+    print(f"wrote comparison.md, comparison.csv, comparison.png and comparison.html into {target}")
+    return rows
