@@ -84,6 +84,12 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
     assert (out / "last.pt").exists() and (out / "best.pt").exists() and (out / "test_scene.png").exists()
     history = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert any("val/optimality_gap" in row for row in history)
+    if (group, option) == ("logger", "tensorboard"):
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        events = EventAccumulator(str(out / "tensorboard"))
+        events.Reload()
+        assert "val/optimality_gap" in events.Tags()["scalars"]
 
 
 @pytest.mark.parametrize("override, key", [

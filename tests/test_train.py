@@ -121,6 +121,9 @@ def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     report = json.loads((failed / "failed.json").read_text())
     assert "model.hidden=-1 must be > 0" in report["error"] and report["config"]["model"]["hidden"] == -1
     assert math.isfinite(json.loads((ok / "summary.json").read_text())["best_val_optimality_gap"])
+    run_cli("mode=compare", f"path={sweep}", f"hydra.run.dir={tmp_path / 'cmp'}", cwd=tmp_path)
+    report = (sweep / "comparison.md").read_text()
+    assert "| 1 | -1 | failed |" in report and "- 1: ConfigError: model.hidden=-1 must be > 0" in report
 
 
 def test_optuna_search_minimises_the_returned_gap(tmp_path) -> None:

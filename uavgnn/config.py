@@ -87,6 +87,7 @@ class TrainConfig:
     plateau_patience: int = 3
     warmup_steps: int = 50
     grad_clip: float = 1.0
+    ema_decay: float = 0.99  # evaluate and ship an exponential moving average of the weights; 0 = off
     eval_every: int = 250
     ckpt_every: int = 250
     log_every: int = 25

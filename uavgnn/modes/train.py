@@ -67,7 +67,7 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         result = train(cfg, out_dir, logger, resume_from)
         device = resolve_device(cfg.hardware.device)
         model = result.model
-        model.load_state_dict(load_checkpoint(result.best_path, device)["model"])
+        model.load_state_dict(load_checkpoint(result.best_path, device)["policy"])
         test_store = load_split(cfg, "test")
         k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
         rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, k, device, cfg.data.k_max,

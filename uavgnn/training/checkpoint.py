@@ -58,7 +58,7 @@ def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[Tr
     """The trained model of a checkpoint (architecture from its stored config) and that config."""
     ckpt = load_checkpoint(path, device)
     model = model_from_config(SimpleNamespace(**ckpt["config"]["model"])).to(device)
-    model.load_state_dict(ckpt["model"])
+    model.load_state_dict(ckpt["policy"])
     return model.eval(), ckpt["config"]
 
 

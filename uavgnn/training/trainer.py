@@ -2,7 +2,8 @@
 
 One step: gather a batch, truncate candidates to the jittered k, score every
 UAV's choices in one forward pass, minimise the NLL of the MILP's choices,
-clip, step. Every ``eval_every`` steps the greedy-decoded policy is scored on
+clip, step, update the moving average of the weights (the policy that is
+evaluated and shipped: it smooths the step-to-step noise of the decoded gap). Every ``eval_every`` steps the greedy-decoded policy is scored on
 the fixed validation set against the MILP labels; ``last.pt`` (and ``best.pt``
 on improvement) hold everything needed to continue with no lost or repeated
 step. Non-finite losses are skipped with the LR halved, and training stops
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 from omegaconf import OmegaConf
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from uavgnn.data.loader import make_loader, prefetched
@@ -136,12 +138,17 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
     model = model_from_config(cfg.model, cfg.optim.grad_checkpoint).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
+    ema = (AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(cfg.train.ema_decay))
+           if cfg.train.ema_decay > 0 else None)
+    policy = ema.module if ema is not None else model  # the weights evaluated, checkpointed as best and shipped
     state = TrainState()
     if resume_from is not None:
         ckpt = load_checkpoint(resume_from, device)
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         scaler.load_state_dict(ckpt["scaler"])
+        if ema is not None:
+            ema.load_state_dict(ckpt["ema"])
         state = TrainState(**ckpt["state"])
         set_rng_state(ckpt["rng"])
         log.info("resumed from %s at step %d", resume_from, state.step)
@@ -150,7 +157,8 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
     runner = maybe_compile(model, cfg.optim.compile)
 
     def checkpoint(path: Path) -> None:
-        save_checkpoint(path, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        save_checkpoint(path, {"model": model.state_dict(), "policy": policy.state_dict(),
+                               "ema": ema.state_dict() if ema is not None else None, "optimizer": optimizer.state_dict(),
                                "scaler": scaler.state_dict(), "state": asdict(state), "rng": rng_state(),
                                "config": OmegaConf.to_container(cfg, resolve=True)})
 
@@ -229,6 +237,8 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
         scaler.step(optimizer)
         scaler.update()
+        if ema is not None:
+            ema.update_parameters(model)
         state.step += 1
         done = time.perf_counter()
         window["loss"] += loss.item()
@@ -252,7 +262,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
             bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", gps=f"{metrics['perf/graphs_per_s']:.0f}")
             window = dict.fromkeys(window, 0.0)
         if state.step % cfg.train.eval_every == 0 or state.step == total:
-            result = evaluate_model(model, val_store, cfg.train.decoder, k_eval, device, amp_dtype=dtype)
+            result = evaluate_model(policy, val_store, cfg.train.decoder, k_eval, device, amp_dtype=dtype)
             val = {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
             val["perf/peak_mem_mb"] = peak_memory_mb(device)
             logger.log(val, state.step)
@@ -276,4 +286,4 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         checkpoint(out_dir / BEST)
     perf = {"perf/graphs_per_s": float(np.median(speeds)) if speeds else float("nan"),
             "perf/peak_mem_mb": peak_memory_mb(device)}
-    return TrainResult(model, state, out_dir / BEST, out_dir / LAST, val, perf)
+    return TrainResult(policy, state, out_dir / BEST, out_dir / LAST, val, perf)
