@@ -96,13 +96,14 @@ class GraphStore:
         n, c, u = (slice(int(p[i]), int(p[i + 1])) for p in (self.node_ptr, self.cand_ptr, self.uu_ptr))
         data = Data(num_nodes=int(t["n_nodes"][i]), cand_index=t["cand_index"][:, c], uu_index=t["uu_index"][:, u],
                     n_uav=t["n_uav"][i:i + 1], scene_id=torch.tensor([i]))
-        for key in NODE_KEYS:
-            data[key] = t[key][n]
-        for key in CAND_KEYS:
-            data[key] = t[key][c]
-        for key in UU_KEYS:
-            data[key] = t[key][u]
+        self._copy_attributes(data, n, c, u)
         return data
+
+    def _copy_attributes(self, data: Data, nodes, cands, uu_edges) -> None:
+        """Node, candidate-edge and UAV-edge attributes selected by the three indexers."""
+        for keys, selection in ((NODE_KEYS, nodes), (CAND_KEYS, cands), (UU_KEYS, uu_edges)):
+            for key in keys:
+                data[key] = self.tensors[key][selection]
 
     def gather(self, ids: torch.Tensor) -> Batch:
         """The batch of graphs ``ids``, identical to ``Batch.from_data_list([get(i) for i in ids])``."""
@@ -120,11 +121,6 @@ class GraphStore:
             batch=torch.repeat_interleave(graph, n_nodes), ptr=_ptr(n_nodes),
             n_uav=t["n_uav"][ids], scene_id=ids.clone(), num_nodes=int(n_nodes.sum()),
         )
-        for key in NODE_KEYS:
-            batch[key] = t[key][node_idx]
-        for key in CAND_KEYS:
-            batch[key] = t[key][cand_idx]
-        for key in UU_KEYS:
-            batch[key] = t[key][uu_idx]
+        self._copy_attributes(batch, node_idx, cand_idx, uu_idx)
         batch._num_graphs = len(ids)
         return batch
