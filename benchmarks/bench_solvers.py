@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from pathlib import Path
 
 import matplotlib
@@ -33,6 +34,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/benchmarks"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    generation = []
+    for _ in range(5):
+        start = time.perf_counter()
+        generate_scenes(SceneDistribution(), 16, 10_000, seed=0)
+        generation.append(time.perf_counter() - start)
+    print(f"generate 10,000 scenes of 16 UAVs: {statistics.median(generation):.3f} s (median of 5)")
     rows = []
     for positions in ("uniform", "clustered"):
         for n in args.sizes:
@@ -60,7 +67,7 @@ def main() -> None:
             rows.append(row)
             print(format_table([row]), flush=True)
     print(format_table(rows))
-    write_json(args.out / "solvers.json", rows)
+    write_json(args.out / "solvers.json", {"generate_10k_scenes_s": statistics.median(generation), "solvers": rows})
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for positions, style in (("uniform", "-"), ("clustered", "--")):
         sel = [r for r in rows if r["positions"] == positions]

@@ -41,6 +41,15 @@ def resume_checkpoint(cfg: Config, out_dir: Path) -> Path | None:
     return found
 
 
+def swept_keys(sweep_dir: Path) -> set[str]:
+    """Keys the sweep varies (``model=tiny,small``, ``x=range(...)``), from the sweep's multirun.yaml."""
+    path = sweep_dir / "multirun.yaml"
+    if not path.exists():
+        return set()
+    task = OmegaConf.load(path).hydra.overrides.task
+    return {o.split("=")[0] for o in map(str, task) if "," in o.split("=", 1)[-1] or "(" in o.split("=", 1)[-1]}
+
+
 def sweep_context() -> tuple[str | None, str | None, list[str]]:
     """wandb display name (a sweep job's overrides, ``model=tiny,seed=0``), group (the sweep
     directory) and tags: the chosen config-group options (``model:small``) plus short overrides."""
@@ -49,7 +58,9 @@ def sweep_context() -> tuple[str | None, str | None, list[str]]:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     group = run_name(Path(hc.sweep.dir)) if multirun else None
-    name = (hc.job.override_dirname or None) if multirun else None
+    overrides = [str(o) for o in hc.overrides.task if "/" not in str(o)]  # paths make poor names
+    swept = swept_keys(Path(hc.sweep.dir)) if multirun else set()
+    name = (",".join(o for o in overrides if o.split("=")[0] in swept) or ",".join(overrides) or None) if multirun else None
     tags = [f"{g}:{o}" for g, o in hc.runtime.choices.items() if not g.startswith("hydra") and o and g != "uavgnn_schema"]
     tags += [str(o) for o in hc.overrides.task if len(str(o)) <= 64 and "/" not in str(o)]
     return name, group, sorted(set(tags))
