@@ -1,0 +1,1 @@
+"""Run modes dispatched by ``run.py``: train, eval, solve, cache, compare."""
