@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +38,8 @@ def hand_scene() -> Scene:
                  need=np.array([1, 2]), value=np.array([2.0, 5.0]), lam=0.5)
 
 
-def run_cli(*overrides: str, cwd: Path, check: bool = True) -> "subprocess.CompletedProcess[str]":
+def run_cli(*overrides: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run ``python run.py`` for real (Hydra and all) in ``cwd``."""
-    import subprocess
-    import sys
-
     proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *overrides], cwd=cwd, capture_output=True,
                           text=True, timeout=600)
     if check and proc.returncode != 0:
