@@ -70,7 +70,7 @@ def test_greedy_fills_a_target_by_probability() -> None:
     cand_target = torch.tensor([3, 4, 3, 4, 3, 4])  # nodes 3, 4 are targets 0, 1
     logp = torch.log(torch.tensor([0.9, 0.1, 0.8, 0.2, 0.7, 0.3]))
     need = torch.tensor([0, 0, 0, 2, 1])
-    choice = greedy_decode(logp, torch.full((5,), -9.0), cand_uav, cand_target, need)
+    choice = greedy_decode(logp, cand_uav, cand_target, need)
     assert choice[:3].tolist() == [3, 3, 4]
 
 
@@ -81,7 +81,7 @@ def test_greedy_closes_a_target_it_cannot_fill() -> None:
     cand_uav = torch.tensor([0, 0, 1])
     cand_target = torch.tensor([2, 3, 2])
     logp = torch.log(torch.tensor([0.9, 0.1, 0.9]))
-    choice = greedy_decode(logp, torch.full((4,), -9.0), cand_uav, cand_target, torch.tensor([0, 0, 3, 1]))
+    choice = greedy_decode(logp, cand_uav, cand_target, torch.tensor([0, 0, 3, 1]))
     assert choice[:2].tolist() == [3, -1]
 
 

@@ -71,7 +71,8 @@ def test_diverging_loss_stops_with_a_clear_message(tmp_path) -> None:
     assert proc.returncode == 2
     assert "training diverged: 5 non-finite losses in a row" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert (tmp_path / "nan" / "last.pt").exists() or "last good checkpoint" in proc.stderr
+    # the loss explodes within the first steps, before the first checkpoint (ckpt_every=10)
+    assert "no checkpoint was written yet" in proc.stderr and not (tmp_path / "nan" / "last.pt").exists()
 
 
 def test_wandb_offline_run_holds_the_history(tmp_path) -> None:

@@ -50,10 +50,10 @@ def argmax_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
     return choice
 
 
-def greedy_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
-                  cand_target_node: torch.Tensor, need: torch.Tensor) -> torch.Tensor:
+def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_node: torch.Tensor,
+                  need: torch.Tensor) -> torch.Tensor:
     """Capacity-aware decoding (module docstring): chosen target node per node, -1 idle."""
-    n = idle_logp.numel()
+    n = need.numel()  # nodes of the batch; need is 0 on UAV nodes
     alive = torch.ones_like(cand_uav, dtype=torch.bool)
     held = torch.zeros_like(alive)
     reopened = torch.zeros(n, dtype=torch.bool, device=alive.device)
@@ -62,7 +62,7 @@ def greedy_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
         open_edge = alive & ~held & ~busy[cand_uav]
         if open_edge.any():
             score = torch.where(open_edge, cand_logp, torch.full_like(cand_logp, float("-inf")))
-            edge, _ = best_choice(score, torch.full_like(idle_logp, float("-inf")), cand_uav)
+            edge, _ = best_choice(score, torch.full((n,), float("-inf"), device=score.device), cand_uav)
             proposal = torch.zeros_like(alive)
             proposal[edge[(edge >= 0) & ~busy]] = True
             proposal &= open_edge
@@ -101,7 +101,7 @@ def decode(method: str, batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.
     if method == "argmax":
         choice = argmax_decode(cand_logp, idle_logp, cand_uav, cand_target_node)
     elif method == "greedy":
-        choice = greedy_decode(cand_logp, idle_logp, cand_uav, cand_target_node, batch.need)
+        choice = greedy_decode(cand_logp, cand_uav, cand_target_node, batch.need)
     else:
         raise ValueError(f"decoder: unknown decoder {method!r} (expected one of {', '.join(DECODERS)})")
     return split_assignments(batch, choice)

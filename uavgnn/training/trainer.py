@@ -121,7 +121,7 @@ class TrainResult:
     best_path: Path
     last_path: Path
     val: dict[str, float]
-    perf: dict[str, float]  # median perf/graphs_per_s and perf/step_ms of the run, peak memory
+    perf: dict[str, float]  # median perf/graphs_per_s of the run and its peak memory
 
 
 def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
@@ -189,7 +189,6 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         # (840 vs 1,057 graphs/s measured on 2 cores); the in-memory gather is already ~1 ms.
         batches = prefetched(batches, device, cfg.hardware.pin_memory)
     k_base = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
-    k_eval = k_base
     logger.log({"model/params": n_params}, step=state.step)
 
     window = {"loss": 0.0, "acc": 0.0, "n": 0, "wait": 0.0, "busy": 0.0, "graphs": 0}
@@ -225,10 +224,11 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
                         state.step, state.bad_steps, state.lr_scale)
             if state.bad_steps >= cfg.train.max_bad_steps:
                 bar.close()
+                kept = (f"last good checkpoint: {out_dir / LAST}" if (out_dir / LAST).exists()
+                        else "no checkpoint was written yet")
                 raise TrainingDiverged(
                     f"training diverged: {state.bad_steps} non-finite losses in a row at step {state.step}; "
-                    f"last good checkpoint: {out_dir / LAST}. Lower train.lr (now {cfg.train.lr}) or enable "
-                    f"train.grad_clip.")
+                    f"{kept}. Lower train.lr (now {cfg.train.lr}) or train.grad_clip (now {cfg.train.grad_clip}).")
             tick = time.perf_counter()
             continue
         state.bad_steps = 0
@@ -262,7 +262,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
             bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", gps=f"{metrics['perf/graphs_per_s']:.0f}")
             window = dict.fromkeys(window, 0.0)
         if state.step % cfg.train.eval_every == 0 or state.step == total:
-            result = evaluate_model(policy, val_store, cfg.train.decoder, k_eval, device, amp_dtype=dtype)
+            result = evaluate_model(policy, val_store, cfg.train.decoder, k_base, device, amp_dtype=dtype)
             val = {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
             val["perf/peak_mem_mb"] = peak_memory_mb(device)
             logger.log(val, state.step)
