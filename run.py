@@ -1,8 +1,9 @@
-"""uavgnn entry point: compose the Hydra config and run its mode (train, eval, solve, cache)."""
+"""uavgnn entry point: compose the Hydra config and run its mode (train, eval, solve, cache, compare)."""
 
 import hydra
 from omegaconf import DictConfig
 
+from uavgnn import distributed
 from uavgnn.app import run_mode
 from uavgnn.config import register_configs
 
@@ -15,4 +16,8 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    main()
+    distributed.init_from_torchrun()  # before Hydra: every rank must agree on the run directory
+    try:
+        main()
+    finally:
+        distributed.shutdown()

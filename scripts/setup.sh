@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install uavgnn with its test tools; fast no-op when already done.
+# Create .venv and install uavgnn with its test tools and cluster launchers; fast no-op when already done.
 # CPU-only machines get the CPU build of torch (~750 MB); machines with an NVIDIA
 # driver get the CUDA build from PyPI.
 set -euo pipefail
@@ -19,5 +19,5 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
       --extra-index-url https://download.pytorch.org/whl/cpu
   fi
 fi
-.venv/bin/python -m pip install -q -e ".[test]"
+.venv/bin/python -m pip install -q -e ".[test,cluster]"
 echo "$want" > "$stamp"

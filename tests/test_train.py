@@ -116,9 +116,9 @@ def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
 
 def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     sweep = tmp_path / "sweep"
-    run_cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SMALL, "logger=jsonl",
-            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", "model.hidden=32,-1",
-            "model.heads=1", cwd=tmp_path)
+    proc = run_cli("-m", "hydra/launcher=joblib", *SMALL, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
+                   f"hydra.sweep.dir={sweep}", "model.hidden=32,-1", "model.heads=1", cwd=tmp_path)
+    assert "Joblib.Parallel(n_jobs=2," in proc.stdout + proc.stderr  # hardware=cpu's sweep_jobs
     ok, failed = sweep / "0", sweep / "1"
     assert (ok / "summary.json").exists() and not (ok / "failed.json").exists()
     report = json.loads((failed / "failed.json").read_text())

@@ -11,6 +11,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from uavgnn import distributed
 from uavgnn.config import validate
 from uavgnn.errors import ConfigError, ProblemTooLarge, SceneFileError, TrainingDiverged
 from uavgnn.report import write_json
@@ -41,6 +42,7 @@ def run_mode(cfg: DictConfig) -> float | None:
 
 
 def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
+    distributed.quiet_other_ranks()
     validate(cfg)
     if cfg.mode == "cache":
         from uavgnn.modes.cache import run_cache

@@ -10,6 +10,7 @@ plain Python too: ``OmegaConf.structured(Config())`` is a complete config
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
@@ -67,6 +68,7 @@ class HardwareConfig:
     precision: str = "bf16"  # autocast dtype when optim.amp: bf16 | fp16
     memory_fraction: float = 0.9
     threads: int = 0  # torch intra-op threads; 0 keeps torch's default
+    sweep_jobs: int = 1  # parallel jobs of a hydra/launcher=joblib sweep
 
 
 @dataclass
@@ -147,6 +149,12 @@ class Config:
 def register_configs() -> None:
     """Attach the schemas to Hydra (called before ``@hydra.main`` composes)."""
     ConfigStore.instance().store(name="uavgnn_schema", node=Config)
+
+
+# conf/hydra/launcher/joblib.yaml takes the plugin's n_jobs from the hardware preset and is meant to be
+# validated against the plugin's schema of the same name; Hydra 1.3 does that but warns on every compose
+# (sweep workers included, hence module level: they import this module, not run.py).
+warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/joblib' is validated against ConfigStore schema")
 
 
 def scene_distribution(task: TaskConfig) -> SceneDistribution:

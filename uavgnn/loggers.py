@@ -37,20 +37,25 @@ class MetricLogger:
 
     ``resume_step``: history lines after this step (written after the last
     checkpoint by an interrupted run) are dropped, so the history has no
-    duplicated steps after a resume.
+    duplicated steps after a resume. ``enabled=False`` (the non-zero ranks of a
+    data-parallel run) writes nothing anywhere.
     """
 
     def __init__(self, out_dir: Path, backend: str = "jsonl", config: dict | None = None, mode: str = "offline",
                  project: str = "uavgnn", entity: str | None = None, name: str | None = None,
-                 group: str | None = None, tags: list[str] | None = None, resume_step: int | None = None) -> None:
+                 group: str | None = None, tags: list[str] | None = None, resume_step: int | None = None,
+                 enabled: bool = True) -> None:
         self.out_dir = out_dir
         self.history_path = out_dir / HISTORY_FILE
+        self.wandb_run = None
+        self.tensorboard = None
+        self._history = None
+        if not enabled:
+            return
         if resume_step is not None:
             kept = [r for r in read_history(out_dir) if r.get("step", 0) <= resume_step]
             self.history_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
         self._history = self.history_path.open("a")
-        self.wandb_run = None
-        self.tensorboard = None
         if backend == "wandb" and mode != "disabled":
             self.wandb_run = self._guarded(
                 "wandb.init", lambda: self._init_wandb(config, mode, project, entity, name, group, tags))
@@ -83,6 +88,8 @@ class MetricLogger:
             return None
 
     def log(self, metrics: dict[str, float], step: int) -> None:
+        if self._history is None:
+            return
         self._history.write(json.dumps({"step": step, **metrics}) + "\n")
         self._history.flush()
         if self.wandb_run is not None:
@@ -109,7 +116,8 @@ class MetricLogger:
             self._guarded("wandb.summary", lambda: self.wandb_run.summary.update(values))
 
     def finish(self) -> None:
-        self._history.close()
+        if self._history is not None:
+            self._history.close()
         if self.wandb_run is not None:
             self._guarded("wandb.finish", self.wandb_run.finish)
             self.wandb_run = None

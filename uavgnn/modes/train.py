@@ -13,6 +13,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
+from uavgnn import distributed
 from uavgnn.config import Config
 from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
@@ -72,9 +73,11 @@ def run_train(cfg: Config, out_dir: Path) -> float:
     name, group, tags = sweep_context()
     logger = MetricLogger(out_dir, cfg.logger.name, config=OmegaConf.to_container(cfg, resolve=True),
                           mode=cfg.logger.mode, project=cfg.logger.project, entity=cfg.logger.entity, name=name,
-                          group=group, tags=tags, resume_step=resume_step)
+                          group=group, tags=tags, resume_step=resume_step, enabled=distributed.context().is_main)
     try:
         result = train(cfg, out_dir, logger, resume_from)
+        if not distributed.context().is_main:
+            return float(result.state.best_gap)  # rank 0 tests and reports
         device = resolve_device(cfg.hardware.device)
         model = result.model
         model.load_state_dict(load_checkpoint(result.best_path, device)["policy"])

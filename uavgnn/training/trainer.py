@@ -8,6 +8,11 @@ the fixed validation set against the MILP labels; ``last.pt`` (and ``best.pt``
 on improvement) hold everything needed to continue with no lost or repeated
 step. Non-finite losses are skipped with the LR halved, and training stops
 with a clear message after ``max_bad_steps`` in a row.
+
+Under ``torchrun`` the model is wrapped in ``DistributedDataParallel``; each
+rank trains on its shard of every global batch, and only rank 0 evaluates,
+logs and writes checkpoints (the validation result is broadcast so every rank
+takes the same decisions).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from omegaconf import OmegaConf
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
+from uavgnn import distributed
 from uavgnn.data.loader import make_loader, prefetched
 from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError, TrainingDiverged
@@ -55,10 +61,13 @@ class TrainState:
 
 
 def resolve_device(name: str) -> torch.device:
+    """The preset's device; under ``torchrun`` a CUDA rank gets its own GPU (``cuda:LOCAL_RANK``)."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("hardware.device=cuda but no CUDA device is available (use hardware=cpu or device=auto)")
+    if name == "cuda":
+        return torch.device("cuda", distributed.context().local_rank)
     return torch.device(name)
 
 
@@ -132,9 +141,11 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         torch.cuda.set_per_process_memory_fraction(cfg.hardware.memory_fraction, device)
     seed_everything(cfg.seed)
     dtype = amp_dtype(cfg, device)
+    ctx = distributed.context()
 
-    train_store = load_split(cfg, "train")
-    val_store = load_split(cfg, "val")
+    with distributed.main_rank_first():
+        train_store = load_split(cfg, "train")
+        val_store = load_split(cfg, "val")
     model = model_from_config(cfg.model, cfg.optim.grad_checkpoint).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
@@ -154,9 +165,13 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         log.info("resumed from %s at step %d", resume_from, state.step)
     n_params = model.num_parameters()
     log.info("model %s: %s parameters", cfg.model.name, f"{n_params:,}")
-    runner = maybe_compile(model, cfg.optim.compile)
+    # DDP broadcasts rank 0's weights at construction and averages gradients in backward.
+    ddp = torch.nn.parallel.DistributedDataParallel(model) if ctx.enabled else model
+    runner = maybe_compile(ddp, cfg.optim.compile)
 
     def checkpoint(path: Path) -> None:
+        if not ctx.is_main:
+            return
         save_checkpoint(path, {"model": model.state_dict(), "policy": policy.state_dict(),
                                "ema": ema.state_dict() if ema is not None else None, "optimizer": optimizer.state_dict(),
                                "scaler": scaler.state_dict(), "state": asdict(state), "rng": rng_state(),
@@ -166,7 +181,11 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
     loader = make_loader(train_store, cfg.hardware.loader, batch_size, shuffle=True, seed=cfg.seed,
                          num_workers=cfg.hardware.num_workers, pin_memory=cfg.hardware.pin_memory,
                          prefetch_factor=cfg.hardware.prefetch_factor,
-                         persistent_workers=cfg.hardware.persistent_workers, drop_last=True)
+                         persistent_workers=cfg.hardware.persistent_workers, drop_last=True,
+                         rank=ctx.rank, world_size=ctx.world_size)
+    if ctx.enabled:
+        log.info("data parallel: %d processes, global batch %d = %d per rank", ctx.world_size, batch_size,
+                 batch_size // ctx.world_size)
     steps_per_epoch = len(loader)
     if steps_per_epoch == 0:
         raise ConfigError(f"data.train_scenes={len(train_store)} is smaller than hardware.batch_size={batch_size}")
@@ -175,9 +194,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         """Batches in the exact order an uninterrupted run would see them from ``step`` on."""
         epoch, skip = divmod(step, steps_per_epoch)
         while True:
-            loader.epoch = epoch
-            if hasattr(loader, "generator"):
-                loader.generator.manual_seed(cfg.seed * 1_000_003 + epoch)
+            loader.batch_sampler.set_epoch(epoch)
             for i, batch in enumerate(loader):
                 if i >= skip:
                     yield batch
@@ -194,7 +211,8 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
     window = {"loss": 0.0, "acc": 0.0, "n": 0, "wait": 0.0, "busy": 0.0, "graphs": 0}
     speeds: list[float] = []
     val: dict[str, float] = {}
-    bar = tqdm(total=total, initial=state.step, desc="train", unit="step", mininterval=2.0, dynamic_ncols=True)
+    bar = tqdm(total=total, initial=state.step, desc="train", unit="step", mininterval=2.0, dynamic_ncols=True,
+               disable=not ctx.is_main)
     model.train()
     tick = time.perf_counter()
     while state.step < total:
@@ -208,16 +226,27 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
             try:
                 cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
             except Exception as err:  # noqa: BLE001 - compilation errors surface at the first call
-                if runner is model:
+                if runner is ddp:
                     raise
                 warnings.warn(f"optim.compile: compiled forward failed ({type(err).__name__}: {err}); "
                               "continuing in eager mode", RuntimeWarning)
-                runner = model
+                runner = ddp
                 cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
-        loss, acc, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
-                                      batch.busy, batch.node_type == 0)
+        loss, acc, covered = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep],
+                                            batch.cand_label[keep], batch.busy, batch.node_type == 0)
         optimizer.zero_grad(set_to_none=True)
-        if not torch.isfinite(loss):
+        loss_value, acc_value, finite = loss.item(), acc.item(), bool(torch.isfinite(loss))
+        if ctx.enabled:
+            # One reduction per step: every rank skips the same non-finite steps (or the gradient all-reduce
+            # would deadlock), and the loss is weighted by this rank's share of the batch's covered UAVs,
+            # so DDP's gradient average is exactly the full batch's mean, as in a single process.
+            n = float(covered)
+            bad, n_all, loss_sum, acc_sum = distributed.all_reduce_sum(
+                [float(not finite), n, loss_value * n, acc_value * n], device)
+            n_all = max(n_all, 1.0)  # 0 only when every rank's loss is NaN (nothing covered): skipped below
+            finite, loss_value, acc_value = bad == 0, loss_sum / n_all, acc_sum / n_all
+            loss = loss * (n * ctx.world_size / n_all)
+        if not finite:
             state.bad_steps += 1
             state.lr_scale *= 0.5
             log.warning("non-finite loss at step %d (%d in a row): step skipped, LR scale now %.3g",
@@ -241,19 +270,19 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
             ema.update_parameters(model)
         state.step += 1
         done = time.perf_counter()
-        window["loss"] += loss.item()
-        window["acc"] += acc.item()
+        window["loss"] += loss_value
+        window["acc"] += acc_value
         window["n"] += 1
         window["wait"] += got_batch - tick
         window["busy"] += done - tick
-        window["graphs"] += batch.num_graphs
+        window["graphs"] += batch.num_graphs * ctx.world_size  # the whole job's throughput
         tick = done
         bar.update(1)
 
         if state.step % cfg.train.log_every == 0 or state.step == total:
             n = window["n"]
-            metrics = {"train/loss": window["loss"] / n, "train/acc": window["acc"] / n, "train/k": k,
-                       "train/lr": optimizer.param_groups[0]["lr"],
+            metrics = {"train/loss": window["loss"] / n, "train/acc": window["acc"] / n,
+                       "train/k": k, "train/lr": optimizer.param_groups[0]["lr"],
                        "perf/graphs_per_s": window["graphs"] / window["busy"],
                        "perf/step_ms": 1000 * window["busy"] / n, "perf/data_wait_frac": window["wait"] / window["busy"],
                        "perf/peak_mem_mb": peak_memory_mb(device)}
@@ -262,10 +291,12 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
             bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", gps=f"{metrics['perf/graphs_per_s']:.0f}")
             window = dict.fromkeys(window, 0.0)
         if state.step % cfg.train.eval_every == 0 or state.step == total:
-            result = evaluate_model(policy, val_store, cfg.train.decoder, k_base, device, amp_dtype=dtype)
-            val = {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
-            val["perf/peak_mem_mb"] = peak_memory_mb(device)
-            logger.log(val, state.step)
+            if ctx.is_main:
+                result = evaluate_model(policy, val_store, cfg.train.decoder, k_base, device, amp_dtype=dtype)
+                val = {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
+                val["perf/peak_mem_mb"] = peak_memory_mb(device)
+                logger.log(val, state.step)
+            val = distributed.broadcast_from_main(val)
             gap = val["val/optimality_gap"]
             if gap < state.best_gap - 1e-6:
                 state.best_gap, state.evals_without_improvement = gap, 0
@@ -275,8 +306,9 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
                 if cfg.train.schedule == "plateau" and state.evals_without_improvement >= cfg.train.plateau_patience:
                     state.lr_scale *= 0.8
                     state.evals_without_improvement = 0
-            bar.write(f"step {state.step}: val optimality_gap {gap:.4f} (best {state.best_gap:.4f}), "
-                      f"completion_score {val['val/completion_score']:.3f}")
+            if ctx.is_main:
+                bar.write(f"step {state.step}: val optimality_gap {gap:.4f} (best {state.best_gap:.4f}), "
+                          f"completion_score {val['val/completion_score']:.3f}")
             tick = time.perf_counter()
         if state.step % cfg.train.ckpt_every == 0 or state.step == total:
             checkpoint(out_dir / LAST)

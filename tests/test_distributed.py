@@ -1,0 +1,123 @@
+"""Data parallelism (torchrun + gloo on this CPU) and cluster launchers, run for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from conftest import ROOT, run_cli
+from uavgnn import distributed
+from uavgnn.data.loader import ShardedBatchSampler
+from wandb_records import run_record
+
+DEBUG = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
+         "data.test_scenes=8", "hardware.batch_size=16", "train.steps=12", "train.eval_every=6",
+         "train.ckpt_every=6", "train.log_every=3", "train.warmup_steps=2", "hardware.threads=1"]
+
+
+def torchrun(*overrides: str, cwd: Path, nproc: int = 2) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           str(ROOT / "run.py"), *overrides]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def history(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_shards_cover_every_sample_once_per_epoch_and_rebuild_the_global_batch(shuffle) -> None:
+    size, batch, world = 48, 12, 3
+    single = ShardedBatchSampler(size, batch, shuffle, seed=5)
+    ranks = [ShardedBatchSampler(size, batch, shuffle, seed=5, rank=r, world_size=world) for r in range(world)]
+    orders = []
+    for epoch in (0, 1):
+        for sampler in (single, *ranks):
+            sampler.set_epoch(epoch)
+        per_rank = [list(r) for r in ranks]
+        seen = [i for batches in per_rank for b in batches for i in b]
+        assert sorted(seen) == list(range(size))  # every sample exactly once across ranks
+        assert all(len(b) == batch // world for batches in per_rank for b in batches)
+        for step, global_batch in enumerate(single):  # the ranks' step-t batches are the single process's
+            assert sorted(global_batch) == sorted(i for batches in per_rank for i in batches[step])
+        orders.append([i for b in single for i in b])
+    assert (orders[0] != orders[1]) == shuffle  # reshuffled each epoch
+
+
+def test_global_batch_must_split_evenly_over_ranks() -> None:
+    with pytest.raises(ValueError, match="hardware.batch_size=10 .* divisible by the 4 processes"):
+        ShardedBatchSampler(100, 10, True, rank=0, world_size=4)
+
+
+def _collectives(rank: int, world: int, init: str, log_path: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        with distributed.main_rank_first():
+            with open(log_path, "a") as f:
+                f.write(f"{rank}\n")
+        assert distributed.all_reduce_sum([1.0, float(rank)], torch.device("cpu")) == [world, sum(range(world))]
+        assert distributed.broadcast_from_main({"gap": 0.5} if rank == 0 else None) == {"gap": 0.5}
+        assert distributed.context() == distributed.DistContext(rank, world, 0)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_main_rank_goes_first_and_reductions_span_ranks(tmp_path) -> None:
+    log_path = tmp_path / "order.txt"
+    mp.spawn(_collectives, args=(3, f"file://{tmp_path / 'store'}", str(log_path)), nprocs=3)
+    order = log_path.read_text().split()
+    assert order[0] == "0" and sorted(order) == ["0", "1", "2"]  # rank 0 (the cache builder) strictly first
+
+
+def test_two_process_gloo_run_matches_one_process_and_resumes(tmp_path) -> None:
+    cache = f"data.cache_dir={tmp_path / 'cache'}"
+    ddp = torchrun(*DEBUG, cache, "logger=wandb", cwd=tmp_path)
+    run_dirs = [p for p in (tmp_path / "outputs").glob("*/*") if p.is_dir()]
+    assert len(run_dirs) == 1, run_dirs  # one Hydra run directory, not one per rank
+    run_dir = run_dirs[0]
+    assert "global batch 16 = 8 per rank" in (run_dir / "run.log").read_text()
+    assert sorted(p.name for p in run_dir.glob("*.pt")) == ["best.pt", "last.pt"]
+    wandb_files = list(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    assert len(wandb_files) == 1 and run_record(wandb_files[0]).run_id  # one wandb run
+    assert ddp.stdout.count("Test set:") == 1  # rank 0 alone tests and reports
+
+    run_cli(*DEBUG, cache, "logger=jsonl", f"hydra.run.dir={tmp_path / 'single'}", cwd=tmp_path)
+    one, two = history(tmp_path / "single"), history(run_dir)
+    assert [r["step"] for r in one] == [r["step"] for r in two]  # one jsonl, no rank writes twice
+    for a, b in zip(one, two):
+        for key in ("train/loss", "train/acc"):
+            if key in a:  # the same global batches and the exact full-batch gradient: float rounding only
+                assert b[key] == pytest.approx(a[key], rel=1e-4), (a["step"], key)
+        if "val/optimality_gap" in a:  # greedy decoding of near-identical weights: the same assignments
+            assert b["val/optimality_gap"] == pytest.approx(a["val/optimality_gap"], abs=1e-6)
+            assert b["val/reward"] == pytest.approx(a["val/reward"], abs=1e-6)
+
+    torchrun(*DEBUG, cache, "logger=wandb", "resume=true", "train.steps=18", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    resumed = history(run_dir)
+    assert [r["step"] for r in resumed if "train/loss" in r] == [3, 6, 9, 12, 15, 18]
+    assert torch.load(run_dir / "last.pt", weights_only=False)["state"]["step"] == 18
+    # offline wandb writes one directory per session; both carry the one run id, so a sync merges them
+    assert {run_record(f).run_id for f in run_dir.glob("wandb/offline-run-*/run-*.wandb")} == {
+        run_record(wandb_files[0]).run_id}
+
+
+def test_sweep_on_submitit_local_launcher(tmp_path) -> None:
+    sweep = tmp_path / "sweep"
+    run_cli("-m", "hydra/launcher=submitit_local", *DEBUG, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
+            f"hydra.sweep.dir={sweep}", "model=tiny,small", cwd=tmp_path)
+    for job, model in (("0", "tiny"), ("1", "small")):
+        summary = json.loads((sweep / job / "summary.json").read_text())
+        assert summary["steps"] == 12
+        assert json.loads((sweep / job / "metrics.jsonl").read_text().splitlines()[0])["model/params"] > 0
+    assert list((sweep / ".submitit").iterdir())  # submitit's own job records

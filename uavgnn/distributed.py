@@ -1,0 +1,110 @@
+"""Data-parallel training under ``torchrun``: process group, rank roles and reductions.
+
+``torchrun --nproc_per_node=K run.py ...`` starts K copies of ``run.py`` with
+``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` set. ``init_from_torchrun`` (called by
+``run.py`` before Hydra composes anything) joins the process group — NCCL for
+CUDA tensors, gloo for CPU tensors, so the same code is testable on a laptop —
+and makes every rank use rank 0's timestamp for the Hydra run directory
+(``UAVGNN_RUN_STAMP``, read by ``conf/config.yaml``): without it each rank
+resolves its own ``${now:}`` and a run straddling a second gets two
+directories, a known pitfall of Hydra + DDP. Without ``torchrun`` every
+function here is a no-op for a single process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+RUN_STAMP_ENV = "UAVGNN_RUN_STAMP"
+
+
+@dataclass(frozen=True)
+class DistContext:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def context() -> DistContext:
+    """This process's place in the job (``rank 0 of 1`` outside ``torchrun``)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return DistContext()
+    return DistContext(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
+
+
+def init_from_torchrun() -> DistContext:
+    """Join the process group when launched by ``torchrun`` (``WORLD_SIZE`` > 1) and share rank 0's run stamp."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return context()
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("cpu:gloo,cuda:nccl")
+    else:
+        dist.init_process_group("gloo")
+    stamp = [time.strftime("%Y-%m-%d/%H-%M-%S")]
+    dist.broadcast_object_list(stamp, src=0)
+    os.environ.setdefault(RUN_STAMP_ENV, stamp[0])
+    return context()
+
+
+def quiet_other_ranks() -> None:
+    """Rank 0 narrates; the other ranks log warnings and errors only (call after Hydra configured logging)."""
+    if not context().is_main:
+        logging.getLogger().setLevel(logging.WARNING)
+
+
+def shutdown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier() -> None:
+    if context().enabled:
+        dist.barrier()
+
+
+@contextmanager
+def main_rank_first() -> Iterator[None]:
+    """Rank 0 runs the block first (e.g. builds the graph cache) while the others wait, then they
+    run it (and load what rank 0 wrote): never K concurrent builds of the same cache entry."""
+    ctx = context()
+    if ctx.enabled and not ctx.is_main:
+        dist.barrier()
+    yield
+    if ctx.enabled and ctx.is_main:
+        dist.barrier()
+
+
+def all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
+    """Element-wise sum over ranks (identity for one process)."""
+    if not context().enabled:
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def broadcast_from_main(value):
+    """Rank 0's ``value`` on every rank (a picklable object), e.g. the validation result."""
+    if not context().enabled:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
