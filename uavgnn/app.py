@@ -64,4 +64,16 @@ def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
         from uavgnn.modes.solve import run_solve
         run_solve(cfg, out_dir)
         return None
-    raise ConfigError(f"mode: unknown mode {cfg.mode!r} (expected train, eval, solve, cache or compare)")
+    if cfg.mode == "info":
+        from uavgnn.modes.info import run_info
+        run_info(cfg, out_dir)
+        return None
+    if cfg.mode == "profile":
+        from uavgnn.modes.profile import run_profile
+        run_profile(cfg, out_dir)
+        return None
+    if cfg.mode == "benchmark":
+        from uavgnn.modes.benchmark import run_benchmark
+        run_benchmark(cfg, out_dir)
+        return None
+    raise ConfigError(f"mode: unknown mode {cfg.mode!r}")

@@ -59,7 +59,9 @@ class ModelConfig:
 class HardwareConfig:
     name: str = "cpu"
     device: str = "cpu"  # cpu | cuda | auto
-    batch_size: int = 64
+    batch_size: Any = 64  # graphs per step (the global batch under torchrun), or "auto"
+    max_batch_size: int = 4096  # cap of batch_size=auto
+    memory_limit_mb: float = 0.0  # memory budget of batch_size=auto; 0 = the device's memory
     loader: str = "memory"  # memory (vectorised gather) | pyg (torch_geometric DataLoader)
     num_workers: int = 0
     pin_memory: bool = False
@@ -76,6 +78,7 @@ class OptimConfig:
     amp: bool = False
     compile: bool = False
     grad_checkpoint: bool = False
+    checkpoint_layers: Optional[list[int]] = None  # layers under grad_checkpoint; null = all
     graph_cache: bool = True
     prefetch: bool = True
 
@@ -103,6 +106,28 @@ class CurriculumConfig:
 
 
 @dataclass
+class ProfileConfig:
+    steps: int = 50  # measured training steps
+    warmup: int = 5  # unmeasured steps first (allocator, caches, compilation)
+    torch_profiler: bool = False  # also write a PyTorch profiler trace (TensorBoard) into the run directory
+
+
+@dataclass
+class BenchmarkConfig:
+    sections: list[str] = field(default_factory=lambda: ["cache", "pipeline", "toggles", "scaling", "milp"])
+    repeats: int = 3  # timings are medians of this many repeats
+    cache_scenes: int = 1000  # scenes of the cold/warm cache comparison
+    pipeline_steps: int = 20  # training steps timed per pipeline and per toggle
+    toggle_model: str = "medium"  # model of the amp / compile / loader toggles
+    toggle_batch_size: int = 512
+    checkpoint_model: str = "large"  # model of the grad_checkpoint toggle
+    checkpoint_batch_size: int = 256
+    scaling_nodes: list[int] = field(default_factory=lambda: [10_000, 100_000, 1_000_000])
+    milp_uavs: list[int] = field(default_factory=lambda: [1024, 4096, 16384])
+    milp_time_limit: float = 150.0
+
+
+@dataclass
 class LoggerConfig:
     name: str = "wandb"  # wandb | tensorboard | jsonl | none (jsonl is always written)
     mode: str = "offline"  # wandb: offline | online | disabled
@@ -127,7 +152,7 @@ class SolveConfig:
 
 @dataclass
 class Config:
-    mode: str = "train"  # train | eval | solve | cache | compare
+    mode: str = "train"  # train | eval | solve | cache | compare | profile | benchmark | info
     seed: int = 0
     solver: str = "milp"  # mode=solve: milp | greedy | lap | model
     action: str = "info"  # mode=cache: info | verify | clear
@@ -144,6 +169,8 @@ class Config:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     solve: SolveConfig = field(default_factory=SolveConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
 
 
 def register_configs() -> None:
@@ -163,7 +190,7 @@ def scene_distribution(task: TaskConfig) -> SceneDistribution:
 
 
 CHOICES = {
-    "mode": ("train", "eval", "solve", "cache", "compare"),
+    "mode": ("train", "eval", "solve", "cache", "compare", "profile", "benchmark", "info"),
     "solver": ("milp", "greedy", "lap", "model"),
     "action": ("info", "verify", "clear"),
     "task.positions": ("uniform", "clustered"),
@@ -177,7 +204,7 @@ CHOICES = {
     "logger.mode": ("offline", "online", "disabled"),
 }
 POSITIVE = ("data.n_uav", "data.train_scenes", "data.val_scenes", "data.test_scenes", "data.k_min", "data.k_divisor",
-            "data.k_max", "model.hidden", "model.heads", "model.layers", "model.ffn_mult", "hardware.batch_size",
+            "data.k_max", "model.hidden", "model.heads", "model.layers", "model.ffn_mult",
             "train.steps", "train.eval_every", "train.ckpt_every", "train.log_every", "train.lr", "task.density",
             "task.need_min", "task.range_min", "task.value_min")
 
@@ -194,6 +221,14 @@ def validate(cfg) -> None:
         value = OmegaConf.select(cfg, key)
         if value is None or value <= 0:
             raise ConfigError(f"{key}={value!r} must be > 0")
+    batch_size = cfg.hardware.batch_size
+    if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
+                                     and batch_size > 0):
+        raise ConfigError(f"hardware.batch_size={batch_size!r} must be a positive integer or 'auto'")
+    layers = cfg.optim.checkpoint_layers
+    if layers is not None and any(not 0 <= i < cfg.model.layers for i in layers):
+        raise ConfigError(f"optim.checkpoint_layers={list(layers)} must index the model's "
+                          f"{cfg.model.layers} layers (0..{cfg.model.layers - 1})")
     if cfg.model.hidden % cfg.model.heads:
         raise ConfigError(f"model.hidden={cfg.model.hidden} must be divisible by model.heads={cfg.model.heads}")
     for low, high in (("task.need_min", "task.need_max"), ("task.range_min", "task.range_max"),

@@ -1,8 +1,9 @@
-"""Pictures of results: one scene with its assignment."""
+"""Pictures of results: one scene with its assignment, the stages of a profiled step."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -36,3 +37,19 @@ def plot_assignment(scene: Scene, assignment: np.ndarray, path: Path, title: str
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_profile(report: dict[str, Any], path: Path) -> None:
+    """ms per step of each stage of ``mode=profile``, the bottleneck in red."""
+    stages = report["stages"]
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    colors = ["C3" if s["stage"] == report["bottleneck"] else "C0" for s in stages]
+    ax.barh([s["stage"] for s in stages], [s["ms_per_step"] for s in stages], color=colors)
+    for i, s in enumerate(stages):
+        ax.text(s["ms_per_step"], i, f" {s['share']:.0%}", va="center")
+    ax.invert_yaxis()
+    ax.set(xlabel="ms per step (median)", title=f"{report['model']} on {report['device']}, batch "
+           f"{report['batch_size']}: {report['graphs_per_s']:.0f} graphs/s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -85,9 +85,12 @@ class TransformerGNN(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-def model_from_config(model_cfg, grad_checkpoint: bool = False) -> TransformerGNN:
-    """Build from a ``model`` config node; ``grad_checkpoint`` checkpoints every layer."""
+def model_from_config(model_cfg, grad_checkpoint: bool = False,
+                      checkpoint_layers: Sequence[int] | None = None) -> TransformerGNN:
+    """Build from a ``model`` config node; ``grad_checkpoint`` checkpoints ``checkpoint_layers``
+    (every layer when None)."""
     layers = int(model_cfg.layers)
+    chosen = range(layers) if checkpoint_layers is None else [int(i) for i in checkpoint_layers]
     return TransformerGNN(hidden=int(model_cfg.hidden), heads=int(model_cfg.heads), layers=layers,
                           dropout=float(model_cfg.dropout), ffn_mult=int(model_cfg.ffn_mult),
-                          checkpoint_layers=range(layers) if grad_checkpoint else ())
+                          checkpoint_layers=chosen if grad_checkpoint else ())

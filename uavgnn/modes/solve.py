@@ -11,12 +11,12 @@ import logging
 from pathlib import Path
 
 from uavgnn.config import Config, scene_distribution
+from uavgnn.errors import ConfigError
+from uavgnn.inference import solve_with_model
 from uavgnn.metrics import assignment_metrics, mean_metrics
 from uavgnn.report import format_table, write_json
 from uavgnn.scene_io import load_scene, save_scene
 from uavgnn.scenes import Scene, generate_scenes
-from uavgnn.errors import ConfigError
-from uavgnn.inference import solve_with_model
 from uavgnn.solvers import solve, solve_milp
 from uavgnn.training.checkpoint import load_model
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from uavgnn.errors import ProblemTooLarge
 from uavgnn.scenes import Scene
 from uavgnn.solvers.greedy import solve_greedy
-from uavgnn.errors import ProblemTooLarge
 from uavgnn.solvers.lap import solve_lap
 from uavgnn.solvers.milp import solve_milp
 from uavgnn.solvers.result import SolveResult

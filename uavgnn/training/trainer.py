@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import resource
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -42,6 +41,8 @@ from uavgnn.loggers import MetricLogger
 from uavgnn.metrics import mean_metrics
 from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.models.choices import imitation_loss
+from uavgnn.perf import device_memory_mb, peak_memory_mb
+from uavgnn.training.batch_size import find_batch_size
 from uavgnn.training.checkpoint import BEST, LAST, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from uavgnn.training.evaluate import evaluate_model, policy_log_probs
 
@@ -57,6 +58,7 @@ class TrainState:
     best_gap: float = math.inf
     evals_without_improvement: int = 0
     bad_steps: int = 0
+    batch_size: int = 0  # the global batch in use (chosen by batch_size=auto, halved on CUDA OOM); 0 = not set
     curriculum: dict[str, Any] = field(default_factory=dict)
 
 
@@ -107,12 +109,6 @@ def jittered_k(base: int, jitter: int, seed: int, step: int, k_max: int) -> int:
     return int(min(max(1, base + offset), k_max))
 
 
-def peak_memory_mb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
 def maybe_compile(model: TransformerGNN, enabled: bool):
     if not enabled:
         return model
@@ -133,12 +129,30 @@ class TrainResult:
     perf: dict[str, float]  # median perf/graphs_per_s of the run and its peak memory
 
 
-def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
+def prepare_device(cfg) -> torch.device:
+    """The preset's device with its CPU threads and (CUDA) memory cap applied."""
     device = resolve_device(cfg.hardware.device)
     if cfg.hardware.threads > 0:
         torch.set_num_threads(cfg.hardware.threads)
     if device.type == "cuda":
         torch.cuda.set_per_process_memory_fraction(cfg.hardware.memory_fraction, device)
+    return device
+
+
+def resolve_batch_size(cfg, model: TransformerGNN, store, k: int, device: torch.device,
+                       dtype: torch.dtype | None) -> int:
+    """``hardware.batch_size``, or under ``auto`` the largest that fits (rank 0's choice x world size)."""
+    if cfg.hardware.batch_size != "auto":
+        return int(cfg.hardware.batch_size)
+    found = find_batch_size(model, store, k, device, cfg.hardware.memory_fraction, cfg.hardware.memory_limit_mb,
+                            cfg.hardware.max_batch_size, dtype)
+    found = distributed.broadcast_from_main(found) * distributed.context().world_size
+    log.info("hardware.batch_size=auto: %d graphs per step", found)
+    return found
+
+
+def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
+    device = prepare_device(cfg)
     seed_everything(cfg.seed)
     dtype = amp_dtype(cfg, device)
     ctx = distributed.context()
@@ -146,7 +160,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
     with distributed.main_rank_first():
         train_store = load_split(cfg, "train")
         val_store = load_split(cfg, "val")
-    model = model_from_config(cfg.model, cfg.optim.grad_checkpoint).to(device)
+    model = model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
     ema = (AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(cfg.train.ema_decay))
@@ -177,22 +191,25 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
                                "scaler": scaler.state_dict(), "state": asdict(state), "rng": rng_state(),
                                "config": OmegaConf.to_container(cfg, resolve=True)})
 
-    batch_size, total = cfg.hardware.batch_size, cfg.train.steps
-    loader = make_loader(train_store, cfg.hardware.loader, batch_size, shuffle=True, seed=cfg.seed,
-                         num_workers=cfg.hardware.num_workers, pin_memory=cfg.hardware.pin_memory,
-                         prefetch_factor=cfg.hardware.prefetch_factor,
-                         persistent_workers=cfg.hardware.persistent_workers, drop_last=True,
-                         rank=ctx.rank, world_size=ctx.world_size)
-    if ctx.enabled:
-        log.info("data parallel: %d processes, global batch %d = %d per rank", ctx.world_size, batch_size,
-                 batch_size // ctx.world_size)
-    steps_per_epoch = len(loader)
-    if steps_per_epoch == 0:
-        raise ConfigError(f"data.train_scenes={len(train_store)} is smaller than hardware.batch_size={batch_size}")
+    total = cfg.train.steps
+    k_base = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
+    state.batch_size = state.batch_size or resolve_batch_size(cfg, model, train_store, k_base, device, dtype)
 
     def batches_from(step: int):
-        """Batches in the exact order an uninterrupted run would see them from ``step`` on."""
-        epoch, skip = divmod(step, steps_per_epoch)
+        """Batches in the exact order an uninterrupted run would see them from ``step`` on
+        (at the current ``state.batch_size``)."""
+        loader = make_loader(train_store, cfg.hardware.loader, state.batch_size, shuffle=True, seed=cfg.seed,
+                             num_workers=cfg.hardware.num_workers, pin_memory=cfg.hardware.pin_memory,
+                             prefetch_factor=cfg.hardware.prefetch_factor,
+                             persistent_workers=cfg.hardware.persistent_workers, drop_last=True,
+                             rank=ctx.rank, world_size=ctx.world_size)
+        if len(loader) == 0:
+            raise ConfigError(f"data.train_scenes={len(train_store)} is smaller than "
+                              f"hardware.batch_size={state.batch_size}")
+        if ctx.enabled:
+            log.info("data parallel: %d processes, global batch %d = %d per rank", ctx.world_size,
+                     state.batch_size, state.batch_size // ctx.world_size)
+        epoch, skip = divmod(step, len(loader))
         while True:
             loader.batch_sampler.set_epoch(epoch)
             for i, batch in enumerate(loader):
@@ -200,12 +217,25 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
                     yield batch
             epoch, skip = epoch + 1, 0
 
-    batches = batches_from(state.step)
-    if cfg.optim.prefetch and device.type == "cuda":
-        # On the CPU a background thread only competes with the step for the same cores
-        # (840 vs 1,057 graphs/s measured on 2 cores); the in-memory gather is already ~1 ms.
-        batches = prefetched(batches, device, cfg.hardware.pin_memory)
-    k_base = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
+    def batch_stream(step: int):
+        if cfg.optim.prefetch and device.type == "cuda":
+            # On the CPU a background thread only competes with the step for the same cores
+            # (840 vs 1,057 graphs/s measured on 2 cores); the in-memory gather is already ~1 ms.
+            return prefetched(batches_from(step), device, cfg.hardware.pin_memory)
+        return batches_from(step)
+
+    batches = batch_stream(state.step)
+
+    def out_of_memory(err: torch.cuda.OutOfMemoryError):
+        """CUDA OOM in a step: halve the batch, free the cache, log it, and go on from the same step."""
+        if ctx.enabled or state.batch_size < 2:
+            raise err
+        optimizer.zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
+        state.batch_size //= 2
+        log.warning("CUDA out of memory at step %d: batch size halved to %d", state.step, state.batch_size)
+        logger.log({"hardware/batch_size": state.batch_size}, state.step)
+        return batch_stream(state.step)
     logger.log({"model/params": n_params}, step=state.step)
 
     window = {"loss": 0.0, "acc": 0.0, "n": 0, "wait": 0.0, "busy": 0.0, "graphs": 0}
@@ -225,6 +255,9 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
             try:
                 cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
+            except torch.cuda.OutOfMemoryError as err:
+                batches = out_of_memory(err)
+                continue
             except Exception as err:  # noqa: BLE001 - compilation errors surface at the first call
                 if runner is ddp:
                     raise
@@ -261,7 +294,11 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
             tick = time.perf_counter()
             continue
         state.bad_steps = 0
-        scaler.scale(loss).backward()
+        try:
+            scaler.scale(loss).backward()
+        except torch.cuda.OutOfMemoryError as err:
+            batches = out_of_memory(err)
+            continue
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
         scaler.step(optimizer)
@@ -297,6 +334,10 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
                 val["perf/peak_mem_mb"] = peak_memory_mb(device)
                 logger.log(val, state.step)
             val = distributed.broadcast_from_main(val)
+            if val["perf/peak_mem_mb"] > 0.8 * device_memory_mb(device):
+                log.warning("peak memory %.0f MB is above 80%% of the device's %.0f MB: lower hardware.batch_size "
+                            "or enable optim.grad_checkpoint / optim.amp", val["perf/peak_mem_mb"],
+                            device_memory_mb(device))
             gap = val["val/optimality_gap"]
             if gap < state.best_gap - 1e-6:
                 state.best_gap, state.evals_without_improvement = gap, 0

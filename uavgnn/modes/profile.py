@@ -1,0 +1,198 @@
+"""``mode=profile``: where a training step's time and memory go, and what to change.
+
+Runs ``profile.warmup`` + ``profile.steps`` training steps of the configured
+model, preset and toggles, timing each stage with the device synchronised at
+its borders: data wait (gather), host-to-device copy, forward (incl. loss),
+backward, optimizer step; plus the validation decode, amortised over
+``train.eval_every`` steps. Reports ms/step and share per stage, throughput,
+peak memory (RSS; on CUDA the allocator peak and NVML utilisation), the
+activation memory of a step, the bottleneck stage and recommendations derived
+from these numbers. ``profile.torch_profiler=true`` also writes a PyTorch
+profiler trace (TensorBoard's trace handler) under ``profiler/``.
+Writes ``profile.json`` and ``profile.png`` into the run directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, record_function, schedule, tensorboard_trace_handler
+from tqdm import tqdm
+
+from uavgnn.config import Config
+from uavgnn.data.loader import make_loader
+from uavgnn.data.splits import load_split
+from uavgnn.graphs import adaptive_k
+from uavgnn.models import model_from_config
+from uavgnn.models.choices import imitation_loss
+from uavgnn.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak_memory_mb, synchronize
+from uavgnn.plots import plot_profile
+from uavgnn.report import format_table, write_json
+from uavgnn.training.evaluate import evaluate_model, policy_log_probs
+from uavgnn.training.trainer import (
+    amp_dtype,
+    maybe_compile,
+    prepare_device,
+    resolve_batch_size,
+)
+
+log = logging.getLogger(__name__)
+STAGES = ("data_wait", "h2d_copy", "forward", "backward", "optimizer", "eval_decode")
+
+
+def recommendations(share: dict[str, float], activation_frac: float, device: torch.device, cfg: Config,
+                    mem_frac: float) -> list[str]:
+    """Concrete advice from the measured shares (each rule names the number that triggered it)."""
+    tips = []
+    if share["data_wait"] > 0.10:
+        tips.append(f"data wait {share['data_wait']:.0%} of the step: use hardware.loader=memory (vectorised "
+                    "in-memory gather) or raise hardware.num_workers" +
+                    (" and optim.prefetch=true" if device.type == "cuda" else ""))
+    if share["h2d_copy"] > 0.10:
+        tips.append(f"host-to-device copy {share['h2d_copy']:.0%}: set hardware.pin_memory=true and "
+                    "optim.prefetch=true (copies overlap the step)")
+    if share["forward"] + share["backward"] > 0.5 and not cfg.optim.amp:
+        tips.append(f"forward+backward {share['forward'] + share['backward']:.0%}: try optim.amp=true "
+                    f"({'bf16 autocast on CPU' if device.type == 'cpu' else 'mixed precision'})")
+    if share["forward"] + share["backward"] > 0.5 and not cfg.optim.compile and device.type == "cuda":
+        tips.append("compute-bound on CUDA: try optim.compile=true")
+    if share["optimizer"] > 0.15:
+        tips.append(f"optimizer step {share['optimizer']:.0%}: the model is small for the batch; raise "
+                    "hardware.batch_size (or batch_size=auto)")
+    if share["eval_decode"] > 0.15:
+        tips.append(f"evaluation {share['eval_decode']:.0%} of training time: raise train.eval_every")
+    if activation_frac > 0.5 and not cfg.optim.grad_checkpoint:
+        tips.append(f"activation memory {activation_frac:.0%} of peak: enable optim.grad_checkpoint=true "
+                    "(or a subset: optim.checkpoint_layers=[0])")
+    if mem_frac > 0.8:
+        tips.append(f"peak memory {mem_frac:.0%} of the device: lower hardware.batch_size or enable "
+                    "optim.grad_checkpoint")
+    if mem_frac < 0.3 and cfg.hardware.batch_size != "auto":
+        tips.append(f"peak memory only {mem_frac:.0%} of the device: hardware.batch_size=auto finds the "
+                    "largest batch that fits")
+    return tips or ["no stage stands out: the step is balanced for this preset"]
+
+
+def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
+    device = prepare_device(cfg)
+    dtype = amp_dtype(cfg, device)
+    torch.manual_seed(cfg.seed)
+    train_store = load_split(cfg, "train")
+    val_store = load_split(cfg, "val")
+    model = model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
+    runner = maybe_compile(model, cfg.optim.compile)
+    k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
+    batch_size = resolve_batch_size(cfg, model, train_store, k, device, dtype)
+    loader = make_loader(train_store, cfg.hardware.loader, batch_size, shuffle=True, seed=cfg.seed,
+                         num_workers=cfg.hardware.num_workers, pin_memory=cfg.hardware.pin_memory,
+                         prefetch_factor=cfg.hardware.prefetch_factor,
+                         persistent_workers=cfg.hardware.persistent_workers, drop_last=True)
+    if len(loader) == 0:
+        raise ValueError(f"data.train_scenes={len(train_store)} is smaller than hardware.batch_size={batch_size}")
+
+    def endless():
+        epoch = 0
+        while True:
+            loader.batch_sampler.set_epoch(epoch)
+            yield from loader
+            epoch += 1
+
+    batches = endless()
+    total = cfg.profile.warmup + cfg.profile.steps
+    times: dict[str, list[float]] = {s: [] for s in STAGES[:-1]}
+    activation_mb = 0.0
+    profiler = contextlib.nullcontext()
+    if cfg.profile.torch_profiler:
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        profiler = torch.profiler.profile(
+            activities=activities, schedule=schedule(wait=1, warmup=1, active=min(5, cfg.profile.steps), repeat=1),
+            on_trace_ready=tensorboard_trace_handler(str(out_dir / "profiler")), record_shapes=True,
+            profile_memory=True)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    model.train()
+    with profiler as prof:
+        for step in tqdm(range(total), desc="profile", unit="step", mininterval=2.0):
+            marks = [time.perf_counter()]
+            with record_function("data_wait"):
+                batch = next(batches)
+            marks.append(time.perf_counter())
+            with record_function("h2d_copy"):
+                batch = batch.to(device, non_blocking=True)
+                synchronize(device)
+            marks.append(time.perf_counter())
+            # saved-tensor hooks slow the forward: activations are counted in the first (warm-up) step only
+            meter = ActivationMeter(model) if step == 0 else contextlib.nullcontext()
+            autocast = torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+            with record_function("forward"), meter, autocast:
+                cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
+                loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep],
+                                            batch.cand_label[keep], batch.busy, batch.node_type == 0)
+                synchronize(device)
+            marks.append(time.perf_counter())
+            with record_function("backward"):
+                optimizer.zero_grad(set_to_none=True)
+                scaler.scale(loss).backward()
+                synchronize(device)
+            marks.append(time.perf_counter())
+            with record_function("optimizer"):
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
+                scaler.step(optimizer)
+                scaler.update()
+                synchronize(device)
+            marks.append(time.perf_counter())
+            if step == 0:
+                activation_mb = meter.mb
+            if step >= cfg.profile.warmup:
+                for stage, start, end in zip(STAGES, marks, marks[1:]):
+                    times[stage].append(end - start)
+            if cfg.profile.torch_profiler:
+                prof.step()
+    result = evaluate_model(model, val_store, cfg.train.decoder, k, device, amp_dtype=dtype)
+    ms = {stage: 1000 * statistics.median(v) for stage, v in times.items()}
+    # one validation every eval_every steps, spread over those steps
+    ms["eval_decode"] = 1000 * (result.forward_s + result.decode_s) / cfg.train.eval_every
+    step_ms = sum(ms.values())
+    share = {stage: ms[stage] / step_ms for stage in STAGES}
+    bottleneck = max(STAGES, key=share.get)
+    peak = peak_memory_mb(device)
+    mem_frac = peak / device_memory_mb(device)
+    activation_frac = activation_mb / peak
+    report = {
+        "device": str(device), "model": cfg.model.name, "batch_size": batch_size, "steps": cfg.profile.steps,
+        "amp": cfg.optim.amp, "compile": cfg.optim.compile, "grad_checkpoint": cfg.optim.grad_checkpoint,
+        "loader": cfg.hardware.loader,
+        "stages": [{"stage": s, "ms_per_step": ms[s], "share": share[s]} for s in STAGES],
+        "step_ms": step_ms,
+        "graphs_per_s": 1000 * batch_size / step_ms,
+        "uavs_per_s": 1000 * batch_size * cfg.data.n_uav / step_ms,
+        "train_graphs_per_s": 1000 * batch_size / (step_ms - ms["eval_decode"]),
+        "peak_memory_mb": peak, "device_memory_mb": device_memory_mb(device),
+        "activation_memory_mb": activation_mb,
+        "gpu_utilization_pct": gpu_utilization(device),
+        "bottleneck": bottleneck,
+        "recommendations": recommendations(share, activation_frac, device, cfg, mem_frac),
+    }
+    if cfg.profile.torch_profiler:
+        report["torch_profiler_trace"] = str(out_dir / "profiler")
+    print(format_table(report["stages"]))
+    print(f"\n{report['graphs_per_s']:.0f} graphs/s ({report['uavs_per_s']:.0f} UAV samples/s) at batch "
+          f"{batch_size}; peak memory {peak:.0f} MB ({mem_frac:.0%} of {str(device)}), activations "
+          f"{report['activation_memory_mb']:.0f} MB per step")
+    print(f"bottleneck: {bottleneck} ({share[bottleneck]:.0%} of the step)")
+    for tip in report["recommendations"]:
+        print(f"- {tip}")
+    write_json(out_dir / "profile.json", report)
+    plot_profile(report, out_dir / "profile.png")
+    print(f"wrote {out_dir / 'profile.json'} and {out_dir / 'profile.png'}")
+    return report
+

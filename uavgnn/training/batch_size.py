@@ -1,0 +1,75 @@
+"""``hardware.batch_size=auto``: the largest power-of-two batch whose training step fits the memory budget.
+
+Trial steps (forward + backward of the real model on real batches of the
+training split) at 8, 16, 32, ... graphs, up to ``cap``. A trial "fits" when
+its step memory is within ``hardware.memory_fraction`` of the budget
+(``hardware.memory_limit_mb``, or the device's memory when 0):
+
+- CUDA: the allocator's peak during the step (``max_memory_allocated``); an
+  out-of-memory error ends the search;
+- CPU: parameters, gradients and AdamW's two moments, plus the batch's tensors
+  and the activations saved for backward (``ActivationMeter``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import nn
+
+from uavgnn.data.store import GraphStore
+from uavgnn.models.choices import imitation_loss
+from uavgnn.perf import MIB, ActivationMeter, device_memory_mb
+from uavgnn.training.evaluate import policy_log_probs
+
+log = logging.getLogger(__name__)
+SMALLEST = 8
+
+
+def step_memory_mb(model: nn.Module, store: GraphStore, batch_size: int, k: int, device: torch.device,
+                   amp_dtype: torch.dtype | None = None) -> float:
+    """Memory one training step of ``batch_size`` graphs needs on ``device``."""
+    ids = torch.arange(batch_size) % len(store)
+    batch = store.gather(ids).to(device)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+    with ActivationMeter(model) as meter, torch.autocast(device.type, dtype=amp_dtype or torch.float32,
+                                                         enabled=amp_dtype is not None):
+        cand_logp, idle_logp, keep = policy_log_probs(model, batch, k)
+        loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
+                                    batch.busy, batch.node_type == 0)
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    if device.type == "cuda":
+        return (torch.cuda.max_memory_allocated(device) - base + 3 * params) / MIB  # + grads and AdamW moments
+    batch_bytes = sum(v.numel() * v.element_size() for _, v in batch if torch.is_tensor(v))
+    return (4 * params + batch_bytes + meter.bytes) / MIB
+
+
+def find_batch_size(model: nn.Module, store: GraphStore, k: int, device: torch.device, memory_fraction: float,
+                    memory_limit_mb: float = 0.0, cap: int = 4096, amp_dtype: torch.dtype | None = None) -> int:
+    """The largest power-of-two batch (``SMALLEST`` .. ``cap``, at most the split's size) that fits."""
+    budget = memory_fraction * (memory_limit_mb or device_memory_mb(device))
+    cap = min(cap, len(store))
+    chosen, size = 0, SMALLEST
+    while size <= cap:
+        try:
+            need = step_memory_mb(model, store, size, k, device, amp_dtype)
+        except torch.cuda.OutOfMemoryError:
+            model.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+            log.info("auto batch size: %d graphs ran out of memory", size)
+            break
+        log.info("auto batch size: %d graphs need %.0f MB of %.0f MB", size, need, budget)
+        if need > budget:
+            break
+        chosen, size = size, size * 2
+    if chosen == 0:
+        raise MemoryError(f"hardware.batch_size=auto: even {SMALLEST} graphs need more than the budget of "
+                          f"{budget:.0f} MB (hardware.memory_fraction={memory_fraction}, "
+                          f"hardware.memory_limit_mb={memory_limit_mb}); use a smaller model or more memory")
+    return chosen
