@@ -118,6 +118,8 @@ class BenchmarkConfig:
     repeats: int = 3  # timings are medians of this many repeats
     cache_scenes: int = 1000  # scenes of the cold/warm cache comparison
     pipeline_steps: int = 20  # training steps timed per pipeline and per toggle
+    toggles: list[str] = field(default_factory=lambda: ["amp", "compile", "grad_checkpoint", "loader_pyg",
+                                                        "loader_pyg_workers"])
     toggle_model: str = "medium"  # model of the amp / compile / loader toggles
     toggle_batch_size: int = 512
     checkpoint_model: str = "large"  # model of the grad_checkpoint toggle

@@ -131,11 +131,16 @@ def build_graph(scene: Scene, k_max: int = 16, uav_neighbours: int = 8, assignme
                 device: torch.device | str = "cpu") -> Data:
     """One scene's graph; ``assignment`` (the MILP labels) adds ``cand_label``/``busy``.
     Neighbours come from a k-d tree on CPU, from ``torch.cdist`` + ``topk`` when ``device`` is a GPU."""
-    n, m = scene.n_uav, scene.n_target
     if torch.device(device).type == "cpu":
         nb = kdtree_neighbours(scene, k_max, uav_neighbours)
     else:
         nb = torch_neighbours(scene, k_max, uav_neighbours, device)
+    return graph_from_neighbours(scene, nb, assignment)
+
+
+def graph_from_neighbours(scene: Scene, nb: Neighbours, assignment: np.ndarray | None = None) -> Data:
+    """Features and labels of a scene's graph once its neighbours are known."""
+    n, m = scene.n_uav, scene.n_target
     c_uav, c_tgt, c_dist, c_rank = nb.c_uav, nb.c_tgt, nb.c_dist, nb.c_rank
     n_feasible, n_reach = nb.n_feasible, nb.n_reach
     r = scene.uav_range

@@ -16,6 +16,8 @@ from uavgnn.scenes import Scene
 from uavgnn.solvers import SolveResult
 from uavgnn.training.evaluate import policy_log_probs
 
+CHUNK_EDGES = 2**20  # above this many message edges the forward runs layer-wise (TransformerGNN.forward_chunked)
+
 
 @torch.no_grad()
 def solve_with_model(model: TransformerGNN, scene: Scene, data_cfg, decoder: str = "greedy",
@@ -28,7 +30,7 @@ def solve_with_model(model: TransformerGNN, scene: Scene, data_cfg, decoder: str
     graph.n_uav = torch.tensor([scene.n_uav])
     batch = Batch.from_data_list([graph]).to(device)
     built = time.perf_counter()
-    cand_logp, idle_logp, keep = policy_log_probs(model.eval(), batch, k)
+    cand_logp, idle_logp, keep = policy_log_probs(model.eval(), batch, k, max_edges=CHUNK_EDGES)
     if device.type == "cuda":
         torch.cuda.synchronize()
     forwarded = time.perf_counter()

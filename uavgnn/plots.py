@@ -53,3 +53,48 @@ def plot_profile(report: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_benchmark(report: dict[str, Any], path: Path) -> None:
+    """One panel per ``mode=benchmark`` section that ran."""
+    panels = [name for name in ("cache", "pipeline", "toggles", "scaling", "milp") if name in report]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2), squeeze=False)
+    for ax, name in zip(axes[0], panels):
+        section = report[name]
+        if name == "cache":
+            ax.bar(["cold build", "warm load"], [section["cold_build_s"], section["warm_load_s"]], color=["C3", "C2"])
+            ax.set(yscale="log", ylabel="seconds", title=f"graph cache: {section['cold_over_warm']:.0f}x "
+                   f"({section['scenes']} scenes)")
+        elif name == "pipeline":
+            rates = section["graphs_per_s"]
+            ax.bar(list(rates), list(rates.values()), color=["C3", "C0", "C2"])
+            ax.set(ylabel="graphs/s (training steps)",
+                   title=f"pipeline: {section['optimized_over_naive']:.1f}x naive "
+                         f"({section['optimized_amp_over_naive']:.1f}x with AMP)")
+        elif name == "toggles":
+            names = [t["toggle"] for t in section]
+            x = np.arange(len(names))
+            ax.bar(x - 0.2, [t["speedup"] for t in section], 0.4, label="speed-up (off/on step time)")
+            ax.bar(x + 0.2, [1 - t["memory_saving"] for t in section], 0.4, label="memory on/off")
+            ax.axhline(1.0, color="gray", ls="--")
+            ax.set_xticks(x, names, rotation=20)
+            ax.set(title="optimization toggles")
+            ax.legend(fontsize=8)
+        elif name == "scaling":
+            rows = section["rows"]
+            nodes = [r["nodes"] for r in rows]
+            for key in ("build_s", "forward_s", "decode_s", "total_s"):
+                ax.plot(nodes, [r[key] for r in rows], marker="o", label=key[:-2])
+            ax.set(xscale="log", yscale="log", xlabel="nodes in the scene", ylabel="seconds",
+                   title=f"inference scaling (slope {section['loglog_slope']:.2f})")
+            ax.legend(fontsize=8)
+        else:
+            rows = section["rows"]
+            n = [r["n_uav"] for r in rows]
+            ax.plot(n, [r["model_s"] for r in rows], marker="o", label="model (build+forward+decode)")
+            ax.plot(n, [r["milp_s"] for r in rows], marker="s", label="MILP (to optimality or limit)")
+            ax.set(xscale="log", yscale="log", xlabel="UAVs", ylabel="wall time (s)", title="model vs MILP")
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

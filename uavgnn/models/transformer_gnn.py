@@ -81,6 +81,44 @@ class TransformerGNN(nn.Module):
         edge_in = torch.cat([h[src], h[dst], self.edge_encoder(cand_attr)], dim=1)  # (C, 3 * hidden)
         return self.edge_scorer(edge_in).squeeze(1), self.idle_scorer(h).squeeze(1)
 
+    @torch.no_grad()
+    def forward_chunked(self, x: torch.Tensor, node_type: torch.Tensor, edge_index: torch.Tensor,
+                        edge_attr: torch.Tensor, cand_index: torch.Tensor, cand_attr: torch.Tensor,
+                        max_edges: int = 2**20) -> tuple[torch.Tensor, torch.Tensor]:
+        """``forward`` for inference on huge scenes in bounded memory (PyG's layer-wise inference).
+
+        Per-edge tensors dominate memory (several ``E x hidden`` buffers per layer), so each
+        layer runs over groups of destination nodes holding at most ``max_edges`` incoming
+        edges, as a bipartite ``TransformerConv`` call (sources -> this group), and the edge
+        scorer runs over blocks of candidates. Every node still attends over all its edges,
+        so the result equals ``forward``'s.
+        """
+        is_uav = (node_type == 0).unsqueeze(1)
+        h = torch.where(is_uav, self.uav_encoder(x), self.target_encoder(x))
+        order = torch.argsort(edge_index[1], stable=True)
+        src, dst, attr = edge_index[0, order], edge_index[1, order], edge_attr[order]
+        ptr = torch.searchsorted(dst, torch.arange(h.shape[0] + 1, device=dst.device))
+        bounds = [0]
+        while bounds[-1] < h.shape[0]:  # node groups of at most max_edges incoming edges (at least one node)
+            end = int(torch.searchsorted(ptr, ptr[bounds[-1]] + max_edges, right=True)) - 1
+            bounds.append(min(max(end, bounds[-1] + 1), h.shape[0]))
+        for layer in self.layers:
+            hn = layer.norm_attn(h)
+            out = torch.empty_like(h)
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                e0, e1 = int(ptr[a]), int(ptr[b])
+                nodes, local = torch.unique(src[e0:e1], return_inverse=True)
+                sub_index = torch.stack([local, dst[e0:e1] - a])
+                out[a:b] = layer.attn((hn[nodes], hn[a:b]), sub_index, attr[e0:e1])
+            h = h + out
+            h = h + layer.ffn(layer.norm_ffn(h))
+        h = self.final_norm(h)
+        cand_logit = torch.cat([
+            self.edge_scorer(torch.cat([h[cand_index[0, i:i + max_edges]], h[cand_index[1, i:i + max_edges]],
+                                        self.edge_encoder(cand_attr[i:i + max_edges])], dim=1)).squeeze(1)
+            for i in range(0, cand_index.shape[1], max_edges)]) if cand_index.shape[1] else h.new_zeros(0)
+        return cand_logit, self.idle_scorer(h).squeeze(1)
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 

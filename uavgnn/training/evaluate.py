@@ -18,11 +18,16 @@ from uavgnn.metrics import assignment_metrics
 from uavgnn.models.choices import choice_log_probs
 
 
-def policy_log_probs(model: nn.Module, batch: Batch, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Candidate and idle log-probabilities of a batch at candidate budget ``k``, plus the kept-candidate mask."""
+def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Candidate and idle log-probabilities of a batch at candidate budget ``k``, plus the kept-candidate mask.
+    With ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded memory."""
     edge_index, edge_attr, keep = message_edges(batch, k)
-    cand_logit, idle_logit = model(batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep],
-                                   batch.cand_attr[keep])
+    args = (batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
+    if max_edges is not None and edge_index.shape[1] > max_edges:
+        cand_logit, idle_logit = model.forward_chunked(*args, max_edges=max_edges)
+    else:
+        cand_logit, idle_logit = model(*args)
     cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, batch.cand_index[0, keep])
     return cand_logp, idle_logp, keep
 

@@ -1,0 +1,312 @@
+"""``mode=benchmark``: what each optimization buys on this machine, measured side by side in one process.
+
+Sections (``benchmark.sections``), each repeated ``benchmark.repeats`` times
+with medians reported:
+
+- ``cache``: cold build of a split (MILP labels + graphs) vs warm load from the cache;
+- ``pipeline``: the optimized pipeline (cached graphs, vectorised gather; also
+  with AMP) vs the naive reference (``uavgnn.data.naive``) in graphs/s of
+  whole training steps, same model and data, plus the logits of both on one batch;
+- ``toggles``: ``amp``, ``compile``, ``grad_checkpoint`` and the loader
+  variants on vs off: step time and memory (CUDA: allocator peak; CPU:
+  activation memory, since the process RSS only grows);
+- ``scaling``: one scene of N nodes (build, forward, decode, peak RSS) and the
+  log-log slope of time vs N;
+- ``milp``: the model vs the time-limited MILP (and greedy, lap) at 1k-16k UAVs.
+
+The model of ``scaling``/``milp`` is ``ckpt`` when given (a trained model),
+else a freshly initialised one of ``model`` (timings only; its gaps mean nothing).
+Writes ``benchmark.json`` and ``graph_benchmark.png`` into the run directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from torch_geometric.data import Batch
+
+from uavgnn.config import Config, scene_distribution
+from uavgnn.data.cache import load_or_build
+from uavgnn.data.loader import make_loader
+from uavgnn.data.naive import NaiveSceneDataset, naive_loader
+from uavgnn.data.splits import build_settings, load_split, split_spec
+from uavgnn.data.store import GraphStore
+from uavgnn.graphs import adaptive_k
+from uavgnn.inference import solve_with_model
+from uavgnn.models import TransformerGNN, model_from_config
+from uavgnn.models.choices import imitation_loss
+from uavgnn.perf import ActivationMeter, peak_memory_mb, synchronize
+from uavgnn.plots import plot_benchmark
+from uavgnn.report import format_table, write_json
+from uavgnn.scenes import generate_scenes
+from uavgnn.solvers import solve
+from uavgnn.training.checkpoint import load_model
+from uavgnn.training.evaluate import policy_log_probs
+from uavgnn.training.trainer import maybe_compile, prepare_device
+
+log = logging.getLogger(__name__)
+MODEL_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
+
+
+def model_named(name: str, grad_checkpoint: bool = False) -> TransformerGNN:
+    return model_from_config(OmegaConf.load(MODEL_DIR / f"{name}.yaml"), grad_checkpoint)
+
+
+def train_step(runner: torch.nn.Module, model: TransformerGNN, optimizer: torch.optim.Optimizer, batch: Batch,
+               k: int, device: torch.device, dtype: torch.dtype | None = None) -> float:
+    """One imitation step (forward, backward, AdamW); returns the activation MB it saved for backward."""
+    with ActivationMeter(model) as meter, torch.autocast(device.type, dtype=dtype or torch.float32,
+                                                         enabled=dtype is not None):
+        cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
+        loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
+                                    batch.busy, batch.node_type == 0)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    synchronize(device)
+    return meter.mb
+
+
+def timed_steps(model: TransformerGNN, batches: Callable[[], Iterator[Batch]], steps: int, k: int,
+                device: torch.device, dtype: torch.dtype | None = None, compiled: bool = False,
+                warmup: int = 1) -> dict[str, float]:
+    """Median seconds per step (data included) and graphs/s over ``steps`` steps after ``warmup``."""
+    model = model.to(device).train()
+    runner = maybe_compile(model, compiled)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times, graphs, activation = [], [], 0.0
+    stream = batches()
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        batch = next(stream).to(device)
+        activation = train_step(runner, model, optimizer, batch, k, device, dtype)
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+            graphs.append(batch.num_graphs)
+    step_s = statistics.median(times)
+    memory = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else activation
+    return {"step_ms": 1000 * step_s, "graphs_per_s": statistics.median(graphs) / step_s, "memory_mb": memory}
+
+
+def cycle(loader) -> Callable[[], Iterator[Batch]]:
+    def stream() -> Iterator[Batch]:
+        while True:
+            yield from loader
+    return stream
+
+
+def random_batches(store: GraphStore, size: int, seed: int = 0) -> Callable[[], Iterator[Batch]]:
+    def stream() -> Iterator[Batch]:
+        gen = torch.Generator().manual_seed(seed)
+        while True:
+            yield store.gather(torch.randint(0, len(store), (size,), generator=gen))
+    return stream
+
+
+def median_of(repeats: int, run: Callable[[], dict[str, float]]) -> dict[str, float]:
+    runs = [run() for _ in range(repeats)]
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
+def bench_cache(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
+    spec = split_spec(cfg, "train", count=cfg.benchmark.cache_scenes)
+    work = out_dir / "benchmark-cache"
+    shutil.rmtree(work, ignore_errors=True)
+    args = (spec, scene_distribution(cfg.task), build_settings(cfg), work)
+    try:
+        start = time.perf_counter()
+        load_or_build(*args, workers=cfg.data.label_workers)
+        cold = time.perf_counter() - start
+        warm = []
+        for _ in range(cfg.benchmark.repeats):
+            start = time.perf_counter()
+            load_or_build(*args, workers=cfg.data.label_workers)
+            warm.append(time.perf_counter() - start)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"scenes": spec.count, "n_uav": spec.n_uav, "cold_build_s": cold, "warm_load_s": statistics.median(warm),
+            "cold_over_warm": cold / statistics.median(warm)}
+
+
+def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
+    store = load_split(cfg, "train")
+    batch_size = min(int(cfg.hardware.batch_size) if cfg.hardware.batch_size != "auto" else 64, len(store))
+    k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
+    scenes, labels = store.scenes(), store.label_assignments()
+    naive = naive_loader(scenes, labels, batch_size, cfg.data.k_max, cfg.data.uav_neighbours)
+    fast = make_loader(store, "memory", batch_size, shuffle=True, drop_last=True)
+    init = model_from_config(cfg.model).state_dict()
+
+    def model() -> TransformerGNN:
+        fresh = model_from_config(cfg.model)
+        fresh.load_state_dict(init)
+        return fresh
+
+    steps = cfg.benchmark.pipeline_steps
+    rows = {"naive": [], "optimized": [], "optimized_amp": []}
+    for _ in range(cfg.benchmark.repeats):  # interleaved, so machine noise hits all alike
+        rows["naive"].append(timed_steps(model(), cycle(naive), steps, k, device))
+        rows["optimized"].append(timed_steps(model(), cycle(fast), steps, k, device))
+        rows["optimized_amp"].append(timed_steps(model(), cycle(fast), steps, k, device, dtype=torch.bfloat16))
+    rates = {name: statistics.median(r["graphs_per_s"] for r in runs) for name, runs in rows.items()}
+    ids = list(range(min(batch_size, len(store))))  # the same scenes through both pipelines
+    dataset = NaiveSceneDataset(scenes, labels, cfg.data.k_max, cfg.data.uav_neighbours)
+    reference = model().eval()
+    with torch.no_grad():
+        naive_logp = policy_log_probs(reference, Batch.from_data_list([dataset[i] for i in ids]), k)
+        fast_logp = policy_log_probs(reference, store.gather(torch.tensor(ids)), k)
+    diff = max(float((a - b).abs().max()) for a, b in zip(naive_logp[:2], fast_logp[:2]))
+    return {"batch_size": batch_size, "model": cfg.model.name, "graphs_per_s": rates,
+            "optimized_over_naive": rates["optimized"] / rates["naive"],
+            "optimized_amp_over_naive": rates["optimized_amp"] / rates["naive"], "max_logit_diff": diff}
+
+
+def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict[str, Any]]:
+    b = cfg.benchmark
+    store = load_split(cfg, "train")
+    k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
+    amp = torch.bfloat16 if device.type == "cpu" or cfg.hardware.precision == "bf16" else torch.float16
+    big = random_batches(store, b.toggle_batch_size)
+    ckpt = random_batches(store, b.checkpoint_batch_size)
+    small = min(int(cfg.hardware.batch_size) if cfg.hardware.batch_size != "auto" else 64, len(store))
+    loaders = {kind: make_loader(store, kind, small, shuffle=True, num_workers=workers, drop_last=True)
+               for kind, workers in (("memory", 0), ("pyg", 0))}
+    loaders["pyg_2_workers"] = make_loader(store, "pyg", small, shuffle=True, num_workers=2, drop_last=True,
+                                           persistent_workers=True)
+    cases = {  # name: (off, on) as step runners
+        "amp": (lambda: timed_steps(model_named(b.toggle_model), big, b.pipeline_steps, k, device),
+                lambda: timed_steps(model_named(b.toggle_model), big, b.pipeline_steps, k, device, dtype=amp)),
+        "compile": (lambda: timed_steps(model_named(b.toggle_model), big, b.pipeline_steps, k, device),
+                    lambda: timed_steps(model_named(b.toggle_model), big, b.pipeline_steps, k, device,
+                                        compiled=True, warmup=3)),
+        "grad_checkpoint": (
+            lambda: timed_steps(model_named(b.checkpoint_model), ckpt, b.pipeline_steps, k, device),
+            lambda: timed_steps(model_named(b.checkpoint_model, grad_checkpoint=True), ckpt, b.pipeline_steps, k,
+                                device)),
+        "loader_pyg": (  # PyG DataLoader, in-process collate, vs the in-memory gather
+            lambda: timed_steps(model_from_config(cfg.model), cycle(loaders["memory"]), b.pipeline_steps, k, device),
+            lambda: timed_steps(model_from_config(cfg.model), cycle(loaders["pyg"]), b.pipeline_steps, k, device)),
+        "loader_pyg_workers": (  # the same with 2 worker processes
+            lambda: timed_steps(model_from_config(cfg.model), cycle(loaders["memory"]), b.pipeline_steps, k, device),
+            lambda: timed_steps(model_from_config(cfg.model), cycle(loaders["pyg_2_workers"]), b.pipeline_steps, k,
+                                device)),
+    }
+    rows = []
+    for name in b.toggles:
+        off_run, on_run = cases[name]
+        off, on = {}, {}
+        runs = [(off_run(), on_run()) for _ in range(b.repeats)]  # side by side
+        for key in runs[0][0]:
+            off[key] = statistics.median(r[0][key] for r in runs)
+            on[key] = statistics.median(r[1][key] for r in runs)
+        rows.append({"toggle": name, "off": off, "on": on, "speedup": off["step_ms"] / on["step_ms"],
+                     "memory_saving": 1 - on["memory_mb"] / off["memory_mb"] if off["memory_mb"] else 0.0,
+                     "memory": "CUDA peak allocated" if device.type == "cuda" else "activations saved for backward"})
+    return rows
+
+
+def benchmark_model(cfg: Config, device: torch.device) -> tuple[TransformerGNN, str]:
+    if cfg.ckpt:
+        model, _ = load_model(cfg.ckpt, device)
+        return model, f"trained ({cfg.ckpt})"
+    return model_from_config(cfg.model).to(device).eval(), f"untrained {cfg.model.name} (timings only)"
+
+
+def bench_scaling(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
+    model, which = benchmark_model(cfg, device)
+    dist = scene_distribution(cfg.task)
+    rows = []
+    for nodes in sorted(cfg.benchmark.scaling_nodes):
+        n_uav = max(1, round(nodes / (1 + dist.target_ratio)))
+        scene = generate_scenes(dist, n_uav, 1, cfg.seed + nodes)[0]
+        _, timing = solve_with_model(model, scene, cfg.data, cfg.eval.decoder, device)
+        total = sum(timing.values())
+        rows.append({"nodes": scene.n_uav + scene.n_target, "n_uav": scene.n_uav, **timing, "total_s": total,
+                     "peak_rss_mb": peak_memory_mb(torch.device("cpu"))})
+        log.info("scaling: %d nodes in %.2f s", rows[-1]["nodes"], total)
+    fit = [r for r in rows if r["nodes"] >= 10_000] if sum(r["nodes"] >= 10_000 for r in rows) >= 2 else rows
+    slope = float(np.polyfit(np.log([r["nodes"] for r in fit]), np.log([r["total_s"] for r in fit]), 1)[0]) \
+        if len(fit) >= 2 else float("nan")
+    return {"model": which, "rows": rows, "loglog_slope": slope,
+            "slope_range": [fit[0]["nodes"], fit[-1]["nodes"]] if fit else []}
+
+
+def bench_milp(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
+    model, which = benchmark_model(cfg, device)
+    dist = scene_distribution(cfg.task)
+    rows = []
+    for n_uav in cfg.benchmark.milp_uavs:
+        scene = generate_scenes(dist, n_uav, 1, cfg.data.test_seed + n_uav)[0]
+        ours, timing = solve_with_model(model, scene, cfg.data, cfg.eval.decoder, device)
+        milp = solve(scene, "milp", cfg.benchmark.milp_time_limit)
+        row = {"n_uav": n_uav, "model_reward": ours.objective, "model_s": ours.wall_time, **timing,
+               "milp_reward": milp.objective, "milp_s": milp.wall_time, "milp_status": milp.status,
+               "milp_bound": milp.bound, "gap_vs_milp": 1 - ours.objective / milp.objective,
+               "milp_over_model_time": milp.wall_time / ours.wall_time}
+        for name in ("greedy", "lap"):
+            try:
+                other = solve(scene, name)
+                row[f"{name}_reward"], row[f"{name}_s"] = other.objective, other.wall_time
+            except Exception as err:  # noqa: BLE001 - lap refuses scenes over its dense-matrix cap
+                row[f"{name}_reward"], row[f"{name}_s"] = float("nan"), float("nan")
+                log.info("milp section: %s skipped at %d UAVs (%s)", name, n_uav, err)
+        rows.append(row)
+        log.info("milp: %d UAVs, model %.2f s vs MILP %.1f s (%s)", n_uav, ours.wall_time, milp.wall_time,
+                 milp.status)
+    return {"model": which, "rows": rows}
+
+
+SECTIONS = {"cache": bench_cache, "pipeline": bench_pipeline, "toggles": bench_toggles, "scaling": bench_scaling,
+            "milp": bench_milp}
+
+
+def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
+    unknown = set(cfg.benchmark.sections) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"benchmark.sections: unknown {sorted(unknown)} (expected some of {list(SECTIONS)})")
+    device = prepare_device(cfg)
+    report: dict[str, Any] = {"device": str(device), "threads": torch.get_num_threads(),
+                              "repeats": cfg.benchmark.repeats}
+    for name in cfg.benchmark.sections:
+        log.info("benchmark section %s ...", name)
+        start = time.perf_counter()
+        report[name] = SECTIONS[name](cfg, device, out_dir)
+        log.info("benchmark section %s done in %.1f s", name, time.perf_counter() - start)
+        write_json(out_dir / "benchmark.json", report)  # partial results survive a later failure
+    print_report(report)
+    plot_benchmark(report, out_dir / "graph_benchmark.png")
+    print(f"wrote {out_dir / 'benchmark.json'} and {out_dir / 'graph_benchmark.png'}")
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    if "cache" in report:
+        print(format_table([report["cache"]]))
+    if "pipeline" in report:
+        p = report["pipeline"]
+        print(format_table([{"pipeline": k, "graphs_per_s": v} for k, v in p["graphs_per_s"].items()]))
+        print(f"optimized / naive: {p['optimized_over_naive']:.1f}x (with AMP {p['optimized_amp_over_naive']:.1f}x); "
+              f"max logit difference {p['max_logit_diff']:.2e}")
+    if "toggles" in report:
+        print(format_table([{"toggle": t["toggle"], "off_ms": t["off"]["step_ms"], "on_ms": t["on"]["step_ms"],
+                             "speedup": t["speedup"], "off_mem_mb": t["off"]["memory_mb"],
+                             "on_mem_mb": t["on"]["memory_mb"], "memory_saving": t["memory_saving"]}
+                            for t in report["toggles"]]))
+    if "scaling" in report:
+        print(format_table(report["scaling"]["rows"]))
+        print(f"log-log slope of time vs nodes: {report['scaling']['loglog_slope']:.2f}")
+    if "milp" in report:
+        print(format_table(report["milp"]["rows"], ["n_uav", "model_reward", "milp_reward", "greedy_reward",
+                                                    "lap_reward", "gap_vs_milp", "model_s", "milp_s",
+                                                    "milp_status", "milp_over_model_time"]))
