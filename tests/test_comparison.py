@@ -12,9 +12,9 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
+from conftest import run_cli
 from omegaconf import OmegaConf
 
-from conftest import run_cli
 from uavgnn.comparison import compare_runs, differing_keys, find_runs, load_run
 
 

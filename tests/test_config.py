@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from conftest import ROOT, run_cli
 from uavgnn.config import register_configs, validate
+from uavgnn.errors import ConfigError
 from uavgnn.modes.solve import run_solve
 from uavgnn.modes.train import run_train
 from uavgnn.scene_io import save_scene
@@ -108,3 +109,11 @@ def test_bad_config_fails_before_any_work_naming_the_key(override, message, tmp_
                    cwd=tmp_path, check=False)
     assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "cache").exists()  # failed before any work
+
+
+def test_batch_size_and_checkpoint_layers_are_validated() -> None:
+    validate(compose_cfg("hardware.batch_size=auto"))
+    with pytest.raises(ConfigError, match="hardware.batch_size='big' must be a positive integer or 'auto'"):
+        validate(compose_cfg("hardware.batch_size=big"))
+    with pytest.raises(ConfigError, match=r"optim.checkpoint_layers=\[0, 5\] must index the model's 2 layers"):
+        validate(compose_cfg("optim.checkpoint_layers=[0,5]"))

@@ -12,11 +12,11 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-
 from conftest import ROOT, run_cli
+from wandb_records import run_record
+
 from uavgnn import distributed
 from uavgnn.data.loader import ShardedBatchSampler
-from wandb_records import run_record
 
 DEBUG = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
          "data.test_scenes=8", "hardware.batch_size=16", "train.steps=12", "train.eval_every=6",

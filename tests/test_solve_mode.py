@@ -2,8 +2,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import run_cli
+
 from uavgnn.metrics import assignment_metrics
 from uavgnn.scene_io import load_scene, save_scene, scene_to_dict
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import ROOT, run_cli
 from wandb_records import history, run_record, summary
 

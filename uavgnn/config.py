@@ -124,7 +124,7 @@ class BenchmarkConfig:
     toggle_batch_size: int = 512
     checkpoint_model: str = "large"  # model of the grad_checkpoint toggle
     checkpoint_batch_size: int = 256
-    scaling_nodes: list[int] = field(default_factory=lambda: [10_000, 100_000, 1_000_000])
+    scaling_nodes: list[int] = field(default_factory=lambda: [10_000, 30_000, 100_000, 300_000, 1_000_000])
     milp_uavs: list[int] = field(default_factory=lambda: [1024, 4096, 16384])
     milp_time_limit: float = 150.0
 

@@ -58,8 +58,12 @@ def plot_profile(report: dict[str, Any], path: Path) -> None:
 def plot_benchmark(report: dict[str, Any], path: Path) -> None:
     """One panel per ``mode=benchmark`` section that ran."""
     panels = [name for name in ("cache", "pipeline", "toggles", "scaling", "milp") if name in report]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2), squeeze=False)
-    for ax, name in zip(axes[0], panels):
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4.5 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    for ax, name in zip(axes.flat, panels):
         section = report[name]
         if name == "cache":
             ax.bar(["cold build", "warm load"], [section["cold_build_s"], section["warm_load_s"]], color=["C3", "C2"])
