@@ -206,7 +206,11 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
     for name in b.toggles:
         off_run, on_run = cases[name]
         off, on = {}, {}
-        runs = [(off_run(), on_run()) for _ in range(b.repeats)]  # side by side
+        runs = []
+        for repeat in range(b.repeats):  # off and on side by side in every repeat
+            runs.append((off_run(), on_run()))
+            log.info("toggle %s, repeat %d/%d: off %.1f ms, on %.1f ms per step", name, repeat + 1, b.repeats,
+                     runs[-1][0]["step_ms"], runs[-1][1]["step_ms"])
         for key in runs[0][0]:
             off[key] = statistics.median(r[0][key] for r in runs)
             on[key] = statistics.median(r[1][key] for r in runs)
