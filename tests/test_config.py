@@ -36,6 +36,8 @@ def tiny(cfg, tmp_path: Path, cache_dir: Path):
                         label_workers=1)
         cfg.train.update(steps=4, eval_every=2, ckpt_every=2, log_every=2, warmup_steps=1)
         cfg.hardware.batch_size = 8
+        if cfg.curriculum.name != "none":
+            cfg.curriculum.update(stages=[3, 6], replay=[0.0, 0.3], patience=1)
         if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
             cfg.hardware.device = "auto"
     return cfg

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 import traceback
@@ -41,39 +42,24 @@ def run_mode(cfg: DictConfig) -> float | None:
         raise SystemExit(2) from None
 
 
+# mode -> module and function ``f(cfg, out_dir)``, imported on use so each mode loads only what it needs
+MODES = {"train": ("uavgnn.modes.train", "run_train"), "eval": ("uavgnn.modes.evaluate", "run_eval"),
+         "solve": ("uavgnn.modes.solve", "run_solve"), "compare": ("uavgnn.modes.compare", "run_compare"),
+         "info": ("uavgnn.modes.info", "run_info"), "profile": ("uavgnn.modes.profile", "run_profile"),
+         "benchmark": ("uavgnn.modes.benchmark", "run_benchmark")}
+
+
 def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
+    """Run the mode; ``train`` returns its best validation gap (the value a sweeper minimises)."""
     distributed.quiet_other_ranks()
     validate(cfg)
     if cfg.mode == "cache":
         from uavgnn.modes.cache import run_cache
         if run_cache(cfg):
-            raise SystemExit(1)
+            raise SystemExit(1)  # verify found damaged entries
         return None
-    if cfg.mode == "train":
-        from uavgnn.modes.train import run_train
-        return run_train(cfg, out_dir)
-    if cfg.mode == "eval":
-        from uavgnn.modes.evaluate import run_eval
-        run_eval(cfg, out_dir)
-        return None
-    if cfg.mode == "compare":
-        from uavgnn.modes.compare import run_compare
-        run_compare(cfg, out_dir)
-        return None
-    if cfg.mode == "solve":
-        from uavgnn.modes.solve import run_solve
-        run_solve(cfg, out_dir)
-        return None
-    if cfg.mode == "info":
-        from uavgnn.modes.info import run_info
-        run_info(cfg, out_dir)
-        return None
-    if cfg.mode == "profile":
-        from uavgnn.modes.profile import run_profile
-        run_profile(cfg, out_dir)
-        return None
-    if cfg.mode == "benchmark":
-        from uavgnn.modes.benchmark import run_benchmark
-        run_benchmark(cfg, out_dir)
-        return None
-    raise ConfigError(f"mode: unknown mode {cfg.mode!r}")
+    if cfg.mode not in MODES:
+        raise ConfigError(f"mode: unknown mode {cfg.mode!r}")
+    module, function = MODES[cfg.mode]
+    result = getattr(importlib.import_module(module), function)(cfg, out_dir)
+    return result if cfg.mode == "train" else None

@@ -102,7 +102,18 @@ class TrainConfig:
 
 @dataclass
 class CurriculumConfig:
-    name: str = "none"
+    name: str = "none"  # none: every step on data.n_uav scenes
+    stages: list[int] = field(default_factory=lambda: [4, 8, 12, 16])  # UAVs per stage; the last = data.n_uav
+    advance_threshold: float = 0.8  # stage performance (1 - val optimality_gap) to count as a pass
+    consecutive_evaluations: int = 5  # passes in a row to advance
+    patience: int = 10  # evaluations in a stage after which it advances anyway
+    performance_threshold: float = 0.6  # fall back below this x the previous stage's performance ...
+    consecutive_failures: int = 3  # ... this many evaluations in a row
+    max_fallbacks: int = 2
+    learning_rate_decay: float = 0.5  # LR multiplier at each fallback
+    replay: list[float] = field(default_factory=lambda: [0.0, 0.3, 0.4, 0.5])  # earlier stages' share per stage
+    batch_policy: str = "by_scale"  # by_scale | nodes | fixed (hardware.batch_size)
+    node_budget: int = 1536  # batch_policy=nodes: nodes (UAVs + targets) per batch
 
 
 @dataclass
@@ -201,6 +212,7 @@ CHOICES = {
     "hardware.precision": ("bf16", "fp16"),
     "train.schedule": ("cosine", "plateau"),
     "train.decoder": ("argmax", "greedy"),
+    "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
     "eval.decoder": ("argmax", "greedy"),
     "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
     "logger.mode": ("offline", "online", "disabled"),
@@ -231,6 +243,14 @@ def validate(cfg) -> None:
     if layers is not None and any(not 0 <= i < cfg.model.layers for i in layers):
         raise ConfigError(f"optim.checkpoint_layers={list(layers)} must index the model's "
                           f"{cfg.model.layers} layers (0..{cfg.model.layers - 1})")
+    cur = cfg.curriculum
+    if cur.name != "none":
+        if list(cur.stages) != sorted(set(cur.stages)) or min(cur.stages) < 1 or cur.stages[-1] != cfg.data.n_uav:
+            raise ConfigError(f"curriculum.stages={list(cur.stages)} must be increasing positive sizes ending at "
+                              f"data.n_uav={cfg.data.n_uav}")
+        if len(cur.replay) != len(cur.stages) or not all(0 <= r < 1 for r in cur.replay) or cur.replay[0] != 0:
+            raise ConfigError(f"curriculum.replay={list(cur.replay)} needs one fraction in [0, 1) per stage "
+                              f"({len(cur.stages)}), the first 0 (no earlier stage)")
     if cfg.model.hidden % cfg.model.heads:
         raise ConfigError(f"model.hidden={cfg.model.hidden} must be divisible by model.heads={cfg.model.heads}")
     for low, high in (("task.need_min", "task.need_max"), ("task.range_min", "task.range_max"),

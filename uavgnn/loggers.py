@@ -100,6 +100,13 @@ class MetricLogger:
                     self.tensorboard.add_scalar(key, value, step)
             self._guarded("tensorboard.add_scalar", write)
 
+    def event(self, name: str, step: int, **fields: Any) -> None:
+        """A discrete event (e.g. a curriculum advance) as its own ``metrics.jsonl`` line."""
+        if self._history is None:
+            return
+        self._history.write(json.dumps({"step": step, "event": name, **fields}) + "\n")
+        self._history.flush()
+
     def log_image(self, key: str, path: Path, step: int) -> None:
         if self.wandb_run is not None:
             import wandb

@@ -75,6 +75,14 @@ class GraphStore:
         return GraphStore(t, torch.tensor([r.objective for r in labels], dtype=torch.float64),
                           [r.status for r in labels], torch.tensor([r.wall_time for r in labels], dtype=torch.float64))
 
+    @staticmethod
+    def concat(stores: list[GraphStore]) -> GraphStore:
+        """One store of all graphs of ``stores``, in order (node indices are local to a graph, so no offsets)."""
+        tensors = {key: torch.cat([s.tensors[key] for s in stores], dim=-1 if key.endswith("_index") else 0)
+                   for key in stores[0].tensors}
+        return GraphStore(tensors, torch.cat([s.objective for s in stores]), [x for s in stores for x in s.status],
+                          torch.cat([s.solve_time for s in stores]))
+
     def scene(self, i: int) -> Scene:
         t = self.tensors
         u = slice(int(self.uav_ptr[i]), int(self.uav_ptr[i + 1]))

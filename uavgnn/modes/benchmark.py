@@ -202,6 +202,9 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
             lambda: timed_steps(model_from_config(cfg.model), cycle(loaders["pyg_2_workers"]), b.pipeline_steps, k,
                                 device)),
     }
+    unknown = set(b.toggles) - set(cases)
+    if unknown:
+        raise ValueError(f"benchmark.toggles: unknown {sorted(unknown)} (expected some of {list(cases)})")
     rows = []
     for name in b.toggles:
         off_run, on_run = cases[name]

@@ -33,6 +33,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from uavgnn import distributed
+from uavgnn.config import scene_distribution
 from uavgnn.data.loader import make_loader, prefetched
 from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError, TrainingDiverged
@@ -44,6 +45,8 @@ from uavgnn.models.choices import imitation_loss
 from uavgnn.perf import device_memory_mb, peak_memory_mb
 from uavgnn.training.batch_size import find_batch_size
 from uavgnn.training.checkpoint import BEST, LAST, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from uavgnn.training.curriculum import (FALLBACK, CurriculumSampler, CurriculumState, stage_batch_size,
+                                        update_curriculum)
 from uavgnn.training.evaluate import evaluate_model, policy_log_probs
 
 log = logging.getLogger(__name__)
@@ -157,9 +160,11 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
     dtype = amp_dtype(cfg, device)
     ctx = distributed.context()
 
-    with distributed.main_rank_first():
-        train_store = load_split(cfg, "train")
-        val_store = load_split(cfg, "val")
+    sizes = list(cfg.curriculum.stages) if cfg.curriculum.name != "none" else [cfg.data.n_uav]
+    with distributed.main_rank_first():  # one split per curriculum stage (just data.n_uav without one)
+        stage_train = [load_split(cfg, "train", n_uav=n) for n in sizes]
+        stage_val = [load_split(cfg, "val", n_uav=n) for n in sizes]
+    train_store = stage_train[-1]
     model = model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
@@ -167,6 +172,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
            if cfg.train.ema_decay > 0 else None)
     policy = ema.module if ema is not None else model  # the weights evaluated, checkpointed as best and shipped
     state = TrainState()
+    cur_state = CurriculumState()
     if resume_from is not None:
         ckpt = load_checkpoint(resume_from, device)
         model.load_state_dict(ckpt["model"])
@@ -175,6 +181,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         if ema is not None:
             ema.load_state_dict(ckpt["ema"])
         state = TrainState(**ckpt["state"])
+        cur_state = CurriculumState(**state.curriculum)
         set_rng_state(ckpt["rng"])
         log.info("resumed from %s at step %d", resume_from, state.step)
     n_params = model.num_parameters()
@@ -225,6 +232,11 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         return batches_from(step)
 
     batches = batch_stream(state.step)
+    sampler = CurriculumSampler(stage_train, cfg.seed) if len(sizes) > 1 else None
+    n_targets = scene_distribution(cfg.task).n_targets
+
+    def stage_k(stage: int) -> int:
+        return adaptive_k(sizes[stage], cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
 
     def out_of_memory(err: torch.cuda.OutOfMemoryError):
         """CUDA OOM in a step: halve the batch, free the cache, log it, and go on from the same step."""
@@ -246,9 +258,16 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
     model.train()
     tick = time.perf_counter()
     while state.step < total:
-        batch = next(batches).to(device, non_blocking=True)
+        if sampler is None:
+            batch = next(batches).to(device, non_blocking=True)
+        else:
+            n_stage = sizes[cur_state.stage]
+            size = stage_batch_size(cfg.curriculum.batch_policy, n_stage + n_targets(n_stage), state.batch_size,
+                                    cfg.curriculum.node_budget)
+            batch = sampler.batch(state.step, cur_state.stage, size, cfg.curriculum.replay[cur_state.stage],
+                                  ctx.rank, ctx.world_size).to(device, non_blocking=True)
         got_batch = time.perf_counter()
-        k = jittered_k(k_base, cfg.data.k_jitter, cfg.seed, state.step, cfg.data.k_max)
+        k = jittered_k(stage_k(cur_state.stage), cfg.data.k_jitter, cfg.seed, state.step, cfg.data.k_max)
         for group in optimizer.param_groups:
             group["lr"] = cfg.train.lr * state.lr_scale * lr_factor(state.step, total, cfg.train.warmup_steps,
                                                                     cfg.train.schedule)
@@ -328,27 +347,44 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
             bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", gps=f"{metrics['perf/graphs_per_s']:.0f}")
             window = dict.fromkeys(window, 0.0)
         if state.step % cfg.train.eval_every == 0 or state.step == total:
+            stage = cur_state.stage  # the stage evaluated: its own validation scenes
             if ctx.is_main:
-                result = evaluate_model(policy, val_store, cfg.train.decoder, k_base, device, amp_dtype=dtype)
+                result = evaluate_model(policy, stage_val[stage], cfg.train.decoder, stage_k(stage), device,
+                                        amp_dtype=dtype)
                 val = {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
                 val["perf/peak_mem_mb"] = peak_memory_mb(device)
                 logger.log(val, state.step)
             val = distributed.broadcast_from_main(val)
+            if sampler is not None:
+                event = update_curriculum(cfg.curriculum, cur_state, 1.0 - val["val/optimality_gap"])
+                if event == FALLBACK:
+                    state.lr_scale *= cfg.curriculum.learning_rate_decay
+                if event is not None:
+                    logger.event(event, state.step, stage=cur_state.stage, n_uav=sizes[cur_state.stage],
+                                 performance=1.0 - val["val/optimality_gap"], lr_scale=state.lr_scale)
+                    log.info("curriculum %s at step %d: stage %d (%d UAVs)", event, state.step, cur_state.stage,
+                             sizes[cur_state.stage])
+                state.curriculum = asdict(cur_state)
+                logger.log({"curriculum/stage": cur_state.stage, "curriculum/n_uav": sizes[cur_state.stage],
+                            "curriculum/advances": cur_state.advances, "curriculum/fallbacks": cur_state.fallbacks},
+                           state.step)
             if val["perf/peak_mem_mb"] > 0.8 * device_memory_mb(device):
                 log.warning("peak memory %.0f MB is above 80%% of the device's %.0f MB: lower hardware.batch_size "
                             "or enable optim.grad_checkpoint / optim.amp", val["perf/peak_mem_mb"],
                             device_memory_mb(device))
             gap = val["val/optimality_gap"]
-            if gap < state.best_gap - 1e-6:
+            final_stage = stage == len(sizes) - 1  # smaller stages' gaps are not comparable with the target's
+            if final_stage and gap < state.best_gap - 1e-6:
                 state.best_gap, state.evals_without_improvement = gap, 0
                 checkpoint(out_dir / BEST)
-            else:
+            elif final_stage:
                 state.evals_without_improvement += 1
                 if cfg.train.schedule == "plateau" and state.evals_without_improvement >= cfg.train.plateau_patience:
                     state.lr_scale *= 0.8
                     state.evals_without_improvement = 0
             if ctx.is_main:
-                bar.write(f"step {state.step}: val optimality_gap {gap:.4f} (best {state.best_gap:.4f}), "
+                bar.write(f"step {state.step}: val ({sizes[stage]} UAVs) optimality_gap {gap:.4f} "
+                          f"(best {state.best_gap:.4f}), "
                           f"completion_score {val['val/completion_score']:.3f}")
             tick = time.perf_counter()
         if state.step % cfg.train.ckpt_every == 0 or state.step == total:
