@@ -53,10 +53,10 @@ def test_decoders_are_feasible_on_random_scores(store, seed) -> None:
     cand_logp, idle_logp = choice_log_probs(torch.randn(int(keep.sum()), generator=gen) * 2,
                                             torch.randn(batch.num_nodes, generator=gen), batch.cand_index[0, keep])
     scenes = store.scenes()
-    for method in ("argmax", "greedy"):
-        assignments = decode(method, batch, cand_logp, idle_logp, keep)
+    for method in ("argmax", "greedy", "sample"):
+        assignments = decode(method, batch, cand_logp, idle_logp, keep, scenes, samples=8)
         assert assignment_metrics(scenes, assignments)["infeasible"].sum() == 0
-        if method == "greedy":  # never over-assigns, never leaves a target partial
+        if method != "argmax":  # never over-assigns, never leaves a target partial
             for scene, a in zip(scenes, assignments):
                 count = np.bincount(a[a >= 0], minlength=scene.n_target)
                 assert np.all((count == 0) | (count == scene.need))
@@ -109,3 +109,20 @@ def test_one_forward_for_all_uavs_of_all_scenes(store) -> None:
         batch_logp, _, _ = policy_log_probs(model, store.gather(torch.arange(4)), 6)
         alone = torch.cat([policy_log_probs(model, store.gather(torch.tensor([i])), 6)[0] for i in range(4)])
     torch.testing.assert_close(batch_logp, alone, rtol=1e-5, atol=1e-5)
+
+
+def test_sample_decoder_is_the_best_of_its_samples_by_true_reward(store) -> None:
+    batch = store.gather(torch.arange(len(store)))
+    keep = batch.cand_rank < 8
+    gen = torch.Generator().manual_seed(7)
+    cand_logp, idle_logp = choice_log_probs(torch.randn(int(keep.sum()), generator=gen),
+                                            torch.randn(batch.num_nodes, generator=gen), batch.cand_index[0, keep])
+    scenes = store.scenes()
+    greedy = assignment_metrics(scenes, decode("greedy", batch, cand_logp, idle_logp, keep))["reward"]
+    one = assignment_metrics(scenes, decode("sample", batch, cand_logp, idle_logp, keep, scenes, samples=1))["reward"]
+    many = assignment_metrics(scenes, decode("sample", batch, cand_logp, idle_logp, keep, scenes, samples=32))["reward"]
+    np.testing.assert_allclose(one, greedy)  # sample 0 is the greedy decode
+    assert np.all(many >= greedy - 1e-9) and np.any(many > greedy + 1e-6)
+    assert many.mean() <= store.objective.numpy().mean() + 1e-9  # never above the MILP optimum
+    with pytest.raises(ValueError, match="decoder=sample needs the batch's scenes"):
+        decode("sample", batch, cand_logp, idle_logp, keep)

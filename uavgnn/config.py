@@ -150,9 +150,12 @@ class LoggerConfig:
 
 @dataclass
 class EvalConfig:
-    scales: list[int] = field(default_factory=lambda: [16])
-    decoder: str = "greedy"
-    milp_time_limit: float = 60.0
+    scales: list[int] = field(default_factory=lambda: [16])  # UAVs per test scene; the training size is added
+    positions: list[str] = field(default_factory=lambda: ["uniform", "clustered"])  # test distributions
+    max_total_uavs: int = 8192  # test scenes per scale = min(data.test_scenes, max_total_uavs // scale), >= 1
+    decoder: str = "greedy"  # argmax | greedy | sample (best of eval.samples by the true reward)
+    samples: int = 16  # decoder=sample: assignments tried per scene (the first is the greedy decode)
+    milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
     baselines: list[str] = field(default_factory=lambda: ["greedy", "lap", "milp"])
 
 
@@ -213,14 +216,14 @@ CHOICES = {
     "train.schedule": ("cosine", "plateau"),
     "train.decoder": ("argmax", "greedy"),
     "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
-    "eval.decoder": ("argmax", "greedy"),
+    "eval.decoder": ("argmax", "greedy", "sample"),
     "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
     "logger.mode": ("offline", "online", "disabled"),
 }
 POSITIVE = ("data.n_uav", "data.train_scenes", "data.val_scenes", "data.test_scenes", "data.k_min", "data.k_divisor",
             "data.k_max", "model.hidden", "model.heads", "model.layers", "model.ffn_mult",
             "train.steps", "train.eval_every", "train.ckpt_every", "train.log_every", "train.lr", "task.density",
-            "task.need_min", "task.range_min", "task.value_min")
+            "task.need_min", "task.range_min", "task.value_min", "eval.samples")
 
 
 def validate(cfg) -> None:

@@ -13,20 +13,30 @@
   model finds nearly as likely idle. Every round is a few scatters over the
   whole batch; the loop is over rounds, never over UAVs.
 
+- ``sample``: the best, by the true reward J, of ``samples`` assignments per
+  scene: sample 0 is the greedy decode, the others run the same greedy
+  decoder on Gumbel-perturbed log-probabilities (a sample of the policy's
+  preference order). All samples of all scenes are decoded in one call
+  (the batch replicated ``samples`` times) and scored together.
+
 Candidates are feasible by construction, so every decoder's output is
-feasible; ``greedy`` also never over-assigns and never leaves a target partial.
+feasible; ``greedy`` and ``sample`` also never over-assign and never leave a
+target partial.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch_geometric.data import Batch
 
-from uavgnn.metrics import IDLE
+from uavgnn.metrics import IDLE, assignment_metrics
 from uavgnn.models.choices import best_choice
+from uavgnn.scenes import Scene
 
-DECODERS = ("argmax", "greedy")
+DECODERS = ("argmax", "greedy", "sample")
 
 
 def _rank_within(group: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
@@ -94,10 +104,36 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
     return choice
 
 
-def decode(method: str, batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tensor, keep: torch.Tensor
-           ) -> list[np.ndarray]:
-    """Assignments (target index per UAV, -1 idle) of every scene in ``batch``."""
+def sample_decode(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, scenes: Sequence[Scene],
+                  samples: int = 16, temperature: float = 1.0, seed: int = 0) -> list[np.ndarray]:
+    """Best of ``samples`` greedy decodes per scene (module docstring); ``scenes`` are the batch's, for J."""
     cand_uav, cand_target_node = batch.cand_index[0, keep], batch.cand_index[1, keep]
+    n, c = batch.num_nodes, cand_uav.numel()
+    shift = torch.arange(samples, device=cand_uav.device).repeat_interleave(c) * n
+    gen = torch.Generator(device=cand_logp.device).manual_seed(seed)
+    uniform = torch.rand(samples * c, generator=gen, device=cand_logp.device).clamp_(1e-12, 1 - 1e-12)
+    gumbel = -torch.log(-torch.log(uniform)) * temperature
+    gumbel[:c] = 0.0  # sample 0: the greedy decode itself, so the best is never worse than greedy
+    choice = greedy_decode(cand_logp.repeat(samples) + gumbel, cand_uav.repeat(samples) + shift,
+                           cand_target_node.repeat(samples) + shift, batch.need.repeat(samples)).view(samples, n)
+    offsets = (torch.arange(samples, device=choice.device) * n)[:, None]
+    choice = torch.where(choice >= 0, choice - offsets, choice)
+    per_sample = [split_assignments(batch, choice[s]) for s in range(samples)]
+    flat = [a for sample in per_sample for a in sample]
+    rewards = assignment_metrics(list(scenes) * samples, flat)["reward"].reshape(samples, len(scenes))
+    best = rewards.argmax(axis=0)
+    return [per_sample[best[g]][g] for g in range(len(scenes))]
+
+
+def decode(method: str, batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tensor, keep: torch.Tensor,
+           scenes: Sequence[Scene] | None = None, samples: int = 16) -> list[np.ndarray]:
+    """Assignments (target index per UAV, -1 idle) of every scene in ``batch``; ``sample`` needs the
+    batch's ``scenes`` to score its samples."""
+    cand_uav, cand_target_node = batch.cand_index[0, keep], batch.cand_index[1, keep]
+    if method == "sample":
+        if scenes is None:
+            raise ValueError("decoder=sample needs the batch's scenes to score its samples")
+        return sample_decode(batch, cand_logp, keep, scenes, samples)
     if method == "argmax":
         choice = argmax_decode(cand_logp, idle_logp, cand_uav, cand_target_node)
     elif method == "greedy":

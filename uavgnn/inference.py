@@ -34,7 +34,7 @@ def solve_with_model(model: TransformerGNN, scene: Scene, data_cfg, decoder: str
     if device.type == "cuda":
         torch.cuda.synchronize()
     forwarded = time.perf_counter()
-    assignment = np.asarray(decode(decoder, batch, cand_logp, idle_logp, keep)[0], dtype=np.int64)
+    assignment = np.asarray(decode(decoder, batch, cand_logp, idle_logp, keep, [scene])[0], dtype=np.int64)
     done = time.perf_counter()
     timing = {"build_s": built - start, "forward_s": forwarded - built, "decode_s": done - forwarded}
     result = SolveResult(assignment=assignment, objective=reward(scene, assignment), status="feasible",

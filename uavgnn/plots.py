@@ -1,4 +1,4 @@
-"""Pictures of results: one scene with its assignment, the stages of a profiled step."""
+"""Pictures of results: a scene with its assignment, a profiled step, the benchmark, zero-shot transfer."""
 
 from __future__ import annotations
 
@@ -99,6 +99,31 @@ def plot_benchmark(report: dict[str, Any], path: Path) -> None:
             ax.plot(n, [r["milp_s"] for r in rows], marker="s", label="MILP (to optimality or limit)")
             ax.set(xscale="log", yscale="log", xlabel="UAVs", ylabel="wall time (s)", title="model vs MILP")
             ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> None:
+    """Optimality gap and time per scene vs scale (log axes), every method, one line style per distribution."""
+    fig, (gap_ax, time_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    for p_i, positions in enumerate(dict.fromkeys(r["positions"] for r in rows)):
+        for m_i, method in enumerate(methods):
+            mine = [r for r in rows if r["positions"] == positions and r["method"] == method and "time_s" in r]
+            if not mine:
+                continue
+            style = dict(color=f"C{m_i}", ls=("-", "--", ":")[p_i % 3], marker="o", label=f"{method}, {positions}")
+            if method != "milp":  # the MILP is the reference: gap 0 by definition
+                gap_ax.plot([r["n_uav"] for r in mine], [100 * r["optimality_gap"] for r in mine], **style)
+            time_ax.plot([r["n_uav"] for r in mine], [r["time_s"] for r in mine], **style)
+    for ax in (gap_ax, time_ax):
+        ax.axvline(train_size, color="gray", ls=":", lw=1)
+        ax.set_xscale("log")
+    gap_ax.set(xlabel="UAVs per scene", ylabel="optimality gap vs MILP (%)",
+               title=f"zero-shot gap (trained on {train_size} UAVs)")
+    time_ax.set(yscale="log", xlabel="UAVs per scene", ylabel="seconds per scene", title="wall time")
+    time_ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -1,33 +1,83 @@
-"""``mode=eval ckpt=PATH``: a checkpoint against greedy, lap and the MILP at every ``eval.scales`` size."""
+"""``mode=eval ckpt=PATH``: zero-shot evaluation of a checkpoint at every ``eval.scales`` size.
+
+For each test distribution (``eval.positions``) and scale, a fixed-seed cached
+test split (``min(data.test_scenes, eval.max_total_uavs // scale)`` scenes,
+labelled by the MILP with ``eval.milp_time_limit`` per scene) is solved by the
+model, greedy, lap (where its dense matrix fits) and the MILP. The optimality
+gap is ``1 - J / J_milp`` against the MILP's *objective* (its status says
+whether that is the proven optimum or the best found within the time limit).
+The model's time is split into graph build, forward and decode.
+
+``transfer_ratio`` = model score at a scale / model score at the training
+size, with score = ``1 - optimality_gap``; below 0.5 the original guide's
+"zero-shot transfer failed" warning is raised. Writes ``transfer.json``,
+``eval.json`` (the rows) and ``transfer.png``.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+from omegaconf import OmegaConf, open_dict
 
 from uavgnn.config import Config
 from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
 from uavgnn.graphs import adaptive_k
 from uavgnn.modes.compare_methods import compare_on_split
+from uavgnn.plots import plot_transfer
 from uavgnn.report import format_table, write_json
 from uavgnn.training.checkpoint import load_model
 from uavgnn.training.trainer import resolve_device
 
+log = logging.getLogger(__name__)
+TRANSFER_FAILED = 0.5  # the original guide's threshold on transfer_ratio
 
-def run_eval(cfg: Config, out_dir: Path) -> list[dict]:
+
+def scenes_at(cfg: Config, n_uav: int) -> int:
+    return max(1, min(cfg.data.test_scenes, cfg.eval.max_total_uavs // n_uav))
+
+
+def run_eval(cfg: Config, out_dir: Path) -> dict:
     if not cfg.ckpt:
         raise ConfigError("mode=eval needs ckpt=PATH (a best.pt or last.pt from a training run)")
     device = resolve_device(cfg.hardware.device)
-    model, _ = load_model(cfg.ckpt, device)
+    model, trained_cfg = load_model(cfg.ckpt, device)
+    train_size = int(trained_cfg["data"]["n_uav"])
+    scales = sorted({train_size, *cfg.eval.scales})
     rows = []
-    for n_uav in cfg.eval.scales:
-        store = load_split(cfg, "test", n_uav=n_uav)
-        k = adaptive_k(n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
-        scale_rows, _ = compare_on_split(model, store, cfg.eval.decoder, k, device, cfg.data.k_max,
-                                         cfg.data.uav_neighbours)
-        rows += [{"n_uav": n_uav, "positions": cfg.task.positions, **row} for row in scale_rows]
-    print(format_table(rows, ["n_uav", "method", "reward", "completion_score", "efficiency", "optimality_gap",
-                              "infeasible", "time_s", "note"]))
+    for positions in cfg.eval.positions:
+        split_cfg = OmegaConf.create(OmegaConf.to_container(cfg))
+        with open_dict(split_cfg):
+            split_cfg.task.positions = positions
+            split_cfg.data.label_time_limit = cfg.eval.milp_time_limit
+        for n_uav in scales:
+            store = load_split(split_cfg, "test", n_uav=n_uav, count=scenes_at(cfg, n_uav))
+            k = adaptive_k(n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
+            scale_rows, _ = compare_on_split(model, store, cfg.eval.decoder, k, device, cfg.data.k_max,
+                                             cfg.data.uav_neighbours, samples=cfg.eval.samples)
+            rows += [{"positions": positions, "n_uav": n_uav, "scenes": len(store), **row} for row in scale_rows]
+            log.info("eval %s %d UAVs: model gap %.4f", positions, n_uav, scale_rows[0]["optimality_gap"])
+    transfer = []
+    for positions in cfg.eval.positions:
+        model_rows = {r["n_uav"]: r for r in rows if r["positions"] == positions and r["method"].startswith("model")}
+        base = 1 - model_rows[train_size]["optimality_gap"]
+        for n_uav, row in model_rows.items():
+            ratio = (1 - row["optimality_gap"]) / base if base > 0 else float("nan")
+            row["transfer_ratio"] = ratio
+            transfer.append({"positions": positions, "n_uav": n_uav, "transfer_ratio": ratio})
+            if ratio < TRANSFER_FAILED:
+                log.warning("zero-shot transfer failed: %s scenes of %d UAVs score %.2f x the training size's",
+                            positions, n_uav, ratio)
+    print(format_table(rows, ["positions", "n_uav", "scenes", "method", "reward", "completion_score", "efficiency",
+                              "optimality_gap", "transfer_ratio", "time_s", "build_s", "forward_s", "decode_s",
+                              "note"]))
+    report = {"checkpoint": str(cfg.ckpt), "train_n_uav": train_size, "decoder": cfg.eval.decoder,
+              "milp_time_limit": cfg.eval.milp_time_limit, "gap_reference": "MILP objective (see its status)",
+              "score": "1 - optimality_gap", "rows": rows, "transfer": transfer}
+    write_json(out_dir / "transfer.json", report)
     write_json(out_dir / "eval.json", rows)
-    print(f"results in {out_dir}")
-    return rows
+    plot_transfer(rows, train_size, out_dir / "transfer.png")
+    print(f"results in {out_dir} (transfer.json, transfer.png)")
+    return report

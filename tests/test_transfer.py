@@ -1,0 +1,36 @@
+"""Zero-shot evaluation: a checkpoint trained in the test, evaluated at a scale it never saw."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_cli
+
+
+def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
+    common = ["data.n_uav=6", "data.val_scenes=8", "data.test_scenes=8", "logger=none",
+              f"data.cache_dir={tmp_path / 'cache'}"]
+    run_cli("experiment=debug", "model=tiny", "data.train_scenes=64", *common, f"hydra.run.dir={tmp_path / 'train'}",
+            cwd=tmp_path)
+    out = tmp_path / "eval"
+    proc = run_cli("mode=eval", f"ckpt={tmp_path / 'train' / 'best.pt'}", "eval.scales=[24]", "eval.max_total_uavs=48",
+                   "eval.positions=[uniform,clustered]", *common, f"hydra.run.dir={out}", cwd=tmp_path)
+    report = json.loads((out / "transfer.json").read_text())
+    assert report["train_n_uav"] == 6 and report["score"] == "1 - optimality_gap"
+    rows = report["rows"]
+    keys = {(r["positions"], r["n_uav"], r["method"].split(" ")[0]) for r in rows}
+    assert keys == {(p, n, m) for p in ("uniform", "clustered") for n in (6, 24) for m in ("model", "greedy", "lap", "milp")}
+    assert {(r["n_uav"], r["scenes"]) for r in rows} == {(6, 8), (24, 2)}  # min(test_scenes, 48 // n_uav)
+    for positions in ("uniform", "clustered"):
+        model = {r["n_uav"]: r for r in rows if r["positions"] == positions and r["method"].startswith("model")}
+        assert model[6]["transfer_ratio"] == pytest.approx(1.0)
+        assert model[24]["transfer_ratio"] == pytest.approx(
+            (1 - model[24]["optimality_gap"]) / (1 - model[6]["optimality_gap"]))
+        for n in (6, 24):
+            assert model[n]["time_s"] == pytest.approx(model[n]["build_s"] + model[n]["forward_s"] + model[n]["decode_s"])
+            milp = next(r for r in rows if (r["positions"], r["n_uav"], r["method"]) == (positions, n, "milp"))
+            assert milp["optimality_gap"] == pytest.approx(0.0) and milp["reward"] >= model[n]["reward"] - 1e-9
+            assert "status optimal" in milp["note"]
+    assert len(report["transfer"]) == 4 and (out / "transfer.png").stat().st_size > 0
+    assert "clustered" in proc.stdout
