@@ -112,7 +112,7 @@ class CurriculumConfig:
     max_fallbacks: int = 2
     learning_rate_decay: float = 0.5  # LR multiplier at each fallback
     replay: list[float] = field(default_factory=lambda: [0.0, 0.3, 0.4, 0.5])  # earlier stages' share per stage
-    batch_policy: str = "by_scale"  # by_scale | nodes | fixed (hardware.batch_size)
+    batch_policy: str = "nodes"  # nodes (node_budget per batch; measured faster) | by_scale | fixed
     node_budget: int = 1536  # batch_policy=nodes: nodes (UAVs + targets) per batch
 
 

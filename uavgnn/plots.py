@@ -117,9 +117,12 @@ def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> No
             if method != "milp":  # the MILP is the reference: gap 0 by definition
                 gap_ax.plot([r["n_uav"] for r in mine], [100 * r["optimality_gap"] for r in mine], **style)
             time_ax.plot([r["n_uav"] for r in mine], [r["time_s"] for r in mine], **style)
+    scales = sorted({r["n_uav"] for r in rows})
     for ax in (gap_ax, time_ax):
         ax.axvline(train_size, color="gray", ls=":", lw=1)
         ax.set_xscale("log")
+        ax.set_xticks(scales, [str(n) for n in scales])
+        ax.minorticks_off()
     gap_ax.set(xlabel="UAVs per scene", ylabel="optimality gap vs MILP (%)",
                title=f"zero-shot gap (trained on {train_size} UAVs)")
     time_ax.set(yscale="log", xlabel="UAVs per scene", ylabel="seconds per scene", title="wall time")
