@@ -124,5 +124,40 @@ def test_sample_decoder_is_the_best_of_its_samples_by_true_reward(store) -> None
     np.testing.assert_allclose(one, greedy)  # sample 0 is the greedy decode
     assert np.all(many >= greedy - 1e-9) and np.any(many > greedy + 1e-6)
     assert many.mean() <= store.objective.numpy().mean() + 1e-9  # never above the MILP optimum
-    with pytest.raises(ValueError, match="decoder=sample needs the batch's scenes"):
+    with pytest.raises(ValueError, match="decoder=sample with repair=False needs the batch's scenes"):
         decode("sample", batch, cand_logp, idle_logp, keep)
+
+
+def test_repair_fills_or_drops_partial_targets_by_hand(hand_scene) -> None:
+    import dataclasses
+
+    from uavgnn.decoders import repair_assignment
+    from uavgnn.metrics import reward
+
+    partial = np.array([-1, 1, -1, -1])  # target 1 (need 2) has only UAV 1, 4 away: J = -0.5 * 4
+    # idle UAVs in range of target 1: UAV 2 (3 away) and UAV 0 (5 away, range 5); UAV 3 is out of range
+    filled = repair_assignment(hand_scene, partial)
+    assert filled.tolist() == [-1, 1, 1, -1]
+    assert reward(hand_scene, filled) == pytest.approx(5 - 0.5 * (4 + 3)) and reward(hand_scene, partial) == -2
+    costly = dataclasses.replace(hand_scene, lam=1.0)  # travel 7 > value 5: completing does not pay
+    assert repair_assignment(costly, partial).tolist() == [-1, -1, -1, -1]
+    assert repair_assignment(hand_scene, partial, max_missing=0).tolist() == [-1, -1, -1, -1]
+    done = np.array([0, 1, 1, -1])
+    assert repair_assignment(hand_scene, done).tolist() == done.tolist()  # nothing partial: unchanged
+
+
+def test_argmax_with_repair_leaves_no_partial_target(store) -> None:
+    batch = store.gather(torch.arange(len(store)))
+    keep = batch.cand_rank < 8
+    gen = torch.Generator().manual_seed(11)
+    cand_logp, idle_logp = choice_log_probs(torch.randn(int(keep.sum()), generator=gen) * 2,
+                                            torch.randn(batch.num_nodes, generator=gen), batch.cand_index[0, keep])
+    scenes = store.scenes()
+    raw = decode("argmax", batch, cand_logp, idle_logp, keep)
+    fixed = decode("argmax", batch, cand_logp, idle_logp, keep, scenes, repair=True)
+    before, after = assignment_metrics(scenes, raw), assignment_metrics(scenes, fixed)
+    assert after["infeasible"].sum() == 0
+    for scene, a in zip(scenes, fixed):
+        count = np.bincount(a[a >= 0], minlength=scene.n_target)
+        assert np.all((count == 0) | (count >= scene.need))
+    assert after["reward"].mean() > before["reward"].mean()

@@ -155,6 +155,7 @@ class EvalConfig:
     max_total_uavs: int = 8192  # test scenes per scale = min(data.test_scenes, max_total_uavs // scale), >= 1
     decoder: str = "greedy"  # argmax | greedy | sample (best of eval.samples by the true reward)
     samples: int = 16  # decoder=sample: assignments tried per scene (the first is the greedy decode)
+    repair: bool = False  # fill nearly-complete partial targets with idle UAVs in range, drop the rest
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
     baselines: list[str] = field(default_factory=lambda: ["greedy", "lap", "milp"])
 

@@ -19,6 +19,12 @@
   preference order). All samples of all scenes are decoded in one call
   (the batch replicated ``samples`` times) and scored together.
 
+``repair`` (optional, after any decoder): a target left partial is filled
+with the nearest idle UAVs in range when it misses at most ``max_missing``
+and completing it pays (its value exceeds the travel of all its UAVs),
+otherwise it is dropped (its UAVs go idle: a partial target earns nothing
+and costs travel). Afterwards no target is partial.
+
 Candidates are feasible by construction, so every decoder's output is
 feasible; ``greedy`` and ``sample`` also never over-assign and never leave a
 target partial.
@@ -30,6 +36,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from scipy.spatial import cKDTree
 from torch_geometric.data import Batch
 
 from uavgnn.metrics import IDLE, assignment_metrics
@@ -125,14 +132,45 @@ def sample_decode(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, sce
     return [per_sample[best[g]][g] for g in range(len(scenes))]
 
 
+def repair_assignment(scene: Scene, assignment: np.ndarray, max_missing: int = 1) -> np.ndarray:
+    """``assignment`` with every partial target filled from idle UAVs in range or dropped (module docstring)."""
+    a = np.asarray(assignment, dtype=np.int64).copy()
+    count = np.bincount(a[a >= 0], minlength=scene.n_target)
+    partial = np.flatnonzero((count > 0) & (count < scene.need))
+    if len(partial) == 0:
+        return a
+    tree = cKDTree(scene.uav_pos)
+    for t in partial[np.argsort(scene.need[partial] - count[partial], kind="stable")]:  # closest to done first
+        missing = int(scene.need[t] - count[t])
+        mine = np.flatnonzero(a == t)
+        if missing <= max_missing:
+            near = np.asarray(tree.query_ball_point(scene.target_pos[t], float(scene.uav_range.max())), dtype=np.int64)
+            dist = np.linalg.norm(scene.uav_pos[near] - scene.target_pos[t], axis=1)
+            ok = (a[near] == IDLE) & (dist <= scene.uav_range[near])
+            near, dist = near[ok], dist[ok]
+            pick = np.argsort(dist, kind="stable")[:missing]
+            travel = np.linalg.norm(scene.uav_pos[mine] - scene.target_pos[t], axis=1).sum() + dist[pick].sum()
+            if len(pick) == missing and scene.value[t] > scene.lam * travel:
+                a[near[pick]] = t
+                continue
+        a[mine] = IDLE
+    return a
+
+
 def decode(method: str, batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tensor, keep: torch.Tensor,
-           scenes: Sequence[Scene] | None = None, samples: int = 16) -> list[np.ndarray]:
-    """Assignments (target index per UAV, -1 idle) of every scene in ``batch``; ``sample`` needs the
-    batch's ``scenes`` to score its samples."""
+           scenes: Sequence[Scene] | None = None, samples: int = 16, repair: bool = False) -> list[np.ndarray]:
+    """Assignments (target index per UAV, -1 idle) of every scene in ``batch``; ``sample`` and ``repair``
+    need the batch's ``scenes``."""
+    if (method == "sample" or repair) and scenes is None:
+        raise ValueError(f"decoder={method} with repair={repair} needs the batch's scenes")
+    assignments = _decode(method, batch, cand_logp, idle_logp, keep, scenes, samples)
+    return [repair_assignment(s, a) for s, a in zip(scenes, assignments)] if repair else assignments
+
+
+def _decode(method: str, batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tensor, keep: torch.Tensor,
+            scenes: Sequence[Scene] | None, samples: int) -> list[np.ndarray]:
     cand_uav, cand_target_node = batch.cand_index[0, keep], batch.cand_index[1, keep]
     if method == "sample":
-        if scenes is None:
-            raise ValueError("decoder=sample needs the batch's scenes to score its samples")
         return sample_decode(batch, cand_logp, keep, scenes, samples)
     if method == "argmax":
         choice = argmax_decode(cand_logp, idle_logp, cand_uav, cand_target_node)

@@ -18,8 +18,8 @@ TABLE_KEYS = ("reward", "completion_score", "efficiency", "optimality_gap", "inf
 
 
 def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, k: int, device: torch.device,
-                     k_max: int, uav_neighbours: int, amp_dtype: torch.dtype | None = None, samples: int = 16
-                     ) -> tuple[list[dict], Evaluation]:
+                     k_max: int, uav_neighbours: int, amp_dtype: torch.dtype | None = None, samples: int = 16,
+                     repair: bool = False) -> tuple[list[dict], Evaluation]:
     """One row per method: mean metrics over the split's scenes and time per scene (s).
 
     The model's time is graph build + forward + decode; the MILP's is the
@@ -32,9 +32,9 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, k: int, 
     for scene in scenes:
         build_graph(scene, k_max, uav_neighbours)
     build_s = time.perf_counter() - start
-    result = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples)
+    result = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples, repair=repair)
     n = len(scenes)
-    rows = [{"method": f"model ({decoder})", **_means(result.metrics),
+    rows = [{"method": f"model ({decoder}{' + repair' if repair else ''})", **_means(result.metrics),
              "time_s": (build_s + result.forward_s + result.decode_s) / n, "build_s": build_s / n,
              "forward_s": result.forward_s / n, "decode_s": result.decode_s / n}]
     for name in ("greedy", "lap"):

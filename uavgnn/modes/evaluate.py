@@ -56,7 +56,8 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
             store = load_split(split_cfg, "test", n_uav=n_uav, count=scenes_at(cfg, n_uav))
             k = adaptive_k(n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
             scale_rows, _ = compare_on_split(model, store, cfg.eval.decoder, k, device, cfg.data.k_max,
-                                             cfg.data.uav_neighbours, samples=cfg.eval.samples)
+                                             cfg.data.uav_neighbours, samples=cfg.eval.samples,
+                                             repair=cfg.eval.repair)
             rows += [{"positions": positions, "n_uav": n_uav, "scenes": len(store), **row} for row in scale_rows]
             log.info("eval %s %d UAVs: model gap %.4f", positions, n_uav, scale_rows[0]["optimality_gap"])
     transfer = []

@@ -84,7 +84,8 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         test_store = load_split(cfg, "test")
         k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
         rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, k, device, cfg.data.k_max,
-                                            cfg.data.uav_neighbours, amp_dtype(cfg, device), cfg.eval.samples)
+                                            cfg.data.uav_neighbours, amp_dtype(cfg, device), cfg.eval.samples,
+                                            cfg.eval.repair)
         print(f"\nTest set: {len(test_store)} scenes of {cfg.data.n_uav} UAVs ({cfg.task.positions})")
         print(format_table(rows, ["method", "reward", "completion_score", "efficiency", "optimality_gap",
                                   "infeasible", "time_s", "note"]))

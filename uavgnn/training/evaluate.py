@@ -42,7 +42,8 @@ class Evaluation:
 
 @torch.no_grad()
 def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, device: torch.device,
-                   batch_size: int = 256, amp_dtype: torch.dtype | None = None, samples: int = 16) -> Evaluation:
+                   batch_size: int = 256, amp_dtype: torch.dtype | None = None, samples: int = 16,
+                   repair: bool = False) -> Evaluation:
     """Decode every scene of ``store`` and score it; ``optimality_gap`` is against the label MILP's objective."""
     was_training = model.training
     model.eval()
@@ -57,8 +58,8 @@ def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, de
             torch.cuda.synchronize()
         forward_s += time.perf_counter() - start
         start = time.perf_counter()
-        scenes = [store.scene(int(i)) for i in batch.scene_id] if decoder == "sample" else None
-        assignments += decode(decoder, batch, cand_logp.float(), idle_logp.float(), keep, scenes, samples)
+        scenes = [store.scene(int(i)) for i in batch.scene_id] if decoder == "sample" or repair else None
+        assignments += decode(decoder, batch, cand_logp.float(), idle_logp.float(), keep, scenes, samples, repair)
         decode_s += time.perf_counter() - start
     model.train(was_training)
     metrics = assignment_metrics(store.scenes(), assignments, store.objective.numpy())
