@@ -248,6 +248,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         log.warning("CUDA out of memory at step %d: batch size halved to %d", state.step, state.batch_size)
         logger.log({"hardware/batch_size": state.batch_size}, state.step)
         return batch_stream(state.step)
+
     logger.log({"model/params": n_params}, step=state.step)
 
     window = {"loss": 0.0, "acc": 0.0, "n": 0, "wait": 0.0, "busy": 0.0, "graphs": 0}
