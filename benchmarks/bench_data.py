@@ -33,10 +33,9 @@ from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build  # noqa: E
 from uavgnn.data.loader import make_loader  # noqa: E402
 from uavgnn.graphs import adaptive_k, build_graph, candidate_recall  # noqa: E402
 from uavgnn.models import TransformerGNN  # noqa: E402
-from uavgnn.models.choices import imitation_loss  # noqa: E402
 from uavgnn.report import format_table, write_json  # noqa: E402
 from uavgnn.scenes import SceneDistribution  # noqa: E402
-from uavgnn.training.evaluate import policy_log_probs  # noqa: E402
+from uavgnn.training.evaluate import batch_imitation_loss  # noqa: E402
 
 DIST = SceneDistribution()
 SETTINGS = BuildSettings()
@@ -60,9 +59,7 @@ def training_rate(store, batch_size: int, steps: int) -> float:
     times = []
     for i, batch in enumerate(batches):
         start = time.perf_counter()
-        cand_logp, idle_logp, keep = policy_log_probs(model, batch, 8)
-        loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
-                                    batch.busy, batch.node_type == 0)
+        loss, _, _ = batch_imitation_loss(model, batch, 8)
         opt.zero_grad()
         loss.backward()
         opt.step()

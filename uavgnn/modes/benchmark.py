@@ -43,14 +43,13 @@ from uavgnn.data.store import GraphStore
 from uavgnn.graphs import adaptive_k
 from uavgnn.inference import solve_with_model
 from uavgnn.models import TransformerGNN, model_from_config
-from uavgnn.models.choices import imitation_loss
 from uavgnn.perf import ActivationMeter, peak_memory_mb, synchronize
 from uavgnn.plots import plot_benchmark
 from uavgnn.report import format_table, write_json
 from uavgnn.scenes import generate_scenes
 from uavgnn.solvers import solve
 from uavgnn.training.checkpoint import load_model
-from uavgnn.training.evaluate import policy_log_probs
+from uavgnn.training.evaluate import batch_imitation_loss, policy_log_probs
 from uavgnn.training.trainer import maybe_compile, prepare_device
 
 log = logging.getLogger(__name__)
@@ -66,9 +65,7 @@ def train_step(runner: torch.nn.Module, model: TransformerGNN, optimizer: torch.
     """One imitation step (forward, backward, AdamW); returns the activation MB it saved for backward."""
     with ActivationMeter(model) as meter, torch.autocast(device.type, dtype=dtype or torch.float32,
                                                          enabled=dtype is not None):
-        cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
-        loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
-                                    batch.busy, batch.node_type == 0)
+        loss, _, _ = batch_imitation_loss(runner, batch, k)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -114,9 +111,9 @@ def random_batches(store: GraphStore, size: int, seed: int = 0) -> Callable[[], 
     return stream
 
 
-def median_of(repeats: int, run: Callable[[], dict[str, float]]) -> dict[str, float]:
-    runs = [run() for _ in range(repeats)]
-    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+def preset_batch_size(cfg: Config, store: GraphStore) -> int:
+    """The preset's batch (64 under ``auto``: the benchmark compares like with like), at most the split."""
+    return min(int(cfg.hardware.batch_size) if cfg.hardware.batch_size != "auto" else 64, len(store))
 
 
 def bench_cache(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
@@ -141,7 +138,7 @@ def bench_cache(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, A
 
 def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
     store = load_split(cfg, "train")
-    batch_size = min(int(cfg.hardware.batch_size) if cfg.hardware.batch_size != "auto" else 64, len(store))
+    batch_size = preset_batch_size(cfg, store)
     k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
     scenes, labels = store.scenes(), store.label_assignments()
     naive = naive_loader(scenes, labels, batch_size, cfg.data.k_max, cfg.data.uav_neighbours)
@@ -179,7 +176,7 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
     amp = torch.bfloat16 if device.type == "cpu" or cfg.hardware.precision == "bf16" else torch.float16
     big = random_batches(store, b.toggle_batch_size)
     ckpt = random_batches(store, b.checkpoint_batch_size)
-    small = min(int(cfg.hardware.batch_size) if cfg.hardware.batch_size != "auto" else 64, len(store))
+    small = preset_batch_size(cfg, store)
     loaders = {kind: make_loader(store, kind, small, shuffle=True, num_workers=workers, drop_last=True)
                for kind, workers in (("memory", 0), ("pyg", 0))}
     loaders["pyg_2_workers"] = make_loader(store, "pyg", small, shuffle=True, num_workers=2, drop_last=True,

@@ -30,11 +30,10 @@ from uavgnn.data.loader import make_loader
 from uavgnn.data.splits import load_split
 from uavgnn.graphs import adaptive_k
 from uavgnn.models import model_from_config
-from uavgnn.models.choices import imitation_loss
 from uavgnn.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak_memory_mb, synchronize
 from uavgnn.plots import plot_profile
 from uavgnn.report import format_table, write_json
-from uavgnn.training.evaluate import evaluate_model, policy_log_probs
+from uavgnn.training.evaluate import batch_imitation_loss, evaluate_model
 from uavgnn.training.trainer import (
     amp_dtype,
     maybe_compile,
@@ -133,9 +132,7 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
             meter = ActivationMeter(model) if step == 0 else contextlib.nullcontext()
             autocast = torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
             with record_function("forward"), meter, autocast:
-                cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
-                loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep],
-                                            batch.cand_label[keep], batch.busy, batch.node_type == 0)
+                loss, _, _ = batch_imitation_loss(runner, batch, k)
                 synchronize(device)
             marks.append(time.perf_counter())
             with record_function("backward"):

@@ -19,9 +19,8 @@ import torch
 from torch import nn
 
 from uavgnn.data.store import GraphStore
-from uavgnn.models.choices import imitation_loss
 from uavgnn.perf import MIB, ActivationMeter, device_memory_mb
-from uavgnn.training.evaluate import policy_log_probs
+from uavgnn.training.evaluate import batch_imitation_loss
 
 log = logging.getLogger(__name__)
 SMALLEST = 8
@@ -38,9 +37,7 @@ def step_memory_mb(model: nn.Module, store: GraphStore, batch_size: int, k: int,
         base = torch.cuda.memory_allocated(device)
     with ActivationMeter(model) as meter, torch.autocast(device.type, dtype=amp_dtype or torch.float32,
                                                          enabled=amp_dtype is not None):
-        cand_logp, idle_logp, keep = policy_log_probs(model, batch, k)
-        loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
-                                    batch.busy, batch.node_type == 0)
+        loss, _, _ = batch_imitation_loss(model, batch, k)
     loss.backward()
     model.zero_grad(set_to_none=True)
     params = sum(p.numel() * p.element_size() for p in model.parameters())

@@ -15,7 +15,7 @@ from uavgnn.data.store import GraphStore
 from uavgnn.decoders import decode
 from uavgnn.graphs import message_edges
 from uavgnn.metrics import assignment_metrics
-from uavgnn.models.choices import choice_log_probs
+from uavgnn.models.choices import choice_log_probs, imitation_loss
 
 
 def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None
@@ -30,6 +30,13 @@ def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | No
         cand_logit, idle_logit = model(*args)
     cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, batch.cand_index[0, keep])
     return cand_logp, idle_logp, keep
+
+
+def batch_imitation_loss(model: nn.Module, batch: Batch, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(NLL of the MILP's choices, accuracy, covered UAVs) of a labelled batch at candidate budget ``k``."""
+    cand_logp, idle_logp, keep = policy_log_probs(model, batch, k)
+    return imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep], batch.busy,
+                          batch.node_type == 0)
 
 
 @dataclass

@@ -41,13 +41,12 @@ from uavgnn.graphs import adaptive_k
 from uavgnn.loggers import MetricLogger
 from uavgnn.metrics import mean_metrics
 from uavgnn.models import TransformerGNN, model_from_config
-from uavgnn.models.choices import imitation_loss
 from uavgnn.perf import device_memory_mb, peak_memory_mb
 from uavgnn.training.batch_size import find_batch_size
 from uavgnn.training.checkpoint import BEST, LAST, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from uavgnn.training.curriculum import (FALLBACK, CurriculumSampler, CurriculumState, stage_batch_size,
                                         update_curriculum)
-from uavgnn.training.evaluate import evaluate_model, policy_log_probs
+from uavgnn.training.evaluate import batch_imitation_loss, evaluate_model
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +273,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
                                                                     cfg.train.schedule)
         with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
             try:
-                cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
+                loss, acc, covered = batch_imitation_loss(runner, batch, k)
             except torch.cuda.OutOfMemoryError as err:
                 batches = out_of_memory(err)
                 continue
@@ -284,9 +283,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
                 warnings.warn(f"optim.compile: compiled forward failed ({type(err).__name__}: {err}); "
                               "continuing in eager mode", RuntimeWarning)
                 runner = ddp
-                cand_logp, idle_logp, keep = policy_log_probs(runner, batch, k)
-        loss, acc, covered = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep],
-                                            batch.cand_label[keep], batch.busy, batch.node_type == 0)
+                loss, acc, covered = batch_imitation_loss(runner, batch, k)
         optimizer.zero_grad(set_to_none=True)
         loss_value, acc_value, finite = loss.item(), acc.item(), bool(torch.isfinite(loss))
         if ctx.enabled:
