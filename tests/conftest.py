@@ -9,7 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uavgnn.scenes import Scene
+from uavgnn.data.store import GraphStore
+from uavgnn.graphs import build_graph
+from uavgnn.scenes import Scene, SceneDistribution, generate_scenes
+from uavgnn.solvers import solve_milp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,3 +49,12 @@ def run_cli(*overrides: str, cwd: Path, check: bool = True) -> subprocess.Comple
     if check and proc.returncode != 0:
         raise AssertionError(f"run.py {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+@pytest.fixture(scope="session")
+def labelled_store() -> GraphStore:
+    """32 small scenes (uniform and clustered) with their MILP labels, graphs built at k_max = 16."""
+    scenes = generate_scenes(SceneDistribution(), 12, 24, seed=3) + generate_scenes(
+        SceneDistribution(positions="clustered"), 12, 8, seed=4)
+    labels = [solve_milp(s) for s in scenes]
+    return GraphStore.from_graphs([build_graph(s, 16, 6, r.assignment) for s, r in zip(scenes, labels)], scenes, labels)

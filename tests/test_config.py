@@ -19,7 +19,7 @@ from uavgnn.scene_io import save_scene
 from uavgnn.scenes import SceneDistribution, generate_scenes
 
 CONF = ROOT / "conf"
-GROUPS = ("task", "model", "hardware", "optim", "curriculum", "logger", "experiment")
+GROUPS = ("task", "model", "hardware", "optim", "curriculum", "trainer", "logger", "experiment")
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
 register_configs()
 
@@ -56,6 +56,7 @@ def test_groups_have_the_documented_options() -> None:
     assert {"wandb", "tensorboard", "jsonl", "none"} <= found["logger"]
     assert {"dev", "prod", "debug"} <= found["experiment"]
     assert "none" in found["curriculum"]
+    assert {"imitation", "reinforce"} <= found["trainer"]
 
 
 def test_model_sizes() -> None:

@@ -4,21 +4,15 @@ import torch
 
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import decode
-from uavgnn.graphs import build_graph
 from uavgnn.metrics import assignment_metrics
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import choice_log_probs, imitation_loss
-from uavgnn.scenes import SceneDistribution, generate_scenes
-from uavgnn.solvers import solve_milp
 from uavgnn.training.evaluate import policy_log_probs
 
 
 @pytest.fixture(scope="module")
-def store() -> GraphStore:
-    scenes = generate_scenes(SceneDistribution(), 12, 24, seed=3) + generate_scenes(
-        SceneDistribution(positions="clustered"), 12, 8, seed=4)
-    labels = [solve_milp(s) for s in scenes]
-    return GraphStore.from_graphs([build_graph(s, 16, 6, r.assignment) for s, r in zip(scenes, labels)], scenes, labels)
+def store(labelled_store) -> GraphStore:
+    return labelled_store
 
 
 def test_choice_probabilities_sum_to_one_per_uav(store) -> None:

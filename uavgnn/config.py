@@ -101,6 +101,14 @@ class TrainConfig:
 
 
 @dataclass
+class TrainerConfig:
+    name: str = "imitation"  # imitation: NLL of the MILP's choices | reinforce: policy gradient of the reward J
+    init_from: Optional[str] = None  # checkpoint whose policy starts training (fine-tuning); same model config
+    samples: int = 8  # reinforce: rollouts per scene, the first the greedy baseline
+    imitation_weight: float = 0.0  # reinforce: weight of the imitation loss kept alongside (0 = pure REINFORCE)
+
+
+@dataclass
 class CurriculumConfig:
     name: str = "none"  # none: every step on data.n_uav scenes
     stages: list[int] = field(default_factory=lambda: [4, 8, 12, 16])  # UAVs per stage; the last = data.n_uav
@@ -182,6 +190,7 @@ class Config:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -216,6 +225,7 @@ CHOICES = {
     "hardware.precision": ("bf16", "fp16"),
     "train.schedule": ("cosine", "plateau"),
     "train.decoder": ("argmax", "greedy"),
+    "trainer.name": ("imitation", "reinforce"),
     "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
     "eval.decoder": ("argmax", "greedy", "sample"),
     "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
@@ -247,6 +257,8 @@ def validate(cfg) -> None:
     if layers is not None and any(not 0 <= i < cfg.model.layers for i in layers):
         raise ConfigError(f"optim.checkpoint_layers={list(layers)} must index the model's "
                           f"{cfg.model.layers} layers (0..{cfg.model.layers - 1})")
+    if cfg.trainer.name == "reinforce" and cfg.trainer.samples < 2:
+        raise ConfigError(f"trainer.samples={cfg.trainer.samples} must be >= 2 (the greedy rollout and a sample)")
     cur = cfg.curriculum
     if cur.name != "none":
         if list(cur.stages) != sorted(set(cur.stages)) or min(cur.stages) < 1 or cur.stages[-1] != cfg.data.n_uav:

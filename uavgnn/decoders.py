@@ -111,20 +111,28 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
     return choice
 
 
-def sample_decode(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, scenes: Sequence[Scene],
-                  samples: int = 16, temperature: float = 1.0, seed: int = 0) -> list[np.ndarray]:
-    """Best of ``samples`` greedy decodes per scene (module docstring); ``scenes`` are the batch's, for J."""
+def perturbed_greedy(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, samples: int,
+                     temperature: float = 1.0, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``samples`` greedy decodes of every scene, (samples, num_nodes) chosen target nodes (-1 idle):
+    row 0 on the log-probabilities themselves (the greedy decode), the others on Gumbel-perturbed ones.
+    All rows run as one greedy decode of the batch replicated ``samples`` times."""
     cand_uav, cand_target_node = batch.cand_index[0, keep], batch.cand_index[1, keep]
     n, c = batch.num_nodes, cand_uav.numel()
     shift = torch.arange(samples, device=cand_uav.device).repeat_interleave(c) * n
-    gen = torch.Generator(device=cand_logp.device).manual_seed(seed)
-    uniform = torch.rand(samples * c, generator=gen, device=cand_logp.device).clamp_(1e-12, 1 - 1e-12)
+    uniform = torch.rand(samples * c, generator=generator, device=cand_logp.device).clamp_(1e-12, 1 - 1e-12)
     gumbel = -torch.log(-torch.log(uniform)) * temperature
-    gumbel[:c] = 0.0  # sample 0: the greedy decode itself, so the best is never worse than greedy
-    choice = greedy_decode(cand_logp.repeat(samples) + gumbel, cand_uav.repeat(samples) + shift,
+    gumbel[:c] = 0.0
+    choice = greedy_decode(cand_logp.detach().repeat(samples) + gumbel, cand_uav.repeat(samples) + shift,
                            cand_target_node.repeat(samples) + shift, batch.need.repeat(samples)).view(samples, n)
     offsets = (torch.arange(samples, device=choice.device) * n)[:, None]
-    choice = torch.where(choice >= 0, choice - offsets, choice)
+    return torch.where(choice >= 0, choice - offsets, choice)
+
+
+def sample_decode(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, scenes: Sequence[Scene],
+                  samples: int = 16, temperature: float = 1.0, seed: int = 0) -> list[np.ndarray]:
+    """Best of ``samples`` greedy decodes per scene (module docstring); ``scenes`` are the batch's, for J."""
+    gen = torch.Generator(device=cand_logp.device).manual_seed(seed)
+    choice = perturbed_greedy(batch, cand_logp, keep, samples, temperature, gen)
     per_sample = [split_assignments(batch, choice[s]) for s in range(samples)]
     flat = [a for sample in per_sample for a in sample]
     rewards = assignment_metrics(list(scenes) * samples, flat)["reward"].reshape(samples, len(scenes))

@@ -43,6 +43,8 @@ EDGE_DIM = 7  # [cand, cand_reverse, uav_uav, f0, f1, f2, f3]
 RANGE_SCALE = 5.0
 NEED_SCALE = 3.0
 VALUE_SCALE = 2.0
+VALUE_COLUMN = 3  # target feature: value / need / VALUE_SCALE (rewards are computed back from it)
+COST_COLUMN = 6  # candidate feature: lam * dist / (value / need), the travel cost per unit of slot value
 
 
 def adaptive_k(n_uav: int, k_min: int = 4, k_divisor: int = 4, k_max: int = 16) -> int:

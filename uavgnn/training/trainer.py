@@ -44,9 +44,9 @@ from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.perf import device_memory_mb, peak_memory_mb
 from uavgnn.training.batch_size import find_batch_size
 from uavgnn.training.checkpoint import BEST, LAST, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from uavgnn.training.curriculum import (FALLBACK, CurriculumSampler, CurriculumState, stage_batch_size,
-                                        update_curriculum)
+from uavgnn.training.curriculum import FALLBACK, CurriculumSampler, CurriculumState, stage_batch_size, update_curriculum
 from uavgnn.training.evaluate import batch_imitation_loss, evaluate_model
+from uavgnn.training.reinforce import reinforce_loss
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,20 @@ def resolve_batch_size(cfg, model: TransformerGNN, store, k: int, device: torch.
     return found
 
 
+def load_initial_policy(model: TransformerGNN, path: str, model_cfg, device: torch.device) -> None:
+    """Start from a checkpoint's policy (``trainer.init_from``), e.g. imitation weights to fine-tune."""
+    ckpt = load_checkpoint(Path(path), device)
+    stored = ckpt["config"]["model"]
+    differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored[key]})" for key in ("hidden", "heads", "layers",
+                                                                                     "ffn_mult")
+              if stored[key] != model_cfg[key]]
+    if differ:
+        raise ConfigError(f"trainer.init_from={path} was trained with another architecture: {', '.join(differ)}; "
+                          f"use model={stored['name']}")
+    model.load_state_dict(ckpt["policy"])
+    log.info("trainer.init_from: starting from the policy of %s", path)
+
+
 def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
     device = prepare_device(cfg)
     seed_everything(cfg.seed)
@@ -165,6 +179,8 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         stage_val = [load_split(cfg, "val", n_uav=n) for n in sizes]
     train_store = stage_train[-1]
     model = model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers).to(device)
+    if cfg.trainer.init_from and resume_from is None:
+        load_initial_policy(model, cfg.trainer.init_from, cfg.model, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
     ema = (AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(cfg.train.ema_decay))
@@ -250,7 +266,33 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
 
     logger.log({"model/params": n_params}, step=state.step)
 
-    window = {"loss": 0.0, "acc": 0.0, "n": 0, "wait": 0.0, "busy": 0.0, "graphs": 0}
+    def objective(batch, k: int) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+        """(loss, per-step stats logged as train/<name>, UAVs the loss averages over) of ``trainer.name``."""
+        if cfg.trainer.name == "reinforce":  # rollouts drawn from a pure function of (seed, step): resumable
+            generator = torch.Generator(device=device).manual_seed(cfg.seed * 1_000_003 + state.step)
+            return reinforce_loss(runner, batch, k, cfg.trainer.samples, generator, cfg.trainer.imitation_weight)
+        loss, acc, covered = batch_imitation_loss(runner, batch, k)
+        return loss, {"acc": acc}, covered
+
+    def validate(stage: int) -> dict[str, float]:
+        """Greedy-decoded metrics of the policy on ``stage``'s validation scenes (rank 0), on every rank."""
+        val: dict[str, float] = {}
+        if ctx.is_main:
+            result = evaluate_model(policy, stage_val[stage], cfg.train.decoder, stage_k(stage), device,
+                                    amp_dtype=dtype)
+            val = {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
+            val["perf/peak_mem_mb"] = peak_memory_mb(device)
+            logger.log(val, state.step)
+        return distributed.broadcast_from_main(val)
+
+    if cfg.trainer.init_from and state.step == 0:  # the starting policy is the one to beat: best.pt until then
+        val = validate(len(sizes) - 1 if sampler is None else cur_state.stage)
+        if sampler is None:
+            state.best_gap = val["val/optimality_gap"]
+            checkpoint(out_dir / BEST)
+        log.info("starting policy: val optimality_gap %.4f", val["val/optimality_gap"])
+
+    window: dict[str, float] = {"loss": 0.0, "n": 0, "wait": 0.0, "busy": 0.0, "graphs": 0}
     speeds: list[float] = []
     val: dict[str, float] = {}
     bar = tqdm(total=total, initial=state.step, desc="train", unit="step", mininterval=2.0, dynamic_ncols=True,
@@ -273,7 +315,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
                                                                     cfg.train.schedule)
         with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
             try:
-                loss, acc, covered = batch_imitation_loss(runner, batch, k)
+                loss, stats, covered = objective(batch, k)
             except torch.cuda.OutOfMemoryError as err:
                 batches = out_of_memory(err)
                 continue
@@ -283,18 +325,20 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
                 warnings.warn(f"optim.compile: compiled forward failed ({type(err).__name__}: {err}); "
                               "continuing in eager mode", RuntimeWarning)
                 runner = ddp
-                loss, acc, covered = batch_imitation_loss(runner, batch, k)
+                loss, stats, covered = objective(batch, k)
         optimizer.zero_grad(set_to_none=True)
-        loss_value, acc_value, finite = loss.item(), acc.item(), bool(torch.isfinite(loss))
+        loss_value, finite = loss.item(), bool(torch.isfinite(loss))
+        stat_values = {name: value.item() for name, value in stats.items()}
         if ctx.enabled:
             # One reduction per step: every rank skips the same non-finite steps (or the gradient all-reduce
             # would deadlock), and the loss is weighted by this rank's share of the batch's covered UAVs,
             # so DDP's gradient average is exactly the full batch's mean, as in a single process.
             n = float(covered)
-            bad, n_all, loss_sum, acc_sum = distributed.all_reduce_sum(
-                [float(not finite), n, loss_value * n, acc_value * n], device)
+            bad, n_all, loss_sum, *stat_sums = distributed.all_reduce_sum(
+                [float(not finite), n, loss_value * n, *(v * n for v in stat_values.values())], device)
             n_all = max(n_all, 1.0)  # 0 only when every rank's loss is NaN (nothing covered): skipped below
-            finite, loss_value, acc_value = bad == 0, loss_sum / n_all, acc_sum / n_all
+            finite, loss_value = bad == 0, loss_sum / n_all
+            stat_values = {name: total / n_all for name, total in zip(stat_values, stat_sums)}
             loss = loss * (n * ctx.world_size / n_all)
         if not finite:
             state.bad_steps += 1
@@ -325,7 +369,8 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
         state.step += 1
         done = time.perf_counter()
         window["loss"] += loss_value
-        window["acc"] += acc_value
+        for name, value in stat_values.items():
+            window[name] = window.get(name, 0.0) + value
         window["n"] += 1
         window["wait"] += got_batch - tick
         window["busy"] += done - tick
@@ -335,7 +380,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
 
         if state.step % cfg.train.log_every == 0 or state.step == total:
             n = window["n"]
-            metrics = {"train/loss": window["loss"] / n, "train/acc": window["acc"] / n,
+            metrics = {"train/loss": window["loss"] / n, **{f"train/{name}": window[name] / n for name in stat_values},
                        "train/k": k, "train/lr": optimizer.param_groups[0]["lr"],
                        "perf/graphs_per_s": window["graphs"] / window["busy"],
                        "perf/step_ms": 1000 * window["busy"] / n, "perf/data_wait_frac": window["wait"] / window["busy"],
@@ -346,13 +391,7 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
             window = dict.fromkeys(window, 0.0)
         if state.step % cfg.train.eval_every == 0 or state.step == total:
             stage = cur_state.stage  # the stage evaluated: its own validation scenes
-            if ctx.is_main:
-                result = evaluate_model(policy, stage_val[stage], cfg.train.decoder, stage_k(stage), device,
-                                        amp_dtype=dtype)
-                val = {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
-                val["perf/peak_mem_mb"] = peak_memory_mb(device)
-                logger.log(val, state.step)
-            val = distributed.broadcast_from_main(val)
+            val = validate(stage)
             if sampler is not None:
                 event = update_curriculum(cfg.curriculum, cur_state, 1.0 - val["val/optimality_gap"])
                 if event == FALLBACK:
