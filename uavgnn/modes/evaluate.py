@@ -6,7 +6,8 @@ labelled by the MILP with ``eval.milp_time_limit`` per scene) is solved by the
 model, greedy, lap (where its dense matrix fits) and the MILP. The optimality
 gap is ``1 - J / J_milp`` against the MILP's *objective* (its status says
 whether that is the proven optimum or the best found within the time limit).
-The model's time is split into graph build, forward and decode.
+The model's time is split into graph build, forward and decode; ``optim.amp=true``
+runs the forward under autocast (bf16 on the CPU).
 
 ``transfer_ratio`` = model score at a scale / model score at the training
 size, with score = ``1 - optimality_gap``; below 0.5 the original guide's
@@ -29,7 +30,7 @@ from uavgnn.modes.compare_methods import compare_on_split
 from uavgnn.plots import plot_transfer
 from uavgnn.report import format_table, write_json
 from uavgnn.training.checkpoint import load_model
-from uavgnn.training.trainer import resolve_device
+from uavgnn.training.trainer import amp_dtype, resolve_device
 
 log = logging.getLogger(__name__)
 TRANSFER_FAILED = 0.5  # the original guide's threshold on transfer_ratio
@@ -56,7 +57,7 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
             store = load_split(split_cfg, "test", n_uav=n_uav, count=scenes_at(cfg, n_uav))
             k = adaptive_k(n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
             scale_rows, _ = compare_on_split(model, store, cfg.eval.decoder, k, device, cfg.data.k_max,
-                                             cfg.data.uav_neighbours, samples=cfg.eval.samples,
+                                             cfg.data.uav_neighbours, amp_dtype(cfg, device), samples=cfg.eval.samples,
                                              repair=cfg.eval.repair)
             rows += [{"positions": positions, "n_uav": n_uav, "scenes": len(store), **row} for row in scale_rows]
             log.info("eval %s %d UAVs: model gap %.4f", positions, n_uav, scale_rows[0]["optimality_gap"])
