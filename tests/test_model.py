@@ -39,6 +39,57 @@ def test_perfect_scores_decode_to_the_milp_and_zero_loss(store) -> None:
         np.testing.assert_allclose(gaps, 0.0, atol=1e-9)
 
 
+def reference_greedy(logp: list[float], uav: list[int], target: list[int], need: list[int]) -> dict[int, int]:
+    """The greedy decoder as the module docstring states it, one UAV and one target at a time (slow, plain
+    Python): {uav: target}. Ties: a UAV proposes its higher-indexed edge, a target keeps the lower-indexed."""
+    alive, held, reopened = set(range(len(logp))), {}, set()
+    while True:
+        proposals = []
+        for u in sorted(set(uav) - set(held)):
+            mine = [e for e in alive if uav[e] == u]
+            if mine:
+                proposals.append(max(mine, key=lambda e: (logp[e], e)))
+        if proposals:
+            for t in {target[e] for e in proposals}:
+                mine = [e for e in [*held.values(), *proposals] if target[e] == t]
+                contest = sorted(mine, key=lambda e: (-logp[e], e))
+                for e in contest[need[t]:]:
+                    alive.discard(e)
+                    held.pop(uav[e], None)
+                for e in contest[:need[t]]:
+                    held[uav[e]] = e
+            continue
+        count = {t: sum(target[e] == t for e in held.values()) for t in set(target)}
+        short = {t for t, c in count.items() if 0 < c < need[t]}
+        if not short:
+            retry = {t for t, c in count.items() if c == 0 and t not in reopened}
+            again = {e for e in range(len(logp)) if e not in alive and target[e] in retry and uav[e] not in held}
+            if not again:
+                return {u: target[e] for u, e in held.items()}
+            alive |= again
+            reopened |= retry
+            continue
+        alive -= {e for e in range(len(logp)) if target[e] in short}
+        held = {u: e for u, e in held.items() if target[e] not in short}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_decoder_matches_a_plain_python_reference(store, seed) -> None:
+    from uavgnn.decoders import greedy_decode
+
+    batch = store.gather(torch.arange(seed * 4, seed * 4 + 4))
+    keep = batch.cand_rank < (4, 8, 16)[seed % 3]
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(int(keep.sum()), generator=gen) * (0.3, 1.0, 4.0)[seed % 3]
+    if seed % 2:
+        logits = logits.round()  # many ties
+    cand_logp, _ = choice_log_probs(logits, torch.zeros(batch.num_nodes), batch.cand_index[0, keep])
+    uav, target = batch.cand_index[0, keep], batch.cand_index[1, keep]
+    choice = greedy_decode(cand_logp, uav, target, batch.need)
+    expected = reference_greedy(cand_logp.tolist(), uav.tolist(), target.tolist(), batch.need.tolist())
+    assert {u: t for u, t in enumerate(choice.tolist()) if t >= 0} == expected
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_decoders_are_feasible_on_random_scores(store, seed) -> None:
     batch = store.gather(torch.arange(len(store)))

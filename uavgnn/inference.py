@@ -21,8 +21,10 @@ CHUNK_EDGES = 2**20  # above this many message edges the forward runs layer-wise
 
 @torch.no_grad()
 def solve_with_model(model: TransformerGNN, scene: Scene, data_cfg, decoder: str = "greedy",
-                     device: torch.device | str = "cpu") -> tuple[SolveResult, dict[str, float]]:
-    """The model's assignment of ``scene`` and the time split {build_s, forward_s, decode_s}."""
+                     device: torch.device | str = "cpu", amp_dtype: torch.dtype | None = None
+                     ) -> tuple[SolveResult, dict[str, float]]:
+    """The model's assignment of ``scene`` and the time split {build_s, forward_s, decode_s};
+    ``amp_dtype`` runs the forward under autocast."""
     device = torch.device(device)
     k = adaptive_k(scene.n_uav, data_cfg.k_min, data_cfg.k_divisor, data_cfg.k_max)
     start = time.perf_counter()
@@ -30,7 +32,9 @@ def solve_with_model(model: TransformerGNN, scene: Scene, data_cfg, decoder: str
     graph.n_uav = torch.tensor([scene.n_uav])
     batch = Batch.from_data_list([graph]).to(device)
     built = time.perf_counter()
-    cand_logp, idle_logp, keep = policy_log_probs(model.eval(), batch, k, max_edges=CHUNK_EDGES)
+    with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+        cand_logp, idle_logp, keep = policy_log_probs(model.eval(), batch, k, max_edges=CHUNK_EDGES)
+    cand_logp, idle_logp = cand_logp.float(), idle_logp.float()
     if device.type == "cuda":
         torch.cuda.synchronize()
     forwarded = time.perf_counter()
