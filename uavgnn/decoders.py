@@ -144,7 +144,7 @@ def perturbed_greedy(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, 
     shift = torch.arange(samples, device=cand_uav.device).repeat_interleave(c) * n
     uniform = torch.rand(samples * c, generator=generator, device=cand_logp.device).clamp_(1e-12, 1 - 1e-12)
     gumbel = -torch.log(-torch.log(uniform)) * temperature
-    gumbel[:c] = 0.0
+    gumbel[:c] = 0.0  # row 0: the greedy decode itself, so the best of the rows is never worse than greedy
     choice = greedy_decode(cand_logp.detach().repeat(samples) + gumbel, cand_uav.repeat(samples) + shift,
                            cand_target_node.repeat(samples) + shift, batch.need.repeat(samples)).view(samples, n)
     offsets = (torch.arange(samples, device=choice.device) * n)[:, None]

@@ -157,9 +157,8 @@ def load_initial_policy(model: TransformerGNN, path: str, model_cfg, device: tor
     """Start from a checkpoint's policy (``trainer.init_from``), e.g. imitation weights to fine-tune."""
     ckpt = load_checkpoint(Path(path), device)
     stored = ckpt["config"]["model"]
-    differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored[key]})" for key in ("hidden", "heads", "layers",
-                                                                                     "ffn_mult")
-              if stored[key] != model_cfg[key]]
+    differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored[key]})"
+              for key in ("hidden", "heads", "layers", "ffn_mult") if stored[key] != model_cfg[key]]
     if differ:
         raise ConfigError(f"trainer.init_from={path} was trained with another architecture: {', '.join(differ)}; "
                           f"use model={stored['name']}")
