@@ -132,9 +132,12 @@ def test_fine_tuning_from_an_imitation_checkpoint_runs_and_resumes(tmp_path) -> 
     assert any("val/optimality_gap" in r and r["step"] == 0 for r in rows)  # the starting policy is evaluated
 
 
-def test_init_from_a_checkpoint_of_another_architecture_fails_naming_it(tmp_path) -> None:
+def test_init_from_a_missing_checkpoint_or_another_architecture_fails_naming_it(tmp_path) -> None:
     run_cli("experiment=debug", "logger=jsonl", "model=tiny", f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
     out = run_cli("experiment=debug", "logger=jsonl", "model=small", "trainer=reinforce",
                   f"trainer.init_from={tmp_path / 'a' / 'best.pt'}", f"hydra.run.dir={tmp_path / 'b'}",
                   cwd=tmp_path, check=False)
     assert out.returncode != 0 and "trainer.init_from" in out.stderr and "model.hidden" in out.stderr
+    missing = run_cli("experiment=debug", "trainer=reinforce", f"trainer.init_from={tmp_path / 'nope.pt'}",
+                      f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path, check=False)
+    assert missing.returncode != 0 and f"trainer.init_from={tmp_path / 'nope.pt'}: no checkpoint" in missing.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -257,6 +258,8 @@ def validate(cfg) -> None:
     if layers is not None and any(not 0 <= i < cfg.model.layers for i in layers):
         raise ConfigError(f"optim.checkpoint_layers={list(layers)} must index the model's "
                           f"{cfg.model.layers} layers (0..{cfg.model.layers - 1})")
+    if cfg.trainer.init_from and not Path(cfg.trainer.init_from).is_file():
+        raise ConfigError(f"trainer.init_from={cfg.trainer.init_from}: no checkpoint there")
     if cfg.trainer.name == "reinforce" and cfg.trainer.samples < 2:
         raise ConfigError(f"trainer.samples={cfg.trainer.samples} must be >= 2 (the greedy rollout and a sample)")
     cur = cfg.curriculum

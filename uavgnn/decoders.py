@@ -134,6 +134,12 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
     return choice
 
 
+def gumbel_noise(count: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    """Standard Gumbel samples: ``argmax(logp + noise)`` is a sample of ``softmax(logp)`` (the Gumbel-max trick)."""
+    uniform = torch.rand(count, generator=generator, device=device).clamp_(1e-12, 1 - 1e-12)
+    return -torch.log(-torch.log(uniform))
+
+
 def perturbed_greedy(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, samples: int,
                      temperature: float = 1.0, generator: torch.Generator | None = None) -> torch.Tensor:
     """``samples`` greedy decodes of every scene, (samples, num_nodes) chosen target nodes (-1 idle):
@@ -142,8 +148,7 @@ def perturbed_greedy(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, 
     cand_uav, cand_target_node = batch.cand_index[0, keep], batch.cand_index[1, keep]
     n, c = batch.num_nodes, cand_uav.numel()
     shift = torch.arange(samples, device=cand_uav.device).repeat_interleave(c) * n
-    uniform = torch.rand(samples * c, generator=generator, device=cand_logp.device).clamp_(1e-12, 1 - 1e-12)
-    gumbel = -torch.log(-torch.log(uniform)) * temperature
+    gumbel = gumbel_noise(samples * c, generator, cand_logp.device) * temperature
     gumbel[:c] = 0.0  # row 0: the greedy decode itself, so the best of the rows is never worse than greedy
     choice = greedy_decode(cand_logp.detach().repeat(samples) + gumbel, cand_uav.repeat(samples) + shift,
                            cand_target_node.repeat(samples) + shift, batch.need.repeat(samples)).view(samples, n)

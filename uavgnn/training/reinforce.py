@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch
 
-from uavgnn.decoders import argmax_decode, greedy_decode
+from uavgnn.decoders import argmax_decode, greedy_decode, gumbel_noise
 from uavgnn.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE
 from uavgnn.models.choices import imitation_loss
 from uavgnn.training.evaluate import policy_log_probs
@@ -69,14 +69,9 @@ def policy_samples(batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tenso
     idle or a candidate with its probability (Gumbel-max), target nodes as the decoders return them."""
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
     n, c = batch.num_nodes, cand_uav.numel()
-
-    def gumbel(count: int) -> torch.Tensor:
-        uniform = torch.rand(count, generator=generator, device=cand_logp.device).clamp_(1e-12, 1 - 1e-12)
-        return -torch.log(-torch.log(uniform))
-
     shift = torch.arange(samples, device=cand_uav.device)
-    choice = argmax_decode(cand_logp.detach().repeat(samples) + gumbel(samples * c),
-                           idle_logp.detach().repeat(samples) + gumbel(samples * n),
+    choice = argmax_decode(cand_logp.detach().repeat(samples) + gumbel_noise(samples * c, generator, cand_logp.device),
+                           idle_logp.detach().repeat(samples) + gumbel_noise(samples * n, generator, cand_logp.device),
                            cand_uav.repeat(samples) + shift.repeat_interleave(c) * n,
                            cand_target.repeat(samples) + shift.repeat_interleave(c) * n).view(samples, n)
     return torch.where(choice >= 0, choice - (shift * n)[:, None], choice)

@@ -172,14 +172,14 @@ def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = N
     dtype = amp_dtype(cfg, device)
     ctx = distributed.context()
 
+    model = model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers).to(device)
+    if cfg.trainer.init_from and resume_from is None:  # before the data: a mismatch fails before any labelling
+        load_initial_policy(model, cfg.trainer.init_from, cfg.model, device)
     sizes = list(cfg.curriculum.stages) if cfg.curriculum.name != "none" else [cfg.data.n_uav]
     with distributed.main_rank_first():  # one split per curriculum stage (just data.n_uav without one)
         stage_train = [load_split(cfg, "train", n_uav=n) for n in sizes]
         stage_val = [load_split(cfg, "val", n_uav=n) for n in sizes]
     train_store = stage_train[-1]
-    model = model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers).to(device)
-    if cfg.trainer.init_from and resume_from is None:
-        load_initial_policy(model, cfg.trainer.init_from, cfg.model, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
     ema = (AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(cfg.train.ema_decay))
