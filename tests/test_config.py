@@ -102,7 +102,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
     ("modle=small", "full_key: modle"),
     ("model.hiden=3", "full_key: model.hiden"),
     ("hardware.batch_size=1.5", "hardware.batch_size=1.5 must be a positive integer or 'auto'"),
-    ("model.hidden=-1", "model.hidden=-1 must be > 0"),  # bad values: uavgnn.config.validate
+    ("model.hidden=-1", "model.hidden=-1 must be >= 1"),  # bad values: uavgnn.config.validate
     ("train.schedule=linear", "train.schedule='linear' is not one of cosine, plateau"),
     ("model.hidden=31", "model.hidden=31 must be divisible by model.heads=2"),
     ("task.need_min=4", "task.need_min=4 exceeds task.need_max=3"),

@@ -117,16 +117,19 @@ def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
 def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     proc = run_cli("-m", "hydra/launcher=joblib", *SMALL, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
-                   f"hydra.sweep.dir={sweep}", "model.hidden=32,-1", "model.heads=1", cwd=tmp_path)
+                   f"hydra.sweep.dir={sweep}", "model.hidden=32,-1", "model.heads=1", cwd=tmp_path, check=False)
     assert "Joblib.Parallel(n_jobs=2," in proc.stdout + proc.stderr  # hardware=cpu's sweep_jobs
+    # the sweep runs every job, then reports the failed one and exits non-zero
+    assert proc.returncode == 1 and "1 of 2 jobs failed" in proc.stderr
+    assert "job 1: ConfigError: model.hidden=-1 must be >= 1" in proc.stderr and "Traceback" not in proc.stderr
     ok, failed = sweep / "0", sweep / "1"
     assert (ok / "summary.json").exists() and not (ok / "failed.json").exists()
     report = json.loads((failed / "failed.json").read_text())
-    assert "model.hidden=-1 must be > 0" in report["error"] and report["config"]["model"]["hidden"] == -1
+    assert "model.hidden=-1 must be >= 1" in report["error"] and report["config"]["model"]["hidden"] == -1
     assert math.isfinite(json.loads((ok / "summary.json").read_text())["best_val_optimality_gap"])
     run_cli("mode=compare", f"path={sweep}", f"hydra.run.dir={tmp_path / 'cmp'}", cwd=tmp_path)
     report = (sweep / "comparison.md").read_text()
-    assert "| 1 | -1 | failed |" in report and "- 1: ConfigError: model.hidden=-1 must be > 0" in report
+    assert "| 1 | -1 | failed |" in report and "- 1: ConfigError: model.hidden=-1 must be >= 1" in report
 
 
 def test_optuna_search_minimises_the_returned_gap(tmp_path) -> None:

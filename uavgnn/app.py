@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import sys
 import traceback
 from pathlib import Path
 
@@ -14,32 +13,47 @@ from omegaconf import DictConfig, OmegaConf
 
 from uavgnn import distributed
 from uavgnn.config import validate
-from uavgnn.errors import ConfigError, ProblemTooLarge, SceneFileError, TrainingDiverged
+from uavgnn.console import attach_run_log, echo
+from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, ProblemTooLarge, RunDirectoryError,
+                           SceneFileError, StorageError, TrainingDiverged)
 from uavgnn.report import write_json
 
 log = logging.getLogger(__name__)
-USER_ERRORS = (ConfigError, SceneFileError, ProblemTooLarge, TrainingDiverged, FileNotFoundError)
+USER_ERRORS = (ConfigError, SceneFileError, ProblemTooLarge, TrainingDiverged, CheckpointError, StorageError,
+               RunDirectoryError, FileNotFoundError)
 
 
 def run_mode(cfg: DictConfig) -> float | None:
     """Run ``cfg.mode``. In a multirun a failing job writes ``failed.json`` and returns NaN
-    to the sweeper instead of ending the sweep."""
+    to the sweeper instead of ending the sweep (the sweep's exit code reports it at the end)."""
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    if HydraConfig.get().mode == RunMode.MULTIRUN:
-        try:
-            return _dispatch(cfg, out_dir)
-        except Exception as err:  # noqa: BLE001 - one job's failure must not stop the sweep
-            log.error("job failed: %s: %s", type(err).__name__, err)
-            write_json(out_dir / "failed.json", {"error": f"{type(err).__name__}: {err}",
-                                                 "traceback": traceback.format_exc(),
-                                                 "config": OmegaConf.to_container(cfg, resolve=False)})
-            return float("nan")
+    attach_run_log()
     try:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            return _sweep_job(cfg, out_dir)
         return _dispatch(cfg, out_dir)
     except USER_ERRORS as err:
-        log.error("%s", err)
-        print(f"error: {err}", file=sys.stderr)
+        echo(f"error: {err}", err=True)
         raise SystemExit(2) from None
+    except Interrupted as err:
+        echo(str(err), err=True)
+        raise SystemExit(err.exit_code) from None
+    except KeyboardInterrupt:
+        echo("interrupted (Ctrl-C)", err=True)
+        raise SystemExit(130) from None
+
+
+def _sweep_job(cfg: DictConfig, out_dir: Path) -> float | None:
+    try:
+        return _dispatch(cfg, out_dir)
+    except Interrupted:
+        raise  # a signal stops the whole sweep, not just this job
+    except Exception as err:  # noqa: BLE001 - one job's failure must not stop the sweep
+        echo(f"job failed: {type(err).__name__}: {err}", err=True)
+        write_json(out_dir / "failed.json", {"error": f"{type(err).__name__}: {err}",
+                                             "traceback": traceback.format_exc(),
+                                             "config": OmegaConf.to_container(cfg, resolve=False)})
+        return float("nan")
 
 
 # mode -> module and function ``f(cfg, out_dir)``, imported on use so each mode loads only what it needs

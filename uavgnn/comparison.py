@@ -25,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+from uavgnn.config import flatten  # noqa: E402
 from uavgnn.loggers import read_history  # noqa: E402
 
 # final metric -> True if higher is better
@@ -42,15 +43,6 @@ class Run:
     metrics: dict[str, float]
     history: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
-
-
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(_flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: json.dumps(node) if isinstance(node, list) else node}
 
 
 def is_run(directory: Path) -> bool:
@@ -75,7 +67,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
 
 def load_run(directory: Path) -> Run:
     config_path = directory / ".hydra" / "config.yaml"
-    config = _flatten(OmegaConf.to_container(OmegaConf.load(config_path), resolve=False)) if config_path.exists() else {}
+    config = flatten(OmegaConf.to_container(OmegaConf.load(config_path), resolve=False)) if config_path.exists() else {}
     history = read_history(directory)
     metrics: dict[str, float] = {}
     if (directory / "summary.json").exists():

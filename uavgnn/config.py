@@ -10,7 +10,10 @@ plain Python too: ``OmegaConf.structured(Config())`` is a complete config
 
 from __future__ import annotations
 
+import json
+import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
@@ -98,7 +101,8 @@ class TrainConfig:
     ckpt_every: int = 250
     log_every: int = 25
     decoder: str = "greedy"  # argmax | greedy
-    max_bad_steps: int = 5  # consecutive non-finite losses before stopping
+    max_bad_steps: int = 5  # consecutive non-finite losses before rolling back to the last good checkpoint
+    max_rollbacks: int = 2  # rollbacks (LR / 10 each) before training stops as diverged
 
 
 @dataclass
@@ -211,6 +215,16 @@ def register_configs() -> None:
 warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/joblib' is validated against ConfigStore schema")
 
 
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested config container as ``{"model.hidden": 64, ...}``; lists as JSON text (hashable, comparable)."""
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: json.dumps(node) if isinstance(node, list) else node}
+
+
 def scene_distribution(task: TaskConfig) -> SceneDistribution:
     """The generator parameters of a (possibly DictConfig) task node."""
     return SceneDistribution(**{f.name: getattr(task, f.name) for f in fields(SceneDistribution)})
@@ -232,10 +246,79 @@ CHOICES = {
     "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
     "logger.mode": ("offline", "online", "disabled"),
 }
-POSITIVE = ("data.n_uav", "data.train_scenes", "data.val_scenes", "data.test_scenes", "data.k_min", "data.k_divisor",
-            "data.k_max", "model.hidden", "model.heads", "model.layers", "model.ffn_mult",
-            "train.steps", "train.eval_every", "train.ckpt_every", "train.log_every", "train.lr", "task.density",
-            "task.need_min", "task.range_min", "task.value_min", "eval.samples")
+
+
+@dataclass(frozen=True)
+class Range:
+    """The valid values of a numeric key (NaN and infinities are never valid)."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return math.isfinite(value) and above and below
+
+    def __str__(self) -> str:
+        if math.isinf(self.high):
+            return f"must be {'>' if self.low_open else '>='} {self.low:g}"
+        return f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+
+AT_LEAST_1, NON_NEGATIVE, POSITIVE = Range(1), Range(0), Range(0, low_open=True)
+FRACTION, UNIT = Range(0, 1, high_open=True), Range(0, 1)
+SEED = Range(0, 2**32 - 1)
+# every numeric key of the schema (list keys: each element); the test suite checks that none is missing
+RANGES: dict[str, Range] = {
+    "seed": SEED,
+    **{f"task.{key}": POSITIVE for key in ("density", "target_ratio", "value_min", "value_max", "range_min",
+                                           "range_max")},
+    **{f"task.{key}": AT_LEAST_1 for key in ("need_min", "need_max", "cluster_size")},
+    **{f"task.{key}": NON_NEGATIVE for key in ("lam", "cluster_std", "uav_spread")},
+    **{f"data.{key}": AT_LEAST_1 for key in ("n_uav", "train_scenes", "val_scenes", "test_scenes", "k_min",
+                                             "k_divisor", "k_max", "label_workers")},
+    "data.k_jitter": NON_NEGATIVE, "data.uav_neighbours": NON_NEGATIVE, "data.label_time_limit": POSITIVE,
+    **{f"data.{split}_seed": SEED for split in ("train", "val", "test")},
+    **{f"model.{key}": AT_LEAST_1 for key in ("hidden", "heads", "layers", "ffn_mult")},
+    "model.dropout": FRACTION,
+    **{f"hardware.{key}": AT_LEAST_1 for key in ("max_batch_size", "prefetch_factor", "sweep_jobs")},
+    **{f"hardware.{key}": NON_NEGATIVE for key in ("memory_limit_mb", "num_workers", "threads")},
+    "hardware.memory_fraction": Range(0, 1, low_open=True),
+    **{f"train.{key}": AT_LEAST_1 for key in ("steps", "plateau_patience", "eval_every", "ckpt_every", "log_every",
+                                              "max_bad_steps")},
+    "train.lr": POSITIVE, "train.grad_clip": POSITIVE, "train.ema_decay": FRACTION,
+    **{f"train.{key}": NON_NEGATIVE for key in ("weight_decay", "warmup_steps", "max_rollbacks")},
+    "trainer.samples": AT_LEAST_1, "trainer.imitation_weight": NON_NEGATIVE,
+    "curriculum.advance_threshold": UNIT, "curriculum.performance_threshold": UNIT,
+    **{f"curriculum.{key}": AT_LEAST_1 for key in ("consecutive_evaluations", "patience", "consecutive_failures",
+                                                   "node_budget")},
+    "curriculum.max_fallbacks": NON_NEGATIVE, "curriculum.learning_rate_decay": Range(0, 1, low_open=True),
+    "profile.steps": AT_LEAST_1, "profile.warmup": NON_NEGATIVE,
+    **{f"benchmark.{key}": AT_LEAST_1 for key in ("repeats", "cache_scenes", "pipeline_steps", "toggle_batch_size",
+                                                  "checkpoint_batch_size", "scaling_nodes", "milp_uavs")},
+    "benchmark.milp_time_limit": POSITIVE,
+    "eval.scales": AT_LEAST_1, "eval.max_total_uavs": AT_LEAST_1, "eval.samples": AT_LEAST_1,
+    "eval.milp_time_limit": POSITIVE,
+    "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE,
+}
+
+
+def check_ranges(cfg) -> None:
+    """Every numeric key within its ``RANGES`` entry; raises ConfigError naming the first key that is not."""
+    from omegaconf import OmegaConf
+
+    for key, valid in RANGES.items():
+        value = OmegaConf.select(cfg, key)
+        for item in (value if isinstance(value, Sequence) and not isinstance(value, str) else [value]):
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or item not in valid:
+                raise ConfigError(f"{key}={_shown(value)} {valid}")
+
+
+def _shown(value: Any) -> str:
+    return str(list(value)) if isinstance(value, Sequence) and not isinstance(value, str) else repr(value)
 
 
 def validate(cfg) -> None:
@@ -246,10 +329,9 @@ def validate(cfg) -> None:
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
             raise ConfigError(f"{key}={value!r} is not one of {', '.join(allowed)}")
-    for key in POSITIVE:
-        value = OmegaConf.select(cfg, key)
-        if value is None or value <= 0:
-            raise ConfigError(f"{key}={value!r} must be > 0")
+    check_ranges(cfg)
+    if cfg.task.name == "file" and (OmegaConf.is_missing(cfg.task, "file") or not cfg.task.file):
+        raise ConfigError("task=file needs task.file=PATH (a .json or .npz scene file)")
     batch_size = cfg.hardware.batch_size
     if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
                                      and batch_size > 0):

@@ -14,8 +14,28 @@ class ProblemTooLarge(ValueError):
 
 
 class TrainingDiverged(RuntimeError):
-    """Too many consecutive non-finite losses."""
+    """Too many consecutive non-finite losses, or weights that blew up, with no good state left to roll back to."""
 
 
 class ConfigError(ValueError):
     """A config value outside what the run can use (types and keys are checked by Hydra)."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: unreadable, truncated, not ours, or holding code that would run on load."""
+
+
+class StorageError(RuntimeError):
+    """A file or directory that cannot be written (read-only, no space left, ...), named with the cause."""
+
+
+class RunDirectoryError(RuntimeError):
+    """A run directory that holds another run, or that another live process is training into."""
+
+
+class Interrupted(RuntimeError):
+    """SIGINT/SIGTERM: the run stopped cleanly at the end of a step, saying how to resume."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

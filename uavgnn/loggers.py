@@ -14,6 +14,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from uavgnn.storage import storage_error
+
 log = logging.getLogger(__name__)
 HISTORY_FILE = "metrics.jsonl"
 
@@ -26,10 +28,20 @@ def run_name(out_dir: Path) -> str:
 
 
 def read_history(out_dir: Path) -> list[dict[str, Any]]:
+    """The rows of ``metrics.jsonl``; a torn last line (the process was killed mid-write) is dropped."""
     path = out_dir / HISTORY_FILE
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i < len(lines) - 1:
+                raise ValueError(f"{path}: line {i + 1} is not JSON (only a torn last line is tolerated)") from None
+            log.warning("%s: dropping a torn last line (the run was killed while writing it)", path)
+    return rows
 
 
 class MetricLogger:
@@ -37,8 +49,11 @@ class MetricLogger:
 
     ``resume_step``: history lines after this step (written after the last
     checkpoint by an interrupted run) are dropped, so the history has no
-    duplicated steps after a resume. ``enabled=False`` (the non-zero ranks of a
-    data-parallel run) writes nothing anywhere.
+    duplicated steps after a resume; ``None`` starts a new history. A history
+    that cannot be written (full disk, read-only) is a ``StorageError``
+    naming the file: unlike a dashboard, it is the run's record.
+    ``enabled=False`` (the non-zero ranks of a data-parallel run) writes
+    nothing anywhere.
     """
 
     def __init__(self, out_dir: Path, backend: str = "jsonl", config: dict | None = None, mode: str = "offline",
@@ -50,12 +65,10 @@ class MetricLogger:
         self.wandb_run = None
         self.tensorboard = None
         self._history = None
+        self.enabled = enabled
         if not enabled:
             return
-        if resume_step is not None:
-            kept = [r for r in read_history(out_dir) if r.get("step", 0) <= resume_step]
-            self.history_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
-        self._history = self.history_path.open("a")
+        self.truncate(resume_step)
         if backend == "wandb" and mode != "disabled":
             self.wandb_run = self._guarded(
                 "wandb.init", lambda: self._init_wandb(config, mode, project, entity, name, group, tags))
@@ -65,6 +78,27 @@ class MetricLogger:
             self.tensorboard = SummaryWriter(log_dir=str(out_dir / "tensorboard"))
         elif backend not in ("wandb", "jsonl", "none"):
             raise ValueError(f"logger.name: unknown logger {backend!r} (expected wandb, tensorboard, jsonl or none)")
+
+    def truncate(self, step: int | None) -> None:
+        """Keep the history up to ``step`` (all of it dropped for ``None``) and append from there:
+        used on resume and when training rolls back to its last good checkpoint."""
+        if not self.enabled:
+            return
+        if self._history is not None:
+            self._history.close()
+        kept = [] if step is None else [r for r in read_history(self.out_dir) if r.get("step", 0) <= step]
+        try:
+            self.history_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            self._history = self.history_path.open("a")
+        except OSError as err:
+            raise storage_error(self.history_path, err) from None
+
+    def _append(self, row: dict[str, Any]) -> None:
+        try:
+            self._history.write(json.dumps(row) + "\n")
+            self._history.flush()
+        except OSError as err:
+            raise storage_error(self.history_path, err) from None
 
     def _init_wandb(self, config, mode, project, entity, name, group, tags):
         import wandb
@@ -90,8 +124,7 @@ class MetricLogger:
     def log(self, metrics: dict[str, float], step: int) -> None:
         if self._history is None:
             return
-        self._history.write(json.dumps({"step": step, **metrics}) + "\n")
-        self._history.flush()
+        self._append({"step": step, **metrics})
         if self.wandb_run is not None:
             self._guarded("wandb.log", lambda: self.wandb_run.log(metrics, step=step))
         if self.tensorboard is not None:
@@ -104,8 +137,7 @@ class MetricLogger:
         """A discrete event (e.g. a curriculum advance) as its own ``metrics.jsonl`` line."""
         if self._history is None:
             return
-        self._history.write(json.dumps({"step": step, "event": name, **fields}) + "\n")
-        self._history.flush()
+        self._append({"step": step, "event": name, **fields})
 
     def log_image(self, key: str, path: Path, step: int) -> None:
         if self.wandb_run is not None:

@@ -123,7 +123,7 @@ def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> No
         ax.set_xscale("log")
         ax.set_xticks(scales, [str(n) for n in scales])
         ax.minorticks_off()
-    gap_ax.set(xlabel="UAVs per scene", ylabel="optimality gap vs MILP (%)",
+    gap_ax.set(xlabel="UAVs per scene", ylabel="gap vs proven-optimal MILP (%)",
                title=f"zero-shot gap (trained on {train_size} UAVs)")
     time_ax.set(yscale="log", xlabel="UAVs per scene", ylabel="seconds per scene", title="wall time")
     time_ax.legend(fontsize=7)

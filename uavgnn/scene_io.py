@@ -2,18 +2,20 @@
 
 Both formats hold the same fields (the README documents the schema):
 
-| field             | shape  | type  | rule                        |
-|-------------------|--------|-------|-----------------------------|
-| `uav_position`    | (N, 2) | float | finite, N >= 1              |
-| `uav_range`       | (N,)   | float | finite, > 0                 |
-| `target_position` | (M, 2) | float | finite, M >= 1              |
-| `target_need`     | (M,)   | int   | >= 1                        |
-| `target_value`    | (M,)   | float | finite, > 0                 |
-| `lam`             | ()     | float | finite, >= 0                |
+| field             | shape  | type  | rule                                  |
+|-------------------|--------|-------|---------------------------------------|
+| `uav_position`    | (N, 2) | float | finite, abs <= 1e9, N >= 1            |
+| `uav_range`       | (N,)   | float | finite, 0 < range <= 1e9              |
+| `target_position` | (M, 2) | float | finite, abs <= 1e9, M >= 1            |
+| `target_need`     | (M,)   | int   | 1 <= need <= 1e6                      |
+| `target_value`    | (M,)   | float | finite, 0 < value <= 1e12             |
+| `lam`             | ()     | float | finite, 0 <= lam <= 1e6               |
 | `assignment`      | (N,)   | int   | optional; -1 (idle) or a target index |
 
+The magnitude bounds keep every later computation (k-d trees, distances,
+the MILP) finite and exact: a coordinate of 1e308 is a typo, not a scene.
 Every problem is reported as a ``SceneFileError`` naming the file, the field
-and the offending value.
+and the offending value, in one line: nothing a file holds raises anything else.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from uavgnn.errors import SceneFileError
 from uavgnn.scenes import Scene
 
 FIELDS = ("uav_position", "uav_range", "target_position", "target_need", "target_value", "lam")
+# the largest magnitude each field may hold (README "Scene files")
+BOUNDS = {"uav_position": 1e9, "target_position": 1e9, "uav_range": 1e9, "target_need": 1e6, "target_value": 1e12,
+          "lam": 1e6, "assignment": 2**31}
 
 
 def _array(raw: dict[str, Any], field: str, where: str, ndim: int, integer: bool = False) -> np.ndarray:
@@ -36,8 +41,10 @@ def _array(raw: dict[str, Any], field: str, where: str, ndim: int, integer: bool
     value = raw[field]
     try:
         arr = np.asarray(value)
-    except ValueError:
-        raise SceneFileError(f"{where}: field '{field}' is not a rectangular array: {_short(value)}") from None
+        if arr.dtype.kind == "O":  # integers beyond int64 arrive as Python ints: compare them as floats
+            arr = np.asarray(value, dtype=np.float64)
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        raise SceneFileError(f"{where}: field '{field}' is not a rectangular numeric array: {_short(value)}") from None
     if arr.dtype.kind not in "iuf":
         raise SceneFileError(f"{where}: field '{field}' is not numeric: {_short(value)}")
     arr = arr.astype(np.float64)
@@ -48,6 +55,11 @@ def _array(raw: dict[str, Any], field: str, where: str, ndim: int, integer: bool
     if bad.any():
         idx = np.argwhere(bad)[0]
         raise SceneFileError(f"{where}: field '{field}' has non-finite value {arr[tuple(idx)]} at index {tuple(idx.tolist())}")
+    huge = np.abs(arr) > BOUNDS[field]
+    if huge.any():
+        idx = np.argwhere(huge)[0]
+        raise SceneFileError(f"{where}: field '{field}' value {arr[tuple(idx)]:g} at index {tuple(idx.tolist())} "
+                             f"is beyond the supported magnitude {BOUNDS[field]:g}")
     if integer:
         frac = arr != np.round(arr)
         if frac.any():
@@ -117,20 +129,47 @@ def load_scene(path: str | Path) -> tuple[Scene, np.ndarray | None]:
     path = Path(path)
     if not path.exists():
         raise SceneFileError(f"{path}: no such scene file")
+    if not path.is_file():
+        raise SceneFileError(f"{path}: not a regular file (a directory?)")
     if path.suffix == ".json":
-        try:
-            raw = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise SceneFileError(f"{path}: not valid JSON ({err})") from None
+        raw = _read_json(path)
     elif path.suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as npz:
-                raw = {k: npz[k] for k in npz.files}
-        except (OSError, ValueError) as err:
-            raise SceneFileError(f"{path}: not a readable NPZ file ({err})") from None
+        raw = _read_npz(path)
     else:
         raise SceneFileError(f"{path}: unknown scene file type '{path.suffix}' (expected .json or .npz)")
     return scene_from_dict(raw, where=str(path))
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise SceneFileError(f"{path}: not valid JSON ({_first_line(err)})") from None
+    except RecursionError:
+        raise SceneFileError(f"{path}: JSON nested too deeply to be a scene") from None
+    except OSError as err:
+        raise SceneFileError(f"{path}: cannot be read ({err.strerror or err})") from None
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except Exception as err:  # noqa: BLE001 - BadZipFile, EOFError, pickled objects...: all one clear line
+        raise SceneFileError(f"{path}: not a readable NPZ archive ({type(err).__name__}: {_first_line(err)})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise SceneFileError(f"{path}: holds a single .npy array, not an NPZ archive of the scene's fields "
+                             f"(write it with numpy.savez)")
+    try:
+        with loaded:
+            return {key: loaded[key] for key in loaded.files}
+    except Exception as err:  # noqa: BLE001 - a damaged member inside an intact-looking archive
+        raise SceneFileError(f"{path}: a member of the NPZ archive is unreadable "
+                             f"({type(err).__name__}: {_first_line(err)})") from None
+
+
+def _first_line(err: Exception) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0][:160] if lines else type(err).__name__
 
 
 def save_scene(path: str | Path, scene: Scene, assignment: np.ndarray | None = None) -> None:

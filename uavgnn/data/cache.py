@@ -6,11 +6,14 @@ hash covers every setting that changes the content (``cache_key``); anything
 else (workers, batch size, device) does not invalidate. Guarantees:
 
 - atomic writes: temp file + ``os.replace``; the manifest is written last, so a
-  directory without one is an unfinished build;
+  directory without one is an unfinished build; a full disk or read-only
+  directory is a one-line ``StorageError`` and leaves no partial file;
 - one build per key: a ``filelock`` around check-and-build, so concurrent
-  processes wait for the first builder and then load;
+  processes wait for the first builder and then load; an intact cache is
+  loaded without the lock, so it needs no write access (read-only media);
 - corruption detection: the manifest's SHA-256 is checked on every load; a
-  mismatch or unreadable file is rebuilt with a warning;
+  mismatch, an unreadable file or a manifest of the wrong shape is rebuilt
+  with a warning;
 - safe loading: ``torch.load(weights_only=True)`` only, no unpickling fallback.
 """
 
@@ -20,10 +23,8 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import platform
 import shutil
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -41,11 +42,14 @@ from uavgnn.data.labels import solve_labels, status_counts
 from uavgnn.data.store import GraphStore
 from uavgnn.graphs import FEATURE_SET, build_graph
 from uavgnn.scenes import SceneDistribution, generate_scenes
+from uavgnn.errors import StorageError
+from uavgnn.storage import atomic_write, save_torch, storage_error
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 3
 GRAPHS_FILE = "graphs.pt"
 MANIFEST_FILE = "manifest.json"
+NO_MANIFEST = "no manifest (unfinished build)"
 MIP_REL_GAP = 1e-6
 
 
@@ -88,17 +92,6 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def build_split(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, workers: int) -> tuple[GraphStore, dict]:
     """Generate scenes, solve their labels, build their graphs: the cold path."""
     timings = {}
@@ -118,14 +111,14 @@ def build_split(spec: SplitSpec, dist: SceneDistribution, settings: BuildSetting
 def _save(directory: Path, store: GraphStore, key: dict, info: dict) -> None:
     payload = {"tensors": store.tensors, "objective": store.objective, "status": store.status,
                "solve_time": store.solve_time}
-    _atomic_write(directory / GRAPHS_FILE, lambda p: torch.save(payload, p))
+    save_torch(directory / GRAPHS_FILE, payload)
     manifest = {"key": key, "key_hash": key_hash(key), "count": len(store),
                 "n_uav": int(store.tensors["n_uav"][0]) if len(store) else 0,
                 "files": {GRAPHS_FILE: {"bytes": (directory / GRAPHS_FILE).stat().st_size,
                                         "sha256": _sha256(directory / GRAPHS_FILE)}},
                 "build": info, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "versions": versions()}
-    _atomic_write(directory / MANIFEST_FILE, lambda p: p.write_text(json.dumps(manifest, indent=2)))
+    atomic_write(directory / MANIFEST_FILE, json.dumps(manifest, indent=2).encode())
 
 
 def versions() -> dict[str, str]:
@@ -137,12 +130,17 @@ def verify(directory: Path) -> str | None:
     """None if the cache directory is complete and intact, else what is wrong."""
     manifest_path = directory / MANIFEST_FILE
     if not manifest_path.exists():
-        return "no manifest (unfinished build)"
+        return NO_MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text())
-        expected = manifest["files"][GRAPHS_FILE]
-    except (json.JSONDecodeError, KeyError) as err:
-        return f"unreadable manifest ({err})"
+    except (OSError, ValueError) as err:
+        return f"unreadable manifest ({type(err).__name__}: {err})"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        return f"manifest of the wrong shape (expected an object with 'files', got {_short(manifest)})"
+    expected = manifest["files"].get(GRAPHS_FILE)
+    if not (isinstance(expected, dict) and isinstance(expected.get("bytes"), int)
+            and isinstance(expected.get("sha256"), str)):
+        return f"manifest lacks the size and checksum of {GRAPHS_FILE} (got {_short(expected)})"
     path = directory / GRAPHS_FILE
     if not path.exists():
         return f"{GRAPHS_FILE} missing"
@@ -151,6 +149,11 @@ def verify(directory: Path) -> str | None:
     if _sha256(path) != expected["sha256"]:
         return f"{GRAPHS_FILE} checksum mismatch (corrupt)"
     return None
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _load(directory: Path) -> GraphStore:
@@ -165,35 +168,57 @@ def load_or_build(spec: SplitSpec, dist: SceneDistribution, settings: BuildSetti
         return build_split(spec, dist, settings, workers)[0]
     key = cache_key(spec, dist, settings)
     directory = Path(cache_dir) / f"{spec.split}-n{spec.n_uav}-{key_hash(key)}"
-    directory.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(directory) + ".lock"):
+    store = _load_intact(directory)  # the common case, lock-free: needs no write access
+    if store is not None:
+        return store
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(directory) + ".lock")
+        lock.acquire()
+    except OSError as err:
+        raise storage_error(directory, err) from None
+    try:
+        store = _load_intact(directory)  # another process may have built it while we waited
+        if store is not None:
+            return store
         problem = verify(directory)
-        if problem is None:
-            try:
-                store = _load(directory)
-                log.info("cache hit: %s (%d graphs)", directory, len(store))
-                return store
-            except Exception as err:  # a file that passes the checksum but does not load is still corrupt
-                problem = f"unloadable ({type(err).__name__}: {err})"
-        if problem != "no manifest (unfinished build)":
+        if problem != NO_MANIFEST:
             warnings.warn(f"graph cache {directory}: {problem}; rebuilding", RuntimeWarning, stacklevel=2)
         log.info("cache miss: building %s (%d scenes of %d UAVs)", directory, spec.count, spec.n_uav)
         store, info = build_split(spec, dist, settings, workers)
-        _save(directory, store, key, info)
+        try:
+            _save(directory, store, key, info)
+        except StorageError:
+            shutil.rmtree(directory, ignore_errors=True)  # no half-built cache left behind
+            raise
         return store
+    finally:
+        lock.release()
+
+
+def _load_intact(directory: Path) -> GraphStore | None:
+    """The cached split if its directory is complete and intact, else None (a damaged one is then rebuilt)."""
+    if verify(directory) is not None:
+        return None
+    try:
+        store = _load(directory)
+    except Exception:  # noqa: BLE001 - a file that passes the checksum but does not load is still corrupt
+        return None
+    log.info("cache hit: %s (%d graphs)", directory, len(store))
+    return store
 
 
 def cache_entries(cache_dir: str | Path) -> list[dict[str, Any]]:
     """One row per cache directory: name, count, size, problem (None if intact)."""
     rows = []
     for directory in sorted(p for p in Path(cache_dir).glob("*") if p.is_dir()):
-        manifest_path = directory / MANIFEST_FILE
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        problem = verify(directory)
+        manifest = json.loads((directory / MANIFEST_FILE).read_text()) if problem is None else {}
         size = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+        timings = manifest.get("build", {}).get("timings", {})
         rows.append({"name": directory.name, "graphs": manifest.get("count"), "n_uav": manifest.get("n_uav"),
                      "mb": round(size / 2**20, 2), "created": manifest.get("created"),
-                     "build_s": round(sum(manifest.get("build", {}).get("timings", {}).values()), 1) if manifest else None,
-                     "problem": verify(directory)})
+                     "build_s": round(sum(timings.values()), 1) if timings else None, "problem": problem})
     return rows
 
 

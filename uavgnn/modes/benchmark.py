@@ -35,6 +35,7 @@ from omegaconf import OmegaConf
 from torch_geometric.data import Batch
 
 from uavgnn.config import Config, scene_distribution
+from uavgnn.console import echo
 from uavgnn.data.cache import load_or_build
 from uavgnn.data.loader import make_loader
 from uavgnn.data.naive import NaiveSceneDataset, naive_loader
@@ -294,27 +295,27 @@ def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
         write_json(out_dir / "benchmark.json", report)  # partial results survive a later failure
     print_report(report)
     plot_benchmark(report, out_dir / "graph_benchmark.png")
-    print(f"wrote {out_dir / 'benchmark.json'} and {out_dir / 'graph_benchmark.png'}")
+    echo(f"wrote {out_dir / 'benchmark.json'} and {out_dir / 'graph_benchmark.png'}")
     return report
 
 
 def print_report(report: dict[str, Any]) -> None:
     if "cache" in report:
-        print(format_table([report["cache"]]))
+        echo(format_table([report["cache"]]))
     if "pipeline" in report:
         p = report["pipeline"]
-        print(format_table([{"pipeline": k, "graphs_per_s": v} for k, v in p["graphs_per_s"].items()]))
-        print(f"optimized / naive: {p['optimized_over_naive']:.1f}x (with AMP {p['optimized_amp_over_naive']:.1f}x); "
+        echo(format_table([{"pipeline": k, "graphs_per_s": v} for k, v in p["graphs_per_s"].items()]))
+        echo(f"optimized / naive: {p['optimized_over_naive']:.1f}x (with AMP {p['optimized_amp_over_naive']:.1f}x); "
               f"max logit difference {p['max_logit_diff']:.2e}")
     if "toggles" in report:
-        print(format_table([{"toggle": t["toggle"], "off_ms": t["off"]["step_ms"], "on_ms": t["on"]["step_ms"],
+        echo(format_table([{"toggle": t["toggle"], "off_ms": t["off"]["step_ms"], "on_ms": t["on"]["step_ms"],
                              "speedup": t["speedup"], "off_mem_mb": t["off"]["memory_mb"],
                              "on_mem_mb": t["on"]["memory_mb"], "memory_saving": t["memory_saving"]}
                             for t in report["toggles"]]))
     if "scaling" in report:
-        print(format_table(report["scaling"]["rows"]))
-        print(f"log-log slope of time vs nodes: {report['scaling']['loglog_slope']:.2f}")
+        echo(format_table(report["scaling"]["rows"]))
+        echo(f"log-log slope of time vs nodes: {report['scaling']['loglog_slope']:.2f}")
     if "milp" in report:
-        print(format_table(report["milp"]["rows"], ["n_uav", "model_reward", "milp_reward", "greedy_reward",
+        echo(format_table(report["milp"]["rows"], ["n_uav", "model_reward", "milp_reward", "greedy_reward",
                                                     "lap_reward", "gap_vs_milp", "model_s", "milp_s",
                                                     "milp_status", "milp_over_model_time"]))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from uavgnn.comparison import METRICS, compare_runs
 from uavgnn.config import Config
+from uavgnn.console import echo
 from uavgnn.errors import ConfigError
 from uavgnn.report import format_table
 
@@ -20,6 +21,6 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
     target = paths[0] if len(paths) == 1 else out_dir
     rows = compare_runs(paths, target)
     columns = [c for c in rows[0] if c not in ("error",) and not c.endswith("_std")]
-    print(format_table(rows, [c for c in columns if c not in METRICS] + [m for m in METRICS if m in columns]))
-    print(f"wrote comparison.md, comparison.csv, comparison.png and comparison.html into {target}")
+    echo(format_table(rows, [c for c in columns if c not in METRICS] + [m for m in METRICS if m in columns]))
+    echo(f"wrote comparison.md, comparison.csv, comparison.png and comparison.html into {target}")
     return rows

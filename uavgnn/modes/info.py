@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from uavgnn.config import Config
+from uavgnn.console import echo
 from uavgnn.report import format_table, write_json
 
 GIB = 2**30
@@ -130,12 +131,12 @@ def run_info(cfg: Config, out_dir: Path) -> dict[str, Any]:
     info = {"versions": versions(), "devices": found, "trials": trials, "rates": rates(device),
             "recommended": {"hardware": preset, "why": why,
                             "amp": trials[1]["ok"], "compile": trials[2]["ok"] and device.type == "cuda"}}
-    print(format_table([info["versions"]]))
-    print(format_table(found))
-    print(format_table(trials))
-    print(format_table([info["rates"]]))
+    echo(format_table([info["versions"]]))
+    echo(format_table(found))
+    echo(format_table(trials))
+    echo(format_table([info["rates"]]))
     flags = [f"hardware={preset}"] + ["optim.amp=true"] * info["recommended"]["amp"] + \
         ["optim.compile=true"] * info["recommended"]["compile"]
-    print(f"\nrecommended: python run.py {' '.join(flags)}   ({why})")
+    echo(f"\nrecommended: python run.py {' '.join(flags)}   ({why})")
     write_json(out_dir / "info.json", info)
     return info

@@ -26,6 +26,7 @@ from torch.profiler import ProfilerActivity, record_function, schedule, tensorbo
 from tqdm import tqdm
 
 from uavgnn.config import Config
+from uavgnn.console import echo
 from uavgnn.data.loader import make_loader
 from uavgnn.data.splits import load_split
 from uavgnn.graphs import adaptive_k
@@ -181,15 +182,15 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     }
     if cfg.profile.torch_profiler:
         report["torch_profiler_trace"] = str(out_dir / "profiler")
-    print(format_table(report["stages"]))
-    print(f"\n{report['graphs_per_s']:.0f} graphs/s ({report['uavs_per_s']:.0f} UAV samples/s) at batch "
+    echo(format_table(report["stages"]))
+    echo(f"\n{report['graphs_per_s']:.0f} graphs/s ({report['uavs_per_s']:.0f} UAV samples/s) at batch "
           f"{batch_size}; peak memory {peak:.0f} MB ({mem_frac:.0%} of {str(device)}), activations "
           f"{report['activation_memory_mb']:.0f} MB per step")
-    print(f"bottleneck: {bottleneck} ({share[bottleneck]:.0%} of the step)")
+    echo(f"bottleneck: {bottleneck} ({share[bottleneck]:.0%} of the step)")
     for tip in report["recommendations"]:
-        print(f"- {tip}")
+        echo(f"- {tip}")
     write_json(out_dir / "profile.json", report)
     plot_profile(report, out_dir / "profile.png")
-    print(f"wrote {out_dir / 'profile.json'} and {out_dir / 'profile.png'}")
+    echo(f"wrote {out_dir / 'profile.json'} and {out_dir / 'profile.png'}")
     return report
 

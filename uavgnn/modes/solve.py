@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from uavgnn.config import Config, scene_distribution
+from uavgnn.console import echo
 from uavgnn.errors import ConfigError
 from uavgnn.inference import solve_with_model
 from uavgnn.metrics import assignment_metrics, mean_metrics
@@ -56,6 +57,6 @@ def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
     save_scene(out_dir / "scene.json", scene)
     write_json(out_dir / "assignment.json", result.to_json())
     write_json(out_dir / "metrics.json", {"solver": result.solver, "status": result.status, **metrics})
-    print(format_table([{"solver": result.solver, "status": result.status, **metrics}]))
-    print(f"results in {out_dir}")
+    echo(format_table([{"solver": result.solver, "status": result.status, **metrics}]))
+    echo(f"results in {out_dir}")
     return metrics

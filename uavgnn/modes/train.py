@@ -15,30 +15,20 @@ from omegaconf import OmegaConf
 
 from uavgnn import distributed
 from uavgnn.config import Config
+from uavgnn.console import echo
 from uavgnn.data.splits import load_split
-from uavgnn.errors import ConfigError
+from uavgnn.errors import Interrupted
 from uavgnn.graphs import adaptive_k
 from uavgnn.loggers import MetricLogger, run_name
 from uavgnn.modes.compare_methods import compare_on_split
 from uavgnn.plots import plot_assignment
 from uavgnn.report import format_table, write_json
-from uavgnn.training.checkpoint import find_resume_checkpoint, load_checkpoint
+from uavgnn.storage import remove_stale_temps, storage_error
+from uavgnn.training.checkpoint import load_checkpoint
+from uavgnn.training.resume import check_resume_config, resume_checkpoint
 from uavgnn.training.trainer import amp_dtype, resolve_device, train
 
 log = logging.getLogger(__name__)
-
-
-def resume_checkpoint(cfg: Config, out_dir: Path) -> Path | None:
-    """``resume=auto``: this run directory's ``last.pt`` if any; ``true``: it must exist; ``false``: none."""
-    mode = str(cfg.resume).lower()
-    if mode in ("false", "none", "no"):
-        return None
-    if mode not in ("true", "auto", "yes"):
-        raise ConfigError(f"resume: expected false, true or auto, got {cfg.resume!r}")
-    found = find_resume_checkpoint(out_dir)
-    if found is None and mode != "auto":
-        raise FileNotFoundError(f"resume=true but {out_dir} has no last.pt; pass hydra.run.dir=<the run to resume>")
-    return found
 
 
 def swept_keys(sweep_dir: Path) -> set[str]:
@@ -66,16 +56,39 @@ def sweep_context() -> tuple[str | None, str | None, list[str]]:
     return name, group, sorted(set(tags))
 
 
+def resume_command(out_dir: Path) -> str:
+    """The command that continues this run: the launch's overrides plus ``resume=auto`` and its directory."""
+    overrides = [str(o) for o in HydraConfig.get().overrides.task] if HydraConfig.initialized() else []
+    kept = [o for o in overrides if not o.startswith(("resume=", "hydra.run.dir="))]
+    return " ".join(["python run.py", *kept, "resume=auto", f"hydra.run.dir={out_dir}"])
+
+
 def run_train(cfg: Config, out_dir: Path) -> float:
     """Train, evaluate on the test split, write the summary; returns the best val optimality gap."""
-    resume_from = resume_checkpoint(cfg, out_dir)
-    resume_step = load_checkpoint(resume_from)["state"]["step"] if resume_from else None
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise storage_error(out_dir, err) from None
+    main = distributed.context().is_main  # under torchrun the other ranks share rank 0's directory
+    resume_from = resume_checkpoint(cfg.resume, out_dir, refuse_existing_run=main)
+    if main:
+        remove_stale_temps(out_dir)
+    resume_step, safe_changes = None, {}
+    if resume_from is not None:  # checked before the history is touched: a refused resume changes nothing
+        stored = load_checkpoint(resume_from)
+        resume_step = stored["state"]["step"]
+        safe_changes = check_resume_config(resume_from, stored["config"], OmegaConf.to_container(cfg, resolve=True))
     name, group, tags = sweep_context()
     logger = MetricLogger(out_dir, cfg.logger.name, config=OmegaConf.to_container(cfg, resolve=True),
                           mode=cfg.logger.mode, project=cfg.logger.project, entity=cfg.logger.entity, name=name,
                           group=group, tags=tags, resume_step=resume_step, enabled=distributed.context().is_main)
     try:
-        result = train(cfg, out_dir, logger, resume_from)
+        if resume_from is not None:
+            logger.event("resume", resume_step, changed={key: list(change) for key, change in safe_changes.items()})
+        try:
+            result = train(cfg, out_dir, logger, resume_from)
+        except Interrupted as err:
+            raise Interrupted(f"{err}; resume with: {resume_command(out_dir)}", err.exit_code) from None
         if not distributed.context().is_main:
             return float(result.state.best_gap)  # rank 0 tests and reports
         device = resolve_device(cfg.hardware.device)
@@ -86,9 +99,9 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, k, device, cfg.data.k_max,
                                             cfg.data.uav_neighbours, amp_dtype(cfg, device), cfg.eval.samples,
                                             cfg.eval.repair)
-        print(f"\nTest set: {len(test_store)} scenes of {cfg.data.n_uav} UAVs ({cfg.task.positions})")
-        print(format_table(rows, ["method", "reward", "completion_score", "efficiency", "optimality_gap",
-                                  "infeasible", "time_s", "note"]))
+        echo(f"\nTest set: {len(test_store)} scenes of {cfg.data.n_uav} UAVs ({cfg.task.positions})\n"
+             + format_table(rows, ["method", "reward", "completion_score", "efficiency", "optimality_gap",
+                                   "infeasible", "time_s", "note"]))
         plot = plot_assignment(test_store.scene(0), evaluation.assignments[0], out_dir / "test_scene.png",
                                title=f"{cfg.model.name} model, gap "
                                      f"{evaluation.metrics['optimality_gap'][0]:.3f} vs MILP")
@@ -98,7 +111,7 @@ def run_train(cfg: Config, out_dir: Path) -> float:
                    "steps": result.state.step, "params": model.num_parameters(), **test, **result.perf}
         write_json(out_dir / "summary.json", summary)
         logger.summary({"best/val/optimality_gap": result.state.best_gap, **test, **result.perf})
-        print(f"results in {out_dir}")
+        echo(f"results in {out_dir}")
         return float(result.state.best_gap)
     finally:
         logger.finish()

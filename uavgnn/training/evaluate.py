@@ -50,8 +50,9 @@ class Evaluation:
 @torch.no_grad()
 def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, device: torch.device,
                    batch_size: int = 256, amp_dtype: torch.dtype | None = None, samples: int = 16,
-                   repair: bool = False) -> Evaluation:
-    """Decode every scene of ``store`` and score it; ``optimality_gap`` is against the label MILP's objective."""
+                   repair: bool = False, reference: np.ndarray | None = None) -> Evaluation:
+    """Decode every scene of ``store`` and score it; ``optimality_gap`` is against ``reference`` (per scene),
+    by default the label MILP's objective."""
     was_training = model.training
     model.eval()
     assignments: list[np.ndarray] = []
@@ -69,5 +70,6 @@ def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, de
         assignments += decode(decoder, batch, cand_logp.float(), idle_logp.float(), keep, scenes, samples, repair)
         decode_s += time.perf_counter() - start
     model.train(was_training)
-    metrics = assignment_metrics(store.scenes(), assignments, store.objective.numpy())
+    metrics = assignment_metrics(store.scenes(), assignments,
+                                 store.objective.numpy() if reference is None else reference)
     return Evaluation(metrics, assignments, forward_s, decode_s)

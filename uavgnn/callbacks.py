@@ -1,0 +1,73 @@
+"""Hydra callbacks (``hydra.callbacks`` in ``conf/config.yaml``): checks around a whole run or sweep.
+
+- before a run or sweep: its directory must be writable, else one line naming
+  it and the cause (Hydra would otherwise fail with a logging traceback);
+- for each job: an exclusive lock on its run directory (``uavgnn.run_lock``),
+  taken before Hydra writes into it, so a second process is refused at once;
+- after a sweep: a summary of the jobs that failed (their ``failed.json``)
+  and a non-zero exit, so a script or CI sees that the sweep did not succeed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from uavgnn import distributed, run_lock
+from uavgnn.errors import RunDirectoryError, StorageError
+from uavgnn.storage import check_writable
+
+SWEEP_FAILED_EXIT = 1
+
+
+def _claim_or_exit(directory: str, lock: bool) -> None:
+    """The directory is writable (and, with ``lock``, now ours), or the run ends with one line."""
+    try:
+        check_writable(Path(directory))
+        if lock and distributed.context().is_main:  # torchrun's other ranks share rank 0's directory
+            run_lock.hold(Path(directory))
+    except (StorageError, RunDirectoryError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def failed_jobs(sweep_dir: Path) -> list[tuple[str, str]]:
+    """(job directory name, error) of every job of a sweep that wrote ``failed.json``."""
+    found = []
+    for path in sorted(sweep_dir.glob("*/failed.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
+        try:
+            error = json.loads(path.read_text()).get("error", "unknown error")
+        except (OSError, ValueError, AttributeError):
+            error = "failed (failed.json unreadable)"
+        found.append((path.parent.name, error))
+    return found
+
+
+class RunChecks(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _claim_or_exit(config.hydra.run.dir, lock=True)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _claim_or_exit(config.hydra.sweep.dir, lock=False)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _claim_or_exit(config.hydra.runtime.output_dir, lock=True)  # a sweep's job; a no-op for a single run
+
+    def on_job_end(self, config: DictConfig, **kwargs: Any) -> None:
+        run_lock.release(Path(config.hydra.runtime.output_dir))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        failed = failed_jobs(sweep_dir)
+        if not failed:
+            return
+        jobs = sum(1 for p in sweep_dir.iterdir() if (p / ".hydra").is_dir())
+        lines = "\n".join(f"  job {name}: {error}" for name, error in failed)
+        print(f"sweep {sweep_dir}: {len(failed)} of {jobs} jobs failed (details in each failed.json):\n{lines}",
+              file=sys.stderr)
+        raise SystemExit(SWEEP_FAILED_EXIT)
