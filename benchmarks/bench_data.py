@@ -35,7 +35,7 @@ from uavgnn.graphs import adaptive_k, build_graph, candidate_recall  # noqa: E40
 from uavgnn.models import TransformerGNN  # noqa: E402
 from uavgnn.report import format_table, write_json  # noqa: E402
 from uavgnn.scenes import SceneDistribution  # noqa: E402
-from uavgnn.training.evaluate import batch_imitation_loss  # noqa: E402
+from uavgnn.algorithms.imitation import batch_imitation_loss  # noqa: E402
 
 DIST = SceneDistribution()
 SETTINGS = BuildSettings()

@@ -11,7 +11,8 @@ from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from uavgnn.config import register_configs, validate
+from uavgnn.config import register_configs
+from uavgnn.validation import validate
 from uavgnn.errors import ConfigError
 from uavgnn.modes.solve import run_solve
 from uavgnn.modes.train import run_train
@@ -19,7 +20,7 @@ from uavgnn.scene_io import save_scene
 from uavgnn.scenes import SceneDistribution, generate_scenes
 
 CONF = ROOT / "conf"
-GROUPS = ("task", "model", "hardware", "optim", "curriculum", "trainer", "logger", "experiment")
+GROUPS = ("task", "model", "hardware", "optim", "curriculum", "algorithm", "logger", "experiment")
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
 register_configs()
 
@@ -56,7 +57,7 @@ def test_groups_have_the_documented_options() -> None:
     assert {"wandb", "tensorboard", "jsonl", "none"} <= found["logger"]
     assert {"dev", "prod", "debug"} <= found["experiment"]
     assert "none" in found["curriculum"]
-    assert {"imitation", "reinforce"} <= found["trainer"]
+    assert {"imitation", "reinforce"} <= found["algorithm"]
 
 
 def test_model_sizes() -> None:

@@ -26,7 +26,8 @@ from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import ListConfig, OmegaConf, open_dict
 
-from uavgnn.config import RANGES, Config, register_configs, validate
+from uavgnn.algorithms import imitation
+from uavgnn.config import Config, register_configs
 from uavgnn.data.cache import BuildSettings, SplitSpec, cache_entries, load_or_build, verify
 from uavgnn.errors import CheckpointError, ConfigError, RunDirectoryError, SceneFileError, TrainingDiverged
 from uavgnn.loggers import read_history
@@ -35,9 +36,9 @@ from uavgnn.modes.compare_methods import compare_on_split
 from uavgnn.modes.train import run_train
 from uavgnn.scene_io import load_scene
 from uavgnn.scenes import SceneDistribution
-from uavgnn.training import trainer
 from uavgnn.training.checkpoint import load_checkpoint, load_model, weights_norm
 from uavgnn.training.resume import check_resume_config, config_changes, resume_checkpoint
+from uavgnn.validation import RANGES, validate
 
 SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
          "data.test_scenes=8", "hardware.batch_size=8", "train.log_every=5", "train.warmup_steps=2", "logger=jsonl"]
@@ -101,7 +102,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_on_every_path(tmp_path, hos
     ckpt, marker = hostile
     run = tmp_path / "run"
     args = {"eval": ["mode=eval", f"ckpt={ckpt}"], "solve": ["mode=solve", "solver=model", f"ckpt={ckpt}"],
-            "init_from": ["trainer=reinforce", f"trainer.init_from={ckpt}"], "resume": ["resume=true"]}[path_kind]
+            "init_from": ["algorithm=reinforce", f"algorithm.init_from={ckpt}"], "resume": ["resume=true"]}[path_kind]
     if path_kind == "resume":
         run.mkdir()
         shutil.copy(ckpt, run / "last.pt")
@@ -264,7 +265,7 @@ def tiny_cfg(tmp_path: Path, *overrides: str):
 def blow_up_weights(monkeypatch, from_call: int, once: bool) -> None:
     """From the ``from_call``-th training step on (just once, or every step), multiply every weight by 1e6
     before the loss: the blown-up update that a too-high learning rate produces."""
-    real = trainer.batch_imitation_loss
+    real = imitation.batch_imitation_loss
     calls = {"n": 0, "fired": False}
 
     def loss(runner, batch, k):
@@ -276,7 +277,7 @@ def blow_up_weights(monkeypatch, from_call: int, once: bool) -> None:
                     p.mul_(1e6)
         return real(runner, batch, k)
 
-    monkeypatch.setattr(trainer, "batch_imitation_loss", loss)
+    monkeypatch.setattr(imitation, "batch_imitation_loss", loss)
 
 
 def test_blown_up_weights_are_never_checkpointed_and_training_rolls_back(tmp_path, monkeypatch) -> None:
@@ -301,7 +302,7 @@ def test_divergence_without_rollbacks_left_keeps_the_last_good_checkpoint(tmp_pa
         ckpt = load_checkpoint(out / name)
         assert ckpt["state"]["step"] <= 10
         assert all(torch.isfinite(w).all() and w.abs().max() < 1e3 for w in ckpt["model"].values())
-    model, _ = load_model(out / "best.pt")
+    model, _, _ = load_model(out / "best.pt")
     assert weights_norm(model) < 1e3
 
 

@@ -7,7 +7,7 @@ from uavgnn.decoders import decode
 from uavgnn.metrics import assignment_metrics
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import choice_log_probs, imitation_loss
-from uavgnn.training.evaluate import policy_log_probs
+from uavgnn.models.policy import policy_log_probs
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from uavgnn.models.choices import imitation_loss
 from uavgnn.perf import ActivationMeter
 from uavgnn.scenes import SceneDistribution, generate_scenes
 from uavgnn.training.batch_size import find_batch_size, step_memory_mb
-from uavgnn.training.evaluate import policy_log_probs
+from uavgnn.models.policy import policy_log_probs
 
 TINY = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
         "data.test_scenes=8", "hardware.batch_size=16", "logger=none"]

@@ -1,4 +1,4 @@
-"""REINFORCE fine-tuning: rewards from the batch's tensors, the policy-gradient step, the trainer option."""
+"""REINFORCE fine-tuning: rewards from the batch's tensors, the policy-gradient step, the algorithm option."""
 
 import json
 
@@ -12,7 +12,7 @@ from uavgnn.decoders import split_assignments
 from uavgnn.metrics import IDLE, reward
 from uavgnn.models.choices import choice_log_probs
 from uavgnn.solvers import solve_milp
-from uavgnn.training.reinforce import policy_samples, reinforce_loss, rollout_rewards
+from uavgnn.algorithms.reinforce import policy_samples, reinforce_loss, rollout_rewards
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_steps_raise_the_expected_reward_of_the_policy(store) -> None:
 def test_reinforce_needs_a_sample_beyond_the_greedy_rollout(store) -> None:
     batch = store.gather(torch.arange(2))
     model = torch.nn.Linear(1, 1)
-    with pytest.raises(ValueError, match="trainer.samples=1"):
+    with pytest.raises(ValueError, match="algorithm.samples=1"):
         reinforce_loss(model, batch, 8, samples=1)
 
 
@@ -122,7 +122,8 @@ def test_fine_tuning_from_an_imitation_checkpoint_runs_and_resumes(tmp_path) -> 
     run_cli(*base, f"hydra.run.dir={tmp_path / 'imitation'}", cwd=tmp_path)
     init = tmp_path / "imitation" / "best.pt"
     tuned = tmp_path / "reinforce"
-    args = [*base, "trainer=reinforce", f"trainer.init_from={init}", "trainer.samples=4", f"hydra.run.dir={tuned}"]
+    args = [*base, "algorithm=reinforce", f"algorithm.init_from={init}", "algorithm.samples=4",
+            f"hydra.run.dir={tuned}"]
     run_cli(*args, "train.steps=10", cwd=tmp_path)
     run_cli(*args, "train.steps=20", "resume=true", cwd=tmp_path)
     rows = [json.loads(line) for line in (tuned / "metrics.jsonl").read_text().splitlines()]
@@ -134,10 +135,10 @@ def test_fine_tuning_from_an_imitation_checkpoint_runs_and_resumes(tmp_path) -> 
 
 def test_init_from_a_missing_checkpoint_or_another_architecture_fails_naming_it(tmp_path) -> None:
     run_cli("experiment=debug", "logger=jsonl", "model=tiny", f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
-    out = run_cli("experiment=debug", "logger=jsonl", "model=small", "trainer=reinforce",
-                  f"trainer.init_from={tmp_path / 'a' / 'best.pt'}", f"hydra.run.dir={tmp_path / 'b'}",
+    out = run_cli("experiment=debug", "logger=jsonl", "model=small", "algorithm=reinforce",
+                  f"algorithm.init_from={tmp_path / 'a' / 'best.pt'}", f"hydra.run.dir={tmp_path / 'b'}",
                   cwd=tmp_path, check=False)
-    assert out.returncode != 0 and "trainer.init_from" in out.stderr and "model.hidden" in out.stderr
-    missing = run_cli("experiment=debug", "trainer=reinforce", f"trainer.init_from={tmp_path / 'nope.pt'}",
+    assert out.returncode != 0 and "algorithm.init_from" in out.stderr and "model.hidden" in out.stderr
+    missing = run_cli("experiment=debug", "algorithm=reinforce", f"algorithm.init_from={tmp_path / 'nope.pt'}",
                       f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path, check=False)
-    assert missing.returncode != 0 and f"trainer.init_from={tmp_path / 'nope.pt'}: no checkpoint" in missing.stderr
+    assert missing.returncode != 0 and f"algorithm.init_from={tmp_path / 'nope.pt'}: no checkpoint" in missing.stderr

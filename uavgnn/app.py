@@ -12,7 +12,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from uavgnn import distributed
-from uavgnn.config import validate
+from uavgnn.validation import validate
 from uavgnn.console import attach_run_log, echo
 from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, ProblemTooLarge, RunDirectoryError,
                            SceneFileError, StorageError, TrainingDiverged)

@@ -11,16 +11,12 @@ plain Python too: ``OmegaConf.structured(Config())`` is a complete config
 from __future__ import annotations
 
 import json
-import math
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from uavgnn.errors import ConfigError
 from uavgnn.scenes import SceneDistribution
 
 
@@ -106,7 +102,7 @@ class TrainConfig:
 
 
 @dataclass
-class TrainerConfig:
+class AlgorithmConfig:
     name: str = "imitation"  # imitation: NLL of the MILP's choices | reinforce: policy gradient of the reward J
     init_from: Optional[str] = None  # checkpoint whose policy starts training (fine-tuning); same model config
     samples: int = 8  # reinforce: rollouts per scene, the first the greedy baseline
@@ -195,7 +191,7 @@ class Config:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -228,133 +224,3 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 def scene_distribution(task: TaskConfig) -> SceneDistribution:
     """The generator parameters of a (possibly DictConfig) task node."""
     return SceneDistribution(**{f.name: getattr(task, f.name) for f in fields(SceneDistribution)})
-
-
-CHOICES = {
-    "mode": ("train", "eval", "solve", "cache", "compare", "profile", "benchmark", "info"),
-    "solver": ("milp", "greedy", "lap", "model"),
-    "action": ("info", "verify", "clear"),
-    "task.positions": ("uniform", "clustered"),
-    "hardware.device": ("cpu", "cuda", "auto"),
-    "hardware.loader": ("memory", "pyg"),
-    "hardware.precision": ("bf16", "fp16"),
-    "train.schedule": ("cosine", "plateau"),
-    "train.decoder": ("argmax", "greedy"),
-    "trainer.name": ("imitation", "reinforce"),
-    "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
-    "eval.decoder": ("argmax", "greedy", "sample"),
-    "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
-    "logger.mode": ("offline", "online", "disabled"),
-}
-
-
-@dataclass(frozen=True)
-class Range:
-    """The valid values of a numeric key (NaN and infinities are never valid)."""
-
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False
-    high_open: bool = False
-
-    def __contains__(self, value: float) -> bool:
-        above = value > self.low if self.low_open else value >= self.low
-        below = value < self.high if self.high_open else value <= self.high
-        return math.isfinite(value) and above and below
-
-    def __str__(self) -> str:
-        if math.isinf(self.high):
-            return f"must be {'>' if self.low_open else '>='} {self.low:g}"
-        return f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
-
-
-AT_LEAST_1, NON_NEGATIVE, POSITIVE = Range(1), Range(0), Range(0, low_open=True)
-FRACTION, UNIT = Range(0, 1, high_open=True), Range(0, 1)
-SEED = Range(0, 2**32 - 1)
-# every numeric key of the schema (list keys: each element); the test suite checks that none is missing
-RANGES: dict[str, Range] = {
-    "seed": SEED,
-    **{f"task.{key}": POSITIVE for key in ("density", "target_ratio", "value_min", "value_max", "range_min",
-                                           "range_max")},
-    **{f"task.{key}": AT_LEAST_1 for key in ("need_min", "need_max", "cluster_size")},
-    **{f"task.{key}": NON_NEGATIVE for key in ("lam", "cluster_std", "uav_spread")},
-    **{f"data.{key}": AT_LEAST_1 for key in ("n_uav", "train_scenes", "val_scenes", "test_scenes", "k_min",
-                                             "k_divisor", "k_max", "label_workers")},
-    "data.k_jitter": NON_NEGATIVE, "data.uav_neighbours": NON_NEGATIVE, "data.label_time_limit": POSITIVE,
-    **{f"data.{split}_seed": SEED for split in ("train", "val", "test")},
-    **{f"model.{key}": AT_LEAST_1 for key in ("hidden", "heads", "layers", "ffn_mult")},
-    "model.dropout": FRACTION,
-    **{f"hardware.{key}": AT_LEAST_1 for key in ("max_batch_size", "prefetch_factor", "sweep_jobs")},
-    **{f"hardware.{key}": NON_NEGATIVE for key in ("memory_limit_mb", "num_workers", "threads")},
-    "hardware.memory_fraction": Range(0, 1, low_open=True),
-    **{f"train.{key}": AT_LEAST_1 for key in ("steps", "plateau_patience", "eval_every", "ckpt_every", "log_every",
-                                              "max_bad_steps")},
-    "train.lr": POSITIVE, "train.grad_clip": POSITIVE, "train.ema_decay": FRACTION,
-    **{f"train.{key}": NON_NEGATIVE for key in ("weight_decay", "warmup_steps", "max_rollbacks")},
-    "trainer.samples": AT_LEAST_1, "trainer.imitation_weight": NON_NEGATIVE,
-    "curriculum.advance_threshold": UNIT, "curriculum.performance_threshold": UNIT,
-    **{f"curriculum.{key}": AT_LEAST_1 for key in ("consecutive_evaluations", "patience", "consecutive_failures",
-                                                   "node_budget")},
-    "curriculum.max_fallbacks": NON_NEGATIVE, "curriculum.learning_rate_decay": Range(0, 1, low_open=True),
-    "profile.steps": AT_LEAST_1, "profile.warmup": NON_NEGATIVE,
-    **{f"benchmark.{key}": AT_LEAST_1 for key in ("repeats", "cache_scenes", "pipeline_steps", "toggle_batch_size",
-                                                  "checkpoint_batch_size", "scaling_nodes", "milp_uavs")},
-    "benchmark.milp_time_limit": POSITIVE,
-    "eval.scales": AT_LEAST_1, "eval.max_total_uavs": AT_LEAST_1, "eval.samples": AT_LEAST_1,
-    "eval.milp_time_limit": POSITIVE,
-    "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE,
-}
-
-
-def check_ranges(cfg) -> None:
-    """Every numeric key within its ``RANGES`` entry; raises ConfigError naming the first key that is not."""
-    from omegaconf import OmegaConf
-
-    for key, valid in RANGES.items():
-        value = OmegaConf.select(cfg, key)
-        for item in (value if isinstance(value, Sequence) and not isinstance(value, str) else [value]):
-            if isinstance(item, bool) or not isinstance(item, (int, float)) or item not in valid:
-                raise ConfigError(f"{key}={_shown(value)} {valid}")
-
-
-def _shown(value: Any) -> str:
-    return str(list(value)) if isinstance(value, Sequence) and not isinstance(value, str) else repr(value)
-
-
-def validate(cfg) -> None:
-    """Value checks the types cannot express; raises ConfigError naming the key. Runs before any work."""
-    from omegaconf import OmegaConf
-
-    for key, allowed in CHOICES.items():
-        value = OmegaConf.select(cfg, key)
-        if value not in allowed:
-            raise ConfigError(f"{key}={value!r} is not one of {', '.join(allowed)}")
-    check_ranges(cfg)
-    if cfg.task.name == "file" and (OmegaConf.is_missing(cfg.task, "file") or not cfg.task.file):
-        raise ConfigError("task=file needs task.file=PATH (a .json or .npz scene file)")
-    batch_size = cfg.hardware.batch_size
-    if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
-                                     and batch_size > 0):
-        raise ConfigError(f"hardware.batch_size={batch_size!r} must be a positive integer or 'auto'")
-    layers = cfg.optim.checkpoint_layers
-    if layers is not None and any(not 0 <= i < cfg.model.layers for i in layers):
-        raise ConfigError(f"optim.checkpoint_layers={list(layers)} must index the model's "
-                          f"{cfg.model.layers} layers (0..{cfg.model.layers - 1})")
-    if cfg.trainer.init_from and not Path(cfg.trainer.init_from).is_file():
-        raise ConfigError(f"trainer.init_from={cfg.trainer.init_from}: no checkpoint there")
-    if cfg.trainer.name == "reinforce" and cfg.trainer.samples < 2:
-        raise ConfigError(f"trainer.samples={cfg.trainer.samples} must be >= 2 (the greedy rollout and a sample)")
-    cur = cfg.curriculum
-    if cur.name != "none":
-        if list(cur.stages) != sorted(set(cur.stages)) or min(cur.stages) < 1 or cur.stages[-1] != cfg.data.n_uav:
-            raise ConfigError(f"curriculum.stages={list(cur.stages)} must be increasing positive sizes ending at "
-                              f"data.n_uav={cfg.data.n_uav}")
-        if len(cur.replay) != len(cur.stages) or not all(0 <= r < 1 for r in cur.replay) or cur.replay[0] != 0:
-            raise ConfigError(f"curriculum.replay={list(cur.replay)} needs one fraction in [0, 1) per stage "
-                              f"({len(cur.stages)}), the first 0 (no earlier stage)")
-    if cfg.model.hidden % cfg.model.heads:
-        raise ConfigError(f"model.hidden={cfg.model.hidden} must be divisible by model.heads={cfg.model.heads}")
-    for low, high in (("task.need_min", "task.need_max"), ("task.range_min", "task.range_max"),
-                      ("task.value_min", "task.value_max")):
-        if OmegaConf.select(cfg, low) > OmegaConf.select(cfg, high):
-            raise ConfigError(f"{low}={OmegaConf.select(cfg, low)} exceeds {high}={OmegaConf.select(cfg, high)}")

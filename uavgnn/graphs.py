@@ -52,6 +52,27 @@ def adaptive_k(n_uav: int, k_min: int = 4, k_divisor: int = 4, k_max: int = 16) 
     return min(max(k_min, math.ceil(n_uav / k_divisor)), k_max)
 
 
+@dataclass(frozen=True)
+class GraphSettings:
+    """How a scene's graph is built and truncated: the adaptive-k rule and the UAV neighbours per UAV.
+
+    Saved in every checkpoint (``graph``), so evaluation and solving build the graphs the model was
+    trained on, whatever the current config says."""
+
+    k_min: int = 8
+    k_divisor: int = 4
+    k_max: int = 16
+    uav_neighbours: int = 8
+
+    def k(self, n_uav: int) -> int:
+        """The candidates per UAV at inference for scenes of ``n_uav`` UAVs (training jitters it)."""
+        return adaptive_k(n_uav, self.k_min, self.k_divisor, self.k_max)
+
+    @classmethod
+    def from_config(cls, data) -> "GraphSettings":
+        return cls(data.k_min, data.k_divisor, data.k_max, data.uav_neighbours)
+
+
 @dataclass
 class Neighbours:
     """The geometric part of a graph: candidates (sorted by UAV, then distance), feasibility

@@ -9,30 +9,31 @@ import torch
 from torch_geometric.data import Batch
 
 from uavgnn.decoders import decode
-from uavgnn.graphs import adaptive_k, build_graph
+from uavgnn.graphs import GraphSettings, build_graph
 from uavgnn.metrics import reward
 from uavgnn.models import TransformerGNN
+from uavgnn.models.policy import policy_log_probs
+from uavgnn.runtime import autocast
 from uavgnn.scenes import Scene
 from uavgnn.solvers import SolveResult
-from uavgnn.training.evaluate import policy_log_probs
 
 CHUNK_EDGES = 2**20  # above this many message edges the forward runs layer-wise (TransformerGNN.forward_chunked)
 
 
 @torch.no_grad()
-def solve_with_model(model: TransformerGNN, scene: Scene, data_cfg, decoder: str = "greedy",
+def solve_with_model(model: TransformerGNN, scene: Scene, graph: GraphSettings, decoder: str = "greedy",
                      device: torch.device | str = "cpu", amp_dtype: torch.dtype | None = None
                      ) -> tuple[SolveResult, dict[str, float]]:
-    """The model's assignment of ``scene`` and the time split {build_s, forward_s, decode_s};
-    ``amp_dtype`` runs the forward under autocast."""
+    """The model's assignment of ``scene`` and the time split {build_s, forward_s, decode_s}; ``graph``:
+    the settings the model was trained with (``load_model``); ``amp_dtype`` runs the forward under autocast."""
     device = torch.device(device)
-    k = adaptive_k(scene.n_uav, data_cfg.k_min, data_cfg.k_divisor, data_cfg.k_max)
+    k = graph.k(scene.n_uav)
     start = time.perf_counter()
-    graph = build_graph(scene, data_cfg.k_max, data_cfg.uav_neighbours, device=device)
-    graph.n_uav = torch.tensor([scene.n_uav])
-    batch = Batch.from_data_list([graph]).to(device)
+    data = build_graph(scene, graph.k_max, graph.uav_neighbours, device=device)
+    data.n_uav = torch.tensor([scene.n_uav])
+    batch = Batch.from_data_list([data]).to(device)
     built = time.perf_counter()
-    with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+    with autocast(device, amp_dtype):
         cand_logp, idle_logp, keep = policy_log_probs(model.eval(), batch, k, max_edges=CHUNK_EDGES)
     cand_logp, idle_logp = cand_logp.float(), idle_logp.float()
     if device.type == "cuda":

@@ -56,10 +56,11 @@ class MetricLogger:
     nothing anywhere.
     """
 
-    def __init__(self, out_dir: Path, backend: str = "jsonl", config: dict | None = None, mode: str = "offline",
-                 project: str = "uavgnn", entity: str | None = None, name: str | None = None,
+    def __init__(self, out_dir: Path, settings, config: dict | None = None, name: str | None = None,
                  group: str | None = None, tags: list[str] | None = None, resume_step: int | None = None,
                  enabled: bool = True) -> None:
+        """``settings``: the ``logger`` config group (name = back-end, mode, project, entity)."""
+        backend = settings.name
         self.out_dir = out_dir
         self.history_path = out_dir / HISTORY_FILE
         self.wandb_run = None
@@ -69,9 +70,9 @@ class MetricLogger:
         if not enabled:
             return
         self.truncate(resume_step)
-        if backend == "wandb" and mode != "disabled":
+        if backend == "wandb" and settings.mode != "disabled":
             self.wandb_run = self._guarded(
-                "wandb.init", lambda: self._init_wandb(config, mode, project, entity, name, group, tags))
+                "wandb.init", lambda: self._init_wandb(settings, config, name, group, tags))
         elif backend == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter
 
@@ -100,11 +101,12 @@ class MetricLogger:
         except OSError as err:
             raise storage_error(self.history_path, err) from None
 
-    def _init_wandb(self, config, mode, project, entity, name, group, tags):
+    def _init_wandb(self, settings, config, name, group, tags):
         import wandb
 
         run_id = run_name(self.out_dir)
-        return wandb.init(project=project, entity=entity, mode=mode, dir=str(self.out_dir), id=run_id,
+        return wandb.init(project=settings.project, entity=settings.entity, mode=settings.mode, dir=str(self.out_dir),
+                          id=run_id,
                           name=(name or run_id)[:128],
                           resume="allow", config=config, group=group, tags=tags, reinit="finish_previous",
                           settings=wandb.Settings(quiet=True, console="off"))

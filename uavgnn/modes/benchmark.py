@@ -34,6 +34,7 @@ import torch
 from omegaconf import OmegaConf
 from torch_geometric.data import Batch
 
+from uavgnn.algorithms import Algorithm, make_algorithm
 from uavgnn.config import Config, scene_distribution
 from uavgnn.console import echo
 from uavgnn.data.cache import load_or_build
@@ -41,17 +42,17 @@ from uavgnn.data.loader import make_loader
 from uavgnn.data.naive import NaiveSceneDataset, naive_loader
 from uavgnn.data.splits import build_settings, load_split, split_spec
 from uavgnn.data.store import GraphStore
-from uavgnn.graphs import adaptive_k
+from uavgnn.graphs import GraphSettings
 from uavgnn.inference import solve_with_model
 from uavgnn.models import TransformerGNN, model_from_config
+from uavgnn.models.policy import policy_log_probs
 from uavgnn.perf import ActivationMeter, peak_memory_mb, synchronize
 from uavgnn.plots import plot_benchmark
 from uavgnn.report import format_table, write_json
+from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device
 from uavgnn.scenes import generate_scenes
 from uavgnn.solvers import solve
 from uavgnn.training.checkpoint import load_model
-from uavgnn.training.evaluate import batch_imitation_loss, policy_log_probs
-from uavgnn.training.trainer import amp_dtype, maybe_compile, prepare_device
 
 log = logging.getLogger(__name__)
 MODEL_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
@@ -61,12 +62,12 @@ def model_named(name: str, grad_checkpoint: bool = False) -> TransformerGNN:
     return model_from_config(OmegaConf.load(MODEL_DIR / f"{name}.yaml"), grad_checkpoint)
 
 
-def train_step(runner: torch.nn.Module, model: TransformerGNN, optimizer: torch.optim.Optimizer, batch: Batch,
-               k: int, device: torch.device, dtype: torch.dtype | None = None) -> float:
-    """One imitation step (forward, backward, AdamW); returns the activation MB it saved for backward."""
-    with ActivationMeter(model) as meter, torch.autocast(device.type, dtype=dtype or torch.float32,
-                                                         enabled=dtype is not None):
-        loss, _, _ = batch_imitation_loss(runner, batch, k)
+def train_step(algorithm: Algorithm, runner: torch.nn.Module, model: TransformerGNN,
+               optimizer: torch.optim.Optimizer, batch: Batch, k: int, dtype: torch.dtype | None = None) -> float:
+    """One step of the configured algorithm (its loss, backward, AdamW); returns the activation MB it saved."""
+    device = batch.x.device
+    with ActivationMeter(model) as meter, autocast(device, dtype):
+        loss = algorithm.training_step(runner, batch, k, 0).loss
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -74,8 +75,8 @@ def train_step(runner: torch.nn.Module, model: TransformerGNN, optimizer: torch.
     return meter.mb
 
 
-def timed_steps(model: TransformerGNN, batches: Callable[[], Iterator[Batch]], steps: int, k: int,
-                device: torch.device, dtype: torch.dtype | None = None, compiled: bool = False,
+def timed_steps(algorithm: Algorithm, model: TransformerGNN, batches: Callable[[], Iterator[Batch]], steps: int,
+                k: int, device: torch.device, dtype: torch.dtype | None = None, compiled: bool = False,
                 warmup: int = 1) -> dict[str, float]:
     """Median seconds per step (data included) and graphs/s over ``steps`` steps after ``warmup``."""
     model = model.to(device).train()
@@ -88,7 +89,7 @@ def timed_steps(model: TransformerGNN, batches: Callable[[], Iterator[Batch]], s
     for i in range(warmup + steps):
         start = time.perf_counter()
         batch = next(stream).to(device)
-        activation = train_step(runner, model, optimizer, batch, k, device, dtype)
+        activation = train_step(algorithm, runner, model, optimizer, batch, k, dtype)
         if i >= warmup:
             times.append(time.perf_counter() - start)
             graphs.append(batch.num_graphs)
@@ -140,7 +141,8 @@ def bench_cache(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, A
 def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
     store = load_split(cfg, "train")
     batch_size = preset_batch_size(cfg, store)
-    k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
+    k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
+    algorithm = make_algorithm(cfg, device)
     scenes, labels = store.scenes(), store.label_assignments()
     naive = naive_loader(scenes, labels, batch_size, cfg.data.k_max, cfg.data.uav_neighbours)
     fast = make_loader(store, "memory", batch_size, shuffle=True, drop_last=True)
@@ -154,9 +156,9 @@ def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str
     steps = cfg.benchmark.pipeline_steps
     rows = {"naive": [], "optimized": [], "optimized_amp": []}
     for _ in range(cfg.benchmark.repeats):  # interleaved, so machine noise hits all alike
-        rows["naive"].append(timed_steps(model(), cycle(naive), steps, k, device))
-        rows["optimized"].append(timed_steps(model(), cycle(fast), steps, k, device))
-        rows["optimized_amp"].append(timed_steps(model(), cycle(fast), steps, k, device, dtype=torch.bfloat16))
+        rows["naive"].append(timed_steps(algorithm, model(), cycle(naive), steps, k, device))
+        rows["optimized"].append(timed_steps(algorithm, model(), cycle(fast), steps, k, device))
+        rows["optimized_amp"].append(timed_steps(algorithm, model(), cycle(fast), steps, k, device, dtype=torch.bfloat16))
     rates = {name: statistics.median(r["graphs_per_s"] for r in runs) for name, runs in rows.items()}
     ids = list(range(min(batch_size, len(store))))  # the same scenes through both pipelines
     dataset = NaiveSceneDataset(scenes, labels, cfg.data.k_max, cfg.data.uav_neighbours)
@@ -173,7 +175,8 @@ def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str
 def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict[str, Any]]:
     b = cfg.benchmark
     store = load_split(cfg, "train")
-    k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
+    k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
+    algorithm = make_algorithm(cfg, device)
     amp = torch.bfloat16 if device.type == "cpu" or cfg.hardware.precision == "bf16" else torch.float16
     big = random_batches(store, b.toggle_batch_size)
     ckpt = random_batches(store, b.checkpoint_batch_size)
@@ -183,21 +186,21 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
     loaders["pyg_2_workers"] = make_loader(store, "pyg", small, shuffle=True, num_workers=2, drop_last=True,
                                            persistent_workers=True)
     cases = {  # name: (off, on) as step runners
-        "amp": (lambda: timed_steps(model_named(b.toggle_model), big, b.pipeline_steps, k, device),
-                lambda: timed_steps(model_named(b.toggle_model), big, b.pipeline_steps, k, device, dtype=amp)),
-        "compile": (lambda: timed_steps(model_named(b.toggle_model), big, b.pipeline_steps, k, device),
-                    lambda: timed_steps(model_named(b.toggle_model), big, b.pipeline_steps, k, device,
+        "amp": (lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device),
+                lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device, dtype=amp)),
+        "compile": (lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device),
+                    lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device,
                                         compiled=True, warmup=3)),
         "grad_checkpoint": (
-            lambda: timed_steps(model_named(b.checkpoint_model), ckpt, b.pipeline_steps, k, device),
-            lambda: timed_steps(model_named(b.checkpoint_model, grad_checkpoint=True), ckpt, b.pipeline_steps, k,
+            lambda: timed_steps(algorithm, model_named(b.checkpoint_model), ckpt, b.pipeline_steps, k, device),
+            lambda: timed_steps(algorithm, model_named(b.checkpoint_model, grad_checkpoint=True), ckpt, b.pipeline_steps, k,
                                 device)),
         "loader_pyg": (  # PyG DataLoader, in-process collate, vs the in-memory gather
-            lambda: timed_steps(model_from_config(cfg.model), cycle(loaders["memory"]), b.pipeline_steps, k, device),
-            lambda: timed_steps(model_from_config(cfg.model), cycle(loaders["pyg"]), b.pipeline_steps, k, device)),
+            lambda: timed_steps(algorithm, model_from_config(cfg.model), cycle(loaders["memory"]), b.pipeline_steps, k, device),
+            lambda: timed_steps(algorithm, model_from_config(cfg.model), cycle(loaders["pyg"]), b.pipeline_steps, k, device)),
         "loader_pyg_workers": (  # the same with 2 worker processes
-            lambda: timed_steps(model_from_config(cfg.model), cycle(loaders["memory"]), b.pipeline_steps, k, device),
-            lambda: timed_steps(model_from_config(cfg.model), cycle(loaders["pyg_2_workers"]), b.pipeline_steps, k,
+            lambda: timed_steps(algorithm, model_from_config(cfg.model), cycle(loaders["memory"]), b.pipeline_steps, k, device),
+            lambda: timed_steps(algorithm, model_from_config(cfg.model), cycle(loaders["pyg_2_workers"]), b.pipeline_steps, k,
                                 device)),
     }
     unknown = set(b.toggles) - set(cases)
@@ -221,21 +224,22 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
     return rows
 
 
-def benchmark_model(cfg: Config, device: torch.device) -> tuple[TransformerGNN, str]:
+def benchmark_model(cfg: Config, device: torch.device) -> tuple[TransformerGNN, GraphSettings, str]:
     if cfg.ckpt:
-        model, _ = load_model(cfg.ckpt, device)
-        return model, f"trained ({cfg.ckpt})"
-    return model_from_config(cfg.model).to(device).eval(), f"untrained {cfg.model.name} (timings only)"
+        model, graph, _ = load_model(cfg.ckpt, device)
+        return model, graph, f"trained ({cfg.ckpt})"
+    return (model_from_config(cfg.model).to(device).eval(), GraphSettings.from_config(cfg.data),
+            f"untrained {cfg.model.name} (timings only)")
 
 
 def bench_scaling(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
-    model, which = benchmark_model(cfg, device)
+    model, graph, which = benchmark_model(cfg, device)
     dist = scene_distribution(cfg.task)
     rows = []
     for nodes in sorted(cfg.benchmark.scaling_nodes):
         n_uav = max(1, round(nodes / (1 + dist.target_ratio)))
         scene = generate_scenes(dist, n_uav, 1, cfg.seed + nodes)[0]
-        _, timing = solve_with_model(model, scene, cfg.data, cfg.eval.decoder, device)
+        _, timing = solve_with_model(model, scene, graph, cfg.eval.decoder, device)
         total = sum(timing.values())
         rows.append({"nodes": scene.n_uav + scene.n_target, "n_uav": scene.n_uav, **timing, "total_s": total,
                      "peak_rss_mb": peak_memory_mb(torch.device("cpu"))})
@@ -249,13 +253,13 @@ def bench_scaling(cfg: Config, device: torch.device, out_dir: Path) -> dict[str,
 
 def bench_milp(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
     """Model (median of ``repeats`` runs; bf16 forward under ``optim.amp``) vs one MILP run per size."""
-    model, which = benchmark_model(cfg, device)
+    model, graph, which = benchmark_model(cfg, device)
     dtype = amp_dtype(cfg, device)
     dist = scene_distribution(cfg.task)
     rows = []
     for n_uav in cfg.benchmark.milp_uavs:
         scene = generate_scenes(dist, n_uav, 1, cfg.data.test_seed + n_uav)[0]
-        runs = [solve_with_model(model, scene, cfg.data, cfg.eval.decoder, device, dtype)
+        runs = [solve_with_model(model, scene, graph, cfg.eval.decoder, device, dtype)
                 for _ in range(cfg.benchmark.repeats)]
         ours, timing = sorted(runs, key=lambda run: run[0].wall_time)[len(runs) // 2]  # the median run
         milp = solve(scene, "milp", cfg.benchmark.milp_time_limit)

@@ -28,12 +28,11 @@ from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
-from uavgnn.graphs import adaptive_k
 from uavgnn.modes.compare_methods import compare_on_split
 from uavgnn.plots import plot_transfer
 from uavgnn.report import format_table, write_json
+from uavgnn.runtime import amp_dtype, prepare_device
 from uavgnn.training.checkpoint import load_model
-from uavgnn.training.trainer import amp_dtype, resolve_device
 
 log = logging.getLogger(__name__)
 TRANSFER_FAILED = 0.5  # the original guide's threshold on transfer_ratio
@@ -46,8 +45,8 @@ def scenes_at(cfg: Config, n_uav: int) -> int:
 def run_eval(cfg: Config, out_dir: Path) -> dict:
     if not cfg.ckpt:
         raise ConfigError("mode=eval needs ckpt=PATH (a best.pt or last.pt from a training run)")
-    device = resolve_device(cfg.hardware.device)
-    model, trained_cfg = load_model(cfg.ckpt, device)
+    device = prepare_device(cfg)
+    model, graph, trained_cfg = load_model(cfg.ckpt, device)
     train_size = int(trained_cfg["data"]["n_uav"])
     scales = sorted({train_size, *cfg.eval.scales})
     rows = []
@@ -58,9 +57,8 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
             split_cfg.data.label_time_limit = cfg.eval.milp_time_limit
         for n_uav in scales:
             store = load_split(split_cfg, "test", n_uav=n_uav, count=scenes_at(cfg, n_uav))
-            k = adaptive_k(n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
-            scale_rows, _ = compare_on_split(model, store, cfg.eval.decoder, k, device, cfg.data.k_max,
-                                             cfg.data.uav_neighbours, amp_dtype(cfg, device), samples=cfg.eval.samples,
+            scale_rows, _ = compare_on_split(model, store, cfg.eval.decoder, graph.k(n_uav), device, graph.k_max,
+                                             graph.uav_neighbours, amp_dtype(cfg, device), samples=cfg.eval.samples,
                                              repair=cfg.eval.repair)
             rows += [{"positions": positions, "n_uav": n_uav, "scenes": len(store), **row} for row in scale_rows]
             log.info("eval %s %d UAVs: model gap %.4f", positions, n_uav, scale_rows[0]["optimality_gap"])

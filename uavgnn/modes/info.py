@@ -68,7 +68,7 @@ def _tiny_step(device: torch.device, amp: torch.dtype | None = None, compiled: b
     from uavgnn.graphs import build_graph
     from uavgnn.models import TransformerGNN
     from uavgnn.scenes import SceneDistribution, generate_scenes
-    from uavgnn.training.evaluate import policy_log_probs
+    from uavgnn.models.policy import policy_log_probs
 
     batch = Batch.from_data_list([build_graph(s) for s in generate_scenes(SceneDistribution(), 8, 4, 0)]).to(device)
     model = TransformerGNN(hidden=32, heads=2, layers=1).to(device)

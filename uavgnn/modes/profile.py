@@ -1,7 +1,7 @@
 """``mode=profile``: where a training step's time and memory go, and what to change.
 
 Runs ``profile.warmup`` + ``profile.steps`` training steps of the configured
-model, preset and toggles, timing each stage with the device synchronised at
+algorithm (its own ``training_step``), model, preset and toggles, timing each stage with the device synchronised at
 its borders: data wait (gather), host-to-device copy, forward (incl. loss),
 backward, optimizer step; plus the validation decode, amortised over
 ``train.eval_every`` steps. Reports ms/step and share per stage, throughput,
@@ -25,22 +25,20 @@ import torch
 from torch.profiler import ProfilerActivity, record_function, schedule, tensorboard_trace_handler
 from tqdm import tqdm
 
+from uavgnn.algorithms import make_algorithm
 from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.data.loader import make_loader
 from uavgnn.data.splits import load_split
-from uavgnn.graphs import adaptive_k
+from uavgnn.errors import ConfigError
+from uavgnn.graphs import GraphSettings
 from uavgnn.models import model_from_config
 from uavgnn.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak_memory_mb, synchronize
 from uavgnn.plots import plot_profile
 from uavgnn.report import format_table, write_json
-from uavgnn.training.evaluate import batch_imitation_loss, evaluate_model
-from uavgnn.training.trainer import (
-    amp_dtype,
-    maybe_compile,
-    prepare_device,
-    resolve_batch_size,
-)
+from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device
+from uavgnn.training.evaluate import evaluate_model
+from uavgnn.training.trainer import resolve_batch_size
 
 log = logging.getLogger(__name__)
 STAGES = ("data_wait", "h2d_copy", "forward", "backward", "optimizer", "eval_decode")
@@ -80,23 +78,45 @@ def recommendations(share: dict[str, float], activation_frac: float, device: tor
 
 
 def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
+    """Time the configured algorithm's training step stage by stage, then report and plot."""
     device = prepare_device(cfg)
     dtype = amp_dtype(cfg, device)
     torch.manual_seed(cfg.seed)
     train_store = load_split(cfg, "train")
     val_store = load_split(cfg, "val")
     model = model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-    scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
-    runner = maybe_compile(model, cfg.optim.compile)
-    k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
-    batch_size = resolve_batch_size(cfg, model, train_store, k, device, dtype)
+    algorithm = make_algorithm(cfg, device)
+    k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
+
+    def loss_of(net: torch.nn.Module, batch, k: int) -> torch.Tensor:
+        with autocast(device, dtype):
+            return algorithm.training_step(net, batch, k, 0).loss
+
+    batch_size = resolve_batch_size(cfg, model, loss_of, train_store, k, device)
     loader = make_loader(train_store, cfg.hardware.loader, batch_size, shuffle=True, seed=cfg.seed,
                          num_workers=cfg.hardware.num_workers, pin_memory=cfg.hardware.pin_memory,
                          prefetch_factor=cfg.hardware.prefetch_factor,
                          persistent_workers=cfg.hardware.persistent_workers, drop_last=True)
     if len(loader) == 0:
-        raise ValueError(f"data.train_scenes={len(train_store)} is smaller than hardware.batch_size={batch_size}")
+        raise ConfigError(f"data.train_scenes={len(train_store)} is smaller than hardware.batch_size={batch_size}")
+    times, activation_mb = time_stages(cfg, model, loss_of, loader, k, device, out_dir)
+    result = evaluate_model(model, val_store, cfg.train.decoder, k, device, amp_dtype=dtype)
+    ms = {stage: 1000 * statistics.median(v) for stage, v in times.items()}
+    # one validation every eval_every steps, spread over those steps
+    ms["eval_decode"] = 1000 * (result.forward_s + result.decode_s) / cfg.train.eval_every
+    report = profile_report(cfg, device, ms, batch_size, activation_mb, out_dir)
+    write_json(out_dir / "profile.json", report)
+    plot_profile(report, out_dir / "profile.png")
+    echo(f"wrote {out_dir / 'profile.json'} and {out_dir / 'profile.png'}")
+    return report
+
+
+def time_stages(cfg: Config, model: torch.nn.Module, loss_of, loader, k: int, device: torch.device,
+                out_dir: Path) -> tuple[dict[str, list[float]], float]:
+    """Seconds per stage of each measured step (after ``profile.warmup``) and the activation MB of a step."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype(cfg, device) == torch.float16)
+    runner = maybe_compile(model, cfg.optim.compile)
 
     def endless():
         epoch = 0
@@ -106,7 +126,6 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
             epoch += 1
 
     batches = endless()
-    total = cfg.profile.warmup + cfg.profile.steps
     times: dict[str, list[float]] = {s: [] for s in STAGES[:-1]}
     activation_mb = 0.0
     profiler = contextlib.nullcontext()
@@ -120,7 +139,7 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats(device)
     model.train()
     with profiler as prof:
-        for step in tqdm(range(total), desc="profile", unit="step", mininterval=2.0):
+        for step in tqdm(range(cfg.profile.warmup + cfg.profile.steps), desc="profile", unit="step", mininterval=2.0):
             marks = [time.perf_counter()]
             with record_function("data_wait"):
                 batch = next(batches)
@@ -131,9 +150,8 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
             marks.append(time.perf_counter())
             # saved-tensor hooks slow the forward: activations are counted in the first (warm-up) step only
             meter = ActivationMeter(model) if step == 0 else contextlib.nullcontext()
-            autocast = torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
-            with record_function("forward"), meter, autocast:
-                loss, _, _ = batch_imitation_loss(runner, batch, k)
+            with record_function("forward"), meter:
+                loss = loss_of(runner, batch, k)
                 synchronize(device)
             marks.append(time.perf_counter())
             with record_function("backward"):
@@ -155,20 +173,21 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
                     times[stage].append(end - start)
             if cfg.profile.torch_profiler:
                 prof.step()
-    result = evaluate_model(model, val_store, cfg.train.decoder, k, device, amp_dtype=dtype)
-    ms = {stage: 1000 * statistics.median(v) for stage, v in times.items()}
-    # one validation every eval_every steps, spread over those steps
-    ms["eval_decode"] = 1000 * (result.forward_s + result.decode_s) / cfg.train.eval_every
+    return times, activation_mb
+
+
+def profile_report(cfg: Config, device: torch.device, ms: dict[str, float], batch_size: int, activation_mb: float,
+                   out_dir: Path) -> dict[str, Any]:
+    """The stage shares, throughput, memory, bottleneck and advice, printed and returned."""
     step_ms = sum(ms.values())
     share = {stage: ms[stage] / step_ms for stage in STAGES}
     bottleneck = max(STAGES, key=share.get)
     peak = peak_memory_mb(device)
     mem_frac = peak / device_memory_mb(device)
-    activation_frac = activation_mb / peak
     report = {
-        "device": str(device), "model": cfg.model.name, "batch_size": batch_size, "steps": cfg.profile.steps,
-        "amp": cfg.optim.amp, "compile": cfg.optim.compile, "grad_checkpoint": cfg.optim.grad_checkpoint,
-        "loader": cfg.hardware.loader,
+        "device": str(device), "model": cfg.model.name, "algorithm": cfg.algorithm.name, "batch_size": batch_size,
+        "steps": cfg.profile.steps, "amp": cfg.optim.amp, "compile": cfg.optim.compile,
+        "grad_checkpoint": cfg.optim.grad_checkpoint, "loader": cfg.hardware.loader,
         "stages": [{"stage": s, "ms_per_step": ms[s], "share": share[s]} for s in STAGES],
         "step_ms": step_ms,
         "graphs_per_s": 1000 * batch_size / step_ms,
@@ -178,19 +197,15 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
         "activation_memory_mb": activation_mb,
         "gpu_utilization_pct": gpu_utilization(device),
         "bottleneck": bottleneck,
-        "recommendations": recommendations(share, activation_frac, device, cfg, mem_frac),
+        "recommendations": recommendations(share, activation_mb / peak, device, cfg, mem_frac),
     }
     if cfg.profile.torch_profiler:
         report["torch_profiler_trace"] = str(out_dir / "profiler")
     echo(format_table(report["stages"]))
     echo(f"\n{report['graphs_per_s']:.0f} graphs/s ({report['uavs_per_s']:.0f} UAV samples/s) at batch "
-          f"{batch_size}; peak memory {peak:.0f} MB ({mem_frac:.0%} of {str(device)}), activations "
-          f"{report['activation_memory_mb']:.0f} MB per step")
+         f"{batch_size} ({cfg.algorithm.name}); peak memory {peak:.0f} MB ({mem_frac:.0%} of {str(device)}), "
+         f"activations {activation_mb:.0f} MB per step")
     echo(f"bottleneck: {bottleneck} ({share[bottleneck]:.0%} of the step)")
     for tip in report["recommendations"]:
         echo(f"- {tip}")
-    write_json(out_dir / "profile.json", report)
-    plot_profile(report, out_dir / "profile.png")
-    echo(f"wrote {out_dir / 'profile.json'} and {out_dir / 'profile.png'}")
     return report
-

@@ -1,5 +1,8 @@
 """``mode=solve``: solve one scene (a file or a generated one) and write checkable results.
 
+``solver=model`` runs the checkpoint on ``hardware.device`` (with ``optim.amp``
+as everywhere else) and builds the graph with the checkpoint's own k rule.
+
 Writes ``scene.json`` (the scene in the documented file format),
 ``assignment.json`` (assignment + solver status) and ``metrics.json`` into
 the run directory, so any result can be verified independently.
@@ -16,6 +19,7 @@ from uavgnn.errors import ConfigError
 from uavgnn.inference import solve_with_model
 from uavgnn.metrics import assignment_metrics, mean_metrics
 from uavgnn.report import format_table, write_json
+from uavgnn.runtime import amp_dtype, prepare_device
 from uavgnn.scene_io import load_scene, save_scene
 from uavgnn.scenes import Scene, generate_scenes
 from uavgnn.solvers import solve, solve_milp
@@ -38,8 +42,9 @@ def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
     if cfg.solver == "model":
         if not cfg.ckpt:
             raise ConfigError("solver=model needs ckpt=PATH (a best.pt or last.pt from a training run)")
-        model, _ = load_model(cfg.ckpt)
-        result, timing = solve_with_model(model, scene, cfg.data, cfg.eval.decoder)
+        device = prepare_device(cfg)
+        model, graph, _ = load_model(cfg.ckpt, device)
+        result, timing = solve_with_model(model, scene, graph, cfg.eval.decoder, device, amp_dtype(cfg, device))
         log.info("model: build %.3f s, forward %.3f s, decode %.3f s", *timing.values())
     else:
         result = solve(scene, cfg.solver, time_limit=cfg.solve.time_limit)

@@ -18,15 +18,16 @@ from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.data.splits import load_split
 from uavgnn.errors import Interrupted
-from uavgnn.graphs import adaptive_k
+from uavgnn.graphs import GraphSettings
 from uavgnn.loggers import MetricLogger, run_name
 from uavgnn.modes.compare_methods import compare_on_split
 from uavgnn.plots import plot_assignment
 from uavgnn.report import format_table, write_json
+from uavgnn.runtime import amp_dtype, resolve_device
 from uavgnn.storage import remove_stale_temps, storage_error
 from uavgnn.training.checkpoint import load_checkpoint
 from uavgnn.training.resume import check_resume_config, resume_checkpoint
-from uavgnn.training.trainer import amp_dtype, resolve_device, train
+from uavgnn.training.trainer import train
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,8 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         resume_step = stored["state"]["step"]
         safe_changes = check_resume_config(resume_from, stored["config"], OmegaConf.to_container(cfg, resolve=True))
     name, group, tags = sweep_context()
-    logger = MetricLogger(out_dir, cfg.logger.name, config=OmegaConf.to_container(cfg, resolve=True),
-                          mode=cfg.logger.mode, project=cfg.logger.project, entity=cfg.logger.entity, name=name,
-                          group=group, tags=tags, resume_step=resume_step, enabled=distributed.context().is_main)
+    logger = MetricLogger(out_dir, cfg.logger, config=OmegaConf.to_container(cfg, resolve=True), name=name,
+                          group=group, tags=tags, resume_step=resume_step, enabled=main)
     try:
         if resume_from is not None:
             logger.event("resume", resume_step, changed={key: list(change) for key, change in safe_changes.items()})
@@ -95,10 +95,10 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         model = result.model
         model.load_state_dict(load_checkpoint(result.best_path, device)["policy"])
         test_store = load_split(cfg, "test")
-        k = adaptive_k(cfg.data.n_uav, cfg.data.k_min, cfg.data.k_divisor, cfg.data.k_max)
-        rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, k, device, cfg.data.k_max,
-                                            cfg.data.uav_neighbours, amp_dtype(cfg, device), cfg.eval.samples,
-                                            cfg.eval.repair)
+        graph = GraphSettings.from_config(cfg.data)
+        rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, graph.k(cfg.data.n_uav), device,
+                                            graph.k_max, graph.uav_neighbours, amp_dtype(cfg, device),
+                                            cfg.eval.samples, cfg.eval.repair)
         echo(f"\nTest set: {len(test_store)} scenes of {cfg.data.n_uav} UAVs ({cfg.task.positions})\n"
              + format_table(rows, ["method", "reward", "completion_score", "efficiency", "optimality_gap",
                                    "infeasible", "time_s", "note"]))

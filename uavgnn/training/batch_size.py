@@ -14,30 +14,33 @@ its step memory is within ``hardware.memory_fraction`` of the budget
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch_geometric.data import Batch
 
+from uavgnn import distributed
 from uavgnn.data.store import GraphStore
 from uavgnn.perf import MIB, ActivationMeter, device_memory_mb
-from uavgnn.training.evaluate import batch_imitation_loss
+
+LossOf = Callable[[nn.Module, Batch, int], torch.Tensor]  # (model, batch, k) -> the training step's loss
 
 log = logging.getLogger(__name__)
 SMALLEST = 8
 
 
-def step_memory_mb(model: nn.Module, store: GraphStore, batch_size: int, k: int, device: torch.device,
-                   amp_dtype: torch.dtype | None = None) -> float:
-    """Memory one training step of ``batch_size`` graphs needs on ``device``."""
+def step_memory_mb(model: nn.Module, loss_of: LossOf, store: GraphStore, batch_size: int, k: int,
+                   device: torch.device) -> float:
+    """Memory one training step (``loss_of``: the algorithm's own) of ``batch_size`` graphs needs on ``device``."""
     ids = torch.arange(batch_size) % len(store)
     batch = store.gather(ids).to(device)
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
-    with ActivationMeter(model) as meter, torch.autocast(device.type, dtype=amp_dtype or torch.float32,
-                                                         enabled=amp_dtype is not None):
-        loss, _, _ = batch_imitation_loss(model, batch, k)
+    with ActivationMeter(model) as meter:
+        loss = loss_of(model, batch, k)
     loss.backward()
     model.zero_grad(set_to_none=True)
     params = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -47,15 +50,15 @@ def step_memory_mb(model: nn.Module, store: GraphStore, batch_size: int, k: int,
     return (4 * params + batch_bytes + meter.bytes) / MIB
 
 
-def find_batch_size(model: nn.Module, store: GraphStore, k: int, device: torch.device, memory_fraction: float,
-                    memory_limit_mb: float = 0.0, cap: int = 4096, amp_dtype: torch.dtype | None = None) -> int:
+def find_batch_size(model: nn.Module, loss_of: LossOf, store: GraphStore, k: int, device: torch.device,
+                    memory_fraction: float, memory_limit_mb: float = 0.0, cap: int = 4096) -> int:
     """The largest power-of-two batch (``SMALLEST`` .. ``cap``, at most the split's size) that fits."""
     budget = memory_fraction * (memory_limit_mb or device_memory_mb(device))
     cap = min(cap, len(store))
     chosen, size = 0, SMALLEST
     while size <= cap:
         try:
-            need = step_memory_mb(model, store, size, k, device, amp_dtype)
+            need = step_memory_mb(model, loss_of, store, size, k, device)
         except torch.cuda.OutOfMemoryError:
             model.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
@@ -70,3 +73,14 @@ def find_batch_size(model: nn.Module, store: GraphStore, k: int, device: torch.d
                           f"{budget:.0f} MB (hardware.memory_fraction={memory_fraction}, "
                           f"hardware.memory_limit_mb={memory_limit_mb}); use a smaller model or more memory")
     return chosen
+
+
+def resolve_batch_size(cfg, model: torch.nn.Module, loss_of: LossOf, store, k: int, device: torch.device) -> int:
+    """``hardware.batch_size``, or under ``auto`` the largest that fits (rank 0's choice x world size)."""
+    if cfg.hardware.batch_size != "auto":
+        return int(cfg.hardware.batch_size)
+    found = find_batch_size(model, loss_of, store, k, device, cfg.hardware.memory_fraction,
+                            cfg.hardware.memory_limit_mb, cfg.hardware.max_batch_size)
+    found = distributed.broadcast_from_main(found) * distributed.context().world_size
+    log.info("hardware.batch_size=auto: %d graphs per step", found)
+    return found

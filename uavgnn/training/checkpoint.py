@@ -8,6 +8,7 @@ plain types: the numpy and Python RNG states as ints, the config as a YAML strin
 
 from __future__ import annotations
 
+import logging
 import math
 import pickle
 import random
@@ -20,10 +21,12 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from uavgnn.errors import CheckpointError
+from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.graphs import GraphSettings
 from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.storage import save_torch
 
+log = logging.getLogger(__name__)
 LAST = "last.pt"
 BEST = "best.pt"
 REQUIRED = ("policy", "config")
@@ -93,8 +96,10 @@ def _first_line(err: Exception) -> str:
     return text[0][:200] if text else type(err).__name__
 
 
-def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[TransformerGNN, dict[str, Any]]:
-    """The trained model of a checkpoint (architecture from its stored config) and that config."""
+def load_model(path: str | Path, device: torch.device | str = "cpu"
+               ) -> tuple[TransformerGNN, GraphSettings, dict[str, Any]]:
+    """The trained model of a checkpoint (architecture from its stored config), the graph settings it was
+    trained with (use them to build its graphs) and its config."""
     ckpt = load_checkpoint(path, device)
     model = model_from_config(SimpleNamespace(**ckpt["config"]["model"])).to(device)
     try:
@@ -102,7 +107,11 @@ def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[Tr
     except (RuntimeError, TypeError, AttributeError) as err:
         raise CheckpointError(f"checkpoint {path}: its weights do not fit its model config "
                               f"({_first_line(err)})") from None
-    return model.eval(), ckpt["config"]
+    try:
+        graph = GraphSettings(**ckpt["graph"])
+    except (KeyError, TypeError) as err:
+        raise CheckpointError(f"checkpoint {path}: no valid graph settings ({_first_line(err)})") from None
+    return model.eval(), graph, ckpt["config"]
 
 
 def weights_norm(module: torch.nn.Module) -> float:
@@ -124,3 +133,16 @@ def weights_problem(module: torch.nn.Module, reference_norm: float) -> str | Non
 def find_resume_checkpoint(out_dir: Path) -> Path | None:
     path = out_dir / LAST
     return path if path.is_file() else None
+
+
+def load_initial_policy(model: TransformerGNN, path: str, model_cfg, device: torch.device) -> None:
+    """Start from a checkpoint's policy (``algorithm.init_from``), e.g. imitation weights to fine-tune."""
+    ckpt = load_checkpoint(Path(path), device)
+    stored = ckpt["config"]["model"]
+    differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored[key]})"
+              for key in ("hidden", "heads", "layers", "ffn_mult") if stored[key] != model_cfg[key]]
+    if differ:
+        raise ConfigError(f"algorithm.init_from={path} was trained with another architecture: {', '.join(differ)}; "
+                          f"use model={stored['name']}")
+    model.load_state_dict(ckpt["policy"])
+    log.info("algorithm.init_from: starting from the policy of %s", path)

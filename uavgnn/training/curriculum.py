@@ -22,6 +22,7 @@ Batches are drawn with replacement from a seeded generator keyed by
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import torch
@@ -29,6 +30,7 @@ from torch_geometric.data import Batch
 
 from uavgnn.data.store import GraphStore
 
+log = logging.getLogger(__name__)
 ADVANCE, FALLBACK = "advance", "fallback"
 
 
@@ -111,3 +113,18 @@ class CurriculumSampler:
             per_rank = len(ids) // world_size
             ids = ids[rank * per_rank:(rank + 1) * per_rank]
         return self.union.gather(ids)
+
+
+def curriculum_step(cfg, state: CurriculumState, performance: float, sizes: list[int], logger, step: int,
+                    lr_scale: float) -> float:
+    """After an evaluation: move the curriculum, log what happened; returns the LR scale (lowered on a fallback)."""
+    event = update_curriculum(cfg, state, performance)
+    if event == FALLBACK:
+        lr_scale *= cfg.learning_rate_decay
+    if event is not None:
+        logger.event(event, step, stage=state.stage, n_uav=sizes[state.stage], performance=performance,
+                     lr_scale=lr_scale)
+        log.info("curriculum %s at step %d: stage %d (%d UAVs)", event, step, state.stage, sizes[state.stage])
+    logger.log({"curriculum/stage": state.stage, "curriculum/n_uav": sizes[state.stage],
+                "curriculum/advances": state.advances, "curriculum/fallbacks": state.fallbacks}, step)
+    return lr_scale

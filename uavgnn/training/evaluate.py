@@ -8,35 +8,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
-from torch_geometric.data import Batch
 
 from uavgnn.data.loader import InMemoryLoader
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import decode
-from uavgnn.graphs import message_edges
 from uavgnn.metrics import assignment_metrics
-from uavgnn.models.choices import choice_log_probs, imitation_loss
-
-
-def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Candidate and idle log-probabilities of a batch at candidate budget ``k``, plus the kept-candidate mask.
-    With ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded memory."""
-    edge_index, edge_attr, keep = message_edges(batch, k)
-    args = (batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
-    if max_edges is not None and edge_index.shape[1] > max_edges:
-        cand_logit, idle_logit = model.forward_chunked(*args, max_edges=max_edges)
-    else:
-        cand_logit, idle_logit = model(*args)
-    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, batch.cand_index[0, keep])
-    return cand_logp, idle_logp, keep
-
-
-def batch_imitation_loss(model: nn.Module, batch: Batch, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(NLL of the MILP's choices, accuracy, covered UAVs) of a labelled batch at candidate budget ``k``."""
-    cand_logp, idle_logp, keep = policy_log_probs(model, batch, k)
-    return imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep], batch.busy,
-                          batch.node_type == 0)
+from uavgnn.models.policy import policy_log_probs
 
 
 @dataclass

@@ -25,7 +25,7 @@ SAFE = ("train.steps", "train.eval_every", "train.ckpt_every", "train.log_every"
         "train.max_rollbacks", "logger.", "hardware.num_workers", "hardware.pin_memory", "hardware.prefetch_factor",
         "hardware.persistent_workers", "hardware.threads", "hardware.sweep_jobs", "hardware.memory_fraction",
         "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir", "optim.prefetch", "optim.graph_cache",
-        "eval.", "solve.", "profile.", "benchmark.", "trainer.init_from", "resume", "mode", "ckpt", "path", "action",
+        "eval.", "solve.", "profile.", "benchmark.", "algorithm.init_from", "resume", "mode", "ckpt", "path", "action",
         "solver")
 RUN_FILES = ("metrics.jsonl", LAST, BEST, "summary.json")
 
@@ -67,7 +67,7 @@ def check_resume_config(path: Path, stored: dict[str, Any], new: dict[str, Any])
         listed = "; ".join(f"{key}: {old} -> {now}" for key, (old, now) in unsafe.items())
         raise ConfigError(f"resume from {path}: these settings differ from the run's and would break exact "
                           f"resumption: {listed}. Resume with the original values, or start a new run from its "
-                          f"weights with trainer.init_from={path}")
+                          f"weights with algorithm.init_from={path}")
     if safe:
         log.warning("resume: applying changed settings %s",
                     ", ".join(f"{key}={now} (was {old})" for key, (old, now) in safe.items()))

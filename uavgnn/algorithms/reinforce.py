@@ -32,10 +32,11 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch
 
+from uavgnn.algorithms.base import Algorithm, StepOutput
 from uavgnn.decoders import argmax_decode, greedy_decode, gumbel_noise
 from uavgnn.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE
 from uavgnn.models.choices import imitation_loss
-from uavgnn.training.evaluate import policy_log_probs
+from uavgnn.models.policy import policy_log_probs
 
 
 def _per_graph(values: torch.Tensor, graph: torch.Tensor, n_graphs: int) -> torch.Tensor:
@@ -88,7 +89,7 @@ def reinforce_loss(model: nn.Module, batch: Batch, k: int, samples: int,
     policy near the exact solver's choices while it is tuned on J.
     """
     if samples < 2:
-        raise ValueError(f"trainer.samples={samples}: REINFORCE needs the greedy rollout and at least one sample")
+        raise ValueError(f"algorithm.samples={samples}: REINFORCE needs the greedy rollout and at least one sample")
     cand_logp, idle_logp, keep = policy_log_probs(model, batch, k)
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
     greedy = greedy_decode(cand_logp.detach(), cand_uav, cand_target, batch.need)
@@ -112,3 +113,15 @@ def reinforce_loss(model: nn.Module, batch: Batch, k: int, samples: int,
     stats = {"advantage": advantage.mean().detach(), "better": (advantage > 0).float().mean(),
              "greedy_reward": (reward[0] / scale).mean()}
     return loss, stats, is_uav.sum()
+
+
+class Reinforce(Algorithm):
+    """``reinforce_loss`` with rollouts drawn from a generator seeded by (seed, step): resumable exactly."""
+
+    def __init__(self, samples: int, imitation_weight: float, seed: int, device: torch.device) -> None:
+        self.samples, self.imitation_weight, self.seed, self.device = samples, imitation_weight, seed, device
+
+    def training_step(self, model: nn.Module, batch: Batch, k: int, step: int) -> StepOutput:
+        generator = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + step)
+        loss, stats, n_uav = reinforce_loss(model, batch, k, self.samples, generator, self.imitation_weight)
+        return StepOutput(loss, stats, n_uav)

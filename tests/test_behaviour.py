@@ -1,0 +1,101 @@
+"""The restructuring into one Trainer + algorithms changed no behaviour, and the house keeps its size limits.
+
+The reference numbers below were recorded by the pre-restructuring trainer (commit 376552d, the monolithic
+``train()``) on the debug preset with one CPU thread (bit-exact sums): the same seed must give the same
+training losses, validation curve and test table, for imitation and for REINFORCE fine-tuning.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_cli
+
+DEBUG = ["experiment=debug", "model=tiny", "hardware.threads=1", "logger=jsonl"]
+IMITATION = {
+    "val": [(10, 0.06575918852123278), (20, 0.013330880914838)],
+    "loss": [(5, 1.5286908388137816), (10, 1.4854302167892457), (15, 1.383918833732605), (20, 1.394549560546875)],
+    "test": [("model (greedy)", 10.004536977771716, 0.037597008444430396), ("greedy", 9.607454402134813,
+             0.07495769918694617), ("lap", 9.890931365944372, 0.048960482894776336), ("milp", 10.40947647586264, 0.0)],
+}
+REINFORCE = {
+    "val": [(0, 0.013330880914838), (5, 0.013533941813046929), (10, 0.013533941813046929)],
+    "loss": [(5, -0.7379629135131835), (10, -0.717500650882721)],
+}
+
+
+def curves(run: Path) -> dict[str, list]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    test = json.loads((run / "summary.json").read_text())["test"]
+    return {"val": [(r["step"], r["val/optimality_gap"]) for r in rows if "val/optimality_gap" in r],
+            "loss": [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r],
+            "test": [(r["method"], r["reward"], r["optimality_gap"]) for r in test]}
+
+
+def same(got: list, want: list) -> bool:
+    return len(got) == len(want) and all(a[0] == b[0] and a[1:] == pytest.approx(b[1:], rel=1e-6, abs=1e-9)
+                                         for a, b in zip(got, want))
+
+
+@pytest.mark.slow
+def test_same_seed_same_curves_and_test_table_as_before_the_restructuring(tmp_path) -> None:
+    base = [*DEBUG, f"data.cache_dir={tmp_path / 'cache'}"]
+    run_cli(*base, f"hydra.run.dir={tmp_path / 'imitation'}", cwd=tmp_path)
+    got = curves(tmp_path / "imitation")
+    assert all(same(got[key], IMITATION[key]) for key in IMITATION), got
+    run_cli(*base, "algorithm=reinforce", f"algorithm.init_from={tmp_path / 'imitation' / 'best.pt'}",
+            "train.steps=10", "train.eval_every=5", f"hydra.run.dir={tmp_path / 'reinforce'}", cwd=tmp_path)
+    got = curves(tmp_path / "reinforce")
+    assert same(got["val"], REINFORCE["val"]) and same(got["loss"], REINFORCE["loss"]), got
+
+
+def test_size_limits_of_the_package() -> None:
+    """No function over 80 lines, no file over 350, no constructor over 8 parameters (ARCHITECTURE.md)."""
+    too_big = []
+    for path in sorted((ROOT / "uavgnn").rglob("*.py")):
+        source = path.read_text()
+        if len(source.splitlines()) > 350:
+            too_big.append(f"{path.name}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.end_lineno - node.lineno + 1 > 80:
+                    too_big.append(f"{path.name}:{node.name}: {node.end_lineno - node.lineno + 1} lines")
+                params = len(node.args.args) + len(node.args.kwonlyargs) - 1
+                if node.name == "__init__" and params > 8:
+                    too_big.append(f"{path.name}:{node.name}: {params} parameters")
+    assert not too_big
+
+
+def test_profile_and_auto_batch_size_measure_the_configured_algorithms_step(tmp_path, monkeypatch) -> None:
+    """``mode=profile algorithm=reinforce`` times REINFORCE's own step, and so does ``batch_size=auto``."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from uavgnn.algorithms.reinforce import Reinforce
+    from uavgnn.config import register_configs
+    from uavgnn.modes.profile import run_profile
+
+    register_configs()
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        cfg = compose("config", overrides=["mode=profile", "algorithm=reinforce", "algorithm.samples=3",
+                                           "model=tiny", "logger=none", "hardware.batch_size=auto",
+                                           "hardware.memory_limit_mb=50", "hardware.max_batch_size=16"])
+    with open_dict(cfg):
+        cfg.data.update(n_uav=6, train_scenes=32, val_scenes=8, test_scenes=8, cache_dir=str(tmp_path / "cache"),
+                        label_workers=1)
+        cfg.profile.update(steps=3, warmup=1)
+    calls: list[int] = []
+    real = Reinforce.training_step
+
+    def counted(self, model, batch, k, step):
+        calls.append(batch.num_graphs)
+        return real(self, model, batch, k, step)
+
+    monkeypatch.setattr(Reinforce, "training_step", counted)
+    report = run_profile(cfg, tmp_path)
+    assert report["algorithm"] == "reinforce" and report["batch_size"] in (8, 16)
+    assert calls[:-4] and calls[:-4] == [8, 16][:len(calls) - 4]  # batch_size=auto sized REINFORCE steps
+    assert calls[-4:] == [report["batch_size"]] * 4  # then 1 warm-up + 3 measured REINFORCE steps

@@ -1,0 +1,75 @@
+"""Where and how tensors run, for every mode: device, precision, autocast, compile, memory caps, seeds.
+
+One rule per question, so training, evaluation, solving, profiling and the
+benchmarks all agree: ``hardware.device`` (``auto`` = CUDA when present; under
+``torchrun`` each CUDA rank gets ``cuda:LOCAL_RANK``), ``optim.amp`` with
+``hardware.precision`` (always bf16 on the CPU), ``optim.compile`` with an
+eager fallback, ``hardware.threads`` and ``hardware.memory_fraction``.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from contextlib import AbstractContextManager
+
+import numpy as np
+import torch
+from torch import nn
+
+from uavgnn import distributed
+from uavgnn.errors import ConfigError
+
+
+def resolve_device(name: str) -> torch.device:
+    """The preset's device; under ``torchrun`` a CUDA rank gets its own GPU (``cuda:LOCAL_RANK``)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("hardware.device=cuda but no CUDA device is available (use hardware=cpu or device=auto)")
+    if name == "cuda":
+        return torch.device("cuda", distributed.context().local_rank)
+    return torch.device(name)
+
+
+def prepare_device(cfg) -> torch.device:
+    """The preset's device with its CPU threads and (CUDA) memory cap applied."""
+    device = resolve_device(cfg.hardware.device)
+    if cfg.hardware.threads > 0:
+        torch.set_num_threads(cfg.hardware.threads)
+    if device.type == "cuda":
+        torch.cuda.set_per_process_memory_fraction(cfg.hardware.memory_fraction, device)
+    return device
+
+
+def amp_dtype(cfg, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype (None = full precision): ``hardware.precision`` on CUDA, bf16 on the CPU."""
+    if not cfg.optim.amp:
+        return None
+    if cfg.hardware.precision not in ("bf16", "fp16"):
+        raise ConfigError(f"hardware.precision: expected bf16 or fp16, got {cfg.hardware.precision!r}")
+    if device.type == "cpu":
+        return torch.bfloat16  # CPU autocast is bf16
+    return torch.bfloat16 if cfg.hardware.precision == "bf16" else torch.float16
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
+    """Autocast to ``dtype`` on ``device``, or nothing when ``dtype`` is None."""
+    return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+
+
+def maybe_compile(model: nn.Module, enabled: bool) -> nn.Module:
+    """``torch.compile(dynamic=True)`` when enabled; any failure falls back to eager with a warning."""
+    if not enabled:
+        return model
+    try:
+        return torch.compile(model, dynamic=True)
+    except Exception as err:  # noqa: BLE001 - any compile failure falls back to eager
+        warnings.warn(f"optim.compile: torch.compile failed ({err}); running in eager mode", RuntimeWarning)
+        return model
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)

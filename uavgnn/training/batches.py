@@ -1,0 +1,70 @@
+"""The training batches of a run, in the exact order an uninterrupted run sees them from any step.
+
+Without a curriculum: epochs of the cached training split, shuffled by
+(seed, epoch), sharded over ranks, skipping what step ``s`` has already seen;
+on CUDA a background thread prepares the next batches (``optim.prefetch``).
+With one: the curriculum sampler's batch of (seed, step), at the stage's
+batch size. Either way a batch is a pure function of (seed, step, batch size),
+which is what makes resume and rollback exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch_geometric.data import Batch
+
+from uavgnn import distributed
+from uavgnn.config import scene_distribution
+from uavgnn.data.loader import make_loader, prefetched
+from uavgnn.data.store import GraphStore
+from uavgnn.errors import ConfigError
+from uavgnn.training.curriculum import CurriculumSampler, stage_batch_size
+
+
+class BatchSource:
+    """``next(step, stage, batch_size)`` gives that step's batch on ``device``; ``restart`` after a jump
+    (resume, rollback, a halved batch size)."""
+
+    def __init__(self, cfg, sizes: list[int], stage_train: list[GraphStore], device: torch.device) -> None:
+        self.cfg, self.sizes, self.stage_train, self.device = cfg, sizes, stage_train, device
+        self.ctx = distributed.context()
+        self.sampler = CurriculumSampler(stage_train, cfg.seed) if len(stage_train) > 1 else None
+        self.n_targets = scene_distribution(cfg.task).n_targets
+        self._stream: Iterator[Batch] | None = None
+
+    def restart(self, step: int, batch_size: int) -> None:
+        if self.sampler is None:
+            stream = self._epochs(step, batch_size)
+            use_thread = self.cfg.optim.prefetch and self.device.type == "cuda"
+            # On the CPU a background thread only competes with the step for the same cores
+            # (840 vs 1,057 graphs/s measured on 2 cores); the in-memory gather is already ~1 ms.
+            self._stream = prefetched(stream, self.device, self.cfg.hardware.pin_memory) if use_thread else stream
+
+    def next(self, step: int, stage: int, batch_size: int) -> Batch:
+        if self.sampler is None:
+            return next(self._stream).to(self.device, non_blocking=True)
+        cur = self.cfg.curriculum
+        n_stage = self.sizes[stage]
+        size = stage_batch_size(cur.batch_policy, n_stage + self.n_targets(n_stage), batch_size, cur.node_budget)
+        return self.sampler.batch(step, stage, size, cur.replay[stage], self.ctx.rank,
+                                  self.ctx.world_size).to(self.device, non_blocking=True)
+
+    def _epochs(self, step: int, batch_size: int) -> Iterator[Batch]:
+        hw = self.cfg.hardware
+        store = self.stage_train[-1]
+        loader = make_loader(store, hw.loader, batch_size, shuffle=True, seed=self.cfg.seed,
+                             num_workers=hw.num_workers, pin_memory=hw.pin_memory, prefetch_factor=hw.prefetch_factor,
+                             persistent_workers=hw.persistent_workers, drop_last=True, rank=self.ctx.rank,
+                             world_size=self.ctx.world_size)
+        if len(loader) == 0:
+            raise ConfigError(f"data.train_scenes={len(store)} is smaller than hardware.batch_size={batch_size}")
+        epoch, skip = divmod(step, len(loader))
+        while True:
+            loader.batch_sampler.set_epoch(epoch)
+            for i, batch in enumerate(loader):
+                if i >= skip:
+                    yield batch
+            epoch, skip = epoch + 1, 0
+

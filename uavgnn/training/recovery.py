@@ -1,0 +1,68 @@
+"""What the Trainer does when a step goes wrong: roll back, skip, or shrink the batch, and say so.
+
+- a non-finite loss: the step is skipped and the LR halved; ``train.max_bad_steps``
+  in a row count as a divergence;
+- a divergence (or weights that blew up, caught before any checkpoint is
+  written): back to the last good ``last.pt`` with the LR lowered tenfold, at
+  most ``train.max_rollbacks`` times, then ``TrainingDiverged`` naming the
+  last good checkpoint;
+- CUDA out of memory: the batch is halved and the same step is tried again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from uavgnn.errors import TrainingDiverged
+from uavgnn.training.checkpoint import LAST, load_checkpoint, weights_norm
+
+log = logging.getLogger(__name__)
+
+
+class Recovery:
+    """Mixed into ``Trainer``: uses its state, logger, progress bar, batch source and ``restore``."""
+
+    def roll_back(self, reason: str) -> None:
+        """Divergence: back to the last good ``last.pt`` with the LR lowered tenfold, or stop with
+        ``TrainingDiverged`` when no rollback is left."""
+        last = self.out_dir / LAST
+        if self.state.rollbacks >= self.cfg.train.max_rollbacks or not last.exists():
+            self.bar.close()
+            kept = (f"last good checkpoint: {last} (step {load_checkpoint(last)['state']['step']})" if last.exists()
+                    else "no checkpoint was written yet")
+            raise TrainingDiverged(f"training diverged: {reason}; {kept}. Lower train.lr (now {self.cfg.train.lr}) "
+                                   f"or train.grad_clip (now {self.cfg.train.grad_clip}).")
+        rollbacks, lr_scale, at = self.state.rollbacks + 1, self.state.lr_scale * 0.1, self.state.step
+        self.restore(last)
+        self.good_norm = weights_norm(self.model)
+        self.state.rollbacks, self.state.lr_scale = rollbacks, lr_scale
+        self.logger.truncate(self.state.step)
+        self.logger.event("rollback", self.state.step, reason=reason, from_step=at, lr_scale=lr_scale)
+        log.warning("%s: rolled back to step %d of %s with the LR scale lowered to %.3g (rollback %d of %d)",
+                    reason, self.state.step, last, lr_scale, rollbacks, self.cfg.train.max_rollbacks)
+        self.bar.reset(total=self.cfg.train.steps)
+        self.bar.update(self.state.step)
+        self.window = dict.fromkeys(self.window, 0.0)
+        self.batches.restart(self.state.step, self.state.batch_size)
+
+    def skip_non_finite(self) -> None:
+        state = self.state
+        state.bad_steps += 1
+        state.lr_scale *= 0.5
+        log.warning("non-finite loss at step %d (%d in a row): step skipped, LR scale now %.3g",
+                    state.step, state.bad_steps, state.lr_scale)
+        if state.bad_steps >= self.cfg.train.max_bad_steps:
+            self.roll_back(f"{state.bad_steps} non-finite losses in a row at step {state.step}")
+
+    def out_of_memory(self, err: torch.cuda.OutOfMemoryError) -> None:
+        """CUDA OOM in a step: halve the batch, free the cache, log it, and go on from the same step."""
+        if self.ctx.enabled or self.state.batch_size < 2:
+            raise err
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
+        self.state.batch_size //= 2
+        log.warning("CUDA out of memory at step %d: batch size halved to %d", self.state.step, self.state.batch_size)
+        self.logger.log({"hardware/batch_size": self.state.batch_size}, self.state.step)
+        self.batches.restart(self.state.step, self.state.batch_size)
