@@ -20,11 +20,11 @@ from pathlib import Path
 import torch
 
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
-from uavgnn.graphs import adaptive_k
 from uavgnn.models import TransformerGNN
 from uavgnn.modes.benchmark import random_batches, timed_steps
+from uavgnn.problem.graphs import adaptive_k
+from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import format_table, write_json
-from uavgnn.scenes import SceneDistribution
 from uavgnn.training.curriculum import stage_batch_size
 
 

@@ -29,13 +29,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from uavgnn.algorithms.imitation import batch_imitation_loss  # noqa: E402
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build  # noqa: E402
 from uavgnn.data.loader import make_loader  # noqa: E402
-from uavgnn.graphs import adaptive_k, build_graph, candidate_recall  # noqa: E402
 from uavgnn.models import TransformerGNN  # noqa: E402
+from uavgnn.problem.graphs import adaptive_k, build_graph, candidate_recall  # noqa: E402
+from uavgnn.problem.scenes import SceneDistribution  # noqa: E402
 from uavgnn.report import format_table, write_json  # noqa: E402
-from uavgnn.scenes import SceneDistribution  # noqa: E402
-from uavgnn.algorithms.imitation import batch_imitation_loss  # noqa: E402
 
 DIST = SceneDistribution()
 SETTINGS = BuildSettings()

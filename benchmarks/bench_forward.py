@@ -18,9 +18,9 @@ import time
 import torch
 from torch_geometric.data import Batch
 
-from uavgnn.graphs import build_graph, message_edges
 from uavgnn.models import TransformerGNN
-from uavgnn.scenes import SceneDistribution, generate_scenes
+from uavgnn.problem.graphs import build_graph, message_edges
+from uavgnn.problem.scenes import SceneDistribution, generate_scenes
 from uavgnn.training.checkpoint import load_model
 
 

@@ -20,8 +20,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from uavgnn.problem.scenes import SceneDistribution, generate_scenes  # noqa: E402
 from uavgnn.report import format_table, write_json  # noqa: E402
-from uavgnn.scenes import SceneDistribution, generate_scenes  # noqa: E402
 from uavgnn.solvers import ProblemTooLarge, solve  # noqa: E402
 
 SCENES_PER_SIZE = {16: 20, 64: 10, 256: 5, 1024: 3}

@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
+# The browser test of the comparison report needs Debian's chromium: installed under CI, or on request.
+if { [ "${CI:-}" = true ] || [ "${UAVGNN_BROWSER:-0}" = 1 ]; } && ! command -v chromium >/dev/null \
+   && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 stamp=.venv/.uavgnn-installed
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then exit 0; fi

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from uavgnn.data.store import GraphStore
-from uavgnn.graphs import build_graph
-from uavgnn.scenes import Scene, SceneDistribution, generate_scenes
+from uavgnn.problem.graphs import build_graph
+from uavgnn.problem.scenes import Scene, SceneDistribution, generate_scenes
 from uavgnn.solvers import solve_milp
 
 ROOT = Path(__file__).resolve().parents[1]

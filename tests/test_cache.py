@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build, verify
-from uavgnn.scenes import SceneDistribution
+from uavgnn.problem.scenes import SceneDistribution
 
 SPEC = SplitSpec("train", 6, 12, 7)
 DIST = SceneDistribution()
@@ -82,11 +82,12 @@ def test_corrupt_file_is_rebuilt_with_a_warning(tmp_path, caplog, damage) -> Non
     assert not hit and same(clean, rebuilt) and verify(directory) is None
 
 
+@pytest.mark.slow
 def test_two_processes_build_once(tmp_path) -> None:
     script = textwrap.dedent(f"""
         import json, logging, sys
         from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
-        from uavgnn.scenes import SceneDistribution
+        from uavgnn.problem.scenes import SceneDistribution
         records = []
         handler = logging.Handler(); handler.emit = records.append
         logging.getLogger("uavgnn.data.cache").addHandler(handler)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -15,7 +14,7 @@ import pytest
 from conftest import run_cli
 from omegaconf import OmegaConf
 
-from uavgnn.comparison import compare_runs, differing_keys, find_runs, load_run
+from uavgnn.sweep_report import compare_runs, differing_keys, find_runs, load_run
 
 
 def make_run(root: Path, name: str, model: str, hidden: int, seed: int, gap: float | None, speed: float = 100.0) -> Path:
@@ -77,6 +76,7 @@ def test_table_values_aggregates_and_failures(sweep) -> None:
     assert "data:image/png;base64," in page and page.count("<tr class=") == len(rows)
 
 
+@pytest.mark.slow
 def test_list_of_run_directories(tmp_path) -> None:
     a = make_run(tmp_path, "a", "tiny", 32, 0, 0.1)
     b = make_run(tmp_path, "b", "tiny", 32, 0, 0.3)
@@ -87,17 +87,15 @@ def test_list_of_run_directories(tmp_path) -> None:
 
 
 def chromium() -> str:
-    """Debian's chromium, installed on first use when missing (the test set-up the brief asks for)."""
+    """Debian's chromium: ``scripts/setup.sh`` installs it under CI (or with UAVGNN_BROWSER=1) when run as root."""
     found = shutil.which("chromium")
-    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "update", "-qq"], check=True, capture_output=True, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, capture_output=True, timeout=900,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-        found = shutil.which("chromium")
-    assert found, "chromium is not installed and could not be installed (apt-get install chromium)"
+    if found is None:
+        pytest.skip("chromium is not installed: `UAVGNN_BROWSER=1 bash scripts/setup.sh` (as root) installs it; "
+                    "CI's set-up does")
     return found
 
 
+@pytest.mark.slow
 def test_sweep_then_compare_renders_in_chromium(tmp_path) -> None:
     sweep = tmp_path / "multirun"
     run_cli("-m", "experiment=debug", "model=tiny,small", "seed=0,1", "logger=jsonl", "data.n_uav=6",

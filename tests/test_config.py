@@ -12,12 +12,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from uavgnn.config import register_configs
-from uavgnn.validation import validate
 from uavgnn.errors import ConfigError
 from uavgnn.modes.solve import run_solve
 from uavgnn.modes.train import run_train
-from uavgnn.scene_io import save_scene
-from uavgnn.scenes import SceneDistribution, generate_scenes
+from uavgnn.problem.scene_io import save_scene
+from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+from uavgnn.validation import validate
 
 CONF = ROOT / "conf"
 GROUPS = ("task", "model", "hardware", "optim", "curriculum", "algorithm", "logger", "experiment")
@@ -65,6 +65,7 @@ def test_model_sizes() -> None:
     assert [(m.hidden, m.heads, m.layers) for m in sizes.values()] == [(32, 1, 1), (64, 2, 2), (128, 4, 3), (256, 8, 4)]
 
 
+@pytest.mark.slow  # trains a few steps per option (optim=gpu compiles: about a minute on 2 cores)
 @pytest.mark.parametrize("group, option", OPTIONS)
 def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -> None:
     overrides = [f"{group}={option}"]
@@ -97,6 +98,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         assert "val/optimality_gap" in events.Tags()["scalars"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, message", [
     ("model.hidden=abc", "full_key: model.hidden"),  # wrong types and unknown keys: Hydra, at composition
     ("optim.amp=maybe", "full_key: optim.amp"),
@@ -121,3 +123,21 @@ def test_batch_size_and_checkpoint_layers_are_validated() -> None:
         validate(compose_cfg("hardware.batch_size=big"))
     with pytest.raises(ConfigError, match=r"optim.checkpoint_layers=\[0, 5\] must index the model's 2 layers"):
         validate(compose_cfg("optim.checkpoint_layers=[0,5]"))
+
+
+def test_the_schema_defaults_are_the_composed_default_config() -> None:
+    """One source of truth: ``OmegaConf.structured(Config())`` equals what ``python run.py`` composes, key by key,
+    and every group has a YAML file (a comment per key) that Hydra composes."""
+    from omegaconf import OmegaConf
+
+    from uavgnn.config import Config, flatten
+
+    composed = flatten(OmegaConf.to_container(compose_cfg(), resolve=True))
+    schema = flatten(OmegaConf.to_container(OmegaConf.structured(Config())))
+    assert composed == schema
+    for group in ("task", "model", "hardware", "optim", "curriculum", "algorithm", "logger", "data", "train", "eval",
+                  "solve", "profile", "benchmark"):
+        assert list((CONF / group).glob("*.yaml")), group
+    for path in CONF.glob("*/default.yaml"):
+        lines = [line for line in path.read_text().splitlines() if line and not line.startswith(("#", " "))]
+        assert all("#" in line for line in lines), path

@@ -80,6 +80,7 @@ def test_main_rank_goes_first_and_reductions_span_ranks(tmp_path) -> None:
     assert order[0] == "0" and sorted(order) == ["0", "1", "2"]  # rank 0 (the cache builder) strictly first
 
 
+@pytest.mark.slow
 def test_two_process_gloo_run_matches_one_process_and_resumes(tmp_path) -> None:
     cache = f"data.cache_dir={tmp_path / 'cache'}"
     ddp = torchrun(*DEBUG, cache, "logger=wandb", cwd=tmp_path)
@@ -112,6 +113,7 @@ def test_two_process_gloo_run_matches_one_process_and_resumes(tmp_path) -> None:
         run_record(wandb_files[0]).run_id}
 
 
+@pytest.mark.slow
 def test_sweep_on_submitit_local_launcher(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     run_cli("-m", "hydra/launcher=submitit_local", *DEBUG, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",

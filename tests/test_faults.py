@@ -30,12 +30,12 @@ from uavgnn.algorithms import imitation
 from uavgnn.config import Config, register_configs
 from uavgnn.data.cache import BuildSettings, SplitSpec, cache_entries, load_or_build, verify
 from uavgnn.errors import CheckpointError, ConfigError, RunDirectoryError, SceneFileError, TrainingDiverged
+from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.loggers import read_history
 from uavgnn.models import model_from_config
-from uavgnn.modes.compare_methods import compare_on_split
 from uavgnn.modes.train import run_train
-from uavgnn.scene_io import load_scene
-from uavgnn.scenes import SceneDistribution
+from uavgnn.problem.scene_io import load_scene
+from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.training.checkpoint import load_checkpoint, load_model, weights_norm
 from uavgnn.training.resume import check_resume_config, config_changes, resume_checkpoint
 from uavgnn.validation import RANGES, validate

@@ -3,8 +3,8 @@ import torch
 from torch_geometric.data import Batch
 
 from uavgnn.data.store import GraphStore
-from uavgnn.graphs import EDGE_DIM, NODE_DIM, adaptive_k, build_graph, candidate_recall, message_edges
-from uavgnn.scenes import Scene, SceneDistribution, feasible_pairs, generate_scenes
+from uavgnn.problem.graphs import EDGE_DIM, NODE_DIM, adaptive_k, build_graph, candidate_recall, message_edges
+from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs, generate_scenes
 from uavgnn.solvers import solve_milp
 
 
@@ -66,7 +66,7 @@ def test_gather_equals_pyg_collate() -> None:
 
 def test_torch_cdist_neighbours_equal_kdtree() -> None:
     """The GPU path (torch.cdist + topk in blocks), run here on the CPU, finds the same neighbours."""
-    from uavgnn.graphs import kdtree_neighbours, torch_neighbours
+    from uavgnn.problem.graphs import kdtree_neighbours, torch_neighbours
 
     for scene in generate_scenes(SceneDistribution(positions="clustered"), 50, 3, seed=1):
         a = kdtree_neighbours(scene, 6, 5)

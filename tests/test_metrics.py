@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from uavgnn.metrics import assignment_metrics
+from uavgnn.problem.metrics import assignment_metrics
 
 
 def one(scene, assignment, optimum=None) -> dict:

@@ -4,10 +4,10 @@ import torch
 
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import decode
-from uavgnn.metrics import assignment_metrics
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import choice_log_probs, imitation_loss
 from uavgnn.models.policy import policy_log_probs
+from uavgnn.problem.metrics import assignment_metrics
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def test_repair_fills_or_drops_partial_targets_by_hand(hand_scene) -> None:
     import dataclasses
 
     from uavgnn.decoders import repair_assignment
-    from uavgnn.metrics import reward
+    from uavgnn.problem.metrics import reward
 
     partial = np.array([-1, 1, -1, -1])  # target 1 (need 2) has only UAV 1, 4 away: J = -0.5 * 4
     # idle UAVs in range of target 1: UAV 2 (3 away) and UAV 0 (5 away, range 5); UAV 3 is out of range

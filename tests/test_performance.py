@@ -10,15 +10,16 @@ import torch
 from conftest import run_cli
 from torch_geometric.data import Batch
 
+from uavgnn.algorithms.imitation import batch_imitation_loss
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.data.naive import NaiveSceneDataset
-from uavgnn.graphs import build_graph, message_edges
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import imitation_loss
-from uavgnn.perf import ActivationMeter
-from uavgnn.scenes import SceneDistribution, generate_scenes
-from uavgnn.training.batch_size import find_batch_size, step_memory_mb
 from uavgnn.models.policy import policy_log_probs
+from uavgnn.perf import ActivationMeter
+from uavgnn.problem.graphs import build_graph, message_edges
+from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+from uavgnn.training.batch_size import find_batch_size, step_memory_mb
 
 TINY = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
         "data.test_scenes=8", "hardware.batch_size=16", "logger=none"]
@@ -84,17 +85,20 @@ def test_checkpointing_subset_of_layers_keeps_gradients_and_saves_memory(store) 
 
 def test_auto_batch_size_fits_an_artificial_cap_and_runs(store) -> None:
     model = TransformerGNN(hidden=32, heads=2, layers=2)
-    one = step_memory_mb(model, store, 8, 8, torch.device("cpu"))
+    loss_of = lambda net, batch, k: batch_imitation_loss(net, batch, k)[0]  # noqa: E731 - the imitation step
+    cpu = torch.device("cpu")
+    one = step_memory_mb(model, loss_of, store, 8, 8, cpu)
     limit = 5 * one  # room for about 4x the smallest batch
-    chosen = find_batch_size(model, store, 8, torch.device("cpu"), memory_fraction=0.9, memory_limit_mb=limit)
+    chosen = find_batch_size(model, loss_of, store, 8, cpu, memory_fraction=0.9, memory_limit_mb=limit)
     budget = 0.9 * limit
-    assert step_memory_mb(model, store, chosen, 8, torch.device("cpu")) <= budget
-    assert chosen * 2 > len(store) or step_memory_mb(model, store, chosen * 2, 8, torch.device("cpu")) > budget
+    assert step_memory_mb(model, loss_of, store, chosen, 8, cpu) <= budget
+    assert chosen * 2 > len(store) or step_memory_mb(model, loss_of, store, chosen * 2, 8, cpu) > budget
     assert chosen & (chosen - 1) == 0 and chosen >= 8  # a power of two
     with pytest.raises(MemoryError, match="hardware.batch_size=auto: even 8 graphs"):
-        find_batch_size(model, store, 8, torch.device("cpu"), memory_fraction=0.9, memory_limit_mb=one / 10)
+        find_batch_size(model, loss_of, store, 8, cpu, memory_fraction=0.9, memory_limit_mb=one / 10)
 
 
+@pytest.mark.slow
 def test_profile_mode_reports_every_stage_and_a_trace(tmp_path) -> None:
     out = tmp_path / "profile"
     proc = run_cli("mode=profile", *TINY, "profile.steps=6", "profile.warmup=1", "profile.torch_profiler=true",
@@ -114,6 +118,7 @@ def test_profile_mode_reports_every_stage_and_a_trace(tmp_path) -> None:
     assert list((out / "profiler").glob("*.pt.trace.json"))  # TensorBoard trace handler output
 
 
+@pytest.mark.slow
 def test_benchmark_mode_writes_every_section_and_the_plot(tmp_path) -> None:
     out = tmp_path / "bench"
     run_cli("mode=benchmark", *TINY, "benchmark.repeats=1", "benchmark.cache_scenes=12", "benchmark.pipeline_steps=2",
@@ -143,6 +148,7 @@ def test_benchmark_mode_writes_every_section_and_the_plot(tmp_path) -> None:
     assert (out / "graph_benchmark.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_info_mode_checks_the_environment(tmp_path) -> None:
     out = tmp_path / "info"
     proc = run_cli("mode=info", f"hydra.run.dir={out}", cwd=tmp_path)

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from tests.conftest import run_cli
+from uavgnn.algorithms.reinforce import policy_samples, reinforce_loss, rollout_rewards
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import split_assignments
-from uavgnn.metrics import IDLE, reward
 from uavgnn.models.choices import choice_log_probs
+from uavgnn.problem.metrics import IDLE, reward
 from uavgnn.solvers import solve_milp
-from uavgnn.algorithms.reinforce import policy_samples, reinforce_loss, rollout_rewards
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +117,7 @@ def test_reinforce_needs_a_sample_beyond_the_greedy_rollout(store) -> None:
         reinforce_loss(model, batch, 8, samples=1)
 
 
+@pytest.mark.slow
 def test_fine_tuning_from_an_imitation_checkpoint_runs_and_resumes(tmp_path) -> None:
     base = ["experiment=debug", "logger=jsonl", "model=tiny"]
     run_cli(*base, f"hydra.run.dir={tmp_path / 'imitation'}", cwd=tmp_path)
@@ -133,6 +134,7 @@ def test_fine_tuning_from_an_imitation_checkpoint_runs_and_resumes(tmp_path) -> 
     assert any("val/optimality_gap" in r and r["step"] == 0 for r in rows)  # the starting policy is evaluated
 
 
+@pytest.mark.slow
 def test_init_from_a_missing_checkpoint_or_another_architecture_fails_naming_it(tmp_path) -> None:
     run_cli("experiment=debug", "logger=jsonl", "model=tiny", f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
     out = run_cli("experiment=debug", "logger=jsonl", "model=small", "algorithm=reinforce",

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from uavgnn.scene_io import SceneFileError, load_scene, save_scene, scene_to_dict
+from uavgnn.problem.scene_io import SceneFileError, load_scene, save_scene, scene_to_dict
 
 
 @pytest.mark.parametrize("suffix", [".json", ".npz"])

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from uavgnn.scenes import SceneDistribution, feasible_pairs, generate_scenes
+from uavgnn.problem.scenes import SceneDistribution, feasible_pairs, generate_scenes
 
 
 @pytest.mark.parametrize("positions", ["uniform", "clustered"])

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from uavgnn.metrics import assignment_metrics
-from uavgnn.scene_io import load_scene, save_scene, scene_to_dict
+from uavgnn.problem.metrics import assignment_metrics
+from uavgnn.problem.scene_io import load_scene, save_scene, scene_to_dict
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", ["milp", "greedy", "lap"])
 def test_solve_writes_checkable_results(tmp_path, solver) -> None:
     out = tmp_path / "run"
@@ -25,6 +26,7 @@ def test_solve_writes_checkable_results(tmp_path, solver) -> None:
         assert metrics["status"] == "optimal" and metrics["optimality_gap"] == pytest.approx(0.0, abs=1e-9)
 
 
+@pytest.mark.slow
 def test_solve_a_scene_file(tmp_path, hand_scene) -> None:
     save_scene(tmp_path / "mine.npz", hand_scene)
     out = tmp_path / "run"
@@ -34,6 +36,7 @@ def test_solve_a_scene_file(tmp_path, hand_scene) -> None:
     assert metrics["reward"] == pytest.approx(3.5)
 
 
+@pytest.mark.slow
 def test_bad_scene_file_fails_cleanly(tmp_path, hand_scene) -> None:
     raw = scene_to_dict(hand_scene)
     raw["target_need"] = [1, 0]

@@ -3,13 +3,13 @@ import itertools
 import numpy as np
 import pytest
 
-from uavgnn.metrics import assignment_metrics
-from uavgnn.scenes import Scene, SceneDistribution, generate_scenes
+from uavgnn.problem.metrics import assignment_metrics
+from uavgnn.problem.scenes import Scene, SceneDistribution, generate_scenes
 from uavgnn.solvers import ProblemTooLarge, solve, solve_lap, solve_milp
 
 
 def brute_force_optimum(scene: Scene) -> float:
-    """Best J over every assignment in (M + 1)^N, written independently of uavgnn.metrics."""
+    """Best J over every assignment in (M + 1)^N, written independently of uavgnn.problem.metrics."""
     n, m = scene.n_uav, scene.n_target
     dist = np.linalg.norm(scene.uav_pos[:, None] - scene.target_pos[None], axis=2)
     choices = np.array(list(itertools.product(range(-1, m), repeat=n)))  # (K, N)

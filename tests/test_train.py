@@ -32,6 +32,7 @@ def steps_logged(run_dir: Path, key: str) -> list[int]:
     return [r["step"] for r in rows if key in r]
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path) -> None:
     long = ["train.steps=120", "train.ckpt_every=20", "train.eval_every=40", "logger=jsonl"]
     run_cli(*overrides(tmp_path, "straight", *long), cwd=tmp_path)  # also builds the cache
@@ -54,6 +55,7 @@ def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path) -> None:
     assert logged == steps_logged(tmp_path / "straight", "train/loss") == list(range(5, 121, 5))
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics(tmp_path) -> None:
     runs = []
     for name in ("a", "b"):
@@ -65,6 +67,7 @@ def test_same_seed_same_metrics(tmp_path) -> None:
     assert untimed[0] == untimed[1]
 
 
+@pytest.mark.slow
 def test_diverging_loss_stops_with_a_clear_message(tmp_path) -> None:
     proc = run_cli(*overrides(tmp_path, "nan", "logger=jsonl", "train.lr=1e30", "train.grad_clip=1e30",
                               "train.warmup_steps=1"), cwd=tmp_path, check=False)
@@ -75,6 +78,7 @@ def test_diverging_loss_stops_with_a_clear_message(tmp_path) -> None:
     assert "no checkpoint was written yet" in proc.stderr and not (tmp_path / "nan" / "last.pt").exists()
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_holds_the_history(tmp_path) -> None:
     proc = run_cli(*overrides(tmp_path, "wb", "logger=wandb"), cwd=tmp_path)
     files = list((tmp_path / "wb" / "wandb").glob("offline-run-*/run-*.wandb"))
@@ -94,6 +98,7 @@ def test_wandb_offline_run_holds_the_history(tmp_path) -> None:
     assert run.run_id.endswith("wb")
 
 
+@pytest.mark.slow
 def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     run_cli("-m", *SMALL, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}",
@@ -114,6 +119,7 @@ def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
     assert wanted in [t & wanted for t in tags]
 
 
+@pytest.mark.slow
 def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     proc = run_cli("-m", "hydra/launcher=joblib", *SMALL, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
@@ -132,6 +138,7 @@ def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     assert "| 1 | -1 | failed |" in report and "- 1: ConfigError: model.hidden=-1 must be >= 1" in report
 
 
+@pytest.mark.slow
 def test_optuna_search_minimises_the_returned_gap(tmp_path) -> None:
     sweep = tmp_path / "search"
     run_cli("hparams_search=optuna", "hydra.sweeper.n_trials=2", *SMALL, "logger=jsonl",

@@ -8,6 +8,7 @@ import pytest
 from conftest import run_cli
 
 
+@pytest.mark.slow
 def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
     common = ["data.n_uav=6", "data.val_scenes=8", "data.test_scenes=8", "logger=none",
               f"data.cache_dir={tmp_path / 'cache'}"]

@@ -12,11 +12,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from uavgnn import distributed
-from uavgnn.validation import validate
 from uavgnn.console import attach_run_log, echo
 from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, ProblemTooLarge, RunDirectoryError,
                            SceneFileError, StorageError, TrainingDiverged)
 from uavgnn.report import write_json
+from uavgnn.validation import validate
 
 log = logging.getLogger(__name__)
 USER_ERRORS = (ConfigError, SceneFileError, ProblemTooLarge, TrainingDiverged, CheckpointError, StorageError,

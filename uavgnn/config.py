@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from uavgnn.scenes import SceneDistribution
+from uavgnn.problem.scenes import SceneDistribution
 
 
 @dataclass
@@ -30,8 +30,8 @@ class TaskConfig(SceneDistribution):
 class DataConfig:
     n_uav: int = 16  # UAVs per training scene (the curriculum may change it per stage)
     train_scenes: int = 4000
-    val_scenes: int = 64
-    test_scenes: int = 64
+    val_scenes: int = 256
+    test_scenes: int = 256
     k_min: int = 8  # adaptive k = min(max(k_min, ceil(N / k_divisor)), k_max)
     k_divisor: int = 4
     k_max: int = 16  # candidates stored per UAV in the cache
@@ -70,7 +70,7 @@ class HardwareConfig:
     precision: str = "bf16"  # autocast dtype when optim.amp: bf16 | fp16
     memory_fraction: float = 0.9
     threads: int = 0  # torch intra-op threads; 0 keeps torch's default
-    sweep_jobs: int = 1  # parallel jobs of a hydra/launcher=joblib sweep
+    sweep_jobs: int = 2  # parallel jobs of a hydra/launcher=joblib sweep
 
 
 @dataclass
@@ -85,7 +85,7 @@ class OptimConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 1500
+    steps: int = 2000
     lr: float = 3e-3
     weight_decay: float = 1e-4
     schedule: str = "cosine"  # cosine | plateau
@@ -166,7 +166,6 @@ class EvalConfig:
     samples: int = 16  # decoder=sample: assignments tried per scene (the first is the greedy decode)
     repair: bool = False  # fill nearly-complete partial targets with idle UAVs in range, drop the rest
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
-    baselines: list[str] = field(default_factory=lambda: ["greedy", "lap", "milp"])
 
 
 @dataclass

@@ -42,9 +42,9 @@ import torch
 from scipy.spatial import cKDTree
 from torch_geometric.data import Batch
 
-from uavgnn.metrics import IDLE, assignment_metrics
 from uavgnn.models.choices import best_choice
-from uavgnn.scenes import Scene
+from uavgnn.problem.metrics import IDLE, assignment_metrics
+from uavgnn.problem.scenes import Scene
 
 DECODERS = ("argmax", "greedy", "sample")
 

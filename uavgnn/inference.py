@@ -9,12 +9,12 @@ import torch
 from torch_geometric.data import Batch
 
 from uavgnn.decoders import decode
-from uavgnn.graphs import GraphSettings, build_graph
-from uavgnn.metrics import reward
 from uavgnn.models import TransformerGNN
 from uavgnn.models.policy import policy_log_probs
+from uavgnn.problem.graphs import GraphSettings, build_graph
+from uavgnn.problem.metrics import reward
+from uavgnn.problem.scenes import Scene
 from uavgnn.runtime import autocast
-from uavgnn.scenes import Scene
 from uavgnn.solvers import SolveResult
 
 CHUNK_EDGES = 2**20  # above this many message edges the forward runs layer-wise (TransformerGNN.forward_chunked)

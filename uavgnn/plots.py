@@ -11,8 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from uavgnn.metrics import IDLE  # noqa: E402
-from uavgnn.scenes import Scene  # noqa: E402
+from uavgnn.problem.metrics import IDLE  # noqa: E402
+from uavgnn.problem.scenes import Scene  # noqa: E402
 
 
 def plot_assignment(scene: Scene, assignment: np.ndarray, path: Path, title: str = "") -> Path:

@@ -34,9 +34,9 @@ from torch_geometric.data import Batch
 
 from uavgnn.algorithms.base import Algorithm, StepOutput
 from uavgnn.decoders import argmax_decode, greedy_decode, gumbel_noise
-from uavgnn.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE
 from uavgnn.models.choices import imitation_loss
 from uavgnn.models.policy import policy_log_probs
+from uavgnn.problem.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE
 
 
 def _per_graph(values: torch.Tensor, graph: torch.Tensor, n_graphs: int) -> torch.Tensor:

@@ -40,9 +40,9 @@ from filelock import FileLock
 
 from uavgnn.data.labels import solve_labels, status_counts
 from uavgnn.data.store import GraphStore
-from uavgnn.graphs import FEATURE_SET, build_graph
-from uavgnn.scenes import SceneDistribution, generate_scenes
 from uavgnn.errors import StorageError
+from uavgnn.problem.graphs import FEATURE_SET, build_graph
+from uavgnn.problem.scenes import SceneDistribution, generate_scenes
 from uavgnn.storage import atomic_write, save_torch, storage_error
 
 log = logging.getLogger(__name__)

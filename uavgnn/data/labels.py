@@ -20,7 +20,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from uavgnn.scenes import Scene
+from uavgnn.problem.scenes import Scene
 from uavgnn.solvers import SolveResult, solve_milp
 
 INLINE_BELOW = 64  # fewer scenes than this are solved in-process: spawning workers costs more

@@ -5,7 +5,7 @@ graph from the raw scene, normalising that sample's features on the fly and
 scoring its candidate edges with a Python loop over UAVs (distances to every
 target and UAV, sort, keep the k nearest feasible); PyG's ``DataLoader``
 collates graph by graph; nothing is cached, so every epoch pays it again.
-It builds exactly the graph of ``uavgnn.graphs.build_graph`` (a test checks
+It builds exactly the graph of ``uavgnn.problem.graphs.build_graph`` (a test checks
 that the model gives the same logits on both), so any speed difference is
 the pipeline's, not the model's.
 """
@@ -17,8 +17,8 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
-from uavgnn.graphs import Neighbours, graph_from_neighbours
-from uavgnn.scenes import Scene
+from uavgnn.problem.graphs import Neighbours, graph_from_neighbours
+from uavgnn.problem.scenes import Scene
 
 
 def loop_neighbours(scene: Scene, k_max: int, uav_neighbours: int) -> Neighbours:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Batch, Data
 
-from uavgnn.scenes import Scene
+from uavgnn.problem.scenes import Scene
 from uavgnn.solvers import SolveResult
 
 NODE_KEYS = ("x", "node_type", "need", "busy")

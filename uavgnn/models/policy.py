@@ -6,8 +6,8 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch
 
-from uavgnn.graphs import message_edges
 from uavgnn.models.choices import choice_log_probs
+from uavgnn.problem.graphs import message_edges
 
 
 def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None

@@ -15,7 +15,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import TransformerConv
 
-from uavgnn.graphs import EDGE_DIM, NODE_DIM
+from uavgnn.problem.graphs import EDGE_DIM, NODE_DIM
 
 
 def mlp(sizes: Sequence[int]) -> nn.Sequential:

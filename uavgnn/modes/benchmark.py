@@ -42,15 +42,15 @@ from uavgnn.data.loader import make_loader
 from uavgnn.data.naive import NaiveSceneDataset, naive_loader
 from uavgnn.data.splits import build_settings, load_split, split_spec
 from uavgnn.data.store import GraphStore
-from uavgnn.graphs import GraphSettings
 from uavgnn.inference import solve_with_model
 from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.perf import ActivationMeter, peak_memory_mb, synchronize
 from uavgnn.plots import plot_benchmark
+from uavgnn.problem.graphs import GraphSettings
+from uavgnn.problem.scenes import generate_scenes
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device
-from uavgnn.scenes import generate_scenes
 from uavgnn.solvers import solve
 from uavgnn.training.checkpoint import load_model
 

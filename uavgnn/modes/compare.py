@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from uavgnn.comparison import METRICS, compare_runs
 from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.errors import ConfigError
 from uavgnn.report import format_table
+from uavgnn.sweep_report import METRICS, compare_runs
 
 
 def run_compare(cfg: Config, out_dir: Path) -> list[dict]:

@@ -28,7 +28,7 @@ from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
-from uavgnn.modes.compare_methods import compare_on_split
+from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.plots import plot_transfer
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device

@@ -65,9 +65,9 @@ def _tiny_step(device: torch.device, amp: torch.dtype | None = None, compiled: b
     """One forward/backward of a tiny real model on a generated batch."""
     from torch_geometric.data import Batch
 
-    from uavgnn.graphs import build_graph
+    from uavgnn.problem.graphs import build_graph
     from uavgnn.models import TransformerGNN
-    from uavgnn.scenes import SceneDistribution, generate_scenes
+    from uavgnn.problem.scenes import SceneDistribution, generate_scenes
     from uavgnn.models.policy import policy_log_probs
 
     batch = Batch.from_data_list([build_graph(s) for s in generate_scenes(SceneDistribution(), 8, 4, 0)]).to(device)

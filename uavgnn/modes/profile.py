@@ -31,13 +31,13 @@ from uavgnn.console import echo
 from uavgnn.data.loader import make_loader
 from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
-from uavgnn.graphs import GraphSettings
+from uavgnn.evaluation.scoring import evaluate_model
 from uavgnn.models import model_from_config
 from uavgnn.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak_memory_mb, synchronize
 from uavgnn.plots import plot_profile
+from uavgnn.problem.graphs import GraphSettings
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device
-from uavgnn.training.evaluate import evaluate_model
 from uavgnn.training.trainer import resolve_batch_size
 
 log = logging.getLogger(__name__)

@@ -17,11 +17,11 @@ from uavgnn.config import Config, scene_distribution
 from uavgnn.console import echo
 from uavgnn.errors import ConfigError
 from uavgnn.inference import solve_with_model
-from uavgnn.metrics import assignment_metrics, mean_metrics
+from uavgnn.problem.metrics import assignment_metrics, mean_metrics
+from uavgnn.problem.scene_io import load_scene, save_scene
+from uavgnn.problem.scenes import Scene, generate_scenes
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device
-from uavgnn.scene_io import load_scene, save_scene
-from uavgnn.scenes import Scene, generate_scenes
 from uavgnn.solvers import solve, solve_milp
 from uavgnn.training.checkpoint import load_model
 

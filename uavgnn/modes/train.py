@@ -18,10 +18,10 @@ from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.data.splits import load_split
 from uavgnn.errors import Interrupted
-from uavgnn.graphs import GraphSettings
+from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.loggers import MetricLogger, run_name
-from uavgnn.modes.compare_methods import compare_on_split
 from uavgnn.plots import plot_assignment
+from uavgnn.problem.graphs import GraphSettings
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import amp_dtype, resolve_device
 from uavgnn.storage import remove_stale_temps, storage_error

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from uavgnn.errors import ProblemTooLarge
-from uavgnn.scenes import Scene
+from uavgnn.problem.scenes import Scene
 from uavgnn.solvers.greedy import solve_greedy
 from uavgnn.solvers.lap import solve_lap
 from uavgnn.solvers.milp import solve_milp

@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from uavgnn.metrics import IDLE, reward
-from uavgnn.scenes import Scene, feasible_pairs
+from uavgnn.problem.metrics import IDLE, reward
+from uavgnn.problem.scenes import Scene, feasible_pairs
 from uavgnn.solvers.result import SolveResult
 
 

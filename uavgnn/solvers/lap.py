@@ -18,8 +18,8 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from uavgnn.errors import ProblemTooLarge
-from uavgnn.metrics import IDLE, reward
-from uavgnn.scenes import Scene, feasible_pairs
+from uavgnn.problem.metrics import IDLE, reward
+from uavgnn.problem.scenes import Scene, feasible_pairs
 from uavgnn.solvers.result import SolveResult
 
 MAX_CELLS = 64_000_000  # N x sum(d_j) cells of the dense cost matrix (~512 MB of float64)

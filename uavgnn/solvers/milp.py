@@ -21,8 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from uavgnn.metrics import IDLE, reward
-from uavgnn.scenes import Scene, feasible_pairs
+from uavgnn.problem.metrics import IDLE, reward
+from uavgnn.problem.scenes import Scene, feasible_pairs
 from uavgnn.solvers.result import SolveResult
 
 _STATUS = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded", 4: "error"}

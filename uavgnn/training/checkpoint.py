@@ -22,8 +22,8 @@ import torch
 from omegaconf import OmegaConf
 
 from uavgnn.errors import CheckpointError, ConfigError
-from uavgnn.graphs import GraphSettings
 from uavgnn.models import TransformerGNN, model_from_config
+from uavgnn.problem.graphs import GraphSettings
 from uavgnn.storage import save_torch
 
 log = logging.getLogger(__name__)

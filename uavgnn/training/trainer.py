@@ -38,18 +38,18 @@ from uavgnn.algorithms import make_algorithm
 from uavgnn.console import echo
 from uavgnn.data.splits import load_split
 from uavgnn.errors import Interrupted
-from uavgnn.graphs import GraphSettings
 from uavgnn.loggers import MetricLogger
-from uavgnn.metrics import mean_metrics
 from uavgnn.models import model_from_config
 from uavgnn.perf import device_memory_mb, peak_memory_mb
+from uavgnn.problem.graphs import GraphSettings
+from uavgnn.problem.metrics import mean_metrics
 from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device, seed_everything
 from uavgnn.training.batch_size import resolve_batch_size
 from uavgnn.training.batches import BatchSource
 from uavgnn.training.checkpoint import (BEST, LAST, load_checkpoint, load_initial_policy, rng_state, save_checkpoint,
                                        set_rng_state, weights_norm, weights_problem)
+from uavgnn.evaluation.scoring import evaluate_model
 from uavgnn.training.curriculum import CurriculumState, curriculum_step
-from uavgnn.training.evaluate import evaluate_model
 from uavgnn.training.recovery import Recovery
 from uavgnn.training.schedule import jittered_k, lr_factor
 from uavgnn.training.state import TrainResult, TrainState

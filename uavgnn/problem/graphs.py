@@ -34,8 +34,8 @@ import torch
 from scipy.spatial import cKDTree
 from torch_geometric.data import Data
 
-from uavgnn.metrics import IDLE
-from uavgnn.scenes import Scene, feasible_pairs
+from uavgnn.problem.metrics import IDLE
+from uavgnn.problem.scenes import Scene, feasible_pairs
 
 FEATURE_SET = "rel-v2"  # bump when features change: part of the cache key
 NODE_DIM = 6  # [is_uav, is_target, f0, f1, f2, f3]

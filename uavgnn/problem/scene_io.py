@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from uavgnn.errors import SceneFileError
-from uavgnn.scenes import Scene
+from uavgnn.problem.scenes import Scene
 
 FIELDS = ("uav_position", "uav_range", "target_position", "target_need", "target_value", "lam")
 # the largest magnitude each field may hold (README "Scene files")

@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from uavgnn.data.store import GraphStore
-from uavgnn.graphs import build_graph
-from uavgnn.metrics import assignment_metrics, mean_metrics
+from uavgnn.evaluation.scoring import Evaluation, evaluate_model
+from uavgnn.problem.graphs import build_graph
+from uavgnn.problem.metrics import assignment_metrics, mean_metrics
 from uavgnn.solvers import ProblemTooLarge, solve
-from uavgnn.training.evaluate import Evaluation, evaluate_model
 
 TABLE_KEYS = ("reward", "completion_score", "efficiency", "optimality_gap", "infeasible")
 

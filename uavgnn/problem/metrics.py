@@ -11,12 +11,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from uavgnn.scenes import Scene
+from uavgnn.problem.scenes import Scene
 
 IDLE = -1
 GAP_EPS = 1e-9
-METRIC_KEYS = ("reward", "per_agent_reward", "completion_rate", "congestion", "completion_score",
-               "efficiency", "optimality_gap", "infeasible")
 
 
 def assignment_metrics(scenes: Sequence[Scene], assignments: Sequence[np.ndarray],

@@ -12,8 +12,8 @@ from torch import nn
 from uavgnn.data.loader import InMemoryLoader
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import decode
-from uavgnn.metrics import assignment_metrics
 from uavgnn.models.policy import policy_log_probs
+from uavgnn.problem.metrics import assignment_metrics
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Evaluation of a policy: scoring a split (``scoring``) and the method table against the baselines (``methods``)."""
