@@ -99,3 +99,28 @@ def test_profile_and_auto_batch_size_measure_the_configured_algorithms_step(tmp_
     assert report["algorithm"] == "reinforce" and report["batch_size"] in (8, 16)
     assert calls[:-4] and calls[:-4] == [8, 16][:len(calls) - 4]  # batch_size=auto sized REINFORCE steps
     assert calls[-4:] == [report["batch_size"]] * 4  # then 1 warm-up + 3 measured REINFORCE steps
+
+
+def test_checkpoints_carry_the_graph_settings_that_eval_and_solve_use(tmp_path) -> None:
+    """k and the UAV neighbours are the model's, not the current config's: they travel in the checkpoint."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from uavgnn.config import register_configs
+    from uavgnn.modes.train import run_train
+    from uavgnn.problem.graphs import GraphSettings
+    from uavgnn.training.checkpoint import load_model
+
+    register_configs()
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        cfg = compose("config", overrides=["experiment=debug", "model=tiny", "logger=jsonl", "data.k_min=5",
+                                           "data.k_max=12", "data.uav_neighbours=3"])
+    with open_dict(cfg):
+        cfg.data.update(n_uav=6, train_scenes=16, val_scenes=4, test_scenes=4, cache_dir=str(tmp_path / "cache"),
+                        label_workers=1)
+        cfg.train.update(steps=2, eval_every=2, ckpt_every=2, log_every=1, warmup_steps=1)
+        cfg.hardware.batch_size = 8
+    run_train(cfg, tmp_path / "run")
+    _, graph, _ = load_model(tmp_path / "run" / "best.pt")
+    assert graph == GraphSettings(k_min=5, k_divisor=4, k_max=12, uav_neighbours=3)
+    assert graph.k(6) == 5 and graph.k(40) == 10 and graph.k(1000) == 12  # max(5, ceil(N / 4)) capped at 12

@@ -186,8 +186,9 @@ def test_label_workers_die_with_the_main_process(tmp_path, sig) -> None:
 @pytest.mark.slow
 def test_sigterm_stops_at_a_step_and_the_run_resumes_exactly(tmp_path) -> None:
     """SIGTERM mid-training -> last.pt at that step, one line saying how to resume, exit 143; meanwhile a second
-    process is refused the directory; afterwards a fresh run and a changed model are refused, a torn history
-    line and a stale temp file are cleaned up, and the resumed run equals an uninterrupted one."""
+    process is refused the directory; afterwards a changed model and seed are refused, a torn history
+    line and a stale temp file are cleaned up, and the resumed run equals an uninterrupted one. (A fresh run into
+    the directory is refused: test_a_fresh_run_refuses_a_directory_holding_a_run.)"""
     run = tmp_path / "run"
     # a flat LR (independent of train.steps) and one thread (bit-exact float sums, see test_curriculum)
     base = ["train.schedule=plateau", "train.eval_every=100000", "train.ckpt_every=100000", "hardware.threads=1"]
@@ -208,8 +209,6 @@ def test_sigterm_stops_at_a_step_and_the_run_resumes_exactly(tmp_path) -> None:
         f.write('{"step": 99999, "train/lo')
     (run / ".last.pt.x1y2.tmp").write_bytes(b"half a checkpoint")
     steps = [f"train.steps={stopped + 10}"]
-    fresh = run_cli(*small(tmp_path, run, *base, *steps), cwd=tmp_path, check=False)
-    assert fresh.returncode == 2 and "resume=auto" in one_error_line(fresh, "already holds a run")
     history = (run / "metrics.jsonl").read_bytes()
     changed = run_cli(*small(tmp_path, run, *base, *steps, "resume=auto", "model.dropout=0.1", "seed=5"),
                       cwd=tmp_path, check=False)
