@@ -109,3 +109,13 @@ def test_splits_have_disjoint_seeds() -> None:
     cfg = Config()
     seeds = {split: {split_spec(cfg, split, n).seed for n in (4, 8, 12, 16, 256, 16384)} for split in ("train", "val", "test")}
     assert not (seeds["train"] & seeds["val"]) and not (seeds["train"] & seeds["test"]) and not (seeds["val"] & seeds["test"])
+
+
+def test_labels_from_worker_processes_equal_labels_solved_in_process() -> None:
+    from uavgnn.data.labels import INLINE_BELOW, solve_labels
+    from uavgnn.problem.scenes import generate_scenes
+
+    scenes = generate_scenes(DIST, 6, INLINE_BELOW + 6, seed=11)  # enough to use the worker pool
+    pooled, inline = solve_labels(scenes, 5.0, workers=2), solve_labels(scenes, 5.0, workers=1)
+    assert [r.objective for r in pooled] == [r.objective for r in inline]
+    assert all((a.assignment == b.assignment).all() for a, b in zip(pooled, inline))

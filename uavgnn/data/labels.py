@@ -1,8 +1,8 @@
 """MILP labels for many scenes, solved in worker processes with a progress bar.
 
-Workers must never outlive the run: a ``multiprocessing.Pool`` is terminated
-when labelling ends for any reason (Ctrl-C included), and each worker asks the
-kernel to kill it when its parent dies (``PR_SET_PDEATHSIG``), which covers
+Workers must never outlive the run: they are killed when labelling ends with
+an error or Ctrl-C (the executor sees them gone and shuts down), and each
+worker asks the kernel to kill it when its parent dies (``PR_SET_PDEATHSIG``), which covers
 ``kill -9`` and SIGTERM of the main process; where that call is unavailable, a
 watcher thread notices the parent is gone.
 """
@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from tqdm import tqdm
@@ -27,14 +28,20 @@ INLINE_BELOW = 64  # fewer scenes than this are solved in-process: spawning work
 PR_SET_PDEATHSIG = 1
 
 
-def _label(args: tuple[Scene, float]) -> SolveResult:
-    scene, time_limit = args
-    return solve_milp(scene, time_limit=time_limit)
+_worker_scenes: list[Scene] = []  # in a worker: the scenes it inherited at fork (jobs are just their indices)
+_worker_time_limit = 0.0
 
 
-def _die_with_parent(parent: int) -> None:
-    """Worker initializer: end this worker as soon as the process that started it is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it terminates the pool)
+def _label(indices: range) -> list[SolveResult]:
+    return [solve_milp(_worker_scenes[i], time_limit=_worker_time_limit) for i in indices]
+
+
+def _start_worker(parent: int, scenes: list[Scene], time_limit: float) -> None:
+    """Worker initializer: take the scenes (shared by fork, never pickled) and end this worker as soon as
+    the process that started it is gone."""
+    global _worker_scenes, _worker_time_limit
+    _worker_scenes, _worker_time_limit = scenes, time_limit
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it kills the workers)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler forked from the parent (submitit ignores SIGTERM)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -49,21 +56,26 @@ def _die_with_parent(parent: int) -> None:
 
 
 def solve_labels(scenes: list[Scene], time_limit: float, workers: int, desc: str = "MILP labels") -> list[SolveResult]:
-    """Exact assignments of ``scenes`` (order kept). Workers are forked: they only run
-    numpy/scipy, and unlike spawn, fork works from scripts without a main guard."""
-    jobs = [(s, time_limit) for s in scenes]
+    """Exact assignments of ``scenes`` (order kept). Workers are forked: they only run numpy/scipy, unlike
+    spawn fork works from scripts without a main guard, and they inherit the scenes, so a job is an index.
+    (Pickled scenes once filled the pipe to killed workers and hung the interpreter's exit after Ctrl-C.)"""
     bar = dict(total=len(scenes), desc=desc, unit="scene", mininterval=1.0, leave=False)
     if workers <= 1 or len(scenes) < INLINE_BELOW:
-        return [_label(j) for j in tqdm(jobs, **bar)]
+        return [solve_milp(s, time_limit=time_limit) for s in tqdm(scenes, **bar)]
     chunk = max(1, min(64, len(scenes) // (8 * workers)))
-    pool = mp.get_context("fork").Pool(workers, initializer=_die_with_parent, initargs=(os.getpid(),))
-    try:
-        results = list(tqdm(pool.imap(_label, jobs, chunksize=chunk), **bar))
-        pool.close()  # done: let the workers exit by themselves
-        return results
-    finally:
-        pool.terminate()  # on any error (Ctrl-C included) no worker outlives the labelling
-        pool.join()
+    results: list[SolveResult] = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"), initializer=_start_worker,
+                             initargs=(os.getpid(), scenes, time_limit)) as pool, tqdm(**bar) as progress:
+        chunks = [pool.submit(_label, range(i, min(i + chunk, len(scenes)))) for i in range(0, len(scenes), chunk)]
+        try:
+            for future in chunks:
+                results += future.result()
+                progress.update(len(results) - progress.n)
+        except BaseException:  # Ctrl-C or any error: no worker outlives the labelling (the pool sees them gone
+            for worker in mp.active_children():  # and fails the pending chunks, which nobody waits for)
+                worker.kill()
+            raise
+    return results
 
 
 def status_counts(results: list[SolveResult]) -> dict[str, int]:

@@ -1,1 +1,1 @@
-"""Run modes dispatched by ``run.py``: train, eval, solve, cache, compare."""
+"""Run modes dispatched by ``run.py``, one thin function each: train, eval, solve, cache, compare, info, profile, benchmark."""

@@ -1,1 +1,1 @@
-"""Training: the trainer loop, checkpoints and evaluation."""
+"""The shared training loop (``Trainer``) and what it needs: batches, checkpoints, resume, recovery, schedule."""
