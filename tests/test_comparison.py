@@ -87,11 +87,9 @@ def test_list_of_run_directories(tmp_path) -> None:
 
 
 def chromium() -> str:
-    """Debian's chromium: ``scripts/setup.sh`` installs it under CI (or with UAVGNN_BROWSER=1) when run as root."""
+    """Debian's chromium, installed by ``scripts/setup.sh`` (as root) before the tests run."""
     found = shutil.which("chromium")
-    if found is None:
-        pytest.skip("chromium is not installed: `UAVGNN_BROWSER=1 bash scripts/setup.sh` (as root) installs it; "
-                    "CI's set-up does")
+    assert found, "chromium is not installed: run `bash scripts/setup.sh` as root, or `apt-get install chromium`"
     return found
 
 

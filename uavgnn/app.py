@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import logging
 import traceback
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, ProblemToo
 from uavgnn.report import write_json
 from uavgnn.validation import validate
 
-log = logging.getLogger(__name__)
 USER_ERRORS = (ConfigError, SceneFileError, ProblemTooLarge, TrainingDiverged, CheckpointError, StorageError,
                RunDirectoryError, FileNotFoundError)
 

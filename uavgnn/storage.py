@@ -56,16 +56,13 @@ def save_torch(path: Path, payload: Any) -> None:
     atomic_write(path, buffer.getvalue())
 
 
-def remove_stale_temps(directory: Path) -> list[Path]:
-    """Delete temp files a killed writer left (``.<name>.*.tmp``); returns what was removed."""
-    removed = []
+def remove_stale_temps(directory: Path) -> None:
+    """Delete temp files a killed writer left (``.<name>.*.tmp``)."""
     for tmp in directory.glob(f".*{TEMP_SUFFIX}"):
         try:
             tmp.unlink()
-            removed.append(tmp)
         except OSError:
             pass  # read-only: nothing we can tidy, and nothing that stops the run
-    return removed
 
 
 def check_writable(directory: Path) -> None:

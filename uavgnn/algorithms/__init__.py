@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from uavgnn.algorithms.base import Algorithm, StepOutput
+from uavgnn.algorithms.base import Algorithm, LossOf, StepOutput, step_loss
 from uavgnn.algorithms.imitation import Imitation
 from uavgnn.algorithms.reinforce import Reinforce
 
-__all__ = ["Algorithm", "StepOutput", "make_algorithm"]
+__all__ = ["Algorithm", "LossOf", "StepOutput", "make_algorithm", "step_loss"]
 
 
 def make_algorithm(cfg, device: torch.device) -> Algorithm:

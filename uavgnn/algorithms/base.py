@@ -11,12 +11,17 @@ progress. An algorithm owns one thing: the loss of a batch. ``mode=profile``,
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 from torch_geometric.data import Batch
+
+from uavgnn.runtime import autocast
+
+LossOf = Callable[[nn.Module, Batch, int], torch.Tensor]  # (model, batch, k) -> a training step's loss
 
 
 @dataclass
@@ -40,3 +45,14 @@ class Algorithm(ABC):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned (resume and rollback)."""
+
+
+def step_loss(algorithm: Algorithm, device: torch.device, dtype: torch.dtype | None) -> LossOf:
+    """The algorithm's loss under autocast, as ``hardware.batch_size=auto``, ``mode=profile`` and
+    ``mode=benchmark`` measure it (at step 0: what they time does not depend on the step)."""
+
+    def loss_of(model: nn.Module, batch: Batch, k: int) -> torch.Tensor:
+        with autocast(device, dtype):
+            return algorithm.training_step(model, batch, k, 0).loss
+
+    return loss_of

@@ -14,6 +14,7 @@ from uavgnn.data.store import GraphStore
 from uavgnn.decoders import decode
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.problem.metrics import assignment_metrics
+from uavgnn.runtime import autocast
 
 
 @dataclass
@@ -37,7 +38,7 @@ def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, de
     for batch in InMemoryLoader(store, batch_size, shuffle=False):
         batch = batch.to(device)
         start = time.perf_counter()
-        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+        with autocast(device, amp_dtype):
             cand_logp, idle_logp, keep = policy_log_probs(model, batch, k)
         if device.type == "cuda":
             torch.cuda.synchronize()

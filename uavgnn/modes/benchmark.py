@@ -34,7 +34,7 @@ import torch
 from omegaconf import OmegaConf
 from torch_geometric.data import Batch
 
-from uavgnn.algorithms import Algorithm, make_algorithm
+from uavgnn.algorithms import Algorithm, LossOf, make_algorithm, step_loss
 from uavgnn.config import Config, scene_distribution
 from uavgnn.console import echo
 from uavgnn.data.cache import load_or_build
@@ -50,7 +50,7 @@ from uavgnn.plots import plot_benchmark
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scenes import generate_scenes
 from uavgnn.report import format_table, write_json
-from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device
+from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
 from uavgnn.solvers import solve
 from uavgnn.training.checkpoint import load_model
 
@@ -62,16 +62,15 @@ def model_named(name: str, grad_checkpoint: bool = False) -> TransformerGNN:
     return model_from_config(OmegaConf.load(MODEL_DIR / f"{name}.yaml"), grad_checkpoint)
 
 
-def train_step(algorithm: Algorithm, runner: torch.nn.Module, model: TransformerGNN,
-               optimizer: torch.optim.Optimizer, batch: Batch, k: int, dtype: torch.dtype | None = None) -> float:
+def train_step(loss_of: LossOf, runner: torch.nn.Module, model: TransformerGNN, optimizer: torch.optim.Optimizer,
+               batch: Batch, k: int) -> float:
     """One step of the configured algorithm (its loss, backward, AdamW); returns the activation MB it saved."""
-    device = batch.x.device
-    with ActivationMeter(model) as meter, autocast(device, dtype):
-        loss = algorithm.training_step(runner, batch, k, 0).loss
+    with ActivationMeter(model) as meter:
+        loss = loss_of(runner, batch, k)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
-    synchronize(device)
+    synchronize(batch.x.device)
     return meter.mb
 
 
@@ -85,11 +84,12 @@ def timed_steps(algorithm: Algorithm, model: TransformerGNN, batches: Callable[[
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times, graphs, activation = [], [], 0.0
+    loss_of = step_loss(algorithm, device, dtype)
     stream = batches()
     for i in range(warmup + steps):
         start = time.perf_counter()
         batch = next(stream).to(device)
-        activation = train_step(algorithm, runner, model, optimizer, batch, k, dtype)
+        activation = train_step(loss_of, runner, model, optimizer, batch, k)
         if i >= warmup:
             times.append(time.perf_counter() - start)
             graphs.append(batch.num_graphs)

@@ -65,15 +65,16 @@ def _tiny_step(device: torch.device, amp: torch.dtype | None = None, compiled: b
     """One forward/backward of a tiny real model on a generated batch."""
     from torch_geometric.data import Batch
 
-    from uavgnn.problem.graphs import build_graph
     from uavgnn.models import TransformerGNN
-    from uavgnn.problem.scenes import SceneDistribution, generate_scenes
     from uavgnn.models.policy import policy_log_probs
+    from uavgnn.problem.graphs import build_graph
+    from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+    from uavgnn.runtime import autocast
 
     batch = Batch.from_data_list([build_graph(s) for s in generate_scenes(SceneDistribution(), 8, 4, 0)]).to(device)
     model = TransformerGNN(hidden=32, heads=2, layers=1).to(device)
     runner = torch.compile(model, dynamic=True) if compiled else model
-    with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
+    with autocast(device, amp):
         cand_logp, idle_logp, _ = policy_log_probs(runner, batch, 8)
     (cand_logp.float().sum() + idle_logp.float().sum()).backward()
 

@@ -25,7 +25,7 @@ import torch
 from torch.profiler import ProfilerActivity, record_function, schedule, tensorboard_trace_handler
 from tqdm import tqdm
 
-from uavgnn.algorithms import make_algorithm
+from uavgnn.algorithms import LossOf, make_algorithm, step_loss
 from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.data.loader import make_loader
@@ -37,7 +37,7 @@ from uavgnn.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak
 from uavgnn.plots import plot_profile
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.report import format_table, write_json
-from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device
+from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
 from uavgnn.training.trainer import resolve_batch_size
 
 log = logging.getLogger(__name__)
@@ -88,10 +88,7 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     algorithm = make_algorithm(cfg, device)
     k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
 
-    def loss_of(net: torch.nn.Module, batch, k: int) -> torch.Tensor:
-        with autocast(device, dtype):
-            return algorithm.training_step(net, batch, k, 0).loss
-
+    loss_of = step_loss(algorithm, device, dtype)
     batch_size = resolve_batch_size(cfg, model, loss_of, train_store, k, device)
     loader = make_loader(train_store, cfg.hardware.loader, batch_size, shuffle=True, seed=cfg.seed,
                          num_workers=cfg.hardware.num_workers, pin_memory=cfg.hardware.pin_memory,
@@ -111,7 +108,7 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     return report
 
 
-def time_stages(cfg: Config, model: torch.nn.Module, loss_of, loader, k: int, device: torch.device,
+def time_stages(cfg: Config, model: torch.nn.Module, loss_of: LossOf, loader, k: int, device: torch.device,
                 out_dir: Path) -> tuple[dict[str, list[float]], float]:
     """Seconds per stage of each measured step (after ``profile.warmup``) and the activation MB of a step."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)

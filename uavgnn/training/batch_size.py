@@ -14,17 +14,14 @@ its step memory is within ``hardware.memory_fraction`` of the budget
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch_geometric.data import Batch
 
 from uavgnn import distributed
+from uavgnn.algorithms.base import LossOf
 from uavgnn.data.store import GraphStore
 from uavgnn.perf import MIB, ActivationMeter, device_memory_mb
-
-LossOf = Callable[[nn.Module, Batch, int], torch.Tensor]  # (model, batch, k) -> the training step's loss
 
 log = logging.getLogger(__name__)
 SMALLEST = 8

@@ -119,10 +119,9 @@ def weights_norm(module: torch.nn.Module) -> float:
     return float(torch.linalg.vector_norm(torch.stack([p.detach().float().norm() for p in module.parameters()])))
 
 
-def weights_problem(module: torch.nn.Module, reference_norm: float) -> str | None:
-    """Why these weights must not be checkpointed, or None: non-finite, or a norm more than
-    ``EXPLODED`` times that of the last good checkpoint (a blown-up update whose loss is still finite)."""
-    norm = weights_norm(module)
+def weights_problem(norm: float, reference_norm: float) -> str | None:
+    """Why weights of global norm ``norm`` must not be checkpointed, or None: non-finite, or more than
+    ``EXPLODED`` times the norm of the last good checkpoint (a blown-up update whose loss is still finite)."""
     if not math.isfinite(norm):
         return "are non-finite"
     if norm > EXPLODED * max(reference_norm, 1.0):

@@ -34,7 +34,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from uavgnn import distributed
-from uavgnn.algorithms import make_algorithm
+from uavgnn.algorithms import make_algorithm, step_loss
 from uavgnn.console import echo
 from uavgnn.data.splits import load_split
 from uavgnn.errors import Interrupted
@@ -97,7 +97,8 @@ class Trainer(Recovery):
         self.ddp = torch.nn.parallel.DistributedDataParallel(self.model) if self.ctx.enabled else self.model
         self.runner = maybe_compile(self.ddp, cfg.optim.compile)
         self.state.batch_size = self.state.batch_size or resolve_batch_size(
-            cfg, self.model, self.loss_of, stage_train[-1], self.graph.k(cfg.data.n_uav), self.device)
+            cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), stage_train[-1],
+            self.graph.k(cfg.data.n_uav), self.device)
         if self.ctx.enabled:
             log.info("data parallel: %d processes, global batch %d = %d per rank", self.ctx.world_size,
                      self.state.batch_size, self.state.batch_size // self.ctx.world_size)
@@ -140,8 +141,9 @@ class Trainer(Recovery):
                 if self.state.step != step:  # evaluate() rolled back
                     continue
                 if stopping or step % cfg.train.ckpt_every == 0 or at_end:
-                    if not self.checkpoint(self.out_dir / LAST):
-                        self.roll_back(f"the weights {weights_problem(self.model, self.good_norm)} at step {step}")
+                    problem = self.checkpoint(self.out_dir / LAST)
+                    if problem:
+                        self.roll_back(f"the weights {problem} at step {step}")
                         continue
                     tick = time.perf_counter()
                 if stopping:
@@ -222,11 +224,6 @@ class Trainer(Recovery):
                 self.runner = self.ddp
                 return self.algorithm.training_step(self.runner, batch, k, self.state.step)
 
-    def loss_of(self, model: torch.nn.Module, batch, k: int) -> torch.Tensor:
-        """The algorithm's loss under autocast: what ``hardware.batch_size=auto`` and ``mode=profile`` measure."""
-        with autocast(self.device, self.dtype):
-            return self.algorithm.training_step(model, batch, k, 0).loss
-
     # -- what happens around steps ---------------------------------------------------------------------------
 
     def log_window(self, stats: dict[str, float]) -> float:
@@ -270,8 +267,9 @@ class Trainer(Recovery):
         if not math.isfinite(gap):
             log.warning("validation optimality_gap is %s at step %d: best.pt kept as it is", gap, state.step)
         elif final_stage and gap < state.best_gap - 1e-6:
-            if not self.checkpoint(self.out_dir / BEST):
-                self.roll_back(f"the weights {weights_problem(self.model, self.good_norm)} at step {state.step}")
+            problem = self.checkpoint(self.out_dir / BEST)
+            if problem:
+                self.roll_back(f"the weights {problem} at step {state.step}")
                 return val
             state.best_gap, state.evals_without_improvement = gap, 0
         elif final_stage:
@@ -286,11 +284,13 @@ class Trainer(Recovery):
 
     # -- checkpoints, faults ---------------------------------------------------------------------------------
 
-    def checkpoint(self, path: Path) -> bool:
-        """Write ``path`` if the weights are healthy (same verdict on every rank); False if they are not."""
-        if weights_problem(self.model, self.good_norm) or weights_problem(self.policy, self.good_norm):
-            return False
-        self.good_norm = weights_norm(self.model)
+    def checkpoint(self, path: Path) -> str | None:
+        """Write ``path`` if the weights are healthy (same verdict on every rank), else say what is wrong."""
+        norm = weights_norm(self.model)
+        problem = weights_problem(norm, self.good_norm) or weights_problem(weights_norm(self.policy), self.good_norm)
+        if problem:
+            return problem
+        self.good_norm = norm
         if self.ctx.is_main:
             save_checkpoint(path, {
                 "model": self.model.state_dict(), "policy": self.policy.state_dict(),
@@ -298,7 +298,7 @@ class Trainer(Recovery):
                 "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
                 "algorithm": self.algorithm.state_dict(), "state": asdict(self.state), "rng": rng_state(),
                 "graph": asdict(self.graph)}, self.cfg)
-        return True
+        return None
 
     def restore(self, path: Path) -> None:
         """Everything a checkpoint holds: weights, optimiser, algorithm, counters, RNG (resume and rollback)."""
