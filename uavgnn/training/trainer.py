@@ -25,7 +25,7 @@ import logging
 import math
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +62,13 @@ log = logging.getLogger(__name__)
 
 
 
+
+
+@dataclass
+class StepDone:
+    stats: list[str]  # the algorithm's stat names, summed into the log window
+    k: int  # the step's candidate budget
+    stopping: bool  # a signal asked the run to stop (agreed by every rank)
 
 
 class Trainer(Recovery):
@@ -127,14 +134,14 @@ class Trainer(Recovery):
         with StopRequest() as stop:  # SIGINT/SIGTERM: finish the step, write last.pt, raise Interrupted
             tick = time.perf_counter()
             while self.state.step < cfg.train.steps:
-                stats = self.train_step(tick, stop.requested is not None)
+                done = self.train_step(tick, stop.requested is not None)
                 tick = time.perf_counter()
-                if stats is None:  # skipped: non-finite loss, out of memory, rolled back
+                if done is None:  # skipped: non-finite loss, out of memory, rolled back
                     continue
-                step, stopping = self.state.step, stats.pop("_stopping")
+                step, stopping = self.state.step, done.stopping
                 at_end = step == cfg.train.steps
                 if step % cfg.train.log_every == 0 or at_end:
-                    speeds.append(self.log_window(stats))
+                    speeds.append(self.log_window(done))
                 if step % cfg.train.eval_every == 0 or at_end:
                     val = self.evaluate()
                     tick = time.perf_counter()
@@ -157,8 +164,8 @@ class Trainer(Recovery):
                 "perf/peak_mem_mb": peak_memory_mb(self.device)}
         return TrainResult(self.policy, self.state, self.out_dir / BEST, self.out_dir / LAST, val, perf)
 
-    def train_step(self, tick: float, stop_seen: bool) -> dict[str, float] | None:
-        """One optimiser step; the step's stats (window-averaged later), or None when it was skipped."""
+    def train_step(self, tick: float, stop_seen: bool) -> StepDone | None:
+        """One optimiser step (its stats go into the log window), or None when it was skipped."""
         cfg, state = self.cfg, self.state
         batch = self.batches.next(state.step, self.cur.stage, state.batch_size)
         got_batch = time.perf_counter()
@@ -207,7 +214,7 @@ class Trainer(Recovery):
                             ("busy", done - tick), ("graphs", batch.num_graphs * self.ctx.world_size)):
             self.window[name] = self.window.get(name, 0.0) + value
         self.bar.update(1)
-        return {**stats, "_k": k, "_stopping": stop_seen}
+        return StepDone(list(stats), k, stop_seen)
 
     def algorithm_step(self, batch, k: int):
         """The algorithm's loss under autocast; a compiled forward that fails falls back to eager once."""
@@ -226,12 +233,11 @@ class Trainer(Recovery):
 
     # -- what happens around steps ---------------------------------------------------------------------------
 
-    def log_window(self, stats: dict[str, float]) -> float:
+    def log_window(self, done: StepDone) -> float:
         """Log the means since the last log line; returns the window's graphs/s."""
         w, n = self.window, self.window["n"]
-        names = [name for name in stats if not name.startswith("_")]
-        metrics = {"train/loss": w["loss"] / n, **{f"train/{name}": w[name] / n for name in names},
-                   "train/k": stats["_k"], "train/lr": self.optimizer.param_groups[0]["lr"],
+        metrics = {"train/loss": w["loss"] / n, **{f"train/{name}": w[name] / n for name in done.stats},
+                   "train/k": done.k, "train/lr": self.optimizer.param_groups[0]["lr"],
                    "perf/graphs_per_s": w["graphs"] / w["busy"], "perf/step_ms": 1000 * w["busy"] / n,
                    "perf/data_wait_frac": w["wait"] / w["busy"], "perf/peak_mem_mb": peak_memory_mb(self.device)}
         self.logger.log(metrics, self.state.step)
