@@ -124,7 +124,9 @@ def test_benchmark_mode_writes_every_section_and_the_plot(tmp_path) -> None:
     run_cli("mode=benchmark", *TINY, "benchmark.repeats=1", "benchmark.cache_scenes=12", "benchmark.pipeline_steps=2",
             "benchmark.toggle_model=tiny", "benchmark.toggle_batch_size=16", "benchmark.checkpoint_model=small",
             "benchmark.checkpoint_batch_size=16", "benchmark.scaling_nodes=[300,1500,6000]",
-            "benchmark.milp_uavs=[24]", f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}", cwd=tmp_path)
+            "benchmark.milp_uavs=[24]", f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}",
+            # torch.compile on a CPU costs half a minute: the info-mode test compiles, this one times the rest
+            "benchmark.toggles=[amp,grad_checkpoint,loader_pyg,loader_pyg_workers]", cwd=tmp_path)
     report = json.loads((out / "benchmark.json").read_text())
     assert {"cache", "pipeline", "toggles", "scaling", "milp"} <= set(report)
     assert report["cache"]["cold_build_s"] > report["cache"]["warm_load_s"] > 0
@@ -134,7 +136,7 @@ def test_benchmark_mode_writes_every_section_and_the_plot(tmp_path) -> None:
         pipeline["graphs_per_s"]["optimized"] / pipeline["graphs_per_s"]["naive"])
     assert pipeline["max_logit_diff"] < 1e-5
     toggles = {t["toggle"]: t for t in report["toggles"]}
-    assert set(toggles) == {"amp", "compile", "grad_checkpoint", "loader_pyg", "loader_pyg_workers"}
+    assert set(toggles) == {"amp", "grad_checkpoint", "loader_pyg", "loader_pyg_workers"}
     for t in toggles.values():
         assert t["speedup"] == pytest.approx(t["off"]["step_ms"] / t["on"]["step_ms"])
     assert toggles["grad_checkpoint"]["memory_saving"] > 0.3  # recomputation really drops saved activations

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from uavgnn.envs.uav_env import EnvSettings
 from uavgnn.problem.scenes import SceneDistribution
 
 
@@ -24,6 +25,11 @@ from uavgnn.problem.scenes import SceneDistribution
 class TaskConfig(SceneDistribution):
     name: str = "uniform"
     file: Optional[str] = None  # scene file (JSON/NPZ) used by task=file
+
+
+@dataclass
+class EnvConfig(EnvSettings):
+    val_episodes: int = 256  # fixed validation episodes (the same for every run), scored against the planner
 
 
 @dataclass
@@ -70,6 +76,7 @@ class HardwareConfig:
     precision: str = "bf16"  # autocast dtype when optim.amp: bf16 | fp16
     memory_fraction: float = 0.9
     threads: int = 0  # torch intra-op threads; 0 keeps torch's default
+    data_on_device: str = "auto"  # keep training data (the replay buffer) on the device: auto | true | false
     sweep_jobs: int = 2  # parallel jobs of a hydra/launcher=joblib sweep
 
 
@@ -107,6 +114,19 @@ class AlgorithmConfig:
     init_from: Optional[str] = None  # checkpoint whose policy starts training (fine-tuning); same model config
     samples: int = 8  # reinforce: rollouts per scene, the first the greedy baseline
     imitation_weight: float = 0.0  # reinforce: weight of the imitation loss kept alongside (0 = pure REINFORCE)
+    gamma: float = 0.95  # masac: discount
+    tau: float = 0.005  # masac: Polyak step of the target critics
+    init_alpha: float = 0.2  # masac: initial entropy temperature
+    actor_lr_scale: float = 1.0  # masac: actor LR = train.lr x this (train.lr is the critics')
+    alpha_lr_scale: float = 1.0  # masac: temperature LR = train.lr x this
+    critic_hidden: int = 128  # masac: width of the centralised critics (actor widths: model.hidden/layers)
+    critic_layers: int = 2
+    buffer_size: int = 100_000  # masac: replay capacity (transitions of all agents of one env step)
+    learning_starts: int = 5_000  # masac: env steps of random actions before the policy acts
+    env_steps_per_update: int = 1  # masac: steps of all env.n_envs environments per training step
+    prioritized: bool = False  # masac: prioritized replay (sum-tree) instead of uniform
+    priority_alpha: float = 0.6  # masac: priority exponent
+    priority_beta: float = 0.4  # masac: importance-weight exponent at step 0, annealed to 1 at train.steps
 
 
 @dataclass
@@ -185,6 +205,7 @@ class Config:
     resume: str = "false"  # false | true | auto: continue from the run directory's last.pt
     path: Any = None  # mode=compare: a sweep directory or a list of run directories
     task: TaskConfig = field(default_factory=TaskConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
@@ -218,6 +239,11 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
             out.update(flatten(value, f"{prefix}{key}."))
         return out
     return {prefix[:-1]: json.dumps(node) if isinstance(node, list) else node}
+
+
+def env_settings(env: EnvConfig) -> EnvSettings:
+    """The environment settings of a (possibly DictConfig) env node."""
+    return EnvSettings(**{f.name: getattr(env, f.name) for f in fields(EnvSettings)})
 
 
 def scene_distribution(task: TaskConfig) -> SceneDistribution:

@@ -27,7 +27,9 @@ CHOICES = {
     "hardware.precision": ("bf16", "fp16"),
     "train.schedule": ("cosine", "plateau"),
     "train.decoder": ("argmax", "greedy"),
-    "algorithm.name": ("imitation", "reinforce"),
+    "algorithm.name": ("imitation", "reinforce", "masac"),
+    "env.action": ("continuous", "discrete"),
+    "hardware.data_on_device": ("auto", "true", "false"),
     "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
     "eval.decoder": ("argmax", "greedy", "sample"),
     "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
@@ -79,6 +81,17 @@ RANGES: dict[str, Range] = {
     "train.lr": POSITIVE, "train.grad_clip": POSITIVE, "train.ema_decay": FRACTION,
     **{f"train.{key}": NON_NEGATIVE for key in ("weight_decay", "warmup_steps", "max_rollbacks")},
     "algorithm.samples": AT_LEAST_1, "algorithm.imitation_weight": NON_NEGATIVE,
+    "algorithm.gamma": UNIT, "algorithm.tau": Range(0, 1, low_open=True),
+    **{f"algorithm.{key}": POSITIVE for key in ("init_alpha", "actor_lr_scale", "alpha_lr_scale", "priority_alpha")},
+    "algorithm.priority_beta": UNIT, "algorithm.learning_starts": NON_NEGATIVE,
+    **{f"algorithm.{key}": AT_LEAST_1 for key in ("critic_hidden", "critic_layers", "buffer_size",
+                                                  "env_steps_per_update")},
+    **{f"env.{key}": AT_LEAST_1 for key in ("n_uav", "n_envs", "horizon", "val_episodes", "obs_targets",
+                                            "obs_uavs")},
+    **{f"env.{key}": POSITIVE for key in ("dt", "max_speed", "max_accel", "service_radius")},
+    **{f"env.{key}": NON_NEGATIVE for key in ("collision_radius", "appear_steps", "collision_penalty",
+                                              "exhausted_penalty", "approach_reward")},
+    "env.team_weight": UNIT,
     "curriculum.advance_threshold": UNIT, "curriculum.performance_threshold": UNIT,
     **{f"curriculum.{key}": AT_LEAST_1 for key in ("consecutive_evaluations", "patience", "consecutive_failures",
                                                    "node_budget")},
@@ -127,7 +140,16 @@ def validate(cfg) -> None:
         raise ConfigError(f"algorithm.init_from={cfg.algorithm.init_from}: no checkpoint there")
     if cfg.algorithm.name == "reinforce" and cfg.algorithm.samples < 2:
         raise ConfigError(f"algorithm.samples={cfg.algorithm.samples} must be >= 2 (the greedy rollout and a sample)")
+    if cfg.algorithm.name == "masac" and cfg.env.action != "continuous":
+        raise ConfigError(f"algorithm=masac acts with velocity commands: env.action={cfg.env.action!r} must be "
+                          "continuous")
+    if (cfg.algorithm.name == "masac") != (cfg.model.name == "mlp"):
+        raise ConfigError(f"model={cfg.model.name} with algorithm={cfg.algorithm.name}: model=mlp is MASAC's "
+                          "per-agent actor, the TransformerGNN sizes (tiny|small|medium|large) are for imitation "
+                          "and reinforce")
     cur = cfg.curriculum
+    if cfg.algorithm.name == "masac" and cur.name != "none":
+        raise ConfigError("algorithm=masac trains on one environment size: use curriculum=none")
     if cur.name != "none":
         if list(cur.stages) != sorted(set(cur.stages)) or min(cur.stages) < 1 or cur.stages[-1] != cfg.data.n_uav:
             raise ConfigError(f"curriculum.stages={list(cur.stages)} must be increasing positive sizes ending at "

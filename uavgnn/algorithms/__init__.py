@@ -1,4 +1,4 @@
-"""Training objectives that plug into the shared loop: ``algorithm=imitation|reinforce``.
+"""Training objectives that plug into the shared loop: ``algorithm=imitation|reinforce|masac``.
 
 To add one: a file here with a subclass of ``Algorithm`` (see ``base.py``),
 an entry in ``make_algorithm``, a ``conf/algorithm/<name>.yaml`` and its name
@@ -8,12 +8,26 @@ in ``uavgnn.validation.CHOICES``.
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from uavgnn.algorithms.base import Algorithm, LossOf, StepOutput, step_loss
 from uavgnn.algorithms.imitation import Imitation
+from uavgnn.algorithms.masac import MASAC, MASACAgents, MASACSettings
 from uavgnn.algorithms.reinforce import Reinforce
+from uavgnn.config import env_settings, scene_distribution
+from uavgnn.models import model_from_config
 
-__all__ = ["Algorithm", "LossOf", "StepOutput", "make_algorithm", "step_loss"]
+__all__ = ["Algorithm", "LossOf", "StepOutput", "make_algorithm", "make_model", "step_loss"]
+
+
+def make_model(cfg) -> nn.Module:
+    """What ``cfg.algorithm`` trains: the TransformerGNN policy, or MASAC's agents sized by the environment."""
+    if cfg.algorithm.name == "masac":
+        env, dist, alg = env_settings(cfg.env), scene_distribution(cfg.task), cfg.algorithm
+        return MASACAgents(MASACSettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
+                                         cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
+                                         alg.gamma, alg.init_alpha))
+    return model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers)
 
 
 def make_algorithm(cfg, device: torch.device) -> Algorithm:
@@ -22,4 +36,8 @@ def make_algorithm(cfg, device: torch.device) -> Algorithm:
         return Imitation()
     if cfg.algorithm.name == "reinforce":
         return Reinforce(cfg.algorithm.samples, cfg.algorithm.imitation_weight, cfg.seed, device)
-    raise ValueError(f"algorithm.name: unknown algorithm {cfg.algorithm.name!r} (expected imitation or reinforce)")
+    if cfg.algorithm.name == "masac":
+        alg = cfg.algorithm
+        return MASAC(alg.tau, alg.actor_lr_scale, alg.alpha_lr_scale, cfg.seed, device)
+    raise ValueError(f"algorithm.name: unknown algorithm {cfg.algorithm.name!r} (expected imitation, reinforce "
+                     "or masac)")

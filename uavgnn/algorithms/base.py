@@ -29,6 +29,7 @@ class StepOutput:
     loss: torch.Tensor  # scalar to minimise
     stats: dict[str, torch.Tensor]  # scalars logged as train/<name> (window means)
     weight: torch.Tensor  # how many items (UAVs) the loss averages over: DDP weighs the ranks by it
+    feedback: torch.Tensor | None = None  # per-item values for the data source (replay priorities)
 
 
 class Algorithm(ABC):
@@ -38,6 +39,13 @@ class Algorithm(ABC):
     def training_step(self, model: nn.Module, batch: Batch, k: int, step: int) -> StepOutput:
         """The loss of ``batch`` at candidate budget ``k``; a pure function of (weights, batch, step),
         so a resumed run repeats exactly what an uninterrupted one computes."""
+
+    def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:
+        """The optimiser's parameter groups; each group's LR is ``train.lr`` x its ``lr_scale`` x the schedule."""
+        return [{"params": list(model.parameters()), "lr_scale": 1.0}]
+
+    def after_step(self, model: nn.Module) -> None:
+        """Called after each optimiser step (e.g. target-network averaging); nothing by default."""
 
     def state_dict(self) -> dict[str, Any]:
         """What this algorithm adds to a checkpoint (its own buffers, counters); nothing by default."""

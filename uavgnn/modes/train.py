@@ -14,12 +14,14 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from uavgnn import distributed
-from uavgnn.config import Config
+from uavgnn.config import Config, env_settings, scene_distribution
 from uavgnn.console import echo
 from uavgnn.data.splits import load_split
+from uavgnn.envs.evaluation import compare_policies
+from uavgnn.envs.render import episode_gif, plot_episodes, plot_learning_curve
 from uavgnn.errors import Interrupted
 from uavgnn.evaluation.methods import compare_on_split
-from uavgnn.loggers import MetricLogger, run_name
+from uavgnn.loggers import MetricLogger, read_history, run_name
 from uavgnn.plots import plot_assignment
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.report import format_table, write_json
@@ -64,6 +66,29 @@ def resume_command(out_dir: Path) -> str:
     return " ".join(["python run.py", *kept, "resume=auto", f"hydra.run.dir={out_dir}"])
 
 
+def test_on_env(cfg: Config, result, out_dir: Path, logger: MetricLogger, device) -> float:
+    """The best policy against the scripted planner and random actions on fixed test episodes, with pictures."""
+    agents = result.model
+    settings, dist = env_settings(cfg.env), scene_distribution(cfg.task)
+    rows, scores = compare_policies({"masac": lambda env: agents.act(env.observe(), None)}, settings, dist,
+                                    cfg.env.val_episodes, device)
+    echo(f"\nTest episodes: {cfg.env.val_episodes} of {settings.n_uav} UAVs, {settings.horizon} steps "
+         f"({cfg.task.positions})\n" + format_table(rows))
+    step = result.state.step
+    logger.log_image("test/trajectories", plot_episodes(scores, settings.service_radius, out_dir / "trajectories.png"),
+                     step)
+    episode_gif(scores["masac"], settings.service_radius, out_dir / "episode.gif")
+    logger.log_image("train/learning_curve", plot_learning_curve(read_history(out_dir), out_dir / "learning_curve.png"),
+                     step)
+    test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}
+    write_json(out_dir / "summary.json", {"best_val_planner_gap": result.state.best_gap, "final_val": result.val,
+                                          "test": rows, "steps": step, "params": agents.num_parameters(), **test,
+                                          **result.perf})
+    logger.summary({"best/val/planner_gap": result.state.best_gap, **test, **result.perf})
+    echo(f"results in {out_dir}")
+    return float(result.state.best_gap)
+
+
 def run_train(cfg: Config, out_dir: Path) -> float:
     """Train, evaluate on the test split, write the summary; returns the best val optimality gap."""
     try:
@@ -94,6 +119,8 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         device = resolve_device(cfg.hardware.device)
         model = result.model
         model.load_state_dict(load_checkpoint(result.best_path, device)["policy"])
+        if cfg.algorithm.name == "masac":
+            return test_on_env(cfg, result, out_dir, logger, device)
         test_store = load_split(cfg, "test")
         graph = GraphSettings.from_config(cfg.data)
         rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, graph.k(cfg.data.n_uav), device,

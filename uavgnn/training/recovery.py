@@ -45,7 +45,7 @@ class Recovery:
         self.bar.reset(total=self.cfg.train.steps)
         self.bar.update(self.state.step)
         self.window = dict.fromkeys(self.window, 0.0)
-        self.batches.restart(self.state.step, self.state.batch_size)
+        self.work.restart(self.state.step, self.state.batch_size)
 
     def skip_non_finite(self) -> None:
         state = self.state
@@ -65,4 +65,4 @@ class Recovery:
         self.state.batch_size //= 2
         log.warning("CUDA out of memory at step %d: batch size halved to %d", self.state.step, self.state.batch_size)
         self.logger.log({"hardware/batch_size": self.state.batch_size}, self.state.step)
-        self.batches.restart(self.state.step, self.state.batch_size)
+        self.work.restart(self.state.step, self.state.batch_size)

@@ -34,34 +34,23 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from uavgnn import distributed
-from uavgnn.algorithms import make_algorithm, step_loss
+from uavgnn.algorithms import make_algorithm, make_model, step_loss
 from uavgnn.console import echo
-from uavgnn.data.splits import load_split
 from uavgnn.errors import Interrupted
 from uavgnn.loggers import MetricLogger
-from uavgnn.models import model_from_config
 from uavgnn.perf import device_memory_mb, peak_memory_mb
-from uavgnn.problem.graphs import GraphSettings
-from uavgnn.problem.metrics import mean_metrics
 from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device, seed_everything
 from uavgnn.training.batch_size import resolve_batch_size
-from uavgnn.training.batches import BatchSource
 from uavgnn.training.checkpoint import (BEST, LAST, load_checkpoint, load_initial_policy, rng_state, save_checkpoint,
                                        set_rng_state, weights_norm, weights_problem)
-from uavgnn.evaluation.scoring import evaluate_model
 from uavgnn.training.curriculum import CurriculumState, curriculum_step
 from uavgnn.training.recovery import Recovery
-from uavgnn.training.schedule import jittered_k, lr_factor
+from uavgnn.training.schedule import lr_factor
 from uavgnn.training.state import TrainResult, TrainState
 from uavgnn.training.stop import StopRequest
+from uavgnn.training.workloads import make_workload
 
 log = logging.getLogger(__name__)
-
-
-
-
-
-
 
 
 @dataclass
@@ -80,16 +69,14 @@ class Trainer(Recovery):
         seed_everything(cfg.seed)
         self.dtype = amp_dtype(cfg, self.device)
         self.ctx = distributed.context()
-        self.model = model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers).to(self.device)
+        self.model = make_model(cfg).to(self.device)
         if cfg.algorithm.init_from and resume_from is None:  # before the data: a mismatch fails before labelling
             load_initial_policy(self.model, cfg.algorithm.init_from, cfg.model, self.device)
         self.algorithm = make_algorithm(cfg, self.device)
-        self.graph = GraphSettings.from_config(cfg.data)
-        self.sizes = list(cfg.curriculum.stages) if cfg.curriculum.name != "none" else [cfg.data.n_uav]
-        with distributed.main_rank_first():  # one split per curriculum stage (just data.n_uav without one)
-            stage_train = [load_split(cfg, "train", n_uav=n) for n in self.sizes]
-            self.stage_val = [load_split(cfg, "val", n_uav=n) for n in self.sizes]
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+        self.work = make_workload(cfg, self.model, self.device)  # the data side: scene graphs or env experience
+        self.sizes = self.work.sizes
+        self.optimizer = torch.optim.AdamW(self.algorithm.param_groups(self.model), lr=cfg.train.lr,
+                                           weight_decay=cfg.train.weight_decay)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.dtype == torch.float16)
         self.ema = (AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(cfg.train.ema_decay))
                     if cfg.train.ema_decay > 0 else None)
@@ -104,13 +91,12 @@ class Trainer(Recovery):
         self.ddp = torch.nn.parallel.DistributedDataParallel(self.model) if self.ctx.enabled else self.model
         self.runner = maybe_compile(self.ddp, cfg.optim.compile)
         self.state.batch_size = self.state.batch_size or resolve_batch_size(
-            cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), stage_train[-1],
-            self.graph.k(cfg.data.n_uav), self.device)
+            cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), self.work.probe_store(),
+            self.work.k(len(self.sizes) - 1), self.device)
         if self.ctx.enabled:
             log.info("data parallel: %d processes, global batch %d = %d per rank", self.ctx.world_size,
                      self.state.batch_size, self.state.batch_size // self.ctx.world_size)
-        self.batches = BatchSource(cfg, self.sizes, stage_train, self.device)
-        self.batches.restart(self.state.step, self.state.batch_size)
+        self.work.restart(self.state.step, self.state.batch_size)
         self.window: dict[str, float] = {}
         self.bar: tqdm | None = None
 
@@ -127,7 +113,7 @@ class Trainer(Recovery):
             log.info("starting policy: val optimality_gap %.4f", val["val/optimality_gap"])
         speeds: list[float] = []
         val: dict[str, float] = {}
-        self.window = dict.fromkeys(("loss", "n", "wait", "busy", "graphs"), 0.0)
+        self.window = dict.fromkeys(("loss", "n", "wait", "busy", "items"), 0.0)
         self.bar = tqdm(total=cfg.train.steps, initial=state.step, desc="train", unit="step", mininterval=2.0,
                         dynamic_ncols=True, disable=not self.ctx.is_main)
         self.model.train()
@@ -160,20 +146,19 @@ class Trainer(Recovery):
         self.bar.close()
         if not (self.out_dir / BEST).exists():
             self.checkpoint(self.out_dir / BEST)
-        perf = {"perf/graphs_per_s": float(np.median(speeds)) if speeds else float("nan"),
+        perf = {f"perf/{self.work.unit}_per_s": float(np.median(speeds)) if speeds else float("nan"),
                 "perf/peak_mem_mb": peak_memory_mb(self.device)}
         return TrainResult(self.policy, self.state, self.out_dir / BEST, self.out_dir / LAST, val, perf)
 
     def train_step(self, tick: float, stop_seen: bool) -> StepDone | None:
         """One optimiser step (its stats go into the log window), or None when it was skipped."""
         cfg, state = self.cfg, self.state
-        batch = self.batches.next(state.step, self.cur.stage, state.batch_size)
+        batch = self.work.next(state.step, self.cur.stage, state.batch_size)
         got_batch = time.perf_counter()
-        k = jittered_k(self.graph.k(self.sizes[self.cur.stage]), cfg.data.k_jitter, cfg.seed, state.step,
-                       cfg.data.k_max)
+        k = self.work.step_k(state.step, self.cur.stage)
+        factor = state.lr_scale * lr_factor(state.step, cfg.train.steps, cfg.train.warmup_steps, cfg.train.schedule)
         for group in self.optimizer.param_groups:
-            group["lr"] = cfg.train.lr * state.lr_scale * lr_factor(state.step, cfg.train.steps,
-                                                                    cfg.train.warmup_steps, cfg.train.schedule)
+            group["lr"] = cfg.train.lr * group["lr_scale"] * factor
         try:
             out = self.algorithm_step(batch, k)
         except torch.cuda.OutOfMemoryError as err:
@@ -206,12 +191,14 @@ class Trainer(Recovery):
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.train.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        self.algorithm.after_step(self.model)
+        self.work.feedback(batch, out.feedback)
         if self.ema is not None:
             self.ema.update_parameters(self.model)
         state.step += 1
         done = time.perf_counter()
         for name, value in (("loss", loss_value), *stats.items(), ("n", 1), ("wait", got_batch - tick),
-                            ("busy", done - tick), ("graphs", batch.num_graphs * self.ctx.world_size)):
+                            ("busy", done - tick), ("items", self.work.items(batch) * self.ctx.world_size)):
             self.window[name] = self.window.get(name, 0.0) + value
         self.bar.update(1)
         return StepDone(list(stats), k, stop_seen)
@@ -234,24 +221,23 @@ class Trainer(Recovery):
     # -- what happens around steps ---------------------------------------------------------------------------
 
     def log_window(self, done: StepDone) -> float:
-        """Log the means since the last log line; returns the window's graphs/s."""
-        w, n = self.window, self.window["n"]
+        """Log the means since the last log line; returns the window's items (graphs, samples) per second."""
+        w, n, speed_key = self.window, self.window["n"], f"perf/{self.work.unit}_per_s"
         metrics = {"train/loss": w["loss"] / n, **{f"train/{name}": w[name] / n for name in done.stats},
                    "train/k": done.k, "train/lr": self.optimizer.param_groups[0]["lr"],
-                   "perf/graphs_per_s": w["graphs"] / w["busy"], "perf/step_ms": 1000 * w["busy"] / n,
-                   "perf/data_wait_frac": w["wait"] / w["busy"], "perf/peak_mem_mb": peak_memory_mb(self.device)}
+                   speed_key: w["items"] / w["busy"], "perf/step_ms": 1000 * w["busy"] / n,
+                   "perf/data_wait_frac": w["wait"] / w["busy"], "perf/peak_mem_mb": peak_memory_mb(self.device),
+                   **self.work.window_stats()}
         self.logger.log(metrics, self.state.step)
-        self.bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", gps=f"{metrics['perf/graphs_per_s']:.0f}")
+        self.bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", speed=f"{metrics[speed_key]:.0f}/s")
         self.window = dict.fromkeys(self.window, 0.0)
-        return metrics["perf/graphs_per_s"]
+        return metrics[speed_key]
 
     def validate(self, stage: int) -> dict[str, float]:
         """Greedy-decoded metrics of the policy on ``stage``'s validation scenes (rank 0), on every rank."""
         val: dict[str, float] = {}
         if self.ctx.is_main:
-            result = evaluate_model(self.policy, self.stage_val[stage], self.cfg.train.decoder,
-                                    self.graph.k(self.sizes[stage]), self.device, amp_dtype=self.dtype)
-            val = {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
+            val = self.work.validate(self.policy, stage, self.dtype)
             val["perf/peak_mem_mb"] = peak_memory_mb(self.device)
             self.logger.log(val, self.state.step)
         return distributed.broadcast_from_main(val)
@@ -260,7 +246,7 @@ class Trainer(Recovery):
         """Validate the current stage, move the curriculum, keep best.pt and the plateau schedule up to date."""
         cfg, state, stage = self.cfg, self.state, self.cur.stage
         val = self.validate(stage)
-        gap = val["val/optimality_gap"]
+        gap = val[self.work.score_key]
         if len(self.sizes) > 1:
             self.state.lr_scale = curriculum_step(cfg.curriculum, self.cur, 1.0 - gap, self.sizes, self.logger,
                                                   state.step, state.lr_scale)
@@ -271,7 +257,7 @@ class Trainer(Recovery):
                         device_memory_mb(self.device))
         final_stage = stage == len(self.sizes) - 1  # smaller stages' gaps are not comparable with the target's
         if not math.isfinite(gap):
-            log.warning("validation optimality_gap is %s at step %d: best.pt kept as it is", gap, state.step)
+            log.warning("validation %s is %s at step %d: best.pt kept as it is", self.work.score_key, gap, state.step)
         elif final_stage and gap < state.best_gap - 1e-6:
             problem = self.checkpoint(self.out_dir / BEST)
             if problem:
@@ -284,8 +270,7 @@ class Trainer(Recovery):
                 state.lr_scale *= 0.8
                 state.evals_without_improvement = 0
         if self.ctx.is_main:
-            echo(f"step {state.step}: val ({self.sizes[stage]} UAVs) optimality_gap {gap:.4f} "
-                 f"(best {state.best_gap:.4f}), completion_score {val['val/completion_score']:.3f}")
+            echo(f"step {state.step}: {self.work.describe(val, stage, state.best_gap)}")
         return val
 
     # -- checkpoints, faults ---------------------------------------------------------------------------------
@@ -303,7 +288,9 @@ class Trainer(Recovery):
                 "ema": self.ema.state_dict() if self.ema is not None else None,
                 "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
                 "algorithm": self.algorithm.state_dict(), "state": asdict(self.state), "rng": rng_state(),
-                "graph": asdict(self.graph)}, self.cfg)
+                # the workload's state (environments, replay buffer) is what resume needs: last.pt only
+                "data": self.work.state_dict() if path.name == LAST else {},
+                **self.work.checkpoint_extras()}, self.cfg)
         return None
 
     def restore(self, path: Path) -> None:
@@ -315,6 +302,7 @@ class Trainer(Recovery):
         if self.ema is not None:
             self.ema.load_state_dict(ckpt["ema"])
         self.algorithm.load_state_dict(ckpt.get("algorithm", {}))
+        self.work.load_state_dict(ckpt.get("data", {}))
         self.state = TrainState(**ckpt["state"])
         self.cur = CurriculumState(**self.state.curriculum)
         set_rng_state(ckpt["rng"])

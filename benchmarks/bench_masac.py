@@ -1,0 +1,115 @@
+"""MASAC update speed (batched vs reference/002's per-agent loops) and environment throughput, side by side.
+
+    .venv/bin/python benchmarks/bench_masac.py                # update: 2, 4, 16, 64 agents; env: E x N grid
+    .venv/bin/python benchmarks/bench_masac.py --section update --agents 2 4
+
+Update: one MASAC update (forward, backward, optimiser step, target averaging)
+of ``MASACAgents`` vs ``NaiveMASAC`` on the same random batch, median of
+``--repeats`` after warm-up; reference/002's sizes (batch 128, hidden 256).
+Environment: agent-steps/s of ``UAVEnv.step`` with random actions. Medians;
+ratios come from the same process, back to back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from uavgnn.algorithms.masac import MASACAgents, MASACSettings
+from uavgnn.algorithms.masac_naive import NaiveMASAC
+from uavgnn.envs.policies import random_policy
+from uavgnn.envs.replay import Transitions
+from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+from uavgnn.problem.scenes import SceneDistribution
+
+
+def median_time(fn, repeats: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bench_update(n: int, batch: int, hidden: int, repeats: int) -> dict[str, float]:
+    dist, env = SceneDistribution(), EnvSettings(n_uav=n)
+    obs, state = env.obs_dim(), env.state_dim(dist)
+    agents = MASACAgents(MASACSettings(n, obs, state, 2, hidden, 2, hidden, 2, 0.95, 0.2))
+    optimizer = torch.optim.Adam(agents.parameters(), 3e-4)
+    g = torch.Generator().manual_seed(0)
+    data = Transitions(torch.randn(batch, n, obs, generator=g), torch.randn(batch, state, generator=g),
+                       torch.rand(batch, n, 2, generator=g) * 2 - 1, torch.randn(batch, n, generator=g),
+                       torch.randn(batch, n, obs, generator=g), torch.randn(batch, state, generator=g),
+                       torch.zeros(batch), torch.ones(batch), torch.arange(batch))
+    noise, next_noise = torch.randn(2, n, batch, 2, generator=g).unbind(0)
+    naive = NaiveMASAC(agents)
+
+    def batched() -> None:
+        loss, _, _ = agents(data, noise, next_noise)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        agents.update_targets(0.005)
+
+    t_batched = median_time(batched, repeats)
+    t_naive = median_time(lambda: naive.update(data, noise, next_noise), repeats)
+    return {"agents": n, "batched_ms": 1000 * t_batched, "naive_ms": 1000 * t_naive, "speedup": t_naive / t_batched}
+
+
+def bench_env(n_envs: int, n_uav: int, repeats: int, device: torch.device) -> dict[str, float]:
+    env = UAVEnv(EnvSettings(n_uav=n_uav), SceneDistribution(), n_envs, device, seed=0)
+    env.reset()
+    steps = 5
+
+    def run() -> None:
+        for _ in range(steps):
+            env.step(random_policy(env))
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    t = median_time(run, repeats, warmup=1)
+    return {"envs": n_envs, "uavs": n_uav, "agent_steps_per_s": steps * n_envs * n_uav / t}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--section", choices=["update", "env", "all"], default="all")
+    parser.add_argument("--agents", type=int, nargs="+", default=[2, 4, 16, 64])
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--envs", type=int, nargs="+", default=[1, 64, 1024, 16384])
+    parser.add_argument("--uavs", type=int, nargs="+", default=[4, 16, 64])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--max-agent-steps", type=int, default=2_000_000, help="skip env sizes E x N above this")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}")
+    if args.section in ("update", "all"):
+        print(f"\nMASAC update, batch {args.batch}, hidden {args.hidden}, median of {args.repeats}")
+        print(f"{'agents':>6} {'batched ms':>11} {'naive ms':>10} {'speedup':>8}")
+        for n in args.agents:
+            r = bench_update(n, args.batch, args.hidden, args.repeats if n < 64 else max(3, args.repeats // 2))
+            print(f"{r['agents']:>6} {r['batched_ms']:>11.1f} {r['naive_ms']:>10.1f} {r['speedup']:>7.1f}x", flush=True)
+    if args.section in ("env", "all"):
+        print(f"\nUAVEnv.step, random actions, agent-steps/s (median of {args.repeats} x 5 steps)")
+        print(f"{'envs':>6} " + " ".join(f"{f'N={n}':>12}" for n in args.uavs))
+        for e in args.envs:
+            cells = []
+            for n in args.uavs:
+                if e * n > args.max_agent_steps:
+                    cells.append(f"{'-':>12}")
+                    continue
+                r = bench_env(e, n, args.repeats, torch.device(args.device))
+                cells.append(f"{r['agent_steps_per_s']:>12,.0f}")
+            print(f"{e:>6} " + " ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""The multi-step UAV environment: generator, dynamics and rewards worked by hand, batching, resume, baselines."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from uavgnn.envs.evaluation import compare_policies
+from uavgnn.envs.policies import random_policy, run_episodes, scripted_planner
+from uavgnn.envs.render import episode_gif, plot_episodes
+from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+from uavgnn.problem.scene_batch import generate_scene_batch
+from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("positions", ["uniform", "clustered"])
+def test_torch_generator_follows_the_numpy_generators_distribution(positions) -> None:
+    dist = SceneDistribution(positions=positions)
+    scenes = generate_scenes(dist, 16, 1500, seed=0)
+    batch = generate_scene_batch(dist, 16, 1500, torch.Generator().manual_seed(0), CPU)
+    reference = {"uav_pos": np.stack([s.uav_pos for s in scenes]), "target_pos": np.stack([s.target_pos for s in scenes]),
+                 "uav_range": np.stack([s.uav_range for s in scenes]), "need": np.stack([s.need for s in scenes]),
+                 "value": np.stack([s.value for s in scenes])}
+    for name, ref in reference.items():
+        ours = getattr(batch, name).double().numpy()
+        assert ours.shape == ref.shape, name
+        # five standard errors of a difference of two samples; clustered positions are independent per scene only
+        n = len(scenes) if positions == "clustered" and name.endswith("pos") else ref.size
+        assert abs(ours.mean() - ref.mean()) < 5 * ref.std() * math.sqrt(2 / n), name
+        assert abs(ours.std() - ref.std()) < 5 * ref.std() * math.sqrt(1 / n), name
+        span = (min(ref.min(), ours.min()), max(ref.max(), ours.max()))  # float32 vs float64 square sides
+        hist_ours, edges = np.histogram(ours, bins=10, range=span)
+        hist_ref, _ = np.histogram(ref, bins=edges)
+        assert np.abs(hist_ours / ours.size - hist_ref / ref.size).max() < 5 * math.sqrt(0.5 / n), name
+
+
+def one_target_env(**overrides) -> UAVEnv:
+    """Two UAVs, one target (need 2, value 3) placed by hand; lam 0.1, no hint, no team mixing."""
+    settings = EnvSettings(n_uav=2, n_envs=1, approach_reward=0.0, team_weight=0.0, **overrides)
+    env = UAVEnv(settings, SceneDistribution(target_ratio=0.5, lam=0.1), 1, CPU, seed=0)
+    env.reset()
+    env.pos = torch.tensor([[[0.5, 0.5], [1.5, 1.5]]])  # the square side is sqrt(3) = 1.73
+    env.energy = torch.tensor([[3.0, 3.0]])
+    env.target_pos = torch.tensor([[[1.0, 0.5]]])
+    env.need, env.value = torch.tensor([[2]]), torch.tensor([[3.0]])
+    return env
+
+
+def test_acceleration_and_speed_limits_and_travel_cost_by_hand() -> None:
+    env = one_target_env()
+    step = env.step(torch.tensor([[[1.0, 0.0], [0.0, 0.0]]]))  # UAV 0 full speed east, UAV 1 stays
+    # From rest the velocity can change by max_accel * dt = 0.15: UAV 0 moves 0.15 east.
+    torch.testing.assert_close(step.positions, torch.tensor([[[0.65, 0.5], [1.5, 1.5]]]))
+    torch.testing.assert_close(env.energy, torch.tensor([[2.85, 3.0]]))
+    torch.testing.assert_close(step.task_reward, torch.tensor([[-0.1 * 0.15, 0.0]]))
+    for _ in range(3):  # 0.30, then capped at max_speed 0.3 per step
+        step = env.step(torch.tensor([[[1.0, 0.0], [0.0, 0.0]]]))
+    torch.testing.assert_close(step.positions[0, 0], torch.tensor([0.65 + 0.3 + 0.3 + 0.3, 0.5]))
+
+
+def test_a_target_completes_when_need_uavs_are_in_the_radius_at_once() -> None:
+    env = one_target_env()
+    env.pos = torch.tensor([[[1.1, 0.5], [1.6, 0.5]]])  # UAV 0 inside the radius 0.25, UAV 1 outside
+    step = env.step(torch.zeros(1, 2, 2))
+    assert step.completed.item() == 0 and step.task_reward.abs().max() == 0
+    env.pos = torch.tensor([[[1.1, 0.5], [0.9, 0.5]]])
+    step = env.step(torch.zeros(1, 2, 2))
+    assert step.completed.item() == 1
+    torch.testing.assert_close(step.task_reward, torch.tensor([[1.5, 1.5]]))  # value 3 shared by the two
+    assert bool(step.done[0])  # every target completed: the episode ends and the env resets
+    assert env.t.item() == 0 and step.episode_return.item() == pytest.approx(3.0)
+
+
+def test_collisions_and_running_out_of_range_are_penalised() -> None:
+    env = one_target_env(collision_penalty=0.2, exhausted_penalty=0.5)
+    env.pos = torch.tensor([[[0.5, 0.5], [0.52, 0.5]]])
+    env.energy = torch.tensor([[0.1, 3.0]])
+    step = env.step(torch.tensor([[[-1.0, 0.0], [0.0, 0.0]]]))  # UAV 0 flies 0.1 (its last energy) west
+    torch.testing.assert_close(step.positions[0, 0], torch.tensor([0.4, 0.5]))
+    assert env.energy[0, 0].item() == 0.0
+    torch.testing.assert_close(step.task_reward, torch.tensor([[-0.1 * 0.1 - 0.5, 0.0]]))  # 0.12 apart: no collision
+    env.pos = torch.tensor([[[0.5, 0.5], [0.52, 0.5]]])
+    step = env.step(torch.tensor([[[1.0, 0.0], [0.0, 0.0]]]))  # grounded UAV 0 cannot move; 0.02 apart
+    torch.testing.assert_close(step.positions[0, 0], torch.tensor([0.5, 0.5]))
+    torch.testing.assert_close(step.task_reward, torch.tensor([[-0.2, -0.2]]))
+
+
+def test_a_batch_of_environments_steps_like_each_environment_alone() -> None:
+    dist, settings = SceneDistribution(), EnvSettings(n_uav=5, n_envs=6, appear_steps=3)
+    batch = UAVEnv(settings, dist, 6, CPU, seed=1)
+    batch.reset()
+    singles = []
+    for e in range(6):
+        single = UAVEnv(settings, dist, 1, CPU, seed=2)
+        for name in batch._names:
+            setattr(single, name, getattr(batch, name)[e:e + 1].clone())
+        singles.append(single)
+    for _ in range(4):
+        action = torch.rand(6, 5, 2, generator=torch.Generator().manual_seed(7)) * 2 - 1
+        step = batch.step(action)
+        for e, single in enumerate(singles):
+            alone = single.step(action[e:e + 1])
+            for field in ("next_obs", "next_state", "reward", "task_reward", "done", "positions"):
+                torch.testing.assert_close(getattr(step, field)[e:e + 1], getattr(alone, field))
+
+
+def test_episodes_auto_reset_and_a_restored_environment_continues_identically() -> None:
+    settings = EnvSettings(n_uav=4, n_envs=8, horizon=5)
+    env = UAVEnv(settings, SceneDistribution(), 8, CPU, seed=3)
+    env.reset()
+    for _ in range(3):
+        env.step(random_policy(env))
+    saved = env.state_dict()
+    first = [env.step(random_policy(env)) for _ in range(4)]
+    assert bool(first[1].done.all()) and int(env.t.max()) == 2  # the horizon reset every env at step 5
+    again = UAVEnv(settings, SceneDistribution(), 8, CPU, seed=99)
+    again.load_state_dict(saved)
+    for step in first:
+        repeat = again.step(random_policy(again))
+        torch.testing.assert_close(repeat.obs, step.obs)
+        torch.testing.assert_close(repeat.reward, step.reward)
+
+
+def test_observations_have_the_documented_sizes_and_stay_bounded() -> None:
+    settings = EnvSettings(n_uav=6, obs_targets=4, obs_uavs=3)
+    dist = SceneDistribution()
+    env = UAVEnv(settings, dist, 16, CPU, seed=4)
+    obs, state = env.reset()
+    assert obs.shape == (16, 6, settings.obs_dim()) and state.shape == (16, settings.state_dim(dist))
+    for _ in range(settings.horizon):
+        step = env.step(random_policy(env))
+        # relative velocities reach 2 max_speed; distances sqrt(2) sides; everything else is within [-1, 1]
+        assert torch.isfinite(step.next_obs).all() and step.next_obs.abs().max() <= 2 + 1e-5
+
+
+@pytest.mark.parametrize("action", ["continuous", "discrete"])
+def test_the_scripted_planner_completes_most_targets_and_beats_random(action, tmp_path) -> None:
+    settings = EnvSettings(action=action)
+    rows, scores = compare_policies({}, settings, SceneDistribution(), 128, CPU)
+    by_name = {row["method"]: row for row in rows}
+    assert by_name["scripted planner"]["completion_rate"] > 0.9
+    assert by_name["scripted planner"]["return"] > by_name["random"]["return"] + 3.0
+    png = plot_episodes(scores, settings.service_radius, tmp_path / "t.png")
+    gif = episode_gif(scores["scripted planner"], settings.service_radius, tmp_path / "e.gif")
+    assert png.read_bytes()[:4] == b"\x89PNG" and gif.read_bytes()[:3] == b"GIF"
+
+
+def test_run_episodes_scores_one_full_episode_per_environment() -> None:
+    settings = EnvSettings(n_uav=4, horizon=6)
+    env = UAVEnv(settings, SceneDistribution(), 32, CPU, seed=5)
+    env.generator.manual_seed(5)
+    scores = run_episodes(env, scripted_planner)
+    assert scores.trajectory.shape[1:] == (4, 2) and 2 <= len(scores.trajectory) <= 7  # start + up to 6 steps
+    env.generator.manual_seed(5)
+    env.reset()
+    total = torch.zeros(32)
+    alive = torch.ones(32, dtype=torch.bool)
+    for _ in range(6):
+        step = env.step(scripted_planner(env))
+        total += step.task_reward.sum(1) * alive
+        alive &= ~step.done
+    torch.testing.assert_close(scores.episode_return, total)

@@ -1,0 +1,142 @@
+"""MASAC: the batched update equals the per-agent loops of reference/002; replay sampling; exact resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from uavgnn.algorithms.masac import MASACAgents, MASACSettings
+from uavgnn.algorithms.masac_naive import NaiveMASAC
+from uavgnn.config import register_configs
+from uavgnn.envs.replay import ReplayBuffer, SumTree, Transitions
+from uavgnn.loggers import MetricLogger
+from uavgnn.training.trainer import train
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def random_batch(n: int, obs: int, state: int, b: int, dtype: torch.dtype) -> Transitions:
+    g = torch.Generator().manual_seed(1)
+
+    def r(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, dtype=dtype)
+
+    return Transitions(r(b, n, obs), r(b, state), torch.rand(b, n, 2, generator=g, dtype=dtype) * 2 - 1, r(b, n),
+                       r(b, n, obs), r(b, state), (torch.rand(b, generator=g) < 0.3).to(dtype),
+                       torch.rand(b, generator=g, dtype=dtype), torch.arange(b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_batched_update_has_the_losses_and_gradients_of_the_per_agent_loops(dtype) -> None:
+    torch.manual_seed(0)
+    n, obs, state, b = 3, 7, 11, 32
+    agents = MASACAgents(MASACSettings(n, obs, state, 2, 32, 2, 32, 2, 0.95, 0.2)).to(dtype)
+    with torch.no_grad():  # targets that differ from the critics, as they do after the first update
+        for target in agents.targets():
+            target.add_(0.05 * torch.randn_like(target))
+    batch = random_batch(n, obs, state, b, dtype)
+    noise, next_noise = torch.randn(2, n, b, 2, dtype=dtype).unbind(0)
+    naive = NaiveMASAC(agents)
+    loss, stats, _ = agents(batch, noise, next_noise)
+    loss.backward()
+    totals = naive.update(batch, noise, next_noise, apply=False)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(stats["critic_loss"].item(), totals["critic_loss"], **tol)
+    torch.testing.assert_close(stats["actor_loss"].item(), totals["actor_loss"], **tol)
+    for stack, modules in ((agents.actors, naive.actors), (agents.critics, naive.critics)):
+        for k, name in enumerate(stack.names):
+            for i, module in enumerate(modules):
+                torch.testing.assert_close(stack.weights[k].grad[i], module.get_parameter(name).grad, **tol)
+    torch.testing.assert_close(agents.log_alpha.grad, torch.stack([a.grad for a in naive.log_alpha]), **tol)
+
+
+def test_polyak_averaging_moves_every_target_by_tau() -> None:
+    agents = MASACAgents(MASACSettings(2, 5, 6, 2, 8, 1, 8, 1, 0.9, 0.2))
+    before = [t.clone() for t in agents.targets()]
+    with torch.no_grad():
+        for w in agents.critics.weights:
+            w.add_(1.0)
+    agents.update_targets(0.1)
+    for old, new, w in zip(before, agents.targets(), agents.critics.weights):
+        torch.testing.assert_close(new, 0.9 * old + 0.1 * w)
+
+
+def test_sum_tree_finds_the_leaf_of_every_prefix_mass_like_a_cumulative_sum() -> None:
+    g = torch.Generator().manual_seed(0)
+    tree = SumTree(37, torch.device("cpu"))
+    priority = torch.rand(37, generator=g, dtype=torch.float64) + 0.01
+    tree.update(torch.arange(37), priority)
+    tree.update(torch.tensor([3, 3, 20]), torch.tensor([2.0, 2.0, 0.5], dtype=torch.float64))  # repeats allowed
+    priority[3], priority[20] = 2.0, 0.5
+    assert tree.total().item() == pytest.approx(priority.sum().item())
+    mass = torch.rand(1000, generator=g, dtype=torch.float64) * priority.sum()
+    expected = torch.searchsorted(priority.cumsum(0), mass, right=True)
+    assert torch.equal(tree.find(mass), expected)
+
+
+def test_prioritized_sampling_follows_the_priorities_with_importance_weights() -> None:
+    shapes = {"obs": (1, 1), "state": (1,), "action": (1, 2), "reward": (1,), "next_obs": (1, 1),
+              "next_state": (1,), "done": ()}
+    buffer = ReplayBuffer(8, shapes, torch.device("cpu"), prioritized=True, alpha=1.0)
+    buffer.add(**{name: torch.arange(4.0).view(4, *([1] * len(s))).expand(4, *s) for name, s in shapes.items()})
+    buffer.update_priorities(torch.arange(4), torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    batch = buffer.sample(40_000, torch.Generator().manual_seed(0), beta=1.0)
+    freq = torch.bincount(batch.index, minlength=4).double() / 40_000
+    torch.testing.assert_close(freq, torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64), atol=0.01, rtol=0)
+    torch.testing.assert_close(batch.state[:, 0], batch.index.float())  # the stored rows come back
+    # w_i = (N p_i)^-beta / max w: with beta = 1 the weights are min_p / p_i
+    # w_i = (N p_i)^-beta / max w; beta = 1, p_i = (i + 1) / 10, the max at i = 0: w_i = 1 / (i + 1)
+    torch.testing.assert_close(batch.weight, 1.0 / (batch.index.float() + 1))
+
+
+def test_ring_buffer_overwrites_the_oldest_and_round_trips_through_its_state() -> None:
+    shapes = {"obs": (2, 3), "state": (4,), "action": (2, 2), "reward": (2,), "next_obs": (2, 3),
+              "next_state": (4,), "done": ()}
+    buffer = ReplayBuffer(5, shapes, torch.device("cpu"))
+    for start in (0, 3):
+        buffer.add(**{name: torch.full((3, *s), float(start)) + torch.arange(3.0).view(3, *([1] * len(s)))
+                      for name, s in shapes.items()})
+    assert len(buffer) == 5 and buffer.data["state"][:, 0].tolist() == [5.0, 1.0, 2.0, 3.0, 4.0]
+    copy = ReplayBuffer(5, shapes, torch.device("cpu"))
+    copy.load_state_dict(buffer.state_dict())
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert torch.equal(copy.sample(16, g1).obs, buffer.sample(16, g2).obs)
+
+
+def compose_masac(tmp_path: Path, *overrides: str):
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return compose("config", overrides=["algorithm=masac", "logger=jsonl", "env.n_envs=8", "env.val_episodes=8",
+                                            "algorithm.learning_starts=16", "algorithm.buffer_size=512",
+                                            "model.hidden=16", "algorithm.critic_hidden=16", "hardware.batch_size=32",
+                                            "train.log_every=5", "train.eval_every=10", "train.ckpt_every=10",
+                                            *overrides])
+
+
+def test_a_resumed_masac_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> None:
+    """Environments, replay buffer (with its priorities), generators and weights all come back from last.pt.
+    The first half stops at its own train.steps: an LR and beta schedule that do not depend on it."""
+    flag = "algorithm.prioritized=true"
+
+    def run(name: str, steps: int, resume: bool = False) -> Path:
+        cfg = compose_masac(tmp_path, f"train.steps={steps}", flag, "train.schedule=plateau",
+                            "algorithm.priority_beta=1.0")
+        out = tmp_path / name
+        out.mkdir(exist_ok=True)
+        logger = MetricLogger(out, cfg.logger, config={}, resume_step=10 if resume else None)
+        try:
+            train(cfg, out, logger, resume_from=out / "last.pt" if resume else None)
+        finally:
+            logger.finish()
+        return out
+
+    straight = run("straight", 20)
+    run("resumed", 10)
+    resumed = run("resumed", 20, resume=True)
+    a, b = (torch.load(d / "last.pt", weights_only=True) for d in (straight, resumed))
+    for name, value in a["model"].items():
+        torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
+    torch.testing.assert_close(b["data"]["buffer"]["data"]["obs"], a["data"]["buffer"]["data"]["obs"], rtol=0, atol=0)

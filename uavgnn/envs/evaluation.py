@@ -1,0 +1,34 @@
+"""Scoring policies on the environment: the learned one against the scripted planner and random actions."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from uavgnn.envs.policies import EpisodeScores, Policy, random_policy, run_episodes, scripted_planner
+from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+from uavgnn.problem.scenes import SceneDistribution
+
+TEST_SEED = 3_000_017  # test episodes: fixed, disjoint from validation's
+
+
+def compare_policies(policies: dict[str, Policy], settings: EnvSettings, dist: SceneDistribution, episodes: int,
+                     device: torch.device, seed: int = TEST_SEED) -> tuple[list[dict[str, Any]], dict[str, EpisodeScores]]:
+    """Every policy (plus the scripted planner and random actions) on the same ``episodes`` episodes:
+    table rows (return mean and std, completion, collisions, share of the planner's return) and the scores."""
+    policies = {**policies, "scripted planner": scripted_planner, "random": random_policy}
+    env = UAVEnv(settings, dist, episodes, device, seed)
+    scores: dict[str, EpisodeScores] = {}
+    times: dict[str, float] = {}
+    for name, policy in policies.items():
+        env.generator.manual_seed(seed)  # the same episodes (and random draws) for every policy
+        start = time.perf_counter()
+        scores[name] = run_episodes(env, policy)
+        times[name] = time.perf_counter() - start
+    planner = scores["scripted planner"].summary()["return"]
+    rows = [{"method": name, **{k: round(v, 4) for k, v in s.summary().items()},
+             "of_planner": round(s.summary()["return"] / planner, 4) if planner else float("nan"),
+             "time_s": round(times[name], 3)} for name, s in scores.items()]
+    return rows, scores

@@ -1,0 +1,88 @@
+"""Pictures of episodes: trajectories side by side (PNG), one episode as an animation (GIF), learning curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.animation import FuncAnimation, PillowWriter  # noqa: E402
+
+from uavgnn.envs.policies import EpisodeScores  # noqa: E402
+
+
+def completed_targets(scores: EpisodeScores, service_radius: float):
+    """(M,) bool: targets that had ``need`` UAVs within the radius at some step of the recorded episode."""
+    within = (scores.trajectory[:, :, None] - scores.targets[None, None]).norm(dim=-1) <= service_radius
+    return (within.sum(1) >= scores.need).any(0)
+
+
+def _draw(ax, scores: EpisodeScores, service_radius: float, upto: int | None = None) -> None:
+    path = scores.trajectory[: (upto or len(scores.trajectory))]
+    done = completed_targets(scores, service_radius)
+    for i in range(path.shape[1]):
+        ax.plot(path[:, i, 0], path[:, i, 1], lw=1.2, marker=".", ms=3, label=f"UAV {i}" if i < 8 else None)
+    ax.scatter(*path[0].T, marker="^", c="k", s=30, zorder=3, label="start")
+    for j, (x, y) in enumerate(scores.targets.tolist()):
+        ax.add_patch(plt.Circle((x, y), service_radius, color="tab:red", alpha=0.35 if done[j] else 0.1))
+        ax.annotate(f"need {int(scores.need[j])}", (x, y), fontsize=7, ha="center", va="center")
+    ax.set_aspect("equal")
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+
+
+def plot_episodes(panels: dict[str, EpisodeScores], service_radius: float, path: Path) -> Path:
+    """The same episode (environment 0) flown by each policy, side by side; filled targets were completed."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.5), squeeze=False)
+    for ax, (name, scores) in zip(axes[0], panels.items()):
+        _draw(ax, scores, service_radius)
+        ax.set_title(f"{name}: return {float(scores.episode_return[0]):.2f}", fontsize=10)
+    axes[0][0].legend(fontsize=7, loc="best")
+    fig.suptitle("UAV trajectories on one test episode (circles: targets' service radius, filled = completed)",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def episode_gif(scores: EpisodeScores, service_radius: float, path: Path, fps: int = 4) -> Path:
+    """Environment 0's episode, step by step."""
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    xs, ys = scores.trajectory[..., 0], scores.trajectory[..., 1]
+    pad = service_radius
+
+    def frame(t: int) -> None:
+        ax.clear()
+        _draw(ax, scores, service_radius, upto=t + 1)
+        ax.set_xlim(float(xs.min().clamp(max=scores.targets[:, 0].min())) - pad,
+                    float(xs.max().clamp(min=scores.targets[:, 0].max())) + pad)
+        ax.set_ylim(float(ys.min().clamp(max=scores.targets[:, 1].min())) - pad,
+                    float(ys.max().clamp(min=scores.targets[:, 1].max())) + pad)
+        ax.set_title(f"step {t}")
+
+    FuncAnimation(fig, frame, frames=len(scores.trajectory)).save(path, writer=PillowWriter(fps=fps))
+    plt.close(fig)
+    return path
+
+
+def plot_learning_curve(history: list[dict[str, Any]], path: Path) -> Path:
+    """Validation return against the scripted planner's, and the training episodes' return, per step."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, label in (("val/return", "policy (validation, deterministic)"),
+                       ("train/episode_return", "training episodes (exploring)"),
+                       ("val/planner_return", "scripted planner (validation)")):
+        points = [(row["step"], row[key]) for row in history if key in row]
+        if points:
+            ax.plot(*zip(*points), marker="o" if key.startswith("val") else None, ms=3, label=label)
+    ax.set_xlabel("training step (updates)")
+    ax.set_ylabel("episode return (team, task reward)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

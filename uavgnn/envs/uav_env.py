@@ -1,0 +1,260 @@
+"""A multi-step version of the assignment problem, batched over E environments and N UAVs on any device.
+
+Each environment is a scene (``generate_scene_batch``: the ``task`` group's
+distribution) that plays out over ``horizon`` steps. UAVs fly with bounded
+speed and acceleration and spend their range (energy) on every unit
+travelled; a UAV with no energy left is grounded. A target is completed -
+and pays its value once - when at least ``need`` UAVs are within
+``service_radius`` of it at the same step. Targets may appear over time
+(``appear_steps``). An episode ends at the horizon or when every target is
+completed; ended environments reset in place with a fresh scene (auto-reset,
+static shapes: no host sync, no per-env branch).
+
+Reward of UAV i at a step (``task_reward``, what returns are measured in):
+  share of completed values (value / UAVs in the radius, for each target it helped complete)
+  - lam * distance travelled - collision_penalty [closer than collision_radius to another UAV]
+  - exhausted_penalty [its energy ran out this step].
+The training reward adds ``approach_reward`` * (progress towards the nearest
+open target), a dense hint that is zero over any path ending where it started;
+and mixes in the team: ``(1 - team_weight) r_i + team_weight * mean_j r_j``.
+
+Everything is tensor algebra over (E, N, M): no Python loop over environments or UAVs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from uavgnn.problem.scene_batch import generate_scene_batch
+from uavgnn.problem.scenes import SceneDistribution
+
+# Discrete actions: stay, then 8 headings counter-clockwise from east.
+_ANGLES = torch.arange(8) * (torch.pi / 4)
+HEADINGS = torch.cat([torch.zeros(1, 2), torch.stack([_ANGLES.cos(), _ANGLES.sin()], 1)])
+N_DISCRETE = HEADINGS.shape[0]
+UAV_FEATURES, TARGET_FEATURES = 5, 5  # per UAV and per target in the global state
+SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES = 6, 6, 5  # in a UAV's observation
+
+
+@dataclass
+class EnvSettings:
+    """The ``env`` config group: sizes, dynamics, reward and observation settings."""
+
+    name: str = "default"
+    n_uav: int = 4  # UAVs per environment (targets: task.target_ratio of it)
+    n_envs: int = 64  # environments stepped together
+    horizon: int = 25  # steps per episode
+    action: str = "continuous"  # continuous: velocity command in [-1, 1]^2 | discrete: stay + 8 headings
+    dt: float = 1.0  # seconds per step
+    max_speed: float = 0.3  # distance per second
+    max_accel: float = 0.15  # change of velocity per second
+    service_radius: float = 0.25  # a UAV this close to a target serves it
+    collision_radius: float = 0.05  # UAVs closer than this collide
+    appear_steps: int = 0  # targets appear at a uniform step in [0, appear_steps) (0: all at the start)
+    collision_penalty: float = 0.1
+    exhausted_penalty: float = 0.5
+    approach_reward: float = 0.5  # weight of the progress-to-nearest-target hint (training reward only)
+    team_weight: float = 0.5  # share of the team's mean reward in each UAV's training reward
+    obs_targets: int = 4  # nearest open targets in a UAV's observation
+    obs_uavs: int = 3  # nearest other UAVs in a UAV's observation
+
+    def n_targets(self, dist: SceneDistribution) -> int:
+        return dist.n_targets(self.n_uav)
+
+    def obs_dim(self) -> int:
+        return SELF_FEATURES + SEEN_TARGET_FEATURES * self.obs_targets + NEIGHBOUR_FEATURES * self.obs_uavs
+
+    def state_dim(self, dist: SceneDistribution) -> int:
+        return UAV_FEATURES * self.n_uav + TARGET_FEATURES * self.n_targets(dist) + 1
+
+    def action_dim(self) -> int:
+        """Continuous: 2 velocity components; discrete: the number of actions."""
+        return 2 if self.action == "continuous" else N_DISCRETE
+
+
+@dataclass
+class Step:
+    """What one ``UAVEnv.step`` returns; ``next_*`` are before the auto-reset (what a transition stores)."""
+
+    obs: torch.Tensor  # (E, N, obs_dim) after the auto-reset: what the policy acts on next
+    state: torch.Tensor  # (E, state_dim) after the auto-reset
+    next_obs: torch.Tensor  # (E, N, obs_dim)
+    next_state: torch.Tensor  # (E, state_dim)
+    reward: torch.Tensor  # (E, N) training reward
+    task_reward: torch.Tensor  # (E, N) the task's reward (no hint, no team mixing)
+    done: torch.Tensor  # (E,) bool: the episode ended at this step
+    completed: torch.Tensor  # (E,) targets completed at this step
+    collisions: torch.Tensor  # (E,) UAVs in a collision at this step
+    episode_return: torch.Tensor  # (E,) team task return of the episode so far (final where done)
+    episode_completion: torch.Tensor  # (E,) share of the episode's targets completed so far
+    positions: torch.Tensor  # (E, N, 2) UAV positions at the end of the step (before the auto-reset)
+
+
+def _clamp_norm(v: torch.Tensor, max_norm: float) -> torch.Tensor:
+    norm = v.norm(dim=-1, keepdim=True)
+    return v * (max_norm / norm.clamp(min=max_norm))
+
+
+class UAVEnv:
+    """E environments of N UAVs stepped at once; seeded by ``seed``, resumable through ``state_dict``."""
+
+    def __init__(self, settings: EnvSettings, dist: SceneDistribution, n_envs: int, device: torch.device,
+                 seed: int) -> None:
+        if settings.action not in ("continuous", "discrete"):
+            raise ValueError(f"env.action: unknown action mode {settings.action!r} (expected continuous or discrete)")
+        self.cfg, self.dist, self.n_envs, self.device = settings, dist, n_envs, torch.device(device)
+        self.n_uav, self.n_target = settings.n_uav, settings.n_targets(dist)
+        self.side = dist.side(settings.n_uav)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.headings = HEADINGS.to(self.device)
+        fresh = self._draw()  # the state tensors, all (E, ...)
+        self._names = tuple(fresh)
+        self.__dict__.update(fresh)
+
+    # -- scenes ------------------------------------------------------------------------------------------------
+
+    def _draw(self) -> dict[str, torch.Tensor]:
+        """A fresh episode in every environment."""
+        e, n, m, dev = self.n_envs, self.n_uav, self.n_target, self.device
+        scenes = generate_scene_batch(self.dist, n, e, self.generator, dev)
+        appear = (torch.randint(0, self.cfg.appear_steps, (e, m), generator=self.generator, device=dev)
+                  if self.cfg.appear_steps > 0 else torch.zeros(e, m, dtype=torch.long, device=dev))
+        return {"pos": scenes.uav_pos, "vel": torch.zeros(e, n, 2, device=dev), "energy": scenes.uav_range,
+                "target_pos": scenes.target_pos, "need": scenes.need, "value": scenes.value,
+                "open": torch.ones(e, m, dtype=torch.bool, device=dev), "appear_at": appear,
+                "t": torch.zeros(e, dtype=torch.long, device=dev),
+                "ret": torch.zeros(e, device=dev), "n_completed": torch.zeros(e, device=dev)}
+
+    def reset(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fresh episodes everywhere: (obs (E, N, obs_dim), state (E, state_dim))."""
+        self.__dict__.update(self._draw())
+        return self.observe(), self.global_state()
+
+    def _reset_where(self, done: torch.Tensor) -> None:
+        fresh = self._draw()
+        for name, value in fresh.items():
+            mask = done.view(-1, *([1] * (value.dim() - 1)))
+            setattr(self, name, torch.where(mask, value, getattr(self, name)))
+
+    # -- observations --------------------------------------------------------------------------------------------
+
+    def visible(self) -> torch.Tensor:
+        """(E, M) targets that are open and have appeared."""
+        return self.open & (self.appear_at <= self.t[:, None])
+
+    def observe(self) -> torch.Tensor:
+        """Per-UAV fixed-size observation (E, N, obs_dim): itself, its nearest open targets and UAVs (relative)."""
+        cfg, side, speed = self.cfg, self.side, self.cfg.max_speed
+        time_left = (1.0 - self.t.float() / cfg.horizon)[:, None, None].expand(-1, self.n_uav, 1)
+        own = torch.cat([self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left,
+                         self.pos / side], -1)
+        rel_t = self.target_pos[:, None] - self.pos[:, :, None]  # (E, N, M, 2)
+        dist_t = rel_t.norm(dim=-1).masked_fill(~self.visible()[:, None], float("inf"))
+        kt = min(cfg.obs_targets, self.n_target)
+        d, j = dist_t.topk(kt, dim=-1, largest=False)  # (E, N, kt)
+        present = torch.isfinite(d)
+
+        def gather(x: torch.Tensor) -> torch.Tensor:  # (E, M) -> (E, N, kt): the targets each UAV sees
+            return torch.gather(x[:, None].expand(-1, self.n_uav, -1), 2, j)
+
+        targets = torch.stack([*(torch.gather(rel_t, 2, j[..., None].expand(-1, -1, -1, 2)) / side).unbind(-1),
+                               d.nan_to_num(posinf=0.0) / side, gather(self.need).float() / self.dist.need_max,
+                               gather(self.value) / (self.dist.value_max * self.dist.need_max)], -1)
+        targets = torch.cat([targets * present[..., None], present[..., None].float()], -1)
+        rel_u = self.pos[:, None] - self.pos[:, :, None]  # (E, N, N, 2): other minus me
+        dist_u = rel_u.norm(dim=-1) + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
+        ku = min(cfg.obs_uavs, self.n_uav - 1)
+        _, i = dist_u.topk(ku, dim=-1, largest=False)
+        rel_v = self.vel[:, None] - self.vel[:, :, None]
+        idx = i[..., None].expand(-1, -1, -1, 2)
+        neighbours = torch.cat([torch.gather(rel_u, 2, idx) / side, torch.gather(rel_v, 2, idx) / speed,
+                                torch.ones_like(i[..., None], dtype=own.dtype)], -1)
+        pad_t = cfg.obs_targets - kt
+        pad_u = cfg.obs_uavs - ku
+        return torch.cat([own, targets.flatten(2), own.new_zeros(*own.shape[:2], SEEN_TARGET_FEATURES * pad_t),
+                          neighbours.flatten(2), own.new_zeros(*own.shape[:2], NEIGHBOUR_FEATURES * pad_u)], -1)
+
+    def global_state(self) -> torch.Tensor:
+        """The centralised critic's input (E, state_dim): every UAV and target, absolute, plus time."""
+        uavs = torch.cat([self.pos / self.side, self.vel / self.cfg.max_speed,
+                          self.energy[..., None] / self.dist.range_max], -1)
+        targets = torch.cat([self.target_pos / self.side, self.need[..., None].float() / self.dist.need_max,
+                             self.value[..., None] / (self.dist.value_max * self.dist.need_max),
+                             self.visible()[..., None].float()], -1)
+        return torch.cat([uavs.flatten(1), targets.flatten(1), (self.t.float() / self.cfg.horizon)[:, None]], -1)
+
+    # -- dynamics ----------------------------------------------------------------------------------------------
+
+    def velocity_command(self, action: torch.Tensor) -> torch.Tensor:
+        """(E, N, 2) desired velocity of an action: continuous (E, N, 2) in [-1, 1] or discrete (E, N) indices."""
+        if self.cfg.action == "continuous":
+            if action.shape != (self.n_envs, self.n_uav, 2):
+                raise ValueError(f"continuous actions must have shape {(self.n_envs, self.n_uav, 2)}, "
+                                 f"got {tuple(action.shape)}")
+            return _clamp_norm(action.clamp(-1.0, 1.0), 1.0) * self.cfg.max_speed
+        if action.shape != (self.n_envs, self.n_uav):
+            raise ValueError(f"discrete actions must have shape {(self.n_envs, self.n_uav)}, got {tuple(action.shape)}")
+        return self.headings[action] * self.cfg.max_speed
+
+    def nearest_open_distance(self) -> torch.Tensor:
+        """(E, N) distance of each UAV to its nearest visible open target (0 when none is left)."""
+        d = (self.target_pos[:, None] - self.pos[:, :, None]).norm(dim=-1)
+        return d.masked_fill(~self.visible()[:, None], float("inf")).amin(-1).nan_to_num(posinf=0.0)
+
+    def step(self, action: torch.Tensor) -> Step:
+        cfg = self.cfg
+        before = self.nearest_open_distance()
+        dv = _clamp_norm(self.velocity_command(action) - self.vel, cfg.max_accel * cfg.dt)
+        vel = _clamp_norm(self.vel + dv, cfg.max_speed)
+        vel = vel * (self.energy > 0)[..., None]  # grounded UAVs stay put
+        reach = (vel.norm(dim=-1) * cfg.dt).clamp(min=1e-12)
+        vel = vel * (self.energy / reach).clamp(max=1.0)[..., None]  # no flying past the remaining energy
+        new_pos = (self.pos + vel * cfg.dt).clamp(0.0, self.side)
+        travel = (new_pos - self.pos).norm(dim=-1)
+        had_energy = self.energy > 0
+        self.pos, self.vel = new_pos, (new_pos - self.pos) / cfg.dt
+        energy = self.energy - travel
+        self.energy = energy.masked_fill(energy < 1e-6, 0.0)  # float rounding must not leave a sliver of range
+        exhausted = had_energy & (self.energy == 0)
+
+        visible = self.visible()
+        within = ((self.target_pos[:, None] - self.pos[:, :, None]).norm(dim=-1) <= cfg.service_radius) \
+            & visible[:, None]  # (E, N, M)
+        count = within.sum(1)
+        completed = (count >= self.need) & visible
+        share = torch.where(completed, self.value / count.clamp(min=1), torch.zeros_like(self.value))
+        credit = (within.float() * share[:, None]).sum(-1)
+        gap = (self.pos[:, None] - self.pos[:, :, None]).norm(dim=-1)
+        gap = gap + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
+        collided = (gap < cfg.collision_radius).any(-1)
+        task_reward = (credit - self.dist.lam * travel - cfg.collision_penalty * collided.float()
+                       - cfg.exhausted_penalty * exhausted.float())
+        self.open = self.open & ~completed
+        shaped = task_reward + cfg.approach_reward * (before - self.nearest_open_distance())
+        reward = (1 - cfg.team_weight) * shaped + cfg.team_weight * shaped.mean(1, keepdim=True)
+
+        self.t = self.t + 1
+        self.ret = self.ret + task_reward.sum(1)
+        self.n_completed = self.n_completed + completed.sum(1)
+        done = (self.t >= cfg.horizon) | ~self.open.any(1)
+        next_obs, next_state = self.observe(), self.global_state()
+        episode_return, episode_completion = self.ret.clone(), self.n_completed / self.n_target
+        positions = self.pos
+        self._reset_where(done)
+        return Step(self.observe(), self.global_state(), next_obs, next_state, reward, task_reward, done,
+                    completed.sum(1).float(), collided.sum(1).float(), episode_return, episode_completion,
+                    positions)
+
+    # -- resume ------------------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"tensors": {name: getattr(self, name) for name in self._names},
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name, value in state["tensors"].items():
+            setattr(self, name, value.to(self.device))
+        self.generator.set_state(state["generator"].cpu())

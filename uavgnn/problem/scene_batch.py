@@ -1,0 +1,63 @@
+"""Scenes drawn in torch, B at once on any device: the generator of the environments (and of fresh-scene training).
+
+Follows ``generate_scenes`` (numpy, for files and MILP labels) distribution for
+distribution: the same square side, target count, position patterns, needs,
+values and ranges; only the random stream differs. Randomness comes from a
+``torch.Generator`` on the device, so a run that saves the generator's state
+draws the same scenes after a resume.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from uavgnn.problem.scenes import SceneDistribution
+
+
+@dataclass
+class SceneBatch:
+    """B scenes of one size as tensors; distances in the scene's length unit."""
+
+    uav_pos: torch.Tensor  # (B, N, 2)
+    uav_range: torch.Tensor  # (B, N)
+    target_pos: torch.Tensor  # (B, M, 2)
+    need: torch.Tensor  # (B, M) int64
+    value: torch.Tensor  # (B, M)
+    side: float  # square side L
+
+
+def _uniform(low: float, high: float, shape: tuple[int, ...], generator: torch.Generator,
+             device: torch.device) -> torch.Tensor:
+    return low + (high - low) * torch.rand(shape, generator=generator, device=device)
+
+
+def generate_scene_batch(dist: SceneDistribution, n_uav: int, count: int, generator: torch.Generator,
+                         device: torch.device) -> SceneBatch:
+    """``count`` scenes of ``n_uav`` UAVs drawn at once on ``device`` (no loop over scenes)."""
+    if n_uav < 1 or count < 1:
+        raise ValueError(f"generate_scene_batch: need n_uav >= 1 and count >= 1, got n_uav={n_uav}, count={count}")
+    n_target, side = dist.n_targets(n_uav), dist.side(n_uav)
+    if dist.positions == "uniform":
+        uav_pos = _uniform(0.0, side, (count, n_uav, 2), generator, device)
+        target_pos = _uniform(0.0, side, (count, n_target, 2), generator, device)
+    elif dist.positions == "clustered":
+        n_clusters = max(1, math.ceil(n_target / dist.cluster_size))
+        centres = _uniform(0.0, side, (count, n_clusters, 2), generator, device)
+        target_cluster = torch.randint(0, n_clusters, (count, n_target), generator=generator, device=device)
+        uav_cluster = torch.randint(0, n_clusters, (count, n_uav), generator=generator, device=device)
+
+        def around(cluster: torch.Tensor, std: float) -> torch.Tensor:
+            centre = torch.gather(centres, 1, cluster[..., None].expand(-1, -1, 2))
+            noise = torch.randn(centre.shape, generator=generator, device=device)
+            return (centre + std * noise).clamp(0.0, side)
+
+        target_pos, uav_pos = around(target_cluster, dist.cluster_std), around(uav_cluster, dist.uav_spread)
+    else:
+        raise ValueError(f"task.positions: unknown distribution {dist.positions!r} (expected 'uniform' or 'clustered')")
+    uav_range = _uniform(dist.range_min, dist.range_max, (count, n_uav), generator, device)
+    need = torch.randint(dist.need_min, dist.need_max + 1, (count, n_target), generator=generator, device=device)
+    value = need * _uniform(dist.value_min, dist.value_max, (count, n_target), generator, device)
+    return SceneBatch(uav_pos, uav_range, target_pos, need, value, side)
