@@ -1,7 +1,9 @@
-"""MASAC update speed (batched vs reference/002's per-agent loops) and environment throughput, side by side.
+"""MASAC update speed (batched vs reference/002's per-agent loops), each toggle before/after, and environment
+throughput, side by side.
 
-    .venv/bin/python benchmarks/bench_masac.py                # update: 2, 4, 16, 64 agents; env: E x N grid
+    .venv/bin/python benchmarks/bench_masac.py                # all sections
     .venv/bin/python benchmarks/bench_masac.py --section update --agents 2 4
+    .venv/bin/python benchmarks/bench_masac.py --section toggles   # amp, compile, prioritized replay, batch size
 
 Update: one MASAC update (forward, backward, optimiser step, target averaging)
 of ``MASACAgents`` vs ``NaiveMASAC`` on the same random batch, median of
@@ -21,7 +23,7 @@ import torch
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings
 from uavgnn.algorithms.masac_naive import NaiveMASAC
 from uavgnn.envs.policies import random_policy
-from uavgnn.envs.replay import Transitions
+from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.uav_env import EnvSettings, UAVEnv
 from uavgnn.problem.scenes import SceneDistribution
 
@@ -37,29 +39,76 @@ def median_time(fn, repeats: int, warmup: int = 2) -> float:
     return statistics.median(times)
 
 
-def bench_update(n: int, batch: int, hidden: int, repeats: int) -> dict[str, float]:
+def setup(n: int, batch: int, hidden: int) -> tuple[MASACAgents, Transitions, torch.Tensor, torch.Tensor]:
+    """Agents sized by the default env with ``n`` UAVs, a random batch and the policy noise."""
     dist, env = SceneDistribution(), EnvSettings(n_uav=n)
     obs, state = env.obs_dim(), env.state_dim(dist)
     agents = MASACAgents(MASACSettings(n, obs, state, 2, hidden, 2, hidden, 2, 0.95, 0.2))
-    optimizer = torch.optim.Adam(agents.parameters(), 3e-4)
     g = torch.Generator().manual_seed(0)
     data = Transitions(torch.randn(batch, n, obs, generator=g), torch.randn(batch, state, generator=g),
                        torch.rand(batch, n, 2, generator=g) * 2 - 1, torch.randn(batch, n, generator=g),
                        torch.randn(batch, n, obs, generator=g), torch.randn(batch, state, generator=g),
                        torch.zeros(batch), torch.ones(batch), torch.arange(batch))
     noise, next_noise = torch.randn(2, n, batch, 2, generator=g).unbind(0)
-    naive = NaiveMASAC(agents)
+    return agents, data, noise, next_noise
 
-    def batched() -> None:
-        loss, _, _ = agents(data, noise, next_noise)
+
+def batched_update(agents: MASACAgents, data: Transitions, noise: torch.Tensor, next_noise: torch.Tensor,
+                   runner=None, amp: bool = False):
+    """One update as the Trainer runs it: one loss, one backward, one optimiser step, target averaging."""
+    optimizer = torch.optim.Adam(agents.parameters(), 3e-4)
+    runner = runner or agents
+
+    def update() -> None:
+        with torch.autocast("cpu", torch.bfloat16, enabled=amp):
+            loss, _, _ = runner(data, noise, next_noise)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         agents.update_targets(0.005)
 
-    t_batched = median_time(batched, repeats)
+    return update
+
+
+def bench_update(n: int, batch: int, hidden: int, repeats: int) -> dict[str, float]:
+    agents, data, noise, next_noise = setup(n, batch, hidden)
+    naive = NaiveMASAC(agents)
+    t_batched = median_time(batched_update(agents, data, noise, next_noise), repeats)
     t_naive = median_time(lambda: naive.update(data, noise, next_noise), repeats)
     return {"agents": n, "batched_ms": 1000 * t_batched, "naive_ms": 1000 * t_naive, "speedup": t_naive / t_batched}
+
+
+def bench_toggles(n: int, batch: int, hidden: int, repeats: int) -> list[tuple[str, str, float, float]]:
+    """(toggle, unit, off, on) for each optimisation, measured back to back."""
+    rows = []
+    agents, data, noise, next_noise = setup(n, batch, hidden)
+    base = median_time(batched_update(agents, data, noise, next_noise), repeats)
+    rows.append(("amp (bf16 autocast)", "update ms", 1000 * base,
+                 1000 * median_time(batched_update(agents, data, noise, next_noise, amp=True), repeats)))
+    compiled = batched_update(agents, data, noise, next_noise, runner=torch.compile(agents))
+    compiled()  # compilation, not timed
+    rows.append(("optim.compile", "update ms", 1000 * base, 1000 * median_time(compiled, repeats)))
+    shapes = {"obs": data.obs.shape[1:], "state": data.state.shape[1:], "action": data.action.shape[1:],
+              "reward": data.reward.shape[1:], "next_obs": data.obs.shape[1:], "next_state": data.state.shape[1:],
+              "done": ()}
+    times = []
+    for prioritized in (False, True):
+        buffer = ReplayBuffer(100_000, shapes, torch.device("cpu"), prioritized=prioritized)
+        for _ in range(100):
+            buffer.add(**{name: torch.randn(1000, *shape) for name, shape in shapes.items()})
+        g = torch.Generator().manual_seed(0)
+
+        def sample_and_update() -> None:
+            sampled = buffer.sample(batch, g)
+            buffer.update_priorities(sampled.index, torch.rand(batch))
+
+        times.append(1000 * median_time(sample_and_update, repeats))
+    rows.append(("algorithm.prioritized (100k buffer: sample + priority update)", "ms", *times))
+    for size in (batch // 2, batch * 2, batch * 4):
+        agents, data, noise, next_noise = setup(n, size, hidden)
+        t = median_time(batched_update(agents, data, noise, next_noise), repeats)
+        rows.append((f"hardware.batch_size {batch} -> {size}", "samples/s", batch / base, size / t))
+    return rows
 
 
 def bench_env(n_envs: int, n_uav: int, repeats: int, device: torch.device) -> dict[str, float]:
@@ -79,7 +128,7 @@ def bench_env(n_envs: int, n_uav: int, repeats: int, device: torch.device) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=["update", "env", "all"], default="all")
+    parser.add_argument("--section", choices=["update", "toggles", "env", "all"], default="all")
     parser.add_argument("--agents", type=int, nargs="+", default=[2, 4, 16, 64])
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--hidden", type=int, default=256)
@@ -97,6 +146,12 @@ def main() -> None:
         for n in args.agents:
             r = bench_update(n, args.batch, args.hidden, args.repeats if n < 64 else max(3, args.repeats // 2))
             print(f"{r['agents']:>6} {r['batched_ms']:>11.1f} {r['naive_ms']:>10.1f} {r['speedup']:>7.1f}x", flush=True)
+    if args.section in ("toggles", "all"):
+        print(f"\nToggles, 4 agents, batch {args.batch}, hidden {args.hidden}, median of {args.repeats} "
+              "(prefetch and data_on_device act only on CUDA: on a CPU the buffer is already where the update runs)")
+        print(f"{'toggle':<62} {'unit':>10} {'off':>10} {'on':>10} {'ratio':>6}")
+        for name, unit, off, on in bench_toggles(4, args.batch, args.hidden, args.repeats):
+            print(f"{name:<62} {unit:>10} {off:>10.1f} {on:>10.1f} {on / off:>6.2f}", flush=True)
     if args.section in ("env", "all"):
         print(f"\nUAVEnv.step, random actions, agent-steps/s (median of {args.repeats} x 5 steps)")
         print(f"{'envs':>6} " + " ".join(f"{f'N={n}':>12}" for n in args.uavs))

@@ -140,3 +140,47 @@ def test_a_resumed_masac_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> 
     for name, value in a["model"].items():
         torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
     torch.testing.assert_close(b["data"]["buffer"]["data"]["obs"], a["data"]["buffer"]["data"]["obs"], rtol=0, atol=0)
+
+
+def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
+    from uavgnn.envs.graph_obs import observation_graph
+    from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+    from uavgnn.problem.scenes import SceneDistribution
+
+    settings = EnvSettings(n_uav=3, obs_targets=4, obs_uavs=2)  # 3 UAVs see 2 targets (ratio 0.5) and 2 UAVs
+    env = UAVEnv(settings, SceneDistribution(), 2, torch.device("cpu"), seed=0)
+    obs, _ = env.reset()
+    graph = observation_graph(obs, 4, 2)
+    assert graph.num_nodes == 2 * 3 * (1 + 4 + 2) and graph.ego.tolist() == [0, 7, 14, 21, 28, 35]
+    assert graph.edge_index.shape[1] == 6 * (2 + 2)  # two present targets, two neighbours; empty slots: no edge
+    assert set(graph.edge_index[1].tolist()) == set(graph.ego.tolist())  # every edge points at a UAV node
+    first = graph.edge_index[:, graph.edge_index[1] == 0]  # UAV 0 of env 0: its target slots are nodes 1, 2
+    torch.testing.assert_close(graph.edge_attr[: first.shape[1]][0], obs[0, 0, 6:8])  # relative target position
+
+
+def test_the_shared_graph_actor_treats_every_uav_alike_and_runs_on_any_swarm_size() -> None:
+    from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+    from uavgnn.problem.scenes import SceneDistribution
+
+    small = EnvSettings(n_uav=4)
+    agents = MASACAgents(MASACSettings(4, small.obs_dim(), small.state_dim(SceneDistribution()), 2, 32, 2, 32, 2,
+                                       0.95, 0.2, (4, 3, 2, 2)))
+    env = UAVEnv(EnvSettings(n_uav=64), SceneDistribution(), 3, torch.device("cpu"), seed=1)
+    obs, _ = env.reset()
+    actions = agents.act(obs, None)  # trained for 4 UAVs, acting for 64
+    assert actions.shape == (3, 64, 2) and actions.abs().max() <= 1
+    swapped = obs[:, [1, 0, *range(2, 64)]]
+    torch.testing.assert_close(agents.act(swapped, None), actions[:, [1, 0, *range(2, 64)]])
+
+
+def test_masac_with_the_graph_actor_trains_in_the_shared_loop(tmp_path) -> None:
+    cfg = compose_masac(tmp_path, "model=tiny", "train.steps=4", "train.eval_every=4", "train.ckpt_every=4")
+    out = tmp_path / "gnn"
+    out.mkdir()
+    logger = MetricLogger(out, cfg.logger, config={})
+    try:
+        result = train(cfg, out, logger)
+    finally:
+        logger.finish()
+    assert result.state.step == 4 and "val/planner_gap" in result.val
+    assert any(name.startswith("actors.layers.0.attn") for name, _ in result.model.named_parameters())

@@ -143,10 +143,9 @@ def validate(cfg) -> None:
     if cfg.algorithm.name == "masac" and cfg.env.action != "continuous":
         raise ConfigError(f"algorithm=masac acts with velocity commands: env.action={cfg.env.action!r} must be "
                           "continuous")
-    if (cfg.algorithm.name == "masac") != (cfg.model.name == "mlp"):
-        raise ConfigError(f"model={cfg.model.name} with algorithm={cfg.algorithm.name}: model=mlp is MASAC's "
-                          "per-agent actor, the TransformerGNN sizes (tiny|small|medium|large) are for imitation "
-                          "and reinforce")
+    if cfg.model.name == "mlp" and cfg.algorithm.name != "masac":
+        raise ConfigError(f"model=mlp with algorithm={cfg.algorithm.name}: model=mlp is MASAC's per-agent actor; "
+                          "imitation and reinforce need a TransformerGNN size (tiny|small|medium|large)")
     cur = cfg.curriculum
     if cfg.algorithm.name == "masac" and cur.name != "none":
         raise ConfigError("algorithm=masac trains on one environment size: use curriculum=none")

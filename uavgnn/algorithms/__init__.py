@@ -24,9 +24,11 @@ def make_model(cfg) -> nn.Module:
     """What ``cfg.algorithm`` trains: the TransformerGNN policy, or MASAC's agents sized by the environment."""
     if cfg.algorithm.name == "masac":
         env, dist, alg = env_settings(cfg.env), scene_distribution(cfg.task), cfg.algorithm
+        graph = (None if cfg.model.name == "mlp"
+                 else (env.obs_targets, env.obs_uavs, cfg.model.heads, cfg.model.ffn_mult))
         return MASACAgents(MASACSettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
                                          cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
-                                         alg.gamma, alg.init_alpha))
+                                         alg.gamma, alg.init_alpha, graph))
     return model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers)
 
 

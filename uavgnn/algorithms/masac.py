@@ -1,6 +1,7 @@
 """MASAC: multi-agent soft actor-critic with every agent batched (the path-planning system of reference/002).
 
-Per-agent tanh-Gaussian actors (their own weights) and, per agent, twin
+Per-agent tanh-Gaussian actors (their own weights; or one shared graph-Transformer
+actor, ``GraphActor``, when ``model`` is a TransformerGNN size) and, per agent, twin
 centralised critics Q_i(state, joint action) with Polyak-averaged targets and
 a learned entropy temperature alpha_i (target entropy -action_dim). One
 update, for all agents at once:
@@ -30,7 +31,8 @@ from torch import nn
 
 from uavgnn.algorithms.base import Algorithm, StepOutput
 from uavgnn.envs.replay import Transitions
-from uavgnn.models.agent_stack import AgentStack, mlp
+from uavgnn.models.agent_stack import AgentStack, mlp_net
+from uavgnn.models.graph_actor import GraphActor
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -60,6 +62,7 @@ class MASACSettings:
     critic_layers: int
     gamma: float
     init_alpha: float
+    graph_actor: tuple[int, int, int, int] | None = None  # (obs_targets, obs_uavs, heads, ffn_mult): shared GNN actor
 
 
 class MASACAgents(nn.Module):
@@ -69,8 +72,12 @@ class MASACAgents(nn.Module):
         super().__init__()
         self.s = s
         n, a = s.n_agents, s.action_dim
-        self.actors = AgentStack(lambda: mlp(s.obs_dim, s.hidden, s.layers, 2 * a), n)
-        self.critics = AgentStack(lambda: mlp(s.state_dim + n * a, s.critic_hidden, s.critic_layers, 1), 2 * n)
+        if s.graph_actor is None:  # per-agent weights, stacked
+            self.actors: nn.Module = AgentStack(lambda: mlp_net(s.obs_dim, s.hidden, s.layers, 2 * a), n)
+        else:  # one graph-Transformer shared by every agent
+            kt, ku, heads, ffn_mult = s.graph_actor
+            self.actors = GraphActor(kt, ku, 2 * a, s.hidden, heads, s.layers, ffn_mult)
+        self.critics = AgentStack(lambda: mlp_net(s.state_dim + n * a, s.critic_hidden, s.critic_layers, 1), 2 * n)
         for i, w in enumerate(self.critics.weights):
             self.register_buffer(f"target_{i}", w.detach().clone())
         self.log_alpha = nn.Parameter(torch.full((n,), math.log(s.init_alpha)))

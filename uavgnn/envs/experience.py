@@ -30,6 +30,7 @@ from uavgnn.envs.policies import random_policy, run_episodes, scripted_planner
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.uav_env import UAVEnv
 
+MAX_AGENTS_LOGGED = 16  # per-agent returns get their own curves up to this many UAVs (min/max always)
 VAL_SEED = 2_000_003  # validation episodes do not depend on the run's seed: every run is scored on the same ones
 
 
@@ -65,8 +66,8 @@ class Experience:
 
     def _empty_window(self) -> dict[str, Any]:
         zero = torch.zeros((), device=self.device)
-        return {"episodes": zero, "return": zero, "completion": zero, "collisions": zero, "env_time": 0.0,
-                "env_steps": 0}
+        return {"episodes": zero, "return": zero, "agent_return": torch.zeros(self.settings.n_uav, device=self.device),
+                "completion": zero, "collisions": zero, "env_time": 0.0, "env_steps": 0}
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 
@@ -115,6 +116,7 @@ class Experience:
             done = step.done.float()
             w["episodes"] = w["episodes"] + done.sum()
             w["return"] = w["return"] + (step.episode_return * done).sum()
+            w["agent_return"] = w["agent_return"] + (step.agent_return * done[:, None]).sum(0)
             w["completion"] = w["completion"] + (step.episode_completion * done).sum()
             w["collisions"] = w["collisions"] + step.collisions.sum()
         self.env_steps += steps * self.env.n_envs
@@ -130,8 +132,12 @@ class Experience:
                  "perf/agent_steps_per_s": w["env_steps"] * self.env.n_uav / max(w["env_time"], 1e-9),
                  "train/collisions_per_env_step": float(w["collisions"]) / max(w["env_steps"], 1)}
         if episodes > 0:
+            agent = (w["agent_return"] / episodes).tolist()
             stats.update({"train/episode_return": float(w["return"]) / episodes,
-                          "train/completion_rate": float(w["completion"]) / episodes})
+                          "train/completion_rate": float(w["completion"]) / episodes,
+                          "train/agent_return_min": min(agent), "train/agent_return_max": max(agent)})
+            if len(agent) <= MAX_AGENTS_LOGGED:
+                stats.update({f"train/agent_return/{i}": value for i, value in enumerate(agent)})
         return stats
 
     def validate(self, policy: nn.Module, stage: int, dtype: torch.dtype | None) -> dict[str, float]:

@@ -89,6 +89,7 @@ class Step:
     completed: torch.Tensor  # (E,) targets completed at this step
     collisions: torch.Tensor  # (E,) UAVs in a collision at this step
     episode_return: torch.Tensor  # (E,) team task return of the episode so far (final where done)
+    agent_return: torch.Tensor  # (E, N) each UAV's task return of the episode so far
     episode_completion: torch.Tensor  # (E,) share of the episode's targets completed so far
     positions: torch.Tensor  # (E, N, 2) UAV positions at the end of the step (before the auto-reset)
 
@@ -126,7 +127,7 @@ class UAVEnv:
                 "target_pos": scenes.target_pos, "need": scenes.need, "value": scenes.value,
                 "open": torch.ones(e, m, dtype=torch.bool, device=dev), "appear_at": appear,
                 "t": torch.zeros(e, dtype=torch.long, device=dev),
-                "ret": torch.zeros(e, device=dev), "n_completed": torch.zeros(e, device=dev)}
+                "ret": torch.zeros(e, n, device=dev), "n_completed": torch.zeros(e, device=dev)}
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh episodes everywhere: (obs (E, N, obs_dim), state (E, state_dim))."""
@@ -237,16 +238,16 @@ class UAVEnv:
         reward = (1 - cfg.team_weight) * shaped + cfg.team_weight * shaped.mean(1, keepdim=True)
 
         self.t = self.t + 1
-        self.ret = self.ret + task_reward.sum(1)
+        self.ret = self.ret + task_reward
         self.n_completed = self.n_completed + completed.sum(1)
         done = (self.t >= cfg.horizon) | ~self.open.any(1)
         next_obs, next_state = self.observe(), self.global_state()
-        episode_return, episode_completion = self.ret.clone(), self.n_completed / self.n_target
+        agent_return, episode_completion = self.ret.clone(), self.n_completed / self.n_target
         positions = self.pos
         self._reset_where(done)
         return Step(self.observe(), self.global_state(), next_obs, next_state, reward, task_reward, done,
-                    completed.sum(1).float(), collided.sum(1).float(), episode_return, episode_completion,
-                    positions)
+                    completed.sum(1).float(), collided.sum(1).float(), agent_return.sum(1), agent_return,
+                    episode_completion, positions)
 
     # -- resume ------------------------------------------------------------------------------------------------
 

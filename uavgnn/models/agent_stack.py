@@ -17,14 +17,12 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from uavgnn.models.transformer_gnn import mlp
 
-def mlp(inputs: int, hidden: int, layers: int, outputs: int) -> nn.Sequential:
-    """``layers`` hidden layers of ``hidden`` units with ReLU."""
-    sizes = [inputs] + [hidden] * layers
-    blocks: list[nn.Module] = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
-        blocks += [nn.Linear(a, b), nn.ReLU()]
-    return nn.Sequential(*blocks, nn.Linear(sizes[-1], outputs))
+
+def mlp_net(inputs: int, hidden: int, layers: int, outputs: int) -> nn.Sequential:
+    """``layers`` hidden layers of ``hidden`` units with ReLU (the usual SAC networks)."""
+    return mlp([inputs] + [hidden] * layers + [outputs], nn.ReLU)
 
 
 class AgentStack(nn.Module):

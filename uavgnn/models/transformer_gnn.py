@@ -18,23 +18,24 @@ from torch_geometric.nn import TransformerConv
 from uavgnn.problem.graphs import EDGE_DIM, NODE_DIM
 
 
-def mlp(sizes: Sequence[int]) -> nn.Sequential:
+def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.GELU) -> nn.Sequential:
+    """Linear layers of the given sizes with ``activation`` between them (none after the last)."""
     layers: list[nn.Module] = []
     for a, b in zip(sizes[:-1], sizes[1:]):
-        layers += [nn.Linear(a, b), nn.GELU()]
+        layers += [nn.Linear(a, b), activation()]
     return nn.Sequential(*layers[:-1])
 
 
 class GraphTransformerLayer(nn.Module):
     """``h + Attn(LN(h))`` then ``h + FFN(LN(h))``; attention is ``TransformerConv`` with edge features."""
 
-    def __init__(self, hidden: int, heads: int, dropout: float, ffn_mult: int) -> None:
+    def __init__(self, hidden: int, heads: int, dropout: float, ffn_mult: int, edge_dim: int = EDGE_DIM) -> None:
         super().__init__()
         if hidden % heads:
             raise ValueError(f"model.hidden={hidden} must be divisible by model.heads={heads}")
         self.norm_attn = nn.LayerNorm(hidden)
         # root_weight: PyG builds lin_skip either way; using it keeps no parameter idle
-        self.attn = TransformerConv(hidden, hidden // heads, heads=heads, edge_dim=EDGE_DIM, dropout=dropout)
+        self.attn = TransformerConv(hidden, hidden // heads, heads=heads, edge_dim=edge_dim, dropout=dropout)
         self.norm_ffn = nn.LayerNorm(hidden)
         self.ffn = nn.Sequential(nn.Linear(hidden, ffn_mult * hidden), nn.GELU(), nn.Dropout(dropout),
                                  nn.Linear(ffn_mult * hidden, hidden))

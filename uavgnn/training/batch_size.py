@@ -73,9 +73,11 @@ def find_batch_size(model: nn.Module, loss_of: LossOf, store: GraphStore, k: int
 
 
 def resolve_batch_size(cfg, model: torch.nn.Module, loss_of: LossOf, store, k: int, device: torch.device) -> int:
-    """``hardware.batch_size``, or under ``auto`` the largest that fits (rank 0's choice x world size)."""
+    """``hardware.batch_size``, or under ``auto`` the largest that fits (rank 0's choice x world size).
+    ``store`` (``gather(ids)``, ``len``) may be a function returning it: only called under ``auto``."""
     if cfg.hardware.batch_size != "auto":
         return int(cfg.hardware.batch_size)
+    store = store() if callable(store) else store
     found = find_batch_size(model, loss_of, store, k, device, cfg.hardware.memory_fraction,
                             cfg.hardware.memory_limit_mb, cfg.hardware.max_batch_size)
     found = distributed.broadcast_from_main(found) * distributed.context().world_size

@@ -40,6 +40,7 @@ from uavgnn.errors import Interrupted
 from uavgnn.loggers import MetricLogger
 from uavgnn.perf import device_memory_mb, peak_memory_mb
 from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device, seed_everything
+from uavgnn.storage import save_torch
 from uavgnn.training.batch_size import resolve_batch_size
 from uavgnn.training.checkpoint import (BEST, LAST, load_checkpoint, load_initial_policy, rng_state, save_checkpoint,
                                        set_rng_state, weights_norm, weights_problem)
@@ -91,7 +92,7 @@ class Trainer(Recovery):
         self.ddp = torch.nn.parallel.DistributedDataParallel(self.model) if self.ctx.enabled else self.model
         self.runner = maybe_compile(self.ddp, cfg.optim.compile)
         self.state.batch_size = self.state.batch_size or resolve_batch_size(
-            cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), self.work.probe_store(),
+            cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), self.work.probe_store,
             self.work.k(len(self.sizes) - 1), self.device)
         if self.ctx.enabled:
             log.info("data parallel: %d processes, global batch %d = %d per rank", self.ctx.world_size,
@@ -282,14 +283,16 @@ class Trainer(Recovery):
         if problem:
             return problem
         self.good_norm = norm
+        data = self.work.state_dict() if path.name == LAST else {}  # environments, replay: what resume needs
+        if self.ctx.enabled and not self.ctx.is_main and data:  # each rank's own environments and buffer
+            save_torch(rank_data_path(path, self.ctx.rank), data)
         if self.ctx.is_main:
             save_checkpoint(path, {
                 "model": self.model.state_dict(), "policy": self.policy.state_dict(),
                 "ema": self.ema.state_dict() if self.ema is not None else None,
                 "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
                 "algorithm": self.algorithm.state_dict(), "state": asdict(self.state), "rng": rng_state(),
-                # the workload's state (environments, replay buffer) is what resume needs: last.pt only
-                "data": self.work.state_dict() if path.name == LAST else {},
+                "data": data,
                 **self.work.checkpoint_extras()}, self.cfg)
         return None
 
@@ -302,10 +305,17 @@ class Trainer(Recovery):
         if self.ema is not None:
             self.ema.load_state_dict(ckpt["ema"])
         self.algorithm.load_state_dict(ckpt.get("algorithm", {}))
-        self.work.load_state_dict(ckpt.get("data", {}))
+        own = rank_data_path(path, self.ctx.rank)
+        self.work.load_state_dict(torch.load(own, map_location=self.device, weights_only=True)
+                                  if self.ctx.rank > 0 and own.exists() else ckpt.get("data", {}))
         self.state = TrainState(**ckpt["state"])
         self.cur = CurriculumState(**self.state.curriculum)
         set_rng_state(ckpt["rng"])
+
+
+def rank_data_path(path: Path, rank: int) -> Path:
+    """Where rank ``rank`` > 0 keeps its workload state beside ``last.pt`` (rank 0's is inside it)."""
+    return path.with_name(f"{path.stem}.rank{rank}.data.pt")
 
 
 def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:

@@ -1,0 +1,36 @@
+"""A shared-parameter graph-Transformer actor (``algorithm=masac`` with a TransformerGNN size as ``model``).
+
+Every UAV runs the same weights over its observation graph
+(``observation_graph``): the UAV attends to the targets and UAVs it sees
+through ``GraphTransformerLayer``s (PyG ``TransformerConv`` with the relative
+positions as edge features) and a head reads its node. One set of weights
+for any number of UAVs, unlike the per-agent MLP actors (``model=mlp``).
+Called like ``AgentStack``: (N, B, obs_dim) in, (N, B, outputs) out.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from uavgnn.envs.graph_obs import GRAPH_EDGE_FEATURES, GRAPH_NODE_FEATURES, observation_graph
+from uavgnn.models.transformer_gnn import GraphTransformerLayer, mlp
+
+
+class GraphActor(nn.Module):
+    def __init__(self, obs_targets: int, obs_uavs: int, outputs: int, hidden: int, heads: int, layers: int,
+                 ffn_mult: int) -> None:
+        super().__init__()
+        self.obs_targets, self.obs_uavs = obs_targets, obs_uavs
+        self.encode = nn.Linear(GRAPH_NODE_FEATURES, hidden)
+        self.layers = nn.ModuleList(GraphTransformerLayer(hidden, heads, 0.0, ffn_mult, edge_dim=GRAPH_EDGE_FEATURES)
+                                    for _ in range(layers))
+        self.norm = nn.LayerNorm(hidden)
+        self.head = mlp([hidden, hidden, outputs])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        graph = observation_graph(obs, self.obs_targets, self.obs_uavs)
+        h = self.encode(graph.x)
+        for layer in self.layers:
+            h = layer(h, graph.edge_index, graph.edge_attr)
+        return self.head(self.norm(h[graph.ego])).view(*obs.shape[:-1], -1)
