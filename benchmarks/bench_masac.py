@@ -57,7 +57,7 @@ def batched_update(agents: MASACAgents, data: Transitions, noise: torch.Tensor, 
                    runner=None, amp: bool = False):
     """One update as the Trainer runs it: one loss, one backward, one optimiser step, target averaging."""
     optimizer = torch.optim.Adam(agents.parameters(), 3e-4)
-    runner = runner or agents
+    runner = agents if runner is None else runner
 
     def update() -> None:
         with torch.autocast("cpu", torch.bfloat16, enabled=amp):

@@ -71,8 +71,11 @@ def test_model_sizes() -> None:
 @pytest.mark.parametrize("group, option", OPTIONS)
 def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -> None:
     overrides = [f"{group}={option}"]
-    if (group, option) == ("model", "mlp"):  # MASAC's per-agent actors
-        overrides.append("algorithm=masac")
+    if (group, option) == ("model", "mlp"):  # MASAC's per-agent actors: algorithm=masac runs them
+        validate(compose_cfg("model=mlp", "algorithm=masac"))
+        with pytest.raises(ConfigError, match="model=mlp is MASAC's per-agent actor"):
+            validate(compose_cfg("model=mlp"))
+        return
     if group != "logger":
         overrides.append("logger=jsonl")
     if (group, option) == ("task", "file"):

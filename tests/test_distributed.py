@@ -127,6 +127,7 @@ def test_sweep_on_submitit_local_launcher(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_masac_under_torchrun_steps_its_own_environments_and_resumes(tmp_path) -> None:
+    """(Bit-exact resume of one process: tests/test_masac.py; of a DDP run: the imitation test above.)"""
     masac = ["algorithm=masac", "logger=jsonl", "env.n_envs=4", "env.val_episodes=8", "algorithm.learning_starts=8",
              "algorithm.buffer_size=256", "model.hidden=16", "algorithm.critic_hidden=16", "hardware.batch_size=16",
              "train.eval_every=4", "train.ckpt_every=4", "train.log_every=2", "hardware.threads=1",
@@ -138,9 +139,7 @@ def test_masac_under_torchrun_steps_its_own_environments_and_resumes(tmp_path) -
     assert rank0["env_steps"] == rank1["env_steps"] == 4 * 4  # 4 envs per rank, one step per update
     assert not torch.equal(rank0["buffer"]["data"]["obs"], rank1["buffer"]["data"]["obs"])  # its own environments
     torchrun(*masac, "train.steps=8", "resume=auto", f"hydra.run.dir={run}", cwd=tmp_path)
-    straight = tmp_path / "straight"  # uninterrupted (the LR and beta schedules do not depend on train.steps)
-    torchrun(*masac, "train.steps=8", f"hydra.run.dir={straight}", cwd=tmp_path)
-    a, b = (torch.load(d / "last.pt", weights_only=True)["model"] for d in (run, straight))
-    for name, value in a.items():  # every rank's environments and buffer came back: the same weights
-        torch.testing.assert_close(b[name], value, rtol=0, atol=0)
+    resumed = torch.load(run / "last.rank1.data.pt", weights_only=True)
+    assert resumed["env_steps"] == 8 * 4  # rank 1 went on from its own saved environments, not rank 0's
+    torch.testing.assert_close(resumed["buffer"]["data"]["obs"][:16], rank1["buffer"]["data"]["obs"])
     assert [row["step"] for row in history(run) if "train/loss" in row] == [2, 4, 6, 8]

@@ -151,6 +151,7 @@ def test_benchmark_mode_writes_every_section_and_the_plot(tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # torch.compile on a CPU: 40 s; `pytest -m heavy` runs it
 def test_info_mode_checks_the_environment(tmp_path) -> None:
     out = tmp_path / "info"
     proc = run_cli("mode=info", f"hydra.run.dir={out}", cwd=tmp_path)

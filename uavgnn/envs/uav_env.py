@@ -15,8 +15,8 @@ Reward of UAV i at a step (``task_reward``, what returns are measured in):
   - lam * distance travelled - collision_penalty [closer than collision_radius to another UAV]
   - exhausted_penalty [its energy ran out this step].
 The training reward adds ``approach_reward`` * (progress towards the nearest
-open target), a dense hint that is zero over any path ending where it started;
-and mixes in the team: ``(1 - team_weight) r_i + team_weight * mean_j r_j``.
+open target), a potential-based hint (it sums to the same value over every
+episode from one start, so the best policy is unchanged); and mixes in the team: ``(1 - team_weight) r_i + team_weight * mean_j r_j``.
 
 Everything is tensor algebra over (E, N, M): no Python loop over environments or UAVs.
 """
@@ -234,13 +234,15 @@ class UAVEnv:
         task_reward = (credit - self.dist.lam * travel - cfg.collision_penalty * collided.float()
                        - cfg.exhausted_penalty * exhausted.float())
         self.open = self.open & ~completed
-        shaped = task_reward + cfg.approach_reward * (before - self.nearest_open_distance())
-        reward = (1 - cfg.team_weight) * shaped + cfg.team_weight * shaped.mean(1, keepdim=True)
-
         self.t = self.t + 1
         self.ret = self.ret + task_reward
         self.n_completed = self.n_completed + completed.sum(1)
         done = (self.t >= cfg.horizon) | ~self.open.any(1)
+        # potential-based hint, Phi = -approach_reward * distance to the nearest open target, Phi(end) = 0: over an
+        # episode it sums to Phi's start value whatever the UAVs do, so it cannot change which policy is best
+        after = torch.where(done[:, None], torch.zeros_like(before), self.nearest_open_distance())
+        shaped = task_reward + cfg.approach_reward * (before - after)
+        reward = (1 - cfg.team_weight) * shaped + cfg.team_weight * shaped.mean(1, keepdim=True)
         next_obs, next_state = self.observe(), self.global_state()
         agent_return, episode_completion = self.ret.clone(), self.n_completed / self.n_target
         positions = self.pos
