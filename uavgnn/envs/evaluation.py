@@ -27,8 +27,9 @@ def compare_policies(policies: dict[str, Policy], settings: EnvSettings, dist: S
         start = time.perf_counter()
         scores[name] = run_episodes(env, policy)
         times[name] = time.perf_counter() - start
-    planner = scores["scripted planner"].summary()["return"]
-    rows = [{"method": name, **{k: round(v, 4) for k, v in s.summary().items()},
-             "of_planner": round(s.summary()["return"] / planner, 4) if planner else float("nan"),
-             "time_s": round(times[name], 3)} for name, s in scores.items()]
+    summaries = {name: s.summary() for name, s in scores.items()}
+    planner = summaries["scripted planner"]["return"]
+    rows = [{"method": name, **{k: round(v, 4) for k, v in summary.items()},
+             "of_planner": round(summary["return"] / planner, 4) if planner else float("nan"),
+             "time_s": round(times[name], 3)} for name, summary in summaries.items()]
     return rows, scores

@@ -52,7 +52,7 @@ class Experience:
         where = cfg.hardware.data_on_device
         on_device = where == "true" or (where == "auto" and (device.type == "cpu" or self._fits(shapes, alg.buffer_size)))
         self.buffer = ReplayBuffer(alg.buffer_size, shapes, device if on_device else torch.device("cpu"),
-                                   alg.prioritized, alg.priority_alpha, pin_memory=cfg.hardware.pin_memory)
+                                   alg.prioritized, alg.priority_alpha)
         self.env_steps = 0
         self.sizes = [self.settings.n_uav]
         self._val_env = UAVEnv(self.settings, self.dist, cfg.env.val_episodes, device, seed=VAL_SEED)
@@ -92,6 +92,8 @@ class Experience:
         generator = torch.Generator(device=self.buffer.device).manual_seed(self.cfg.seed * 1_000_003 + step)
         beta = alg.priority_beta + (1.0 - alg.priority_beta) * min(1.0, step / max(1, self.cfg.train.steps))
         batch = self.buffer.sample(batch_size // distributed.context().world_size, generator, beta)
+        if self.cfg.hardware.pin_memory and self.buffer.device != self.device:  # host buffer -> GPU: async copy
+            batch = batch.pin_memory()
         return batch.to(self.device, non_blocking=True)
 
     def items(self, batch: Transitions) -> int:

@@ -1,8 +1,8 @@
 """Experience replay: a ring buffer of tensors, uniform or prioritized sampling, all batched.
 
 The buffer lives on the training device when ``hardware.data_on_device`` allows
-(no per-step host copy); on the host it is pinned and the next batch is copied
-with ``non_blocking`` while the current update runs (``optim.prefetch``).
+(no per-step host copy); on the host, each sampled batch is gathered into
+page-locked memory (``hardware.pin_memory``) and copied with ``non_blocking``.
 Prioritized replay (Schaul et al. 2016) keeps a sum-tree over priorities^alpha
 as one tensor: updates and stratified sampling walk its levels for the whole
 batch at once (log2(capacity) vectorised steps, no per-sample loop).
@@ -33,6 +33,9 @@ class Transitions:
 
     def to(self, device: torch.device, non_blocking: bool = False) -> "Transitions":
         return Transitions(*(getattr(self, f.name).to(device, non_blocking=non_blocking) for f in fields(self)))
+
+    def pin_memory(self) -> "Transitions":
+        return Transitions(*(getattr(self, f.name).pin_memory() for f in fields(self)))
 
     def __iter__(self):
         """(name, tensor) pairs, as a PyG batch iterates (for memory accounting)."""
@@ -79,11 +82,9 @@ class ReplayBuffer:
     """Ring buffer of the last ``capacity`` transitions; ``prioritized`` turns on PER with (alpha, beta)."""
 
     def __init__(self, capacity: int, shapes: dict[str, tuple[int, ...]], device: torch.device,
-                 prioritized: bool = False, alpha: float = 0.6, pin_memory: bool = False) -> None:
+                 prioritized: bool = False, alpha: float = 0.6) -> None:
         self.capacity, self.device, self.prioritized, self.alpha = capacity, device, prioritized, alpha
         self.data = {name: torch.zeros((capacity, *shapes[name]), device=device) for name in STORED}
-        if pin_memory and device.type == "cpu" and torch.cuda.is_available():
-            self.data = {name: t.pin_memory() for name, t in self.data.items()}
         self.tree = SumTree(capacity, device) if prioritized else None
         self.max_priority = torch.ones((), device=device, dtype=torch.float64)  # a tensor: no host sync
         self.cursor, self.size = 0, 0

@@ -200,9 +200,14 @@ class UAVEnv:
             raise ValueError(f"discrete actions must have shape {(self.n_envs, self.n_uav)}, got {tuple(action.shape)}")
         return self.headings[action] * self.cfg.max_speed
 
-    def nearest_open_distance(self) -> torch.Tensor:
-        """(E, N) distance of each UAV to its nearest visible open target (0 when none is left)."""
-        d = (self.target_pos[:, None] - self.pos[:, :, None]).norm(dim=-1)
+    def target_distance(self) -> torch.Tensor:
+        """(E, N, M) distance of every UAV to every target."""
+        return (self.target_pos[:, None] - self.pos[:, :, None]).norm(dim=-1)
+
+    def nearest_open_distance(self, distance: torch.Tensor | None = None) -> torch.Tensor:
+        """(E, N) distance of each UAV to its nearest visible open target (0 when none is left);
+        ``distance``: ``target_distance()`` when the caller has it already."""
+        d = self.target_distance() if distance is None else distance
         return d.masked_fill(~self.visible()[:, None], float("inf")).amin(-1).nan_to_num(posinf=0.0)
 
     def step(self, action: torch.Tensor) -> Step:
@@ -221,9 +226,8 @@ class UAVEnv:
         self.energy = energy.masked_fill(energy < 1e-6, 0.0)  # float rounding must not leave a sliver of range
         exhausted = had_energy & (self.energy == 0)
 
-        visible = self.visible()
-        within = ((self.target_pos[:, None] - self.pos[:, :, None]).norm(dim=-1) <= cfg.service_radius) \
-            & visible[:, None]  # (E, N, M)
+        visible, distance = self.visible(), self.target_distance()
+        within = (distance <= cfg.service_radius) & visible[:, None]  # (E, N, M)
         count = within.sum(1)
         completed = (count >= self.need) & visible
         share = torch.where(completed, self.value / count.clamp(min=1), torch.zeros_like(self.value))
@@ -240,7 +244,7 @@ class UAVEnv:
         done = (self.t >= cfg.horizon) | ~self.open.any(1)
         # potential-based hint, Phi = -approach_reward * distance to the nearest open target, Phi(end) = 0: over an
         # episode it sums to Phi's start value whatever the UAVs do, so it cannot change which policy is best
-        after = torch.where(done[:, None], torch.zeros_like(before), self.nearest_open_distance())
+        after = torch.where(done[:, None], torch.zeros_like(before), self.nearest_open_distance(distance))
         shaped = task_reward + cfg.approach_reward * (before - after)
         reward = (1 - cfg.team_weight) * shaped + cfg.team_weight * shaped.mean(1, keepdim=True)
         next_obs, next_state = self.observe(), self.global_state()

@@ -89,7 +89,7 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
 
     loss_of = step_loss(algorithm, device, dtype)
-    batch_size = resolve_batch_size(cfg, model, loss_of, train_store, k, device)
+    batch_size = resolve_batch_size(cfg, model, loss_of, lambda: train_store, k, device)
     loader = make_loader(train_store, cfg.hardware.loader, batch_size, shuffle=True, seed=cfg.seed,
                          num_workers=cfg.hardware.num_workers, pin_memory=cfg.hardware.pin_memory,
                          prefetch_factor=cfg.hardware.prefetch_factor,

@@ -14,6 +14,7 @@ its step memory is within ``hardware.memory_fraction`` of the budget
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -72,13 +73,13 @@ def find_batch_size(model: nn.Module, loss_of: LossOf, store: GraphStore, k: int
     return chosen
 
 
-def resolve_batch_size(cfg, model: torch.nn.Module, loss_of: LossOf, store, k: int, device: torch.device) -> int:
+def resolve_batch_size(cfg, model: torch.nn.Module, loss_of: LossOf, store_of: Callable[[], GraphStore], k: int,
+                       device: torch.device) -> int:
     """``hardware.batch_size``, or under ``auto`` the largest that fits (rank 0's choice x world size).
-    ``store`` (``gather(ids)``, ``len``) may be a function returning it: only called under ``auto``."""
+    ``store_of`` gives the trial items (``gather(ids)``, ``len``); called only under ``auto``."""
     if cfg.hardware.batch_size != "auto":
         return int(cfg.hardware.batch_size)
-    store = store() if callable(store) else store
-    found = find_batch_size(model, loss_of, store, k, device, cfg.hardware.memory_fraction,
+    found = find_batch_size(model, loss_of, store_of(), k, device, cfg.hardware.memory_fraction,
                             cfg.hardware.memory_limit_mb, cfg.hardware.max_batch_size)
     found = distributed.broadcast_from_main(found) * distributed.context().world_size
     log.info("hardware.batch_size=auto: %d graphs per step", found)
