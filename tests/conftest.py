@@ -58,3 +58,28 @@ def labelled_store() -> GraphStore:
         SceneDistribution(positions="clustered"), 12, 8, seed=4)
     labels = [solve_milp(s) for s in scenes]
     return GraphStore.from_graphs([build_graph(s, 16, 6, r.assignment) for s, r in zip(scenes, labels)], scenes, labels)
+
+
+def straight_and_resumed(compose_steps, tmp_path: Path, half: int = 10) -> tuple[dict, dict]:
+    """``last.pt`` of a run of 2 x ``half`` steps and of one stopped at ``half`` then resumed to 2 x ``half``.
+    ``compose_steps(steps)`` gives the config; its schedule must not depend on ``train.steps`` (plateau)."""
+    import torch
+
+    from uavgnn.loggers import MetricLogger
+    from uavgnn.training.trainer import train
+
+    def run(name: str, steps: int, resume: bool = False) -> Path:
+        cfg = compose_steps(steps)
+        out = tmp_path / name
+        out.mkdir(exist_ok=True)
+        logger = MetricLogger(out, cfg.logger, config={}, resume_step=half if resume else None)
+        try:
+            train(cfg, out, logger, resume_from=out / "last.pt" if resume else None)
+        finally:
+            logger.finish()
+        return out
+
+    straight = run("straight", 2 * half)
+    run("resumed", half)
+    resumed = run("resumed", 2 * half, resume=True)
+    return tuple(torch.load(d / "last.pt", weights_only=True) for d in (straight, resumed))

@@ -38,7 +38,7 @@ def tiny(cfg, tmp_path: Path, cache_dir: Path):
         cfg.train.update(steps=4, eval_every=2, ckpt_every=2, log_every=2, warmup_steps=1)
         cfg.hardware.batch_size = 8
         cfg.env.update(n_envs=8, val_episodes=16)
-        cfg.algorithm.learning_starts = 16
+        cfg.algorithm.update(learning_starts=16, train_envs=4, eval_envs=2, rollout_steps=48)
         if cfg.curriculum.name != "none":
             cfg.curriculum.update(stages=[3, 6], replay=[0.0, 0.3], patience=1)
         if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
@@ -59,7 +59,7 @@ def test_groups_have_the_documented_options() -> None:
     assert {"wandb", "tensorboard", "jsonl", "none"} <= found["logger"]
     assert {"dev", "prod", "debug"} <= found["experiment"]
     assert "none" in found["curriculum"]
-    assert {"imitation", "reinforce", "masac"} <= found["algorithm"]
+    assert {"imitation", "reinforce", "masac", "dynamics"} <= found["algorithm"]
 
 
 def test_model_sizes() -> None:
@@ -75,6 +75,10 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         validate(compose_cfg("model=mlp", "algorithm=masac"))
         with pytest.raises(ConfigError, match="model=mlp is MASAC's per-agent actor"):
             validate(compose_cfg("model=mlp"))
+        return
+    if (group, option) == ("model", "tcn"):  # the dynamics model: algorithm=dynamics runs it
+        with pytest.raises(ConfigError, match="model=tcn is the dynamics model"):
+            validate(compose_cfg("model=tcn"))
         return
     if group != "logger":
         overrides.append("logger=jsonl")
@@ -96,6 +100,10 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         return
     gap = run_train(cfg, out)
     summary = json.loads((out / "summary.json").read_text())
+    if cfg.algorithm.name == "dynamics":
+        assert summary["steps"] == 4 and summary["best_val_k_step_rmse"] == pytest.approx(gap)
+        assert {r["method"] for r in summary["test"]} == {"tcn", "constant_velocity"}
+        return
     if cfg.algorithm.name == "masac":
         assert summary["steps"] == 4 and summary["best_val_planner_gap"] == pytest.approx(gap)
         assert [r["method"] for r in summary["test"]] == ["masac", "scripted planner", "random"]

@@ -113,7 +113,7 @@ def test_two_process_gloo_run_matches_one_process_and_resumes(tmp_path) -> None:
         run_record(wandb_files[0]).run_id}
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # the joblib and basic launchers run in the default suite
 def test_sweep_on_submitit_local_launcher(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     run_cli("-m", "hydra/launcher=submitit_local", *DEBUG, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",

@@ -97,7 +97,8 @@ def hostile(tmp_path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path_kind", ["eval", "solve", "init_from", "resume"])
+@pytest.mark.parametrize("path_kind", ["eval", "resume", *(pytest.param(kind, marks=pytest.mark.heavy)
+                                                             for kind in ("solve", "init_from"))])
 def test_a_checkpoint_that_would_run_code_is_refused_on_every_path(tmp_path, hostile, path_kind) -> None:
     ckpt, marker = hostile
     run = tmp_path / "run"
@@ -162,7 +163,7 @@ def living(pids: list[int]) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.heavy)])
 def test_label_workers_die_with_the_main_process(tmp_path, sig) -> None:
     proc = start(*small(tmp_path, tmp_path / "run", "data.n_uav=16", "data.train_scenes=6000",
                         "data.label_workers=2"), cwd=tmp_path)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import straight_and_resumed
 from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings
@@ -119,24 +120,9 @@ def compose_masac(tmp_path: Path, *overrides: str):
 def test_a_resumed_masac_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> None:
     """Environments, replay buffer (with its priorities), generators and weights all come back from last.pt.
     The first half stops at its own train.steps: an LR and beta schedule that do not depend on it."""
-    flag = "algorithm.prioritized=true"
-
-    def run(name: str, steps: int, resume: bool = False) -> Path:
-        cfg = compose_masac(tmp_path, f"train.steps={steps}", flag, "train.schedule=plateau",
-                            "algorithm.priority_beta=1.0")
-        out = tmp_path / name
-        out.mkdir(exist_ok=True)
-        logger = MetricLogger(out, cfg.logger, config={}, resume_step=10 if resume else None)
-        try:
-            train(cfg, out, logger, resume_from=out / "last.pt" if resume else None)
-        finally:
-            logger.finish()
-        return out
-
-    straight = run("straight", 20)
-    run("resumed", 10)
-    resumed = run("resumed", 20, resume=True)
-    a, b = (torch.load(d / "last.pt", weights_only=True) for d in (straight, resumed))
+    a, b = straight_and_resumed(lambda steps: compose_masac(
+        tmp_path, f"train.steps={steps}", "algorithm.prioritized=true", "train.schedule=plateau",
+        "algorithm.priority_beta=1.0"), tmp_path)
     for name, value in a["model"].items():
         torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
     torch.testing.assert_close(b["data"]["buffer"]["data"]["obs"], a["data"]["buffer"]["data"]["obs"], rtol=0, atol=0)

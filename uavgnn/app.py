@@ -58,7 +58,7 @@ def _sweep_job(cfg: DictConfig, out_dir: Path) -> float | None:
 MODES = {"train": ("uavgnn.modes.train", "run_train"), "eval": ("uavgnn.modes.evaluate", "run_eval"),
          "solve": ("uavgnn.modes.solve", "run_solve"), "compare": ("uavgnn.modes.compare", "run_compare"),
          "info": ("uavgnn.modes.info", "run_info"), "profile": ("uavgnn.modes.profile", "run_profile"),
-         "benchmark": ("uavgnn.modes.benchmark", "run_benchmark")}
+         "benchmark": ("uavgnn.modes.benchmark", "run_benchmark"), "rollouts": ("uavgnn.modes.rollouts", "run_rollouts")}
 
 
 def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:

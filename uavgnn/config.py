@@ -127,6 +127,17 @@ class AlgorithmConfig:
     prioritized: bool = False  # masac: prioritized replay (sum-tree) instead of uniform
     priority_alpha: float = 0.6  # masac: priority exponent
     priority_beta: float = 0.4  # masac: importance-weight exponent at step 0, annealed to 1 at train.steps
+    lambda_physics: float = 0.5  # dynamics: weight of the kinematic-residual loss
+    rollout_policy: str = "scripted"  # dynamics: who flies the rollouts: scripted | random | a MASAC checkpoint path
+    rollout_steps: int = 200  # dynamics: steps each rollout environment is played (episodes auto-reset inside)
+    train_envs: int = 256  # dynamics: environments of the training split
+    eval_envs: int = 64  # dynamics: environments of each of val, test and test_ood
+    noise: float = 0.01  # dynamics: std of the observed positions
+    velocity_noise: float = 0.02  # dynamics: std of the measured velocity (a training label only)
+    window: int = 32  # dynamics: rows the TCN reads per training window
+    predict_steps: int = 5  # dynamics: future positions predicted at every row (k of the k-step error)
+    burn_in: int = 8  # dynamics: first rows of a window not scored (too little history)
+    ood_scale: float = 2.0  # dynamics: wind and drag of the test_ood split = env.wind / env.drag x this
 
 
 @dataclass
@@ -197,7 +208,7 @@ class SolveConfig:
 
 @dataclass
 class Config:
-    mode: str = "train"  # train | eval | solve | cache | compare | profile | benchmark | info
+    mode: str = "train"  # train | eval | solve | cache | compare | profile | benchmark | info | rollouts
     seed: int = 0
     solver: str = "milp"  # mode=solve: milp | greedy | lap | model
     action: str = "info"  # mode=cache: info | verify | clear

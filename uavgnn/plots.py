@@ -49,7 +49,7 @@ def plot_profile(report: dict[str, Any], path: Path) -> None:
         ax.text(s["ms_per_step"], i, f" {s['share']:.0%}", va="center")
     ax.invert_yaxis()
     ax.set(xlabel="ms per step (median)", title=f"{report['model']} on {report['device']}, batch "
-           f"{report['batch_size']}: {report['graphs_per_s']:.0f} graphs/s")
+           f"{report['batch_size']}: {report[report['unit'] + '_per_s']:.0f} {report['unit']}/s")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from uavgnn.errors import ConfigError
 
 CHOICES = {
-    "mode": ("train", "eval", "solve", "cache", "compare", "profile", "benchmark", "info"),
+    "mode": ("train", "eval", "solve", "cache", "compare", "profile", "benchmark", "info", "rollouts"),
     "solver": ("milp", "greedy", "lap", "model"),
     "action": ("info", "verify", "clear"),
     "task.positions": ("uniform", "clustered"),
@@ -27,7 +27,7 @@ CHOICES = {
     "hardware.precision": ("bf16", "fp16"),
     "train.schedule": ("cosine", "plateau"),
     "train.decoder": ("argmax", "greedy"),
-    "algorithm.name": ("imitation", "reinforce", "masac"),
+    "algorithm.name": ("imitation", "reinforce", "masac", "dynamics"),
     "env.action": ("continuous", "discrete"),
     "hardware.data_on_device": ("auto", "true", "false"),
     "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
@@ -91,7 +91,11 @@ RANGES: dict[str, Range] = {
     **{f"env.{key}": POSITIVE for key in ("dt", "max_speed", "max_accel", "service_radius")},
     **{f"env.{key}": NON_NEGATIVE for key in ("collision_radius", "appear_steps", "collision_penalty",
                                               "exhausted_penalty", "approach_reward")},
-    "env.team_weight": UNIT,
+    "env.team_weight": UNIT, "env.wind": NON_NEGATIVE, "env.drag": NON_NEGATIVE,
+    "algorithm.lambda_physics": NON_NEGATIVE, "algorithm.noise": NON_NEGATIVE, "algorithm.velocity_noise": NON_NEGATIVE,
+    "algorithm.ood_scale": POSITIVE, "algorithm.burn_in": AT_LEAST_1,
+    **{f"algorithm.{key}": AT_LEAST_1 for key in ("rollout_steps", "train_envs", "eval_envs", "window",
+                                                  "predict_steps")},
     "curriculum.advance_threshold": UNIT, "curriculum.performance_threshold": UNIT,
     **{f"curriculum.{key}": AT_LEAST_1 for key in ("consecutive_evaluations", "patience", "consecutive_failures",
                                                    "node_budget")},
@@ -143,12 +147,20 @@ def validate(cfg) -> None:
     if cfg.algorithm.name == "masac" and cfg.env.action != "continuous":
         raise ConfigError(f"algorithm=masac acts with velocity commands: env.action={cfg.env.action!r} must be "
                           "continuous")
-    if cfg.model.name == "mlp" and cfg.algorithm.name != "masac":
+    if cfg.model.name == "mlp" and cfg.algorithm.name not in ("masac", "dynamics"):
         raise ConfigError(f"model=mlp with algorithm={cfg.algorithm.name}: model=mlp is MASAC's per-agent actor; "
                           "imitation and reinforce need a TransformerGNN size (tiny|small|medium|large)")
+    if cfg.model.name == "tcn" and cfg.algorithm.name != "dynamics":
+        raise ConfigError(f"model=tcn with algorithm={cfg.algorithm.name}: model=tcn is the dynamics model of "
+                          "algorithm=dynamics")
+    if cfg.model.name == "mlp" and cfg.algorithm.name == "dynamics":
+        raise ConfigError("model=mlp with algorithm=dynamics: use model=tcn (or a size, tiny..large, for its width "
+                          "and depth)")
+    if cfg.algorithm.name == "dynamics" or cfg.mode == "rollouts":
+        check_dynamics(cfg)
     cur = cfg.curriculum
-    if cfg.algorithm.name == "masac" and cur.name != "none":
-        raise ConfigError("algorithm=masac trains on one environment size: use curriculum=none")
+    if cfg.algorithm.name in ("masac", "dynamics") and cur.name != "none":
+        raise ConfigError(f"algorithm={cfg.algorithm.name} trains on one environment size: use curriculum=none")
     if cur.name != "none":
         if list(cur.stages) != sorted(set(cur.stages)) or min(cur.stages) < 1 or cur.stages[-1] != cfg.data.n_uav:
             raise ConfigError(f"curriculum.stages={list(cur.stages)} must be increasing positive sizes ending at "
@@ -162,3 +174,17 @@ def validate(cfg) -> None:
                       ("task.value_min", "task.value_max")):
         if OmegaConf.select(cfg, low) > OmegaConf.select(cfg, high):
             raise ConfigError(f"{low}={OmegaConf.select(cfg, low)} exceeds {high}={OmegaConf.select(cfg, high)}")
+
+
+def check_dynamics(cfg) -> None:
+    """The window arithmetic of ``algorithm=dynamics`` and the rollouts it reads."""
+    alg = cfg.algorithm
+    if alg.burn_in >= alg.window - 1:
+        raise ConfigError(f"algorithm.burn_in={alg.burn_in} must be below algorithm.window - 1 = {alg.window - 1} "
+                          "(rows left to score)")
+    if alg.window + alg.predict_steps > alg.rollout_steps + 1:
+        raise ConfigError(f"algorithm.window + algorithm.predict_steps = {alg.window + alg.predict_steps} rows do not "
+                          f"fit in algorithm.rollout_steps + 1 = {alg.rollout_steps + 1}")
+    if alg.rollout_policy not in ("scripted", "random") and not Path(alg.rollout_policy).is_file():
+        raise ConfigError(f"algorithm.rollout_policy={alg.rollout_policy!r} is not scripted, random or a MASAC "
+                          "checkpoint file")

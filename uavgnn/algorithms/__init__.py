@@ -1,4 +1,4 @@
-"""Training objectives that plug into the shared loop: ``algorithm=imitation|reinforce|masac``.
+"""Training objectives that plug into the shared loop: ``algorithm=imitation|reinforce|masac|dynamics``.
 
 To add one: a file here with a subclass of ``Algorithm`` (see ``base.py``),
 an entry in ``make_algorithm``, a ``conf/algorithm/<name>.yaml`` and its name
@@ -11,17 +11,24 @@ import torch
 from torch import nn
 
 from uavgnn.algorithms.base import Algorithm, LossOf, StepOutput, step_loss
+from uavgnn.algorithms.dynamics import Dynamics, output_size
 from uavgnn.algorithms.imitation import Imitation
 from uavgnn.algorithms.masac import MASAC, MASACAgents, MASACSettings
 from uavgnn.algorithms.reinforce import Reinforce
 from uavgnn.config import env_settings, scene_distribution
+from uavgnn.dynamics.windows import N_FEATURES, Units
 from uavgnn.models import model_from_config
+from uavgnn.models.tcn import TCN
 
 __all__ = ["Algorithm", "LossOf", "StepOutput", "make_algorithm", "make_model", "step_loss"]
 
 
 def make_model(cfg) -> nn.Module:
-    """What ``cfg.algorithm`` trains: the TransformerGNN policy, or MASAC's agents sized by the environment."""
+    """What ``cfg.algorithm`` trains: the TransformerGNN policy, MASAC's agents sized by the environment, or
+    the dynamics TCN (width and depth from ``model.hidden``/``model.layers``)."""
+    if cfg.algorithm.name == "dynamics":
+        return TCN(N_FEATURES, output_size(cfg.algorithm.predict_steps), cfg.model.hidden, cfg.model.layers,
+                   cfg.model.dropout)
     if cfg.algorithm.name == "masac":
         env, dist, alg = env_settings(cfg.env), scene_distribution(cfg.task), cfg.algorithm
         graph = (None if cfg.model.name == "mlp"
@@ -41,5 +48,9 @@ def make_algorithm(cfg, device: torch.device) -> Algorithm:
     if cfg.algorithm.name == "masac":
         alg = cfg.algorithm
         return MASAC(alg.tau, alg.actor_lr_scale, alg.alpha_lr_scale, cfg.seed, device)
-    raise ValueError(f"algorithm.name: unknown algorithm {cfg.algorithm.name!r} (expected imitation, reinforce "
-                     "or masac)")
+    if cfg.algorithm.name == "dynamics":
+        alg = cfg.algorithm
+        return Dynamics(Units.of(env_settings(cfg.env)), alg.window, alg.predict_steps, alg.burn_in,
+                        alg.lambda_physics)
+    raise ValueError(f"algorithm.name: unknown algorithm {cfg.algorithm.name!r} (expected imitation, reinforce, "
+                     "masac or dynamics)")

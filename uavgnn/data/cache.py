@@ -1,4 +1,4 @@
-"""On-disk graph cache (DESIGN §2 "Cache").
+"""On-disk graph cache (DESIGN §2 "Cache"); the trajectory datasets of ``algorithm=dynamics`` use it too.
 
 A split's graphs, scenes and MILP labels live in
 ``<cache_dir>/<split>-n<N>-<hash>/graphs.pt`` with a ``manifest.json``. The
@@ -30,6 +30,7 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -108,12 +109,9 @@ def build_split(spec: SplitSpec, dist: SceneDistribution, settings: BuildSetting
     return store, {"timings": timings, "label_status": status_counts(labels)}
 
 
-def _save(directory: Path, store: GraphStore, key: dict, info: dict) -> None:
-    payload = {"tensors": store.tensors, "objective": store.objective, "status": store.status,
-               "solve_time": store.solve_time}
+def _save(directory: Path, payload: dict[str, Any], key: dict, info: dict, count: int, n_uav: int) -> None:
     save_torch(directory / GRAPHS_FILE, payload)
-    manifest = {"key": key, "key_hash": key_hash(key), "count": len(store),
-                "n_uav": int(store.tensors["n_uav"][0]) if len(store) else 0,
+    manifest = {"key": key, "key_hash": key_hash(key), "count": count, "n_uav": n_uav,
                 "files": {GRAPHS_FILE: {"bytes": (directory / GRAPHS_FILE).stat().st_size,
                                         "sha256": _sha256(directory / GRAPHS_FILE)}},
                 "build": info, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -156,21 +154,33 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _load(directory: Path) -> GraphStore:
-    payload = torch.load(directory / GRAPHS_FILE, weights_only=True)
-    return GraphStore(payload["tensors"], payload["objective"], payload["status"], payload["solve_time"])
-
-
 def load_or_build(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, cache_dir: str | Path,
                   workers: int = 1, use_cache: bool = True) -> GraphStore:
     """The split from the cache if present and intact, else built (and cached when ``use_cache``)."""
     if not use_cache:
         return build_split(spec, dist, settings, workers)[0]
+
+    def build() -> tuple[dict[str, Any], dict, int, int]:
+        store, info = build_split(spec, dist, settings, workers)
+        payload = {"tensors": store.tensors, "objective": store.objective, "status": store.status,
+                   "solve_time": store.solve_time}
+        return payload, info, len(store), spec.n_uav
+
     key = cache_key(spec, dist, settings)
-    directory = Path(cache_dir) / f"{spec.split}-n{spec.n_uav}-{key_hash(key)}"
-    store = _load_intact(directory)  # the common case, lock-free: needs no write access
-    if store is not None:
-        return store
+    payload = load_or_build_payload(Path(cache_dir) / f"{spec.split}-n{spec.n_uav}-{key_hash(key)}", key, build,
+                                    f"{spec.count} scenes of {spec.n_uav} UAVs")
+    return GraphStore(payload["tensors"], payload["objective"], payload["status"], payload["solve_time"])
+
+
+Build = Callable[[], tuple[dict[str, Any], dict, int, int]]  # () -> (payload, build info, count, n_uav)
+
+
+def load_or_build_payload(directory: Path, key: dict[str, Any], build: Build, what: str) -> dict[str, Any]:
+    """A cached payload (tensors) of ``directory`` if complete and intact, else ``build()``'s, written there
+    under the lock. Shared by the graph splits and the trajectory datasets (``uavgnn.dynamics.rollouts``)."""
+    payload = _load_intact(directory)  # the common case, lock-free: needs no write access
+    if payload is not None:
+        return payload
     try:
         directory.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(directory) + ".lock")
@@ -178,34 +188,34 @@ def load_or_build(spec: SplitSpec, dist: SceneDistribution, settings: BuildSetti
     except OSError as err:
         raise storage_error(directory, err) from None
     try:
-        store = _load_intact(directory)  # another process may have built it while we waited
-        if store is not None:
-            return store
+        payload = _load_intact(directory)  # another process may have built it while we waited
+        if payload is not None:
+            return payload
         problem = verify(directory)
         if problem != NO_MANIFEST:
-            warnings.warn(f"graph cache {directory}: {problem}; rebuilding", RuntimeWarning, stacklevel=2)
-        log.info("cache miss: building %s (%d scenes of %d UAVs)", directory, spec.count, spec.n_uav)
-        store, info = build_split(spec, dist, settings, workers)
+            warnings.warn(f"cache {directory}: {problem}; rebuilding", RuntimeWarning, stacklevel=3)
+        log.info("cache miss: building %s (%s)", directory, what)
+        payload, info, count, n_uav = build()
         try:
-            _save(directory, store, key, info)
+            _save(directory, payload, key, info, count, n_uav)
         except StorageError:
             shutil.rmtree(directory, ignore_errors=True)  # no half-built cache left behind
             raise
-        return store
+        return payload
     finally:
         lock.release()
 
 
-def _load_intact(directory: Path) -> GraphStore | None:
-    """The cached split if its directory is complete and intact, else None (a damaged one is then rebuilt)."""
+def _load_intact(directory: Path) -> dict[str, Any] | None:
+    """The cached payload if its directory is complete and intact, else None (a damaged one is then rebuilt)."""
     if verify(directory) is not None:
         return None
     try:
-        store = _load(directory)
+        payload = torch.load(directory / GRAPHS_FILE, weights_only=True)
     except Exception:  # noqa: BLE001 - a file that passes the checksum but does not load is still corrupt
         return None
-    log.info("cache hit: %s (%d graphs)", directory, len(store))
-    return store
+    log.info("cache hit: %s", directory)
+    return payload
 
 
 def cache_entries(cache_dir: str | Path) -> list[dict[str, Any]]:

@@ -10,6 +10,13 @@ and pays its value once - when at least ``need`` UAVs are within
 completed; ended environments reset in place with a fresh scene (auto-reset,
 static shapes: no host sync, no per-env branch).
 
+Hidden disturbances (``wind``, ``drag``; off by default): each episode draws
+an unobserved constant wind acceleration (magnitude uniform in [0, wind],
+uniform direction) and each UAV a linear drag coefficient in [0, drag]; a
+step's disturbance acceleration is ``wind - drag * velocity``. Policies never
+see them; they are the implicit state the dynamics model (``algorithm=dynamics``)
+must infer from noisy positions and the commands.
+
 Reward of UAV i at a step (``task_reward``, what returns are measured in):
   share of completed values (value / UAVs in the radius, for each target it helped complete)
   - lam * distance travelled - collision_penalty [closer than collision_radius to another UAV]
@@ -60,6 +67,8 @@ class EnvSettings:
     team_weight: float = 0.5  # share of the team's mean reward in each UAV's training reward
     obs_targets: int = 4  # nearest open targets in a UAV's observation
     obs_uavs: int = 3  # nearest other UAVs in a UAV's observation
+    wind: float = 0.0  # largest hidden wind acceleration of an episode (0: none)
+    drag: float = 0.0  # largest hidden per-UAV linear drag coefficient (0: none)
 
     def n_targets(self, dist: SceneDistribution) -> int:
         return dist.n_targets(self.n_uav)
@@ -92,6 +101,8 @@ class Step:
     agent_return: torch.Tensor  # (E, N) each UAV's task return of the episode so far
     episode_completion: torch.Tensor  # (E,) share of the episode's targets completed so far
     positions: torch.Tensor  # (E, N, 2) UAV positions at the end of the step (before the auto-reset)
+    accel: torch.Tensor  # (E, N, 2) the commanded acceleration this step applied (before the disturbance)
+    disturbance: torch.Tensor  # (E, N, 2) the hidden disturbance acceleration of this step
 
 
 def _clamp_norm(v: torch.Tensor, max_norm: float) -> torch.Tensor:
@@ -123,11 +134,23 @@ class UAVEnv:
         scenes = generate_scene_batch(self.dist, n, e, self.generator, dev)
         appear = (torch.randint(0, self.cfg.appear_steps, (e, m), generator=self.generator, device=dev)
                   if self.cfg.appear_steps > 0 else torch.zeros(e, m, dtype=torch.long, device=dev))
-        return {"pos": scenes.uav_pos, "vel": torch.zeros(e, n, 2, device=dev), "energy": scenes.uav_range,
+        return {**self._draw_disturbance(), "pos": scenes.uav_pos, "vel": torch.zeros(e, n, 2, device=dev), "energy": scenes.uav_range,
                 "target_pos": scenes.target_pos, "need": scenes.need, "value": scenes.value,
                 "open": torch.ones(e, m, dtype=torch.bool, device=dev), "appear_at": appear,
                 "t": torch.zeros(e, dtype=torch.long, device=dev),
                 "ret": torch.zeros(e, n, device=dev), "n_completed": torch.zeros(e, device=dev)}
+
+    def _draw_disturbance(self) -> dict[str, torch.Tensor]:
+        """Hidden wind (E, 2) and drag (E, N) of fresh episodes (no draw when off: seeded streams stay as they were)."""
+        e, n, dev, cfg = self.n_envs, self.n_uav, self.device, self.cfg
+        wind, drag = torch.zeros(e, 2, device=dev), torch.zeros(e, n, device=dev)
+        if cfg.wind > 0:
+            angle = torch.rand(e, generator=self.generator, device=dev) * 2 * torch.pi
+            wind = cfg.wind * torch.rand(e, 1, generator=self.generator, device=dev) * torch.stack(
+                [angle.cos(), angle.sin()], -1)
+        if cfg.drag > 0:
+            drag = cfg.drag * torch.rand(e, n, generator=self.generator, device=dev)
+        return {"wind": wind, "drag": drag}
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh episodes everywhere: (obs (E, N, obs_dim), state (E, state_dim))."""
@@ -214,7 +237,8 @@ class UAVEnv:
         cfg = self.cfg
         before = self.nearest_open_distance()
         dv = _clamp_norm(self.velocity_command(action) - self.vel, cfg.max_accel * cfg.dt)
-        vel = _clamp_norm(self.vel + dv, cfg.max_speed)
+        disturbance = self.wind[:, None] - self.drag[..., None] * self.vel
+        vel = _clamp_norm(self.vel + dv + disturbance * cfg.dt, cfg.max_speed)
         vel = vel * (self.energy > 0)[..., None]  # grounded UAVs stay put
         reach = (vel.norm(dim=-1) * cfg.dt).clamp(min=1e-12)
         vel = vel * (self.energy / reach).clamp(max=1.0)[..., None]  # no flying past the remaining energy
@@ -253,7 +277,7 @@ class UAVEnv:
         self._reset_where(done)
         return Step(self.observe(), self.global_state(), next_obs, next_state, reward, task_reward, done,
                     completed.sum(1).float(), collided.sum(1).float(), agent_return.sum(1), agent_return,
-                    episode_completion, positions)
+                    episode_completion, positions, dv / cfg.dt, disturbance)
 
     # -- resume ------------------------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """``mode=profile``: where a training step's time and memory go, and what to change.
 
 Runs ``profile.warmup`` + ``profile.steps`` training steps of the configured
-algorithm (its own ``training_step``), model, preset and toggles, timing each stage with the device synchronised at
+algorithm (its own ``training_step``: imitation, reinforce or dynamics), model, preset and toggles, timing each stage with the device synchronised at
 its borders: data wait (gather), host-to-device copy, forward (incl. loss),
 backward, optimizer step; plus the validation decode, amortised over
 ``train.eval_every`` steps. Reports ms/step and share per stage, throughput,
@@ -15,9 +15,12 @@ Writes ``profile.json`` and ``profile.png`` into the run directory.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import statistics
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +28,12 @@ import torch
 from torch.profiler import ProfilerActivity, record_function, schedule, tensorboard_trace_handler
 from tqdm import tqdm
 
-from uavgnn.algorithms import LossOf, make_algorithm, step_loss
+from uavgnn.algorithms import LossOf, make_algorithm, make_model, step_loss
 from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.data.loader import make_loader
 from uavgnn.data.splits import load_split
+from uavgnn.dynamics.workload import StepSampler, TrajectoryWorkload
 from uavgnn.errors import ConfigError
 from uavgnn.evaluation.scoring import evaluate_model
 from uavgnn.models import model_from_config
@@ -77,18 +81,26 @@ def recommendations(share: dict[str, float], activation_frac: float, device: tor
     return tips or ["no stage stands out: the step is balanced for this preset"]
 
 
-def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
-    """Time the configured algorithm's training step stage by stage, then report and plot."""
-    device = prepare_device(cfg)
-    dtype = amp_dtype(cfg, device)
-    torch.manual_seed(cfg.seed)
+@dataclass
+class Profiled:
+    """What the stage timer runs: the configured model and loss, its batches (host or device), a validation."""
+
+    model: torch.nn.Module
+    loss_of: LossOf
+    batches: Iterator[Any]
+    k: int
+    batch_size: int
+    eval_seconds: Callable[[], float]  # one validation pass, timed
+    unit: str  # what a batch holds: graphs | samples
+
+
+def scene_setup(cfg: Config, device: torch.device, dtype: torch.dtype | None) -> Profiled:
+    """Imitation/reinforce: cached scene splits through the configured loader."""
     train_store = load_split(cfg, "train")
     val_store = load_split(cfg, "val")
     model = model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers).to(device)
-    algorithm = make_algorithm(cfg, device)
     k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
-
-    loss_of = step_loss(algorithm, device, dtype)
+    loss_of = step_loss(make_algorithm(cfg, device), device, dtype)
     batch_size = resolve_batch_size(cfg, model, loss_of, lambda: train_store, k, device)
     loader = make_loader(train_store, cfg.hardware.loader, batch_size, shuffle=True, seed=cfg.seed,
                          num_workers=cfg.hardware.num_workers, pin_memory=cfg.hardware.pin_memory,
@@ -96,33 +108,65 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
                          persistent_workers=cfg.hardware.persistent_workers, drop_last=True)
     if len(loader) == 0:
         raise ConfigError(f"data.train_scenes={len(train_store)} is smaller than hardware.batch_size={batch_size}")
-    times, activation_mb = time_stages(cfg, model, loss_of, loader, k, device, out_dir)
-    result = evaluate_model(model, val_store, cfg.train.decoder, k, device, amp_dtype=dtype)
+
+    def endless():
+        for epoch in itertools.count():
+            loader.batch_sampler.set_epoch(epoch)
+            yield from loader
+
+    def eval_seconds() -> float:
+        result = evaluate_model(model, val_store, cfg.train.decoder, k, device, amp_dtype=dtype)
+        return result.forward_s + result.decode_s
+
+    return Profiled(model, loss_of, endless(), k, batch_size, eval_seconds, "graphs")
+
+
+def dynamics_setup(cfg: Config, device: torch.device, dtype: torch.dtype | None) -> Profiled:
+    """algorithm=dynamics: trajectory windows, gathered in memory or through a DataLoader, as training does."""
+    model = make_model(cfg).to(device)
+    algorithm = make_algorithm(cfg, device)
+    work = TrajectoryWorkload(cfg, algorithm, device)
+    loss_of = step_loss(algorithm, device, dtype)
+    batch_size = resolve_batch_size(cfg, model, loss_of, work.probe_store, 0, device)
+    sampler = StepSampler(len(work.train), batch_size, cfg.seed, 0)
+    batches = (iter(work.data_loader(sampler)) if cfg.hardware.loader == "pyg"
+               else (work.train.gather(sampler.ids(step)) for step in itertools.count()))
+
+    def eval_seconds() -> float:
+        start = time.perf_counter()
+        work.validate(model, 0, dtype)
+        return time.perf_counter() - start
+
+    return Profiled(model, loss_of, batches, 0, batch_size, eval_seconds, "samples")
+
+
+def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
+    """Time the configured algorithm's training step stage by stage, then report and plot."""
+    if cfg.algorithm.name == "masac":
+        raise ConfigError("mode=profile times imitation, reinforce and dynamics steps; for masac see "
+                          "benchmarks/bench_masac.py (its step includes environment stepping)")
+    device = prepare_device(cfg)
+    dtype = amp_dtype(cfg, device)
+    torch.manual_seed(cfg.seed)
+    setup = (dynamics_setup if cfg.algorithm.name == "dynamics" else scene_setup)(cfg, device, dtype)
+    times, activation_mb = time_stages(cfg, setup, device, out_dir)
     ms = {stage: 1000 * statistics.median(v) for stage, v in times.items()}
     # one validation every eval_every steps, spread over those steps
-    ms["eval_decode"] = 1000 * (result.forward_s + result.decode_s) / cfg.train.eval_every
-    report = profile_report(cfg, device, ms, batch_size, activation_mb, out_dir)
+    ms["eval_decode"] = 1000 * setup.eval_seconds() / cfg.train.eval_every
+    report = profile_report(cfg, device, ms, setup, activation_mb, out_dir)
     write_json(out_dir / "profile.json", report)
     plot_profile(report, out_dir / "profile.png")
     echo(f"wrote {out_dir / 'profile.json'} and {out_dir / 'profile.png'}")
     return report
 
 
-def time_stages(cfg: Config, model: torch.nn.Module, loss_of: LossOf, loader, k: int, device: torch.device,
-                out_dir: Path) -> tuple[dict[str, list[float]], float]:
+def time_stages(cfg: Config, setup: Profiled, device: torch.device, out_dir: Path) -> tuple[dict[str, list[float]], float]:
     """Seconds per stage of each measured step (after ``profile.warmup``) and the activation MB of a step."""
+    model, loss_of, batches, k = setup.model, setup.loss_of, setup.batches, setup.k
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype(cfg, device) == torch.float16)
     runner = maybe_compile(model, cfg.optim.compile)
 
-    def endless():
-        epoch = 0
-        while True:
-            loader.batch_sampler.set_epoch(epoch)
-            yield from loader
-            epoch += 1
-
-    batches = endless()
     times: dict[str, list[float]] = {s: [] for s in STAGES[:-1]}
     activation_mb = 0.0
     profiler = contextlib.nullcontext()
@@ -173,9 +217,10 @@ def time_stages(cfg: Config, model: torch.nn.Module, loss_of: LossOf, loader, k:
     return times, activation_mb
 
 
-def profile_report(cfg: Config, device: torch.device, ms: dict[str, float], batch_size: int, activation_mb: float,
+def profile_report(cfg: Config, device: torch.device, ms: dict[str, float], setup: Profiled, activation_mb: float,
                    out_dir: Path) -> dict[str, Any]:
     """The stage shares, throughput, memory, bottleneck and advice, printed and returned."""
+    batch_size, unit = setup.batch_size, setup.unit
     step_ms = sum(ms.values())
     share = {stage: ms[stage] / step_ms for stage in STAGES}
     bottleneck = max(STAGES, key=share.get)
@@ -187,9 +232,8 @@ def profile_report(cfg: Config, device: torch.device, ms: dict[str, float], batc
         "grad_checkpoint": cfg.optim.grad_checkpoint, "loader": cfg.hardware.loader,
         "stages": [{"stage": s, "ms_per_step": ms[s], "share": share[s]} for s in STAGES],
         "step_ms": step_ms,
-        "graphs_per_s": 1000 * batch_size / step_ms,
-        "uavs_per_s": 1000 * batch_size * cfg.data.n_uav / step_ms,
-        "train_graphs_per_s": 1000 * batch_size / (step_ms - ms["eval_decode"]),
+        "unit": unit, f"{unit}_per_s": 1000 * batch_size / step_ms,
+        f"train_{unit}_per_s": 1000 * batch_size / (step_ms - ms["eval_decode"]),
         "peak_memory_mb": peak, "device_memory_mb": device_memory_mb(device),
         "activation_memory_mb": activation_mb,
         "gpu_utilization_pct": gpu_utilization(device),
@@ -199,8 +243,9 @@ def profile_report(cfg: Config, device: torch.device, ms: dict[str, float], batc
     if cfg.profile.torch_profiler:
         report["torch_profiler_trace"] = str(out_dir / "profiler")
     echo(format_table(report["stages"]))
-    echo(f"\n{report['graphs_per_s']:.0f} graphs/s ({report['uavs_per_s']:.0f} UAV samples/s) at batch "
-         f"{batch_size} ({cfg.algorithm.name}); peak memory {peak:.0f} MB ({mem_frac:.0%} of {str(device)}), "
+    if unit == "graphs":
+        report["uavs_per_s"] = report["graphs_per_s"] * cfg.data.n_uav
+    echo(f"\n{report[f'{unit}_per_s']:.0f} {unit}/s at batch {batch_size} ({cfg.algorithm.name}); peak memory {peak:.0f} MB ({mem_frac:.0%} of {str(device)}), "
          f"activations {activation_mb:.0f} MB per step")
     echo(f"bottleneck: {bottleneck} ({share[bottleneck]:.0%} of the step)")
     for tip in report["recommendations"]:

@@ -17,6 +17,7 @@ from uavgnn import distributed
 from uavgnn.config import Config, env_settings, scene_distribution
 from uavgnn.console import echo
 from uavgnn.data.splits import load_split
+from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions
 from uavgnn.envs.evaluation import compare_policies
 from uavgnn.envs.render import episode_gif, plot_episodes, plot_learning_curve
 from uavgnn.errors import Interrupted
@@ -89,6 +90,25 @@ def test_on_env(cfg: Config, result, out_dir: Path, logger: MetricLogger, device
     return float(result.state.best_gap)
 
 
+def test_dynamics(cfg: Config, result, out_dir: Path, logger: MetricLogger, work) -> float:
+    """The best TCN against the constant-velocity baseline on the test splits (in and out of the training
+    disturbances), with the predicted-vs-true picture."""
+    rows = compare_on_test(result.model, work)
+    echo(f"\nTest rollouts ({cfg.algorithm.rollout_policy} policy; test_ood: wind and drag x{cfg.algorithm.ood_scale})\n"
+         + format_table(rows))
+    step = result.state.step
+    logger.log_image("test/predictions", plot_predictions(result.model, work, "test_ood", out_dir / "predictions.png"),
+                     step)
+    test = {f"test/{row['split']}/{key}": value for row in rows if row["method"] == "tcn"
+            for key, value in row.items() if isinstance(value, float)}
+    write_json(out_dir / "summary.json", {"best_val_k_step_rmse": result.state.best_gap, "final_val": result.val,
+                                          "test": rows, "steps": step, "params": result.model.num_parameters(),
+                                          **test, **result.perf})
+    logger.summary({"best/val/k_step_rmse": result.state.best_gap, **test, **result.perf})
+    echo(f"results in {out_dir}")
+    return float(result.state.best_gap)
+
+
 def run_train(cfg: Config, out_dir: Path) -> float:
     """Train, evaluate on the test split, write the summary; returns the best val optimality gap."""
     try:
@@ -121,6 +141,8 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         model.load_state_dict(load_checkpoint(result.best_path, device)["policy"])
         if cfg.algorithm.name == "masac":
             return test_on_env(cfg, result, out_dir, logger, device)
+        if cfg.algorithm.name == "dynamics":
+            return test_dynamics(cfg, result, out_dir, logger, result.workload)
         test_store = load_split(cfg, "test")
         graph = GraphSettings.from_config(cfg.data)
         rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, graph.k(cfg.data.n_uav), device,

@@ -32,3 +32,4 @@ class TrainResult:
     last_path: Path
     val: dict[str, float]
     perf: dict[str, float]  # median perf/graphs_per_s of the run and its peak memory
+    workload: Any = None  # the data side it trained on (test phases reuse its splits and scoring)

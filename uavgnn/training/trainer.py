@@ -74,7 +74,7 @@ class Trainer(Recovery):
         if cfg.algorithm.init_from and resume_from is None:  # before the data: a mismatch fails before labelling
             load_initial_policy(self.model, cfg.algorithm.init_from, cfg.model, self.device)
         self.algorithm = make_algorithm(cfg, self.device)
-        self.work = make_workload(cfg, self.model, self.device)  # the data side: scene graphs or env experience
+        self.work = make_workload(cfg, self.model, self.algorithm, self.device)  # the data side: scene graphs or env experience
         self.sizes = self.work.sizes
         self.optimizer = torch.optim.AdamW(self.algorithm.param_groups(self.model), lr=cfg.train.lr,
                                            weight_decay=cfg.train.weight_decay)
@@ -149,7 +149,7 @@ class Trainer(Recovery):
             self.checkpoint(self.out_dir / BEST)
         perf = {f"perf/{self.work.unit}_per_s": float(np.median(speeds)) if speeds else float("nan"),
                 "perf/peak_mem_mb": peak_memory_mb(self.device)}
-        return TrainResult(self.policy, self.state, self.out_dir / BEST, self.out_dir / LAST, val, perf)
+        return TrainResult(self.policy, self.state, self.out_dir / BEST, self.out_dir / LAST, val, perf, self.work)
 
     def train_step(self, tick: float, stop_seen: bool) -> StepDone | None:
         """One optimiser step (its stats go into the log window), or None when it was skipped."""

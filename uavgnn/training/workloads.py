@@ -12,6 +12,8 @@ with the metric best.pt minimises (``score_key``).
 - ``uavgnn.envs.experience.Experience`` (masac): environments stepped by the
   current policy, a replay buffer, episodes scored against the scripted
   planner (``val/planner_gap``).
+- ``uavgnn.dynamics.workload.TrajectoryWorkload`` (dynamics): windows of cached rollouts, scored by the
+  k-step prediction error (``val/k_step_rmse``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from torch_geometric.data import Batch
 
 from uavgnn import distributed
 from uavgnn.data.splits import load_split
+from uavgnn.dynamics.workload import TrajectoryWorkload
 from uavgnn.envs.experience import Experience
 from uavgnn.evaluation.scoring import evaluate_model
 from uavgnn.problem.graphs import GraphSettings
@@ -91,8 +94,11 @@ class SceneWorkload:
         """Nothing to restore (see ``state_dict``)."""
 
 
-def make_workload(cfg, model: nn.Module, device: torch.device):
-    """The workload of ``cfg.algorithm``: environment experience for masac, labelled scenes otherwise."""
+def make_workload(cfg, model: nn.Module, algorithm, device: torch.device):
+    """The workload of ``cfg.algorithm``: environment experience for masac, trajectory windows for dynamics,
+    labelled scenes otherwise."""
     if cfg.algorithm.name == "masac":
         return Experience(cfg, model, device)
+    if cfg.algorithm.name == "dynamics":
+        return TrajectoryWorkload(cfg, algorithm, device)
     return SceneWorkload(cfg, device)

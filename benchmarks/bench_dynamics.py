@@ -1,0 +1,130 @@
+"""The dynamics model's data pipeline (normalised once vs reference/004's per-sample normalisation) and the
+physics loss's effect (a seed x lambda_physics sweep), side by side.
+
+    .venv/bin/python benchmarks/bench_dynamics.py --section pipeline
+    .venv/bin/python run.py -m algorithm=dynamics logger=jsonl seed=0,1,2 algorithm.lambda_physics=0,0.5 \\
+        hydra.sweep.dir=multirun/dynamics-physics
+    .venv/bin/python benchmarks/bench_dynamics.py --section physics --sweep multirun/dynamics-physics
+
+Pipeline: samples/s of the loader alone (``naive``: ``NaiveWindows`` through a
+torch DataLoader with default collation, the guide's slow path; ``cached``:
+``TrajectoryWindows.gather``, one indexing per tensor) and of whole training
+steps (loader + forward + backward + optimiser) with the default TCN, the
+pipelines interleaved, medians of ``--repeats``. The rollouts come from the
+default config's cache (simulated on first use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from torch.utils.data import DataLoader
+
+from uavgnn.algorithms import make_algorithm, make_model
+from uavgnn.config import register_configs
+from uavgnn.dynamics.windows import NaiveWindows, collate_naive
+from uavgnn.dynamics.workload import StepSampler, TrajectoryWorkload
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pipelines(work: TrajectoryWorkload, batch_size: int) -> dict[str, object]:
+    """Endless batch iterators of the naive and the cached pipeline over the same training windows."""
+    cfg, alg = work.cfg, work.cfg.algorithm
+    naive = NaiveWindows(work.load("train"), work.stats, work.units, alg.window + alg.predict_steps)
+    hw = cfg.hardware
+    loader = DataLoader(naive, batch_size=batch_size, shuffle=True, collate_fn=collate_naive,
+                        num_workers=hw.num_workers, drop_last=True)
+    sampler = StepSampler(len(work.train), batch_size, cfg.seed, 0)
+    return {"naive": itertools.chain.from_iterable(itertools.repeat(loader)),
+            "cached": (work.train.gather(sampler.ids(step)) for step in itertools.count())}
+
+
+def samples_per_s(batches, steps: int, batch_size: int, train_step=None) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        batch = next(batches)
+        if train_step is not None:
+            train_step(batch)
+    return steps * batch_size / (time.perf_counter() - start)
+
+
+def pipeline(cfg, repeats: int, steps: int) -> dict[str, object]:
+    device = torch.device("cpu")
+    algorithm = make_algorithm(cfg, device)
+    work = TrajectoryWorkload(cfg, algorithm, device)
+    model = make_model(cfg)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
+    batch_size = cfg.hardware.batch_size
+
+    def train_step(batch) -> None:
+        loss = algorithm.training_step(model, batch, 0, 0).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    iters = pipelines(work, batch_size)
+    loader_only = {name: [] for name in iters}
+    training = {name: [] for name in iters}
+    for name, batches in iters.items():  # warm-up: first DataLoader epoch, allocator
+        samples_per_s(batches, 3, batch_size, train_step)
+    for _ in range(repeats):
+        for name, batches in iters.items():
+            loader_only[name].append(samples_per_s(batches, steps * 4, batch_size))
+            training[name].append(samples_per_s(batches, steps, batch_size, train_step))
+    result = {"batch_size": batch_size, "repeats": repeats, "threads": torch.get_num_threads(),
+              "loader_samples_per_s": {n: statistics.median(v) for n, v in loader_only.items()},
+              "training_samples_per_s": {n: statistics.median(v) for n, v in training.items()},
+              "spread": {n: [min(v), max(v)] for n, v in training.items()}}
+    result["loader_ratio"] = result["loader_samples_per_s"]["cached"] / result["loader_samples_per_s"]["naive"]
+    result["training_ratio"] = result["training_samples_per_s"]["cached"] / result["training_samples_per_s"]["naive"]
+    return result
+
+
+def physics(sweep: Path) -> dict[str, object]:
+    """Mean +- std over seeds of each lambda_physics's test and test_ood rows (from the sweep's summaries)."""
+    runs: dict[float, list[dict]] = {}
+    for summary in sorted(sweep.glob("*/summary.json")):
+        overrides = (summary.parent / ".hydra" / "overrides.yaml").read_text()
+        lam = float(overrides.split("algorithm.lambda_physics=")[1].split()[0])
+        runs.setdefault(lam, []).append(json.loads(summary.read_text()))
+    table = {}
+    for lam, summaries in sorted(runs.items()):
+        for split in ("test", "test_ood"):
+            rows = [next(r for r in s["test"] if r["split"] == split and r["method"] == "tcn") for s in summaries]
+            cv = [next(r for r in s["test"] if r["split"] == split and r["method"] == "constant_velocity")
+                  for s in summaries]
+            entry = {key: (statistics.mean(r[key] for r in rows), statistics.stdev(r[key] for r in rows))
+                     for key in ("k_step_rmse", "velocity_rmse", "disturbance_rmse", "vs_constant_velocity")}
+            entry["cv_k_step_rmse"] = statistics.mean(r["k_step_rmse"] for r in cv)
+            table[f"lambda={lam:g} {split}"] = {"seeds": len(rows), **entry}
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--section", choices=["pipeline", "physics"], default="pipeline")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10, help="training steps per timing")
+    parser.add_argument("--sweep", type=Path, help="physics: the multirun directory of the seed x lambda sweep")
+    parser.add_argument("overrides", nargs="*", help="config overrides, e.g. hardware.batch_size=512")
+    args = parser.parse_args()
+    if args.section == "physics":
+        for name, entry in physics(args.sweep).items():
+            print(name, json.dumps(entry))
+        return
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=["algorithm=dynamics", *args.overrides])
+    print(json.dumps(pipeline(cfg, args.repeats, args.steps), indent=2))
+
+
+if __name__ == "__main__":
+    main()

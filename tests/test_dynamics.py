@@ -1,0 +1,222 @@
+"""The dynamics model: recorded disturbances, windows normalised once, the TCN's causality, the physics loss
+on hand-built kinematics, cached rollouts, and algorithm=dynamics through the shared loop, resume and profile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, straight_and_resumed
+from hydra import compose, initialize_config_dir
+
+from uavgnn.algorithms.dynamics import Estimate, dynamics_metrics, future, physics_residuals
+from uavgnn.config import register_configs
+from uavgnn.dynamics.rollouts import RolloutSpec, load_rollouts, simulate
+from uavgnn.dynamics.windows import (NaiveWindows, TrajectoryWindows, Units, WindowBatch, collate_naive,
+                                     feature_stats, window_starts)
+from uavgnn.envs.policies import random_policy, scripted_planner
+from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.models.tcn import TCN
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.validation import validate
+
+WINDY = EnvSettings(n_uav=3, horizon=30, wind=0.05, drag=0.3)
+UNITS = Units.of(WINDY)
+
+
+def test_the_env_applies_and_reports_the_hidden_wind_and_drag() -> None:
+    env = UAVEnv(WINDY, SceneDistribution(range_min=40.0, range_max=50.0), 5, torch.device("cpu"), seed=1)
+    for _ in range(3):  # get the UAVs moving
+        env.step(random_policy(env))
+    vel, wind, drag = env.vel.clone(), env.wind.clone(), env.drag.clone()
+    assert (wind.norm(dim=-1) <= 0.05).all() and ((drag >= 0) & (drag <= 0.3)).all() and wind.abs().sum() > 0
+    step = env.step(random_policy(env))
+    torch.testing.assert_close(step.disturbance, wind[:, None] - drag[..., None] * vel)
+    # the velocity flown: v + (a + d) dt within the speed limit (UAVs stopped by a wall, or reset, are skipped)
+    free = (step.positions > 0).all(-1) & (step.positions < env.side).all(-1) & ~step.done[:, None]
+    expected = vel + (step.accel + step.disturbance) * WINDY.dt
+    expected = expected * (WINDY.max_speed / expected.norm(dim=-1, keepdim=True).clamp(min=WINDY.max_speed))
+    assert free.sum() >= 10
+    torch.testing.assert_close(env.vel[free], expected[free])
+    assert (step.accel.norm(dim=-1) <= WINDY.max_accel + 1e-6).all()
+
+
+def test_windows_stay_inside_one_episode() -> None:
+    episode = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0, 0]])
+    assert window_starts(episode, 3).tolist() == [[0, 0], [0, 3], [0, 4], [1, 0], [1, 1], [1, 2], [1, 3], [1, 4]]
+    assert window_starts(episode, 3, stride=2).tolist() == [[0, 0], [0, 4], [1, 0], [1, 2], [1, 4]]
+
+
+@pytest.fixture(scope="module")
+def small_rollouts() -> dict:
+    spec = RolloutSpec("train", envs=3, steps=40, seed=5)
+    return simulate(WINDY, SceneDistribution(target_ratio=2.0, range_min=40.0, range_max=50.0), spec, scripted_planner)
+
+
+def test_normalising_once_gives_the_batches_of_the_per_sample_pipeline(small_rollouts) -> None:
+    stats = feature_stats(small_rollouts, UNITS)
+    fast = TrajectoryWindows(small_rollouts, stats, UNITS, length=12)
+    naive = NaiveWindows(small_rollouts, stats, UNITS, length=12)
+    assert len(fast) == len(naive) > 0
+    ids = torch.randperm(len(fast), generator=torch.Generator().manual_seed(0))[:40]
+    a, b = fast.gather(ids), collate_naive([naive[int(i)] for i in ids])
+    for name in ("x", "pos_obs", "pos", "vel_obs", "vel", "accel", "disturbance"):
+        torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=1e-5, atol=1e-5, msg=name)
+    x = fast.table[:, :6]
+    torch.testing.assert_close(x.mean(0), torch.zeros(6), atol=1e-4, rtol=0)  # the training split's own stats
+
+
+def test_the_tcn_sees_only_the_past_within_its_receptive_field() -> None:
+    torch.manual_seed(0)
+    model = TCN(6, 4, hidden=8, layers=2)
+    assert model.receptive_field == 13
+    x = torch.randn(2, 30, 6)
+    out = model(x)
+    later = x.clone()
+    later[:, 20:] += 1.0
+    torch.testing.assert_close(model(later)[:, :20], out[:, :20])  # rows < 20 ignore rows >= 20
+    t = 25
+    early = x.clone()
+    early[:, t - 13] += 1.0  # just outside row 25's receptive field
+    torch.testing.assert_close(model(early)[:, t], out[:, t])
+    early[:, t - 12] += 1.0  # just inside
+    assert not torch.allclose(model(early)[:, t], out[:, t])
+
+
+def kinematic_batch(window: int, k: int, units: Units) -> tuple[WindowBatch, Estimate]:
+    """Trajectories integrated by hand in model units (v' = v + r (a + d), p' = p + v'), and the true estimate."""
+    g = torch.Generator().manual_seed(0)
+    length, r = window + k, units.accel_ratio
+    accel = 0.1 * torch.randn(2, length, 2, generator=g)  # speeds stay below the limit (1)
+    disturbance = 0.05 * torch.randn(2, 1, 2, generator=g).expand(2, length, 2).clone()
+    vel, pos = torch.zeros(2, length, 2), torch.zeros(2, length, 2)
+    vel[:, 0] = 0.1 * torch.randn(2, 2, generator=g)
+    for t in range(1, length):
+        vel[:, t] = vel[:, t - 1] + r * (accel[:, t - 1] + disturbance[:, t - 1])
+        pos[:, t] = pos[:, t - 1] + vel[:, t]
+    pos_obs = pos + 0.05 * torch.randn(pos.shape, generator=g)
+    batch = WindowBatch(torch.zeros(2, length, 6), pos_obs, pos, vel, vel, accel, disturbance)
+    est = Estimate((pos - pos_obs)[:, :window], future(pos, window, k) - pos_obs[:, :window, None],
+                   vel[:, :window], disturbance[:, :window])
+    return batch, est
+
+
+def test_the_physics_residual_vanishes_on_exact_kinematics_and_measures_a_wrong_disturbance() -> None:
+    units = Units(position=0.3, velocity=0.3, accel=0.15, dt=1.0)
+    batch, est = kinematic_batch(window=10, k=3, units=units)
+    assert physics_residuals(est, batch, units, 10).abs().max() < 1e-6
+    off = Estimate(est.now, est.ahead, est.velocity, est.disturbance + torch.tensor([0.1, 0.0]))
+    residual = physics_residuals(off, batch, units, 10)
+    torch.testing.assert_close(residual[..., 0], torch.full((2, 9), -units.accel_ratio * 0.1))  # r_v = -r * 0.1
+    metrics = dynamics_metrics(est, batch, units, window=10, burn_in=2)
+    assert metrics["k_step"] < 1e-10 and metrics["velocity"] < 1e-10 and metrics["disturbance"] < 1e-10
+    assert metrics["rows"] == 2 * 8 and metrics["cv_k_step"] > 0  # the baseline ignores the acceleration
+
+
+def test_the_constant_velocity_baseline_is_exact_on_straight_noiseless_lines() -> None:
+    units = Units(position=1.0, velocity=1.0, accel=1.0, dt=1.0)
+    pos = torch.arange(14.0)[None, :, None] * torch.tensor([0.2, -0.1])  # (1, 14, 2)
+    zero = torch.zeros_like(pos)
+    batch = WindowBatch(torch.zeros(1, 14, 6), pos, pos, zero, zero, zero, zero)
+    est = Estimate(zero[:, :10], zero[:, :10, None].expand(-1, -1, 4, -1), zero[:, :10], zero[:, :10])
+    metrics = dynamics_metrics(est, batch, units, window=10, burn_in=1)
+    assert metrics["cv_k_step"] < 1e-10 and metrics["cv_pred"] < 1e-10
+    torch.testing.assert_close(metrics["k_step"], (pos[0, 5:14] - pos[0, 1:10]).pow(2).sum())  # TCN said "stay"
+
+
+def compose_dynamics(tmp_path: Path, *overrides: str):
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return compose("config", overrides=[
+            "algorithm=dynamics", "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}", "algorithm.train_envs=4",
+            "algorithm.eval_envs=2", "algorithm.rollout_steps=60", "algorithm.window=16", "algorithm.burn_in=4",
+            "model.hidden=8", "model.layers=2", "hardware.batch_size=16", "train.log_every=5", "train.eval_every=10",
+            "train.ckpt_every=10", "train.warmup_steps=0", *overrides])
+
+
+def test_rollouts_are_cached_by_content(tmp_path) -> None:
+    cfg = compose_dynamics(tmp_path)
+    first = load_rollouts(cfg, "train")
+    again = load_rollouts(cfg, "train")
+    assert torch.equal(first["pos_obs"], again["pos_obs"]) and first["pos"].shape == (4 * 4, 61, 2)
+    assert len(list((tmp_path / "cache").glob("rollouts-train-*/manifest.json"))) == 1
+    load_rollouts(compose_dynamics(tmp_path, "algorithm.rollout_policy=random"), "train")
+    load_rollouts(compose_dynamics(tmp_path, "algorithm.noise=0.02"), "train")
+    assert len(list((tmp_path / "cache").glob("rollouts-train-*/manifest.json"))) == 3
+    ood = load_rollouts(cfg, "test_ood")
+    assert ood["disturbance"].norm(dim=-1).mean() > first["disturbance"].norm(dim=-1).mean()
+
+
+def test_dynamics_settings_are_checked_before_any_work(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="algorithm.burn_in=15 must be below"):
+        validate(compose_dynamics(tmp_path, "algorithm.burn_in=15"))
+    with pytest.raises(ConfigError, match="model=tcn is the dynamics model"):
+        validate(compose_dynamics(tmp_path, "algorithm=imitation", "model=tcn"))
+    with pytest.raises(ConfigError, match="rollout_policy='nope.pt' is not scripted, random or a MASAC"):
+        validate(compose_dynamics(tmp_path, "algorithm.rollout_policy=nope.pt"))
+
+
+def test_a_resumed_dynamics_run_repeats_the_uninterrupted_one_and_reports(tmp_path) -> None:
+    from uavgnn.modes.train import run_train
+
+    a, b = straight_and_resumed(lambda steps: compose_dynamics(tmp_path, f"train.steps={steps}",
+                                                               "train.schedule=plateau"), tmp_path)
+    for name, value in a["model"].items():
+        torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
+
+    out = tmp_path / "full"
+    gap = run_train(compose_dynamics(tmp_path, "train.steps=10"), out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["best_val_k_step_rmse"] == pytest.approx(gap)
+    assert [(r["split"], r["method"]) for r in summary["test"]] == [
+        ("test", "tcn"), ("test", "constant_velocity"), ("test_ood", "tcn"), ("test_ood", "constant_velocity")]
+    assert (out / "predictions.png").stat().st_size > 0
+
+
+def test_profile_mode_names_the_bottleneck_of_a_dynamics_step(tmp_path) -> None:
+    from uavgnn.modes.profile import STAGES, run_profile
+
+    out = tmp_path / "profile"
+    out.mkdir()
+    report = run_profile(compose_dynamics(tmp_path, "profile.steps=4", "profile.warmup=1"), out)
+    assert [s["stage"] for s in report["stages"]] == list(STAGES) and report["bottleneck"] in STAGES
+    assert report["unit"] == "samples" and report["samples_per_s"] == pytest.approx(
+        1000 * report["batch_size"] / report["step_ms"])
+    assert (out / "profile.png").stat().st_size > 0
+
+
+def test_the_dataloader_path_gives_the_in_memory_batches(tmp_path) -> None:
+    from uavgnn.algorithms import make_algorithm
+    from uavgnn.dynamics.workload import TrajectoryWorkload
+
+    batches = {}
+    for loader in ("memory", "pyg"):
+        cfg = compose_dynamics(tmp_path, f"hardware.loader={loader}")
+        work = TrajectoryWorkload(cfg, make_algorithm(cfg, torch.device("cpu")), torch.device("cpu"))
+        work.restart(3, 16)
+        batches[loader] = [work.next(step, 0, 16) for step in (3, 4)]
+    for a, b in zip(batches["memory"], batches["pyg"]):
+        assert torch.equal(a.x, b.x) and torch.equal(a.pos, b.pos)
+
+
+def test_a_masac_checkpoint_can_fly_the_rollouts(tmp_path) -> None:
+    from uavgnn.algorithms import make_model
+    from uavgnn.config import env_settings
+    from uavgnn.dynamics.rollouts import make_policy
+    from uavgnn.training.checkpoint import save_checkpoint
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        masac = compose("config", overrides=["algorithm=masac", "model.hidden=8", "algorithm.critic_hidden=8"])
+    agents = make_model(masac)
+    save_checkpoint(tmp_path / "best.pt", {"policy": agents.state_dict()}, masac)
+    settings = env_settings(compose_dynamics(tmp_path).env)
+    policy, policy_id = make_policy(str(tmp_path / "best.pt"), settings)
+    env = UAVEnv(settings, SceneDistribution(), 2, torch.device("cpu"), seed=0)
+    torch.testing.assert_close(policy(env), agents.act(env.observe(), None))
+    assert len(policy_id) == 64  # the checkpoint's SHA-256 names it in the cache key
+    with pytest.raises(CheckpointError, match="needs a MASAC checkpoint for 8 UAVs"):
+        make_policy(str(tmp_path / "best.pt"), EnvSettings(n_uav=8))

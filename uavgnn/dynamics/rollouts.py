@@ -1,0 +1,135 @@
+"""Trajectory datasets from the UAV environment (``mode=rollouts``; loaded by ``algorithm=dynamics``).
+
+A split is ``envs`` environments played for ``rollout_steps`` steps (episodes
+auto-reset inside) by a policy - the scripted planner, random actions, or a
+trained MASAC checkpoint - in an environment with hidden wind and drag
+(``env=windy``). Recorded for every UAV at rows t = 0..steps: its true
+position p_t and velocity v_t, the commanded acceleration a_t the policy chose
+at t (applied in the step t -> t+1), the hidden disturbance d_t of that step
+(``wind - drag * v_t``) and the episode the row belongs to. What a model may
+use: positions observed with Gaussian noise (``noise``) and the commands; a
+velocity measurement with its own noise (``velocity_noise``) is a training
+label only. The true positions, velocities and disturbances are for scoring.
+
+Splits live in the on-disk cache like the graph splits (content-hashed key:
+environment, scene distribution, policy - a checkpoint by its SHA-256 -
+noise, sizes, seed; atomic writes, checksum verified on load). Simulation runs
+on the CPU, so a key names the same tensors on every machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from uavgnn.config import env_settings, scene_distribution
+from uavgnn.data.cache import key_hash, load_or_build_payload
+from uavgnn.envs.policies import Policy, random_policy, scripted_planner
+from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.problem.scenes import SceneDistribution
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "val", "test", "test_ood")
+RECORDED = ("pos", "vel", "accel", "disturbance")  # (S, T + 1, 2) each; S = envs x UAVs sequences
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """One split: ``envs`` environments for ``steps`` steps, disturbances x ``disturbance_scale``."""
+
+    split: str
+    envs: int
+    steps: int
+    seed: int
+    disturbance_scale: float = 1.0  # > 1 on test_ood: wind and drag beyond the training range
+    noise: float = 0.01  # std of the observed positions
+    velocity_noise: float = 0.02  # std of the measured velocities (a label, never an input)
+
+
+def split_specs(cfg) -> dict[str, RolloutSpec]:
+    """The four splits of ``cfg.algorithm`` (train / val / test, and test_ood with stronger disturbances)."""
+    alg, data = cfg.algorithm, cfg.data
+    common = {"steps": alg.rollout_steps, "noise": alg.noise, "velocity_noise": alg.velocity_noise}
+    return {"train": RolloutSpec("train", alg.train_envs, seed=data.train_seed, **common),
+            "val": RolloutSpec("val", alg.eval_envs, seed=data.val_seed, **common),
+            "test": RolloutSpec("test", alg.eval_envs, seed=data.test_seed, **common),
+            "test_ood": RolloutSpec("test_ood", alg.eval_envs, seed=data.test_seed + 1,
+                                    disturbance_scale=alg.ood_scale, **common)}
+
+
+def make_policy(name: str, settings: EnvSettings) -> tuple[Policy, str]:
+    """The rollout policy and what identifies it in the cache key: ``scripted``, ``random`` or a MASAC
+    checkpoint (identified by its SHA-256)."""
+    if name == "scripted":
+        return scripted_planner, name
+    if name == "random":
+        return random_policy, name
+    from uavgnn.algorithms import make_model  # a checkpoint's agents: imported only when one is asked for
+    from uavgnn.training.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(name)
+    config = OmegaConf.create(ckpt["config"])
+    if config.algorithm.name != "masac" or config.env.n_uav != settings.n_uav:
+        raise CheckpointError(f"algorithm.rollout_policy={name}: needs a MASAC checkpoint for {settings.n_uav} "
+                              f"UAVs, got algorithm={config.algorithm.name} with env.n_uav={config.env.n_uav}")
+    agents = make_model(config)
+    agents.load_state_dict(ckpt["policy"])
+    return (lambda env: agents.act(env.observe(), None)), hashlib.sha256(Path(name).read_bytes()).hexdigest()
+
+
+@torch.no_grad()
+def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, policy: Policy) -> dict[str, Any]:
+    """Play the split (a loop over time only; environments and UAVs are batched) and add observation noise."""
+    scaled = dataclasses.replace(settings, wind=settings.wind * spec.disturbance_scale,
+                                 drag=settings.drag * spec.disturbance_scale)
+    env = UAVEnv(scaled, dist, spec.envs, torch.device("cpu"), seed=spec.seed)
+    rows = {name: torch.zeros(spec.steps + 1, spec.envs, settings.n_uav, 2) for name in RECORDED}
+    episode = torch.zeros(spec.steps + 1, spec.envs, dtype=torch.long)
+    for t in range(spec.steps + 1):
+        rows["pos"][t], rows["vel"][t] = env.pos, env.vel
+        if t == spec.steps:
+            break  # the last row has no command: it is only ever a prediction target
+        step = env.step(policy(env))
+        rows["accel"][t], rows["disturbance"][t] = step.accel, step.disturbance
+        episode[t + 1] = episode[t] + step.done.long()
+    out: dict[str, Any] = {name: value.permute(1, 2, 0, 3).reshape(-1, spec.steps + 1, 2).contiguous()
+                           for name, value in rows.items()}
+    out["episode"] = episode.T.repeat_interleave(settings.n_uav, 0)  # (S, T + 1): sequence s = env s // N
+    noise = torch.Generator().manual_seed(spec.seed + 1)
+    out["pos_obs"] = out["pos"] + spec.noise * torch.randn(out["pos"].shape, generator=noise)
+    out["vel_obs"] = out["vel"] + spec.velocity_noise * torch.randn(out["vel"].shape, generator=noise)
+    out["side"] = torch.tensor(dist.side(settings.n_uav))
+    return out
+
+
+def rollout_key(spec: RolloutSpec, settings: EnvSettings, dist: SceneDistribution, policy_id: str) -> dict[str, Any]:
+    """Every field that changes a split's content."""
+    env = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("name", "n_envs")}
+    return {"format_version": FORMAT_VERSION, "kind": "rollouts", "spec": dataclasses.asdict(spec), "env": env,
+            "distribution": dataclasses.asdict(dist), "policy": policy_id}
+
+
+def load_rollouts(cfg, split: str) -> dict[str, Any]:
+    """A split's trajectories from the cache, simulated (and cached) on a miss."""
+    if split not in SPLITS:
+        raise ConfigError(f"unknown rollout split {split!r} (expected one of {', '.join(SPLITS)})")
+    settings, dist = env_settings(cfg.env), scene_distribution(cfg.task)
+    spec = split_specs(cfg)[split]
+    policy, policy_id = make_policy(cfg.algorithm.rollout_policy, settings)
+    key = rollout_key(spec, settings, dist, policy_id)
+
+    def build() -> tuple[dict[str, Any], dict, int, int]:
+        start = time.perf_counter()
+        payload = simulate(settings, dist, spec, policy)
+        return payload, {"timings": {"simulate_s": time.perf_counter() - start}}, spec.envs, settings.n_uav
+
+    directory = Path(cfg.data.cache_dir) / f"rollouts-{split}-n{settings.n_uav}-{key_hash(key)}"
+    return load_or_build_payload(directory, key, build, f"{spec.envs} environments x {spec.steps} steps")

@@ -1,0 +1,167 @@
+"""The shared loop's workload for ``algorithm=dynamics``: trajectory windows in, k-step error out.
+
+Training batches are a pure function of (seed, step) - windows drawn
+uniformly with a generator seeded by both - so resume and rollback repeat
+exactly; under ``torchrun`` each rank trains on its share of the global batch. ``hardware.loader=memory`` gathers them from tensors that live on the
+device when they fit (``hardware.data_on_device``); ``hardware.loader=pyg``
+hands the same gathers to a torch ``DataLoader`` with the preset's workers,
+prefetch, persistent workers and pinned memory. Validation scores every
+window of the validation split (stride ``window - burn_in``: each row once)
+and best.pt minimises ``val/k_step_rmse``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Sampler
+
+from uavgnn import distributed
+from uavgnn.algorithms.dynamics import Dynamics, dynamics_metrics
+from uavgnn.config import env_settings
+from uavgnn.dynamics.rollouts import load_rollouts
+from uavgnn.dynamics.windows import TrajectoryWindows, Units, WindowBatch, feature_stats
+from uavgnn.runtime import autocast
+
+EVAL_BATCH = 1024  # windows per validation forward
+
+
+class StepSampler(Sampler):
+    """Window ids of steps ``start``, ``start + 1``, ...: each a pure function of (seed, step); under
+    ``torchrun`` each rank takes its share of the step's global batch."""
+
+    def __init__(self, n: int, batch_size: int, seed: int, start: int) -> None:
+        self.n, self.batch_size, self.seed, self.start = n, batch_size, seed, start
+        ctx = distributed.context()
+        self.rank, self.world_size = ctx.rank, ctx.world_size
+
+    def ids(self, step: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+        return torch.randint(self.n, (self.batch_size,), generator=generator)[self.rank::self.world_size]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        step = self.start
+        while True:
+            yield self.ids(step).tolist()
+            step += 1
+
+
+def _as_is(batch: WindowBatch) -> WindowBatch:
+    return batch
+
+
+class TrajectoryWorkload:
+    """Windows of the cached rollouts (``uavgnn.dynamics.rollouts``) for the TCN."""
+
+    score_key, unit = "val/k_step_rmse", "samples"
+
+    def __init__(self, cfg, algorithm: Dynamics, device: torch.device) -> None:
+        self.cfg, self.algorithm, self.device = cfg, algorithm, device
+        alg = cfg.algorithm
+        self.units = Units.of(env_settings(cfg.env))
+        self.sizes = [cfg.env.n_uav]
+        train = self.load("train")
+        self.stats = feature_stats(train, self.units)  # the training split's normalisation, for every split
+        length = alg.window + alg.predict_steps
+        self.train = TrajectoryWindows(train, self.stats, self.units, length)
+        self.val = self.windows("val")
+        where = cfg.hardware.data_on_device
+        if where == "true" or (where == "auto" and (device.type == "cpu" or self._fits())):
+            self.train.to(device)
+            self.val.to(device)
+        self._loader: Iterator[WindowBatch] | None = None
+        self._sampler: StepSampler | None = None
+
+    def windows(self, split: str) -> TrajectoryWindows:
+        """A scoring split's windows (each row once), normalised with the training statistics."""
+        alg = self.cfg.algorithm
+        return TrajectoryWindows(self.load(split), self.stats, self.units,
+                                 alg.window + alg.predict_steps, stride=alg.window - alg.burn_in)
+
+    def load(self, split: str) -> dict[str, Any]:
+        """A split's raw trajectories (``uavgnn.dynamics.rollouts``), from the cache."""
+        return load_rollouts(self.cfg, split)
+
+    def _fits(self) -> bool:
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return self.train.nbytes() + self.val.nbytes() < 0.25 * free
+
+    # -- the loop's interface -----------------------------------------------------------------------------------
+
+    def probe_store(self) -> TrajectoryWindows:
+        return self.train
+
+    def k(self, stage: int) -> int:
+        return 0  # no candidate budget
+
+    def step_k(self, step: int, stage: int) -> int:
+        return 0
+
+    def restart(self, step: int, batch_size: int) -> None:
+        self._sampler = StepSampler(len(self.train), batch_size, self.cfg.seed, step)
+        if self.cfg.hardware.loader == "pyg":
+            self._loader = iter(self.data_loader(self._sampler))
+
+    def data_loader(self, sampler: StepSampler) -> DataLoader:
+        """A torch DataLoader over the gathers, with the hardware preset's knobs."""
+        hw = self.cfg.hardware
+        workers = hw.num_workers
+        return DataLoader(self.train, batch_sampler=sampler, collate_fn=_as_is, num_workers=workers,
+                          pin_memory=hw.pin_memory and self.device.type == "cuda",
+                          prefetch_factor=hw.prefetch_factor if workers else None,
+                          persistent_workers=hw.persistent_workers and workers > 0)
+
+    def next(self, step: int, stage: int, batch_size: int) -> WindowBatch:
+        if self._sampler is None or self._sampler.batch_size != batch_size:
+            self.restart(step, batch_size)
+        if self._loader is not None:
+            return next(self._loader).to(self.device, non_blocking=True)
+        return self.train.gather(self._sampler.ids(step)).to(self.device, non_blocking=True)
+
+    def items(self, batch: WindowBatch) -> int:
+        return len(batch)
+
+    def feedback(self, batch: WindowBatch, values: torch.Tensor | None) -> None:
+        """Nothing to feed back."""
+
+    def window_stats(self) -> dict[str, float]:
+        return {}
+
+    def validate(self, policy: nn.Module, stage: int, dtype: torch.dtype | None) -> dict[str, float]:
+        return {f"val/{key}": value for key, value in self.score(policy, self.val, dtype).items()}
+
+    @torch.no_grad()
+    def score(self, model: nn.Module, windows: TrajectoryWindows, dtype: torch.dtype | None = None) -> dict[str, float]:
+        """RMSEs (world units) of the model and the constant-velocity baseline on every window of a split."""
+        alg, was_training = self.algorithm, model.training
+        model.eval()
+        sums: dict[str, torch.Tensor] = {}
+        for ids in torch.arange(len(windows)).split(EVAL_BATCH):
+            batch = windows.gather(ids).to(self.device)
+            with autocast(self.device, dtype):
+                est = alg.estimate(model, batch)
+            for key, value in dynamics_metrics(est, batch, alg.units, alg.window, alg.burn_in).items():
+                sums[key] = sums.get(key, 0.0) + value
+        model.train(was_training)
+        rows, physics_rows = sums.pop("rows"), sums.pop("physics_rows")
+        out = {f"{key}_rmse": float((value / (physics_rows if key == "physics" else rows)).sqrt())
+               for key, value in sums.items()}
+        out["cv_improvement"] = 1.0 - out["k_step_rmse"] / out["cv_k_step_rmse"]
+        return out
+
+    def describe(self, val: dict[str, float], stage: int, best: float) -> str:
+        return (f"val k-step error {val['val/k_step_rmse']:.4f} (best {best:.4f}; constant velocity "
+                f"{val['val/cv_k_step_rmse']:.4f}), velocity {val['val/velocity_rmse']:.4f}, "
+                f"disturbance {val['val/disturbance_rmse']:.4f}")
+
+    def checkpoint_extras(self) -> dict[str, Any]:
+        return {"feature_stats": list(self.stats)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}  # batches are a pure function of (seed, step)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to restore (see ``state_dict``)."""
