@@ -59,7 +59,7 @@ def test_groups_have_the_documented_options() -> None:
     assert {"wandb", "tensorboard", "jsonl", "none"} <= found["logger"]
     assert {"dev", "prod", "debug"} <= found["experiment"]
     assert "none" in found["curriculum"]
-    assert {"imitation", "reinforce", "masac", "dynamics"} <= found["algorithm"]
+    assert {"imitation", "reinforce", "masac", "coma", "dynamics"} <= found["algorithm"]
 
 
 def test_model_sizes() -> None:
@@ -104,9 +104,9 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         assert summary["steps"] == 4 and summary["best_val_k_step_rmse"] == pytest.approx(gap)
         assert {r["method"] for r in summary["test"]} == {"tcn", "constant_velocity"}
         return
-    if cfg.algorithm.name == "masac":
+    if cfg.algorithm.name in ("masac", "coma"):
         assert summary["steps"] == 4 and summary["best_val_planner_gap"] == pytest.approx(gap)
-        assert [r["method"] for r in summary["test"]] == ["masac", "scripted planner", "random"]
+        assert [r["method"] for r in summary["test"]] == [cfg.algorithm.name, "scripted planner", "random"]
         for picture in ("trajectories.png", "learning_curve.png", "episode.gif", "last.pt", "best.pt"):
             assert (out / picture).stat().st_size > 0, picture
         return

@@ -143,3 +143,19 @@ def test_masac_under_torchrun_steps_its_own_environments_and_resumes(tmp_path) -
     assert resumed["env_steps"] == 8 * 4  # rank 1 went on from its own saved environments, not rank 0's
     torch.testing.assert_close(resumed["buffer"]["data"]["obs"][:16], rank1["buffer"]["data"]["obs"])
     assert [row["step"] for row in history(run) if "train/loss" in row] == [2, 4, 6, 8]
+
+
+@pytest.mark.slow
+def test_coma_under_torchrun_collects_its_own_episodes(tmp_path) -> None:
+    """Each rank plays its share of the episodes in its own environments; DDP averages the gradients."""
+    run = tmp_path / "coma"
+    torchrun("algorithm=coma", "logger=jsonl", "hardware.batch_size=8", "algorithm.minibatches=2",
+             "algorithm.data_passes=1", "env.val_episodes=8", "model.hidden=16", "algorithm.critic_hidden=16",
+             "train.steps=4", "train.eval_every=4", "train.ckpt_every=4", "train.log_every=2", "hardware.threads=1",
+             f"hydra.run.dir={run}", cwd=tmp_path)
+    rank0 = torch.load(run / "last.pt", weights_only=True)["data"]
+    rank1 = torch.load(run / "last.rank1.data.pt", weights_only=True)
+    assert rank0["episodes"]["obs"].shape[0] == rank1["episodes"]["obs"].shape[0] == 4 * 2  # 4 per minibatch
+    assert rank0["env_steps"] == rank1["env_steps"] == 2 * 8 * 14  # two collections of 8 episodes, 14 steps
+    assert not torch.equal(rank0["episodes"]["obs"], rank1["episodes"]["obs"])
+    assert [row["step"] for row in history(run) if "train/loss" in row] == [2, 4]

@@ -161,6 +161,8 @@ def test_info_mode_checks_the_environment(tmp_path) -> None:
     trials = {t["trial"].split(" ")[0]: t for t in info["trials"]}
     assert trials["fp32"]["ok"]  # the plain step must work anywhere the tests run
     assert {"AMP", "torch.compile"} <= set(trials)
+    marl = [t for t in info["trials"] if "MASAC" in t["trial"] or "COMA" in t["trial"]]
+    assert len(marl) == 2 and all(t["ok"] for t in marl)  # the environment and both MARL updates run here
     assert info["rates"]["matmul_float32_gflops"] > 0 and info["rates"]["copy_gb_per_s"] > 0
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     allowed = {0: {"cpu"}, 1: {"low_mem", "mid_mem", "high_mem"}}.get(gpus, {"multi_gpu"})

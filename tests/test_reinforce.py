@@ -134,7 +134,7 @@ def test_fine_tuning_from_an_imitation_checkpoint_runs_and_resumes(tmp_path) -> 
     assert any("val/optimality_gap" in r and r["step"] == 0 for r in rows)  # the starting policy is evaluated
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # trains a model first; config validation of init_from runs by default
 def test_init_from_a_missing_checkpoint_or_another_architecture_fails_naming_it(tmp_path) -> None:
     run_cli("experiment=debug", "logger=jsonl", "model=tiny", f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
     out = run_cli("experiment=debug", "logger=jsonl", "model=small", "algorithm=reinforce",
@@ -144,3 +144,18 @@ def test_init_from_a_missing_checkpoint_or_another_architecture_fails_naming_it(
     missing = run_cli("experiment=debug", "algorithm=reinforce", f"algorithm.init_from={tmp_path / 'nope.pt'}",
                       f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path, check=False)
     assert missing.returncode != 0 and f"algorithm.init_from={tmp_path / 'nope.pt'}: no checkpoint" in missing.stderr
+
+
+def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from tests.conftest import ROOT
+    from uavgnn.config import register_configs
+    from uavgnn.errors import ConfigError
+    from uavgnn.validation import validate
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=["algorithm=reinforce", f"algorithm.init_from={tmp_path / 'nope.pt'}"])
+    with pytest.raises(ConfigError, match="nope.pt: no checkpoint there"):
+        validate(cfg)

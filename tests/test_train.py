@@ -126,7 +126,7 @@ def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     assert "| 1 | -1 | failed |" in report and "- 1: ConfigError: model.hidden=-1 must be >= 1" in report
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # an optional sweeper plugin; the basic and joblib multiruns run by default
 def test_optuna_search_minimises_the_returned_gap(tmp_path) -> None:
     sweep = tmp_path / "search"
     run_cli("hparams_search=optuna", "hydra.sweeper.n_trials=2", *SMALL, "logger=jsonl",

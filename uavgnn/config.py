@@ -127,6 +127,11 @@ class AlgorithmConfig:
     prioritized: bool = False  # masac: prioritized replay (sum-tree) instead of uniform
     priority_alpha: float = 0.6  # masac: priority exponent
     priority_beta: float = 0.4  # masac: importance-weight exponent at step 0, annealed to 1 at train.steps
+    td_lambda: float = 0.8  # coma: lambda of the critic's TD(lambda) targets
+    entropy_coef: float = 0.001  # coma: weight of the policy's entropy bonus
+    target_update_every: int = 200  # coma: updates between copies of the critic into the target critic
+    minibatches: int = 5  # coma: minibatches of hardware.batch_size episodes per collection
+    data_passes: int = 5  # coma: passes over each collection (updates per collection = minibatches x passes)
     lambda_physics: float = 0.5  # dynamics: weight of the kinematic-residual loss
     rollout_policy: str = "scripted"  # dynamics: who flies the rollouts: scripted | random | a MASAC checkpoint path
     rollout_steps: int = 200  # dynamics: steps each rollout environment is played (episodes auto-reset inside)

@@ -27,7 +27,7 @@ CHOICES = {
     "hardware.precision": ("bf16", "fp16"),
     "train.schedule": ("cosine", "plateau"),
     "train.decoder": ("argmax", "greedy"),
-    "algorithm.name": ("imitation", "reinforce", "masac", "dynamics"),
+    "algorithm.name": ("imitation", "reinforce", "masac", "coma", "dynamics"),
     "env.action": ("continuous", "discrete"),
     "hardware.data_on_device": ("auto", "true", "false"),
     "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
@@ -92,6 +92,8 @@ RANGES: dict[str, Range] = {
     **{f"env.{key}": NON_NEGATIVE for key in ("collision_radius", "appear_steps", "collision_penalty",
                                               "exhausted_penalty", "approach_reward")},
     "env.team_weight": UNIT, "env.wind": NON_NEGATIVE, "env.drag": NON_NEGATIVE,
+    "algorithm.td_lambda": UNIT, "algorithm.entropy_coef": NON_NEGATIVE,
+    **{f"algorithm.{key}": AT_LEAST_1 for key in ("target_update_every", "minibatches", "data_passes")},
     "algorithm.lambda_physics": NON_NEGATIVE, "algorithm.noise": NON_NEGATIVE, "algorithm.velocity_noise": NON_NEGATIVE,
     "algorithm.ood_scale": POSITIVE, "algorithm.burn_in": AT_LEAST_1,
     **{f"algorithm.{key}": AT_LEAST_1 for key in ("rollout_steps", "train_envs", "eval_envs", "window",
@@ -147,7 +149,9 @@ def validate(cfg) -> None:
     if cfg.algorithm.name == "masac" and cfg.env.action != "continuous":
         raise ConfigError(f"algorithm=masac acts with velocity commands: env.action={cfg.env.action!r} must be "
                           "continuous")
-    if cfg.model.name == "mlp" and cfg.algorithm.name not in ("masac", "dynamics"):
+    if cfg.algorithm.name == "coma":
+        check_coma(cfg)
+    if cfg.model.name == "mlp" and cfg.algorithm.name not in ("masac", "coma", "dynamics"):
         raise ConfigError(f"model=mlp with algorithm={cfg.algorithm.name}: model=mlp is MASAC's per-agent actor; "
                           "imitation and reinforce need a TransformerGNN size (tiny|small|medium|large)")
     if cfg.model.name == "tcn" and cfg.algorithm.name != "dynamics":
@@ -159,7 +163,7 @@ def validate(cfg) -> None:
     if cfg.algorithm.name == "dynamics" or cfg.mode == "rollouts":
         check_dynamics(cfg)
     cur = cfg.curriculum
-    if cfg.algorithm.name in ("masac", "dynamics") and cur.name != "none":
+    if cfg.algorithm.name in ("masac", "coma", "dynamics") and cur.name != "none":
         raise ConfigError(f"algorithm={cfg.algorithm.name} trains on one environment size: use curriculum=none")
     if cur.name != "none":
         if list(cur.stages) != sorted(set(cur.stages)) or min(cur.stages) < 1 or cur.stages[-1] != cfg.data.n_uav:
@@ -188,3 +192,14 @@ def check_dynamics(cfg) -> None:
     if alg.rollout_policy not in ("scripted", "random") and not Path(alg.rollout_policy).is_file():
         raise ConfigError(f"algorithm.rollout_policy={alg.rollout_policy!r} is not scripted, random or a MASAC "
                           "checkpoint file")
+
+
+def check_coma(cfg) -> None:
+    """COMA acts with discrete headings through its MLP actor, on minibatches of a fixed number of episodes."""
+    if cfg.env.action != "discrete":
+        raise ConfigError(f"algorithm=coma chooses discrete headings: env.action={cfg.env.action!r} must be discrete "
+                          "(env=discrete)")
+    if cfg.model.name != "mlp":
+        raise ConfigError(f"algorithm=coma with model={cfg.model.name}: its shared actor is model=mlp")
+    if cfg.hardware.batch_size == "auto":
+        raise ConfigError("algorithm=coma: hardware.batch_size is episodes per minibatch; give a number, not auto")

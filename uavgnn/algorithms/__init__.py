@@ -1,4 +1,4 @@
-"""Training objectives that plug into the shared loop: ``algorithm=imitation|reinforce|masac|dynamics``.
+"""Training objectives that plug into the shared loop: ``algorithm=imitation|reinforce|masac|coma|dynamics``.
 
 To add one: a file here with a subclass of ``Algorithm`` (see ``base.py``),
 an entry in ``make_algorithm``, a ``conf/algorithm/<name>.yaml`` and its name
@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from uavgnn.algorithms.base import Algorithm, LossOf, StepOutput, step_loss
+from uavgnn.algorithms.coma import COMA, COMAAgents, COMASettings
 from uavgnn.algorithms.dynamics import Dynamics, output_size
 from uavgnn.algorithms.imitation import Imitation
 from uavgnn.algorithms.masac import MASAC, MASACAgents, MASACSettings
@@ -24,8 +25,13 @@ __all__ = ["Algorithm", "LossOf", "StepOutput", "make_algorithm", "make_model", 
 
 
 def make_model(cfg) -> nn.Module:
-    """What ``cfg.algorithm`` trains: the TransformerGNN policy, MASAC's agents sized by the environment, or
+    """What ``cfg.algorithm`` trains: the TransformerGNN policy, MASAC's or COMA's agents sized by the environment, or
     the dynamics TCN (width and depth from ``model.hidden``/``model.layers``)."""
+    if cfg.algorithm.name == "coma":
+        env, dist, alg = env_settings(cfg.env), scene_distribution(cfg.task), cfg.algorithm
+        return COMAAgents(COMASettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
+                                       cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
+                                       alg.gamma, alg.td_lambda, alg.entropy_coef))
     if cfg.algorithm.name == "dynamics":
         return TCN(N_FEATURES, output_size(cfg.algorithm.predict_steps), cfg.model.hidden, cfg.model.layers,
                    cfg.model.dropout)
@@ -48,9 +54,11 @@ def make_algorithm(cfg, device: torch.device) -> Algorithm:
     if cfg.algorithm.name == "masac":
         alg = cfg.algorithm
         return MASAC(alg.tau, alg.actor_lr_scale, alg.alpha_lr_scale, cfg.seed, device)
+    if cfg.algorithm.name == "coma":
+        return COMA(cfg.algorithm.target_update_every, cfg.algorithm.actor_lr_scale)
     if cfg.algorithm.name == "dynamics":
         alg = cfg.algorithm
         return Dynamics(Units.of(env_settings(cfg.env)), alg.window, alg.predict_steps, alg.burn_in,
                         alg.lambda_physics)
     raise ValueError(f"algorithm.name: unknown algorithm {cfg.algorithm.name!r} (expected imitation, reinforce, "
-                     "masac or dynamics)")
+                     "masac, coma or dynamics)")

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from uavgnn.algorithms.base import Algorithm, StepOutput
+from uavgnn.algorithms.base import Algorithm, StepOutput, unwrap
 from uavgnn.envs.replay import Transitions
 from uavgnn.models.agent_stack import AgentStack, mlp_net
 from uavgnn.models.graph_actor import GraphActor
@@ -102,6 +102,10 @@ class MASACAgents(nn.Module):
             (*obs.shape[:2], self.s.action_dim), generator=generator, device=obs.device)
         return self.policy(obs.to(self.log_alpha.dtype), noise)[0].transpose(0, 1)
 
+    def play(self, env, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The policy as an environment policy (``uavgnn.envs.policies.Policy``)."""
+        return self.act(env.observe(), generator)
+
     def q_values(self, state: torch.Tensor, joint: torch.Tensor, weights=None) -> torch.Tensor:
         """(N, 2, ...) twin Q of every agent; ``joint`` is (B, N*A) for all agents or (N, B, N*A) per agent."""
         n = self.s.n_agents
@@ -172,10 +176,3 @@ class MASAC(Algorithm):
 
     def after_step(self, model: nn.Module) -> None:
         unwrap(model).update_targets(self.tau)
-
-
-def unwrap(model: nn.Module) -> MASACAgents:
-    """The MASACAgents inside DDP / torch.compile wrappers."""
-    while not isinstance(model, MASACAgents):
-        model = getattr(model, "module", None) or getattr(model, "_orig_mod")
-    return model

@@ -70,7 +70,8 @@ class TrajectoryWorkload:
         self.val = self.windows("val")
         where = cfg.hardware.data_on_device
         if where == "true" or (where == "auto" and (device.type == "cpu" or self._fits())):
-            self.train.to(device)
+            if cfg.hardware.loader == "memory":  # a DataLoader's workers gather on the host and pin for the copy
+                self.train.to(device)
             self.val.to(device)
         self._loader: Iterator[WindowBatch] | None = None
         self._sampler: StepSampler | None = None

@@ -12,6 +12,33 @@ from uavgnn.envs.uav_env import EnvSettings, UAVEnv
 from uavgnn.problem.scenes import SceneDistribution
 
 TEST_SEED = 3_000_017  # test episodes: fixed, disjoint from validation's
+VAL_SEED = 2_000_003  # validation episodes do not depend on the run's seed: every run is scored on the same ones
+
+
+class PlannerValidation:
+    """Fixed validation episodes scored against the scripted planner (its score computed once):
+    ``val/planner_gap = (planner - policy) / |planner|`` is what best.pt minimises for the RL algorithms."""
+
+    def __init__(self, settings: EnvSettings, dist: SceneDistribution, episodes: int, device: torch.device) -> None:
+        self.env = UAVEnv(settings, dist, episodes, device, seed=VAL_SEED)
+        self.planner: dict[str, float] | None = None
+
+    def __call__(self, policy: Policy) -> dict[str, float]:
+        if self.planner is None:
+            self.env.generator.manual_seed(VAL_SEED)
+            self.planner = run_episodes(self.env, scripted_planner).summary()
+        self.env.generator.manual_seed(VAL_SEED)
+        scores = run_episodes(self.env, policy).summary()
+        planner = self.planner["return"]
+        return {"val/return": scores["return"], "val/completion_rate": scores["completion_rate"],
+                "val/collisions": scores["collisions"], "val/planner_return": planner,
+                "val/planner_gap": (planner - scores["return"]) / max(abs(planner), 1e-9)}
+
+    @staticmethod
+    def describe(val: dict[str, float], best: float) -> str:
+        return (f"val return {val['val/return']:.3f} (scripted planner {val['val/planner_return']:.3f}), "
+                f"planner_gap {val['val/planner_gap']:.4f} (best {best:.4f}), "
+                f"completion_rate {val['val/completion_rate']:.3f}")
 
 
 def compare_policies(policies: dict[str, Policy], settings: EnvSettings, dist: SceneDistribution, episodes: int,

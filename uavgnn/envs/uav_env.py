@@ -223,6 +223,15 @@ class UAVEnv:
             raise ValueError(f"discrete actions must have shape {(self.n_envs, self.n_uav)}, got {tuple(action.shape)}")
         return self.headings[action] * self.cfg.max_speed
 
+    def available_actions(self) -> torch.Tensor:
+        """(E, N, N_DISCRETE) bool: the discrete actions that make sense now - stay always; a heading only for a
+        UAV with energy left whose full-speed step along it stays inside the arena."""
+        ahead = self.pos[:, :, None] + self.headings * self.cfg.max_speed * self.cfg.dt  # (E, N, A, 2)
+        inside = ((ahead >= 0) & (ahead <= self.side)).all(-1)
+        avail = inside & (self.energy > 0)[..., None]
+        avail[..., 0] = True
+        return avail
+
     def target_distance(self) -> torch.Tensor:
         """(E, N, M) distance of every UAV to every target."""
         return (self.target_pos[:, None] - self.pos[:, :, None]).norm(dim=-1)

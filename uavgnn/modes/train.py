@@ -71,14 +71,15 @@ def test_on_env(cfg: Config, result, out_dir: Path, logger: MetricLogger, device
     """The best policy against the scripted planner and random actions on fixed test episodes, with pictures."""
     agents = result.model
     settings, dist = env_settings(cfg.env), scene_distribution(cfg.task)
-    rows, scores = compare_policies({"masac": lambda env: agents.act(env.observe(), None)}, settings, dist,
+    name = cfg.algorithm.name
+    rows, scores = compare_policies({name: agents.play}, settings, dist,
                                     cfg.env.val_episodes, device)
     echo(f"\nTest episodes: {cfg.env.val_episodes} of {settings.n_uav} UAVs, {settings.horizon} steps "
          f"({cfg.task.positions})\n" + format_table(rows))
     step = result.state.step
     logger.log_image("test/trajectories", plot_episodes(scores, settings.service_radius, out_dir / "trajectories.png"),
                      step)
-    episode_gif(scores["masac"], settings.service_radius, out_dir / "episode.gif")
+    episode_gif(scores[name], settings.service_radius, out_dir / "episode.gif")
     logger.log_image("train/learning_curve", plot_learning_curve(read_history(out_dir), out_dir / "learning_curve.png"),
                      step)
     test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}
@@ -139,7 +140,7 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         device = resolve_device(cfg.hardware.device)
         model = result.model
         model.load_state_dict(load_checkpoint(result.best_path, device)["policy"])
-        if cfg.algorithm.name == "masac":
+        if cfg.algorithm.name in ("masac", "coma"):
             return test_on_env(cfg, result, out_dir, logger, device)
         if cfg.algorithm.name == "dynamics":
             return test_dynamics(cfg, result, out_dir, logger, result.workload)

@@ -12,6 +12,8 @@ with the metric best.pt minimises (``score_key``).
 - ``uavgnn.envs.experience.Experience`` (masac): environments stepped by the
   current policy, a replay buffer, episodes scored against the scripted
   planner (``val/planner_gap``).
+- ``uavgnn.envs.on_policy.EpisodeWorkload`` (coma): on-policy episodes from parallel environments, several
+  passes of minibatches per collection, validated against the scripted planner.
 - ``uavgnn.dynamics.workload.TrajectoryWorkload`` (dynamics): windows of cached rollouts, scored by the
   k-step prediction error (``val/k_step_rmse``).
 """
@@ -29,6 +31,7 @@ from uavgnn import distributed
 from uavgnn.data.splits import load_split
 from uavgnn.dynamics.workload import TrajectoryWorkload
 from uavgnn.envs.experience import Experience
+from uavgnn.envs.on_policy import EpisodeWorkload
 from uavgnn.evaluation.scoring import evaluate_model
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.metrics import mean_metrics
@@ -95,10 +98,12 @@ class SceneWorkload:
 
 
 def make_workload(cfg, model: nn.Module, algorithm, device: torch.device):
-    """The workload of ``cfg.algorithm``: environment experience for masac, trajectory windows for dynamics,
-    labelled scenes otherwise."""
+    """The workload of ``cfg.algorithm``: replayed experience for masac, on-policy episodes for coma,
+    trajectory windows for dynamics, labelled scenes otherwise."""
     if cfg.algorithm.name == "masac":
         return Experience(cfg, model, device)
+    if cfg.algorithm.name == "coma":
+        return EpisodeWorkload(cfg, model, device)
     if cfg.algorithm.name == "dynamics":
         return TrajectoryWorkload(cfg, algorithm, device)
     return SceneWorkload(cfg, device)

@@ -1,0 +1,71 @@
+"""COMA update speed: the batched update (``COMAAgents``) vs the per-agent, per-step loops (``coma_naive``),
+side by side in one process on the same episodes.
+
+    .venv/bin/python benchmarks/bench_coma.py                       # 4 and 16 agents, the guide's batch
+    .venv/bin/python benchmarks/bench_coma.py --agents 4 16 64 --repeats 7
+
+One update = loss, backward and an Adam step over actor and critic, on a
+batch of ``--episodes`` episodes of ``--steps`` steps (the guide: 128 x 14) with
+observations and states sized by the discrete environment of N UAVs. Medians
+of ``--repeats`` after warm-up; the ratio is naive time / batched time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+from bench_masac import median_time
+
+from uavgnn.algorithms.coma import COMAAgents, COMASettings, Episodes
+from uavgnn.algorithms.coma_naive import naive_loss
+from uavgnn.envs.uav_env import N_DISCRETE, EnvSettings
+from uavgnn.problem.scenes import SceneDistribution
+
+
+def episodes(n: int, b: int, t: int, s: COMASettings) -> Episodes:
+    g = torch.Generator().manual_seed(0)
+    avail = torch.ones(b, t, n, N_DISCRETE, dtype=torch.bool)
+    done = torch.zeros(b, t)
+    done[:, -1] = 1
+    return Episodes(torch.randn(b, t, n, s.obs_dim, generator=g), torch.randn(b, t, s.state_dim, generator=g),
+                    avail, torch.randint(0, N_DISCRETE, (b, t, n), generator=g), torch.randn(b, t, n, generator=g),
+                    done, torch.ones(b, t))
+
+
+def update_time(n: int, b: int, t: int, hidden: int, repeats: int) -> dict[str, float]:
+    env = EnvSettings(n_uav=n, action="discrete")
+    s = COMASettings(n, env.obs_dim(), env.state_dim(SceneDistribution()), N_DISCRETE, hidden, 2, hidden, 2,
+                     0.99, 0.8, 0.001)
+    agents = COMAAgents(s)
+    batch = episodes(n, b, t, s)
+    optimizer = torch.optim.Adam([p for p in agents.parameters() if p.requires_grad], 3e-4)
+
+    def step(loss_of) -> None:
+        loss, _ = loss_of(agents, batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    batched = median_time(lambda: step(lambda a, e: a(e)), repeats)
+    naive = median_time(lambda: step(naive_loss), repeats)
+    return {"agents": n, "batched_ms": 1000 * batched, "naive_ms": 1000 * naive, "ratio": naive / batched}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", type=int, nargs="+", default=[4, 16])
+    parser.add_argument("--episodes", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=14)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(f"threads {torch.get_num_threads()}, batch {args.episodes} episodes x {args.steps} steps, "
+          f"hidden {args.hidden}, medians of {args.repeats}")
+    for n in args.agents:
+        print(json.dumps(update_time(n, args.episodes, args.steps, args.hidden, args.repeats)))
+
+
+if __name__ == "__main__":
+    main()

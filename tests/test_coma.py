@@ -1,0 +1,123 @@
+"""COMA: TD(lambda) returns against the recursion, the batched update against the per-agent loops, masking of
+infeasible headings, and algorithm=coma in the shared loop with exact resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, straight_and_resumed
+from hydra import compose, initialize_config_dir
+
+from uavgnn.algorithms.coma import COMAAgents, COMASettings, Episodes, td_lambda_targets
+from uavgnn.algorithms.coma_naive import naive_loss
+from uavgnn.config import register_configs
+from uavgnn.envs.uav_env import HEADINGS, EnvSettings, UAVEnv
+from uavgnn.errors import ConfigError
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.validation import validate
+
+
+def test_td_lambda_returns_match_the_hand_worked_recursion() -> None:
+    # one agent, 3 steps, ends at step 1: G_1 = r_1 = 2; G_0 = r_0 + g((1-l) Q_1 + l G_1) = 1 + 0.9 (0.5*4 + 0.5*2)
+    reward = torch.tensor([[1.0, 2.0, 5.0]])[..., None]
+    done = torch.tensor([[0.0, 1.0, 0.0]])
+    next_q = torch.tensor([[4.0, 7.0, 0.0]])[..., None]
+    returns = td_lambda_targets(reward, done, next_q, gamma=0.9, lam=0.5)
+    torch.testing.assert_close(returns[0, :2, 0], torch.tensor([1.0 + 0.9 * (0.5 * 4 + 0.5 * 2), 2.0]))
+    assert returns[0, 2, 0] == 5.0  # a step after the end starts a new chain (and is masked in the loss)
+
+
+def random_episodes(b: int, t: int, n: int, s: COMASettings, dtype=torch.float64) -> Episodes:
+    g = torch.Generator().manual_seed(1)
+    avail = torch.rand(b, t, n, s.n_actions, generator=g) > 0.3
+    avail[..., 0] = True
+    action = torch.multinomial(avail.double().view(-1, s.n_actions), 1, generator=g).view(b, t, n)
+    done = torch.zeros(b, t)
+    done[torch.arange(b), torch.randint(2, t, (b,), generator=g)] = 1
+    mask = 1 - (done.cumsum(1) - done)
+    return Episodes(torch.randn(b, t, n, s.obs_dim, generator=g, dtype=dtype),
+                    torch.randn(b, t, s.state_dim, generator=g, dtype=dtype), avail, action,
+                    torch.randn(b, t, n, generator=g, dtype=dtype), done.to(dtype), mask.to(dtype))
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-10), (torch.float32, 1e-5)])
+def test_the_batched_update_has_the_losses_and_gradients_of_the_per_agent_loops(dtype, tol) -> None:
+    torch.manual_seed(0)
+    s = COMASettings(3, 10, 12, 9, 16, 2, 16, 2, 0.9, 0.7, 0.01)
+    agents = COMAAgents(s).to(dtype)
+    for p in agents.target_critic.parameters():  # a target that differs from the critic
+        p.data += 0.1 * torch.randn_like(p)
+    ep = random_episodes(6, 7, 3, s, dtype)
+    params = [p for p in agents.parameters() if p.requires_grad]
+    batched, stats = agents(ep)
+    naive, naive_stats = naive_loss(agents, ep)
+    torch.testing.assert_close(batched, naive, rtol=tol, atol=tol)
+    torch.testing.assert_close(stats["critic_loss"], naive_stats["critic_loss"], rtol=tol, atol=tol)
+    for a, b in zip(torch.autograd.grad(batched, params), torch.autograd.grad(naive, params)):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+def test_infeasible_headings_are_masked_and_never_sampled() -> None:
+    settings = EnvSettings(n_uav=3, action="discrete")
+    env = UAVEnv(settings, SceneDistribution(), 2, torch.device("cpu"), seed=0)
+    env.pos[0, 0] = torch.tensor([0.0, 0.0])  # in a corner: west, south-west, south (and their kin) leave the arena
+    env.energy[1, 2] = 0.0  # grounded: only stay
+    avail = env.available_actions()
+    leaves = ((env.pos[0, 0] + HEADINGS * settings.max_speed) < 0).any(-1)
+    assert avail[0, 0].tolist() == (~leaves).tolist() and avail[1, 2].tolist() == [True] + [False] * 8
+    s = COMASettings(3, settings.obs_dim(), settings.state_dim(SceneDistribution()), 9, 8, 1, 8, 1, 0.9, 0.8, 0.0)
+    agents = COMAAgents(s)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        action = agents.act(env.observe(), avail, g)
+        assert avail.gather(-1, action[..., None]).all()
+
+
+def compose_coma(*overrides: str):
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return compose("config", overrides=["algorithm=coma", "logger=jsonl", "hardware.batch_size=4",
+                                            "algorithm.minibatches=2", "algorithm.data_passes=2",
+                                            "algorithm.target_update_every=3", "env.val_episodes=8",
+                                            "model.hidden=16", "algorithm.critic_hidden=16", "train.log_every=4",
+                                            "train.eval_every=6", "train.ckpt_every=6", *overrides])
+
+
+def test_a_resumed_coma_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> None:
+    """Stopped mid-collection (step 6 of rounds of 4): the episodes, environments and target come back."""
+    a, b = straight_and_resumed(lambda steps: compose_coma(f"train.steps={steps}", "train.schedule=plateau"),
+                                tmp_path, half=6)
+    for name, value in a["model"].items():
+        torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
+    assert a["algorithm"]["updates"] == b["algorithm"]["updates"] == 12
+
+
+def test_coma_settings_are_checked_before_any_work() -> None:
+    with pytest.raises(ConfigError, match="env.action='continuous' must be discrete"):
+        validate(compose_coma("env=default"))
+    with pytest.raises(ConfigError, match="give a number, not auto"):
+        validate(compose_coma("hardware.batch_size=auto"))
+    with pytest.raises(ConfigError, match="its shared actor is model=mlp"):
+        validate(compose_coma("model=tiny"))
+
+
+def test_coma_trains_and_is_compared_with_the_planner(tmp_path: Path) -> None:
+    import json
+
+    from uavgnn.modes.train import run_train
+
+    out = tmp_path / "run"
+    run_train(compose_coma("train.steps=4", "train.eval_every=4", "train.ckpt_every=4"), out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["method"] for r in summary["test"]] == ["coma", "scripted planner", "random"]
+    assert (out / "trajectories.png").stat().st_size > 0
+
+
+def test_mode_info_checks_that_the_environment_and_both_marl_algorithms_run_here() -> None:
+    from uavgnn.modes.info import _marl_update, trial
+
+    for algorithm in ("masac", "coma"):
+        result = trial(algorithm, lambda: _marl_update(torch.device("cpu"), algorithm))
+        assert result["ok"], result["error"]

@@ -1,0 +1,103 @@
+"""The on-policy workload of the shared loop (``algorithm=coma``): episode batches from parallel environments.
+
+Every ``algorithm.minibatches x algorithm.data_passes`` training steps the
+current policy plays one full episode (``env.horizon`` steps, from a reset) in
+each of ``hardware.batch_size x minibatches`` environments (per rank under
+``torchrun``; actions sampled from the environments' own generator, infeasible
+headings masked); then each pass splits those episodes into ``minibatches`` of
+``hardware.batch_size`` in an order drawn from (seed, step). The environments
+and the current episodes are saved in ``last.pt``, so a resumed run repeats
+the same steps. Validation: the greedy policy against the scripted planner
+(``PlannerValidation``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from uavgnn import distributed
+from uavgnn.algorithms.base import unwrap
+from uavgnn.algorithms.coma import Episodes
+from uavgnn.envs.rl_workload import RLWorkload
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.errors import ConfigError
+
+
+class EpisodeWorkload(RLWorkload):
+    """On-policy episodes for COMA: collected every round, sliced into minibatches for several passes."""
+
+    unit = "episodes"
+
+    def __init__(self, cfg, model: nn.Module, device: torch.device) -> None:
+        super().__init__(cfg, model, device)
+        ctx = distributed.context()
+        self.rank, self.world_size = ctx.rank, ctx.world_size
+        self.env = self._make_env(cfg.hardware.batch_size)
+        self.episodes: Episodes | None = None
+
+    def _make_env(self, batch_size: int) -> UAVEnv:
+        n_envs = max(1, batch_size // self.world_size) * self.cfg.algorithm.minibatches
+        return UAVEnv(self.settings, self.dist, n_envs, self.device, seed=self.cfg.seed * 7919 + self.rank)
+
+    # -- the loop's interface -----------------------------------------------------------------------------------
+
+    def probe_store(self):
+        """Never reached: validation refuses ``hardware.batch_size=auto`` for coma (a minibatch is episodes)."""
+        raise ConfigError("algorithm=coma takes a fixed hardware.batch_size (episodes per minibatch)")
+
+    def restart(self, step: int, batch_size: int) -> None:
+        """A new batch size (out-of-memory halving) needs environments to match; episodes are recollected."""
+        if self.env.n_envs != max(1, batch_size // self.world_size) * self.cfg.algorithm.minibatches:
+            self.env, self.episodes = self._make_env(batch_size), None
+
+    def next(self, step: int, stage: int, batch_size: int) -> Episodes:
+        alg = self.cfg.algorithm
+        i = step % (alg.minibatches * alg.data_passes)
+        if self.episodes is None or i == 0:
+            self.collect()
+        data_pass, minibatch = divmod(i, alg.minibatches)
+        generator = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + step - i + data_pass)
+        order = torch.randperm(len(self.episodes), generator=generator).to(self.device)
+        size = len(self.episodes) // alg.minibatches
+        return self.episodes.index(order[minibatch * size:(minibatch + 1) * size])
+
+    def items(self, batch: Episodes) -> int:
+        return len(batch)
+
+    def feedback(self, batch: Episodes, values: torch.Tensor | None) -> None:
+        """On-policy: nothing to feed back."""
+
+    @torch.no_grad()
+    def collect(self) -> None:
+        """One episode in every environment with the current (sampling) policy."""
+        env, agents = self.env, unwrap(self.model)
+        obs, state = env.reset()
+        alive = torch.ones(env.n_envs, dtype=torch.bool, device=self.device)
+        rows: dict[str, list[torch.Tensor]] = {name: [] for name in ("obs", "state", "avail", "action", "reward",
+                                                                     "done", "mask")}
+        for _ in range(self.settings.horizon):
+            avail = env.available_actions()
+            action = agents.act(obs, avail, env.generator)
+            step = env.step(action)
+            ended = step.done & alive
+            for name, value in (("obs", obs), ("state", state), ("avail", avail), ("action", action),
+                                ("reward", step.reward), ("done", ended.float()), ("mask", alive.float())):
+                rows[name].append(value)
+            self.record(step, ended, alive)
+            alive = alive & ~step.done
+            obs, state = step.obs, step.state
+        self.episodes = Episodes(*(torch.stack(rows[name], 1) for name in rows))
+        self.collected()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"env": self.env.state_dict(), "env_steps": self.env_steps,
+                "episodes": None if self.episodes is None else self.episodes.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.env.load_state_dict(state["env"])
+        self.env_steps = state["env_steps"]
+        if state["episodes"] is not None:
+            self.episodes = Episodes(**{k: v.to(self.device) for k, v in state["episodes"].items()})

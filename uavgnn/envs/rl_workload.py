@@ -1,0 +1,89 @@
+"""What the environment workloads (``Experience`` for masac, ``EpisodeWorkload`` for coma) share: episode
+statistics gathered on the device and synced once per log line, validation against the scripted planner,
+and the loop interface items that do not apply to environments (no candidate budget)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch import nn
+
+from uavgnn.algorithms.base import unwrap
+from uavgnn.config import env_settings, scene_distribution
+from uavgnn.envs.evaluation import PlannerValidation
+from uavgnn.envs.uav_env import Step
+
+MAX_AGENTS_LOGGED = 16  # per-agent returns get their own curves up to this many UAVs (min/max always)
+
+
+class RLWorkload:
+    """Base of the environment workloads; subclasses step ``self.env`` and call ``record`` per env step."""
+
+    score_key = "val/planner_gap"
+
+    def __init__(self, cfg, model: nn.Module, device: torch.device) -> None:
+        self.cfg, self.model, self.device = cfg, model, device
+        self.settings, self.dist = env_settings(cfg.env), scene_distribution(cfg.task)
+        self.sizes = [self.settings.n_uav]
+        self.env_steps = 0
+        self.validation = PlannerValidation(self.settings, self.dist, cfg.env.val_episodes, device)
+        self._window = self._empty_window()
+
+    def _empty_window(self) -> dict[str, Any]:
+        zero = torch.zeros((), device=self.device)
+        return {"episodes": zero, "return": zero, "agent_return": torch.zeros(self.settings.n_uav, device=self.device),
+                "completion": zero, "collisions": zero, "env_time": 0.0, "env_steps": 0, "started": None}
+
+    def record(self, step: Step, ended: torch.Tensor, live: torch.Tensor | None = None) -> None:
+        """Add one env step to the log window: episodes that ``ended`` here, collisions of ``live`` envs."""
+        w, ended = self._window, ended.float()
+        if w["started"] is None:
+            w["started"] = time.perf_counter()
+        w["episodes"] = w["episodes"] + ended.sum()
+        w["return"] = w["return"] + (step.episode_return * ended).sum()
+        w["agent_return"] = w["agent_return"] + (step.agent_return * ended[:, None]).sum(0)
+        w["completion"] = w["completion"] + (step.episode_completion * ended).sum()
+        w["collisions"] = w["collisions"] + (step.collisions if live is None else step.collisions * live).sum()
+        w["env_steps"] += len(ended)
+        self.env_steps += len(ended)
+
+    def collected(self) -> None:
+        """Close a collection: its time counts as environment time."""
+        w = self._window
+        if w["started"] is not None:
+            w["env_time"] += time.perf_counter() - w["started"]
+            w["started"] = None
+
+    def window_stats(self) -> dict[str, float]:
+        """Means since the last call (one host sync per log line): episodes finished, per-agent returns, speed."""
+        w, self._window = self._window, self._empty_window()
+        episodes = float(w["episodes"])
+        stats = {"train/env_steps": float(self.env_steps),
+                 "perf/env_steps_per_s": w["env_steps"] / max(w["env_time"], 1e-9),
+                 "perf/agent_steps_per_s": w["env_steps"] * self.settings.n_uav / max(w["env_time"], 1e-9),
+                 "train/collisions_per_env_step": float(w["collisions"]) / max(w["env_steps"], 1)}
+        if episodes > 0:
+            agent = (w["agent_return"] / episodes).tolist()
+            stats.update({"train/episode_return": float(w["return"]) / episodes,
+                          "train/completion_rate": float(w["completion"]) / episodes,
+                          "train/agent_return_min": min(agent), "train/agent_return_max": max(agent)})
+            if len(agent) <= MAX_AGENTS_LOGGED:
+                stats.update({f"train/agent_return/{i}": value for i, value in enumerate(agent)})
+        return stats
+
+    def k(self, stage: int) -> int:
+        return 0  # no candidate budget
+
+    def step_k(self, step: int, stage: int) -> int:
+        return 0
+
+    def validate(self, policy: nn.Module, stage: int, dtype: torch.dtype | None) -> dict[str, float]:
+        return self.validation(unwrap(policy).play)
+
+    def describe(self, val: dict[str, float], stage: int, best: float) -> str:
+        return self.validation.describe(val, best)
+
+    def checkpoint_extras(self) -> dict[str, Any]:
+        return {}
