@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader
 from uavgnn.algorithms import make_algorithm, make_model
 from uavgnn.config import register_configs
 from uavgnn.dynamics.windows import NaiveWindows, collate_naive
-from uavgnn.dynamics.workload import StepSampler, TrajectoryWorkload
+from uavgnn.dynamics.workload import TrajectoryWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,9 +42,7 @@ def pipelines(work: TrajectoryWorkload, batch_size: int) -> dict[str, object]:
     hw = cfg.hardware
     loader = DataLoader(naive, batch_size=batch_size, shuffle=True, collate_fn=collate_naive,
                         num_workers=hw.num_workers, drop_last=True)
-    sampler = StepSampler(len(work.train), batch_size, cfg.seed, 0)
-    return {"naive": itertools.chain.from_iterable(itertools.repeat(loader)),
-            "cached": (work.train.gather(sampler.ids(step)) for step in itertools.count())}
+    return {"naive": itertools.chain.from_iterable(itertools.repeat(loader)), "cached": work.batches(0, batch_size)}
 
 
 def samples_per_s(batches, steps: int, batch_size: int, train_step=None) -> float:

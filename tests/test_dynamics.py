@@ -218,5 +218,5 @@ def test_a_masac_checkpoint_can_fly_the_rollouts(tmp_path) -> None:
     env = UAVEnv(settings, SceneDistribution(), 2, torch.device("cpu"), seed=0)
     torch.testing.assert_close(policy(env), agents.act(env.observe(), None))
     assert len(policy_id) == 64  # the checkpoint's SHA-256 names it in the cache key
-    with pytest.raises(CheckpointError, match="needs a MASAC checkpoint for 8 UAVs"):
+    with pytest.raises(CheckpointError, match="needs a MASAC or COMA checkpoint for 8 UAVs"):
         make_policy(str(tmp_path / "best.pt"), EnvSettings(n_uav=8))

@@ -133,7 +133,7 @@ class AlgorithmConfig:
     minibatches: int = 5  # coma: minibatches of hardware.batch_size episodes per collection
     data_passes: int = 5  # coma: passes over each collection (updates per collection = minibatches x passes)
     lambda_physics: float = 0.5  # dynamics: weight of the kinematic-residual loss
-    rollout_policy: str = "scripted"  # dynamics: who flies the rollouts: scripted | random | a MASAC checkpoint path
+    rollout_policy: str = "scripted"  # dynamics: who flies the rollouts: scripted | random | a MASAC or COMA checkpoint path
     rollout_steps: int = 200  # dynamics: steps each rollout environment is played (episodes auto-reset inside)
     train_envs: int = 256  # dynamics: environments of the training split
     eval_envs: int = 64  # dynamics: environments of each of val, test and test_ood

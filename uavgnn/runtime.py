@@ -69,6 +69,14 @@ def maybe_compile(model: nn.Module, enabled: bool) -> nn.Module:
         return model
 
 
+def keep_on_device(setting: str, device: torch.device, nbytes: int) -> bool:
+    """``hardware.data_on_device``: true, false, or auto - on the CPU always (it is host memory), on a GPU when
+    the data takes under a quarter of its free memory."""
+    if setting != "auto":
+        return setting == "true"
+    return device.type == "cpu" or nbytes < 0.25 * torch.cuda.mem_get_info(device)[0]
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)

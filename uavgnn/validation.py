@@ -191,7 +191,7 @@ def check_dynamics(cfg) -> None:
                           f"fit in algorithm.rollout_steps + 1 = {alg.rollout_steps + 1}")
     if alg.rollout_policy not in ("scripted", "random") and not Path(alg.rollout_policy).is_file():
         raise ConfigError(f"algorithm.rollout_policy={alg.rollout_policy!r} is not scripted, random or a MASAC "
-                          "checkpoint file")
+                          "or COMA checkpoint file")
 
 
 def check_coma(cfg) -> None:

@@ -71,9 +71,6 @@ class Episodes:
     def index(self, ids: torch.Tensor) -> Episodes:
         return Episodes(*(getattr(self, f.name)[ids] for f in fields(self)))
 
-    def to(self, device: torch.device, non_blocking: bool = False) -> Episodes:
-        return Episodes(*(getattr(self, f.name).to(device, non_blocking=non_blocking) for f in fields(self)))
-
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

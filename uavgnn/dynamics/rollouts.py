@@ -2,7 +2,7 @@
 
 A split is ``envs`` environments played for ``rollout_steps`` steps (episodes
 auto-reset inside) by a policy - the scripted planner, random actions, or a
-trained MASAC checkpoint - in an environment with hidden wind and drag
+trained MASAC or COMA checkpoint - in an environment with hidden wind and drag
 (``env=windy``). Recorded for every UAV at rows t = 0..steps: its true
 position p_t and velocity v_t, the commanded acceleration a_t the policy chose
 at t (applied in the step t -> t+1), the hidden disturbance d_t of that step
@@ -66,8 +66,8 @@ def split_specs(cfg) -> dict[str, RolloutSpec]:
 
 
 def make_policy(name: str, settings: EnvSettings) -> tuple[Policy, str]:
-    """The rollout policy and what identifies it in the cache key: ``scripted``, ``random`` or a MASAC
-    checkpoint (identified by its SHA-256)."""
+    """The rollout policy and what identifies it in the cache key: ``scripted``, ``random`` or a MASAC or COMA
+    checkpoint (identified by its SHA-256) for the same number of UAVs and action mode."""
     if name == "scripted":
         return scripted_planner, name
     if name == "random":
@@ -77,12 +77,14 @@ def make_policy(name: str, settings: EnvSettings) -> tuple[Policy, str]:
 
     ckpt = load_checkpoint(name)
     config = OmegaConf.create(ckpt["config"])
-    if config.algorithm.name != "masac" or config.env.n_uav != settings.n_uav:
-        raise CheckpointError(f"algorithm.rollout_policy={name}: needs a MASAC checkpoint for {settings.n_uav} "
-                              f"UAVs, got algorithm={config.algorithm.name} with env.n_uav={config.env.n_uav}")
+    if (config.algorithm.name not in ("masac", "coma") or config.env.n_uav != settings.n_uav
+            or config.env.action != settings.action):
+        raise CheckpointError(f"algorithm.rollout_policy={name}: needs a MASAC or COMA checkpoint for "
+                              f"{settings.n_uav} UAVs with {settings.action} actions, got algorithm="
+                              f"{config.algorithm.name} with env.n_uav={config.env.n_uav}, env.action={config.env.action}")
     agents = make_model(config)
     agents.load_state_dict(ckpt["policy"])
-    return (lambda env: agents.act(env.observe(), None)), hashlib.sha256(Path(name).read_bytes()).hexdigest()
+    return agents.play, hashlib.sha256(Path(name).read_bytes()).hexdigest()
 
 
 @torch.no_grad()

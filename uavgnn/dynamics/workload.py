@@ -2,16 +2,18 @@
 
 Training batches are a pure function of (seed, step) - windows drawn
 uniformly with a generator seeded by both - so resume and rollback repeat
-exactly; under ``torchrun`` each rank trains on its share of the global batch. ``hardware.loader=memory`` gathers them from tensors that live on the
-device when they fit (``hardware.data_on_device``); ``hardware.loader=pyg``
-hands the same gathers to a torch ``DataLoader`` with the preset's workers,
-prefetch, persistent workers and pinned memory. Validation scores every
+exactly; under ``torchrun`` each rank trains on its share of the global batch.
+``hardware.loader=memory`` gathers them from tensors that live on the device
+when they fit (``hardware.data_on_device``); ``hardware.loader=pyg`` hands the
+same gathers to a torch ``DataLoader`` with the preset's workers, prefetch,
+persistent workers and pinned memory. Validation scores every
 window of the validation split (stride ``window - burn_in``: each row once)
 and best.pt minimises ``val/k_step_rmse``.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +26,7 @@ from uavgnn.algorithms.dynamics import Dynamics, dynamics_metrics
 from uavgnn.config import env_settings
 from uavgnn.dynamics.rollouts import load_rollouts
 from uavgnn.dynamics.windows import TrajectoryWindows, Units, WindowBatch, feature_stats
-from uavgnn.runtime import autocast
+from uavgnn.runtime import autocast, keep_on_device
 
 EVAL_BATCH = 1024  # windows per validation forward
 
@@ -68,13 +70,11 @@ class TrajectoryWorkload:
         length = alg.window + alg.predict_steps
         self.train = TrajectoryWindows(train, self.stats, self.units, length)
         self.val = self.windows("val")
-        where = cfg.hardware.data_on_device
-        if where == "true" or (where == "auto" and (device.type == "cpu" or self._fits())):
+        if keep_on_device(cfg.hardware.data_on_device, device, self.train.nbytes() + self.val.nbytes()):
             if cfg.hardware.loader == "memory":  # a DataLoader's workers gather on the host and pin for the copy
                 self.train.to(device)
             self.val.to(device)
-        self._loader: Iterator[WindowBatch] | None = None
-        self._sampler: StepSampler | None = None
+        self._batches: Iterator[WindowBatch] | None = None
 
     def windows(self, split: str) -> TrajectoryWindows:
         """A scoring split's windows (each row once), normalised with the training statistics."""
@@ -85,10 +85,6 @@ class TrajectoryWorkload:
     def load(self, split: str) -> dict[str, Any]:
         """A split's raw trajectories (``uavgnn.dynamics.rollouts``), from the cache."""
         return load_rollouts(self.cfg, split)
-
-    def _fits(self) -> bool:
-        free, _ = torch.cuda.mem_get_info(self.device)
-        return self.train.nbytes() + self.val.nbytes() < 0.25 * free
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 
@@ -101,26 +97,24 @@ class TrajectoryWorkload:
     def step_k(self, step: int, stage: int) -> int:
         return 0
 
-    def restart(self, step: int, batch_size: int) -> None:
-        self._sampler = StepSampler(len(self.train), batch_size, self.cfg.seed, step)
-        if self.cfg.hardware.loader == "pyg":
-            self._loader = iter(self.data_loader(self._sampler))
-
-    def data_loader(self, sampler: StepSampler) -> DataLoader:
-        """A torch DataLoader over the gathers, with the hardware preset's knobs."""
+    def batches(self, start: int, batch_size: int) -> Iterator[WindowBatch]:
+        """The batches of steps ``start``, ``start + 1``, ... before their copy to the device: gathered in
+        memory, or by a torch DataLoader with the hardware preset's knobs (``hardware.loader=pyg``)."""
+        sampler = StepSampler(len(self.train), batch_size, self.cfg.seed, start)
+        if self.cfg.hardware.loader == "memory":
+            return (self.train.gather(sampler.ids(step)) for step in itertools.count(start))
         hw = self.cfg.hardware
-        workers = hw.num_workers
-        return DataLoader(self.train, batch_sampler=sampler, collate_fn=_as_is, num_workers=workers,
-                          pin_memory=hw.pin_memory and self.device.type == "cuda",
-                          prefetch_factor=hw.prefetch_factor if workers else None,
-                          persistent_workers=hw.persistent_workers and workers > 0)
+        return iter(DataLoader(self.train, batch_sampler=sampler, collate_fn=_as_is, num_workers=hw.num_workers,
+                               pin_memory=hw.pin_memory and self.device.type == "cuda",
+                               prefetch_factor=hw.prefetch_factor if hw.num_workers else None,
+                               persistent_workers=hw.persistent_workers and hw.num_workers > 0))
+
+    def restart(self, step: int, batch_size: int) -> None:
+        self._batches = self.batches(step, batch_size)
 
     def next(self, step: int, stage: int, batch_size: int) -> WindowBatch:
-        if self._sampler is None or self._sampler.batch_size != batch_size:
-            self.restart(step, batch_size)
-        if self._loader is not None:
-            return next(self._loader).to(self.device, non_blocking=True)
-        return self.train.gather(self._sampler.ids(step)).to(self.device, non_blocking=True)
+        """The step's batch (the trainer calls ``restart`` first, and again after a rollback or a new size)."""
+        return next(self._batches).to(self.device, non_blocking=True)
 
     def items(self, batch: WindowBatch) -> int:
         return len(batch)

@@ -26,6 +26,7 @@ from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.rl_workload import RLWorkload
 from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.runtime import keep_on_device
 
 
 class Experience(RLWorkload):
@@ -42,15 +43,10 @@ class Experience(RLWorkload):
         n, shapes = self.settings.n_uav, {"obs": (self.settings.n_uav, self.settings.obs_dim()),
                                           "state": (self.settings.state_dim(self.dist),)}
         shapes.update(next_obs=shapes["obs"], next_state=shapes["state"], action=(n, 2), reward=(n,), done=())
-        where = cfg.hardware.data_on_device
-        on_device = where == "true" or (where == "auto" and (device.type == "cpu" or self._fits(shapes, alg.buffer_size)))
+        nbytes = 4 * alg.buffer_size * sum(torch.Size(s).numel() for s in shapes.values())
+        on_device = keep_on_device(cfg.hardware.data_on_device, device, nbytes)
         self.buffer = ReplayBuffer(alg.buffer_size, shapes, device if on_device else torch.device("cpu"),
                                    alg.prioritized, alg.priority_alpha)
-
-    def _fits(self, shapes: dict[str, tuple[int, ...]], capacity: int) -> bool:
-        need = 4 * capacity * sum(torch.Size(s).numel() for s in shapes.values())
-        free, _ = torch.cuda.mem_get_info(self.device)
-        return need < 0.25 * free
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 

@@ -38,9 +38,13 @@ class EpisodeWorkload(RLWorkload):
         self.env = self._make_env(cfg.hardware.batch_size)
         self.episodes: Episodes | None = None
 
+    def _n_envs(self, batch_size: int) -> int:
+        """This rank's share of the episodes of one collection: every minibatch of the global ``batch_size``."""
+        return max(1, batch_size // self.world_size) * self.cfg.algorithm.minibatches
+
     def _make_env(self, batch_size: int) -> UAVEnv:
-        n_envs = max(1, batch_size // self.world_size) * self.cfg.algorithm.minibatches
-        return UAVEnv(self.settings, self.dist, n_envs, self.device, seed=self.cfg.seed * 7919 + self.rank)
+        return UAVEnv(self.settings, self.dist, self._n_envs(batch_size), self.device,
+                      seed=self.cfg.seed * 7919 + self.rank)
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 
@@ -50,7 +54,7 @@ class EpisodeWorkload(RLWorkload):
 
     def restart(self, step: int, batch_size: int) -> None:
         """A new batch size (out-of-memory halving) needs environments to match; episodes are recollected."""
-        if self.env.n_envs != max(1, batch_size // self.world_size) * self.cfg.algorithm.minibatches:
+        if self.env.n_envs != self._n_envs(batch_size):
             self.env, self.episodes = self._make_env(batch_size), None
 
     def next(self, step: int, stage: int, batch_size: int) -> Episodes:

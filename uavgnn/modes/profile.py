@@ -33,7 +33,7 @@ from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.data.loader import make_loader
 from uavgnn.data.splits import load_split
-from uavgnn.dynamics.workload import StepSampler, TrajectoryWorkload
+from uavgnn.dynamics.workload import TrajectoryWorkload
 from uavgnn.errors import ConfigError
 from uavgnn.evaluation.scoring import evaluate_model
 from uavgnn.models import model_from_config
@@ -128,23 +128,20 @@ def dynamics_setup(cfg: Config, device: torch.device, dtype: torch.dtype | None)
     work = TrajectoryWorkload(cfg, algorithm, device)
     loss_of = step_loss(algorithm, device, dtype)
     batch_size = resolve_batch_size(cfg, model, loss_of, work.probe_store, 0, device)
-    sampler = StepSampler(len(work.train), batch_size, cfg.seed, 0)
-    batches = (iter(work.data_loader(sampler)) if cfg.hardware.loader == "pyg"
-               else (work.train.gather(sampler.ids(step)) for step in itertools.count()))
 
     def eval_seconds() -> float:
         start = time.perf_counter()
         work.validate(model, 0, dtype)
         return time.perf_counter() - start
 
-    return Profiled(model, loss_of, batches, 0, batch_size, eval_seconds, "samples")
+    return Profiled(model, loss_of, work.batches(0, batch_size), 0, batch_size, eval_seconds, "samples")
 
 
 def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     """Time the configured algorithm's training step stage by stage, then report and plot."""
-    if cfg.algorithm.name == "masac":
-        raise ConfigError("mode=profile times imitation, reinforce and dynamics steps; for masac see "
-                          "benchmarks/bench_masac.py (its step includes environment stepping)")
+    if cfg.algorithm.name in ("masac", "coma"):
+        raise ConfigError(f"mode=profile times imitation, reinforce and dynamics steps; for {cfg.algorithm.name} see "
+                          f"benchmarks/bench_{cfg.algorithm.name}.py (its step includes environment stepping)")
     device = prepare_device(cfg)
     dtype = amp_dtype(cfg, device)
     torch.manual_seed(cfg.seed)
