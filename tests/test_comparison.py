@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import html
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -54,7 +56,7 @@ def test_table_values_aggregates_and_failures(sweep) -> None:
     assert by_run["0"]["best_val_optimality_gap"] == 0.10 and by_run["0"]["graphs_per_s"] == 110.0  # median(100, 120)
     assert by_run["0"]["peak_mem_mb"] == 12.0
     assert by_run["4"]["status"] == "failed" and "model.hidden=-1" in by_run["4"]["error"]
-    means = [r for r in rows if "seeds)" in r["run"]]
+    means = [r for r in rows if r["run"].startswith("mean ± std")]
     assert [m["model.name"] for m in means] == ["tiny", "small"]
     tiny = means[0]
     assert tiny["best_val_optimality_gap"] == pytest.approx(0.15)
@@ -64,12 +66,13 @@ def test_table_values_aggregates_and_failures(sweep) -> None:
     header = markdown.splitlines()[0]
     assert "model.name" in header and "seed" in header and "data.cache_dir" not in header
     assert "**0.04** (best)" in markdown  # lowest best_val_optimality_gap, run 2
-    assert "0.15 +- 0.071" in markdown
+    assert "0.15 ± 0.071" in markdown
     assert "Failed runs:" in markdown and "- 4: ConfigError: model.hidden=-1 must be > 0" in markdown
     with (sweep / "comparison.csv").open() as f:
         table = list(csv.DictReader(f))
-    assert [r["run"] for r in table][:5] == ["0", "1", "2", "3", "4"]
-    assert float(table[2]["test/optimality_gap"]) == pytest.approx(0.05)
+    # each seed group's runs, then its mean ± std row
+    assert [r["run"] for r in table] == ["0", "1", "mean ± std (2 seeds)", "2", "3", "mean ± std (2 seeds)", "4"]
+    assert float(table[3]["test/optimality_gap"]) == pytest.approx(0.05)
     image = matplotlib.image.imread(sweep / "comparison.png")
     assert image.shape[0] > 100 and image.std() > 0.01
     page = (sweep / "comparison.html").read_text()
@@ -93,6 +96,79 @@ def chromium() -> str:
     return found
 
 
+# Loads comparison.html in an iframe (same origin under --allow-file-access-from-files), clicks every
+# header twice and records, after each click, every row's group, kind, run name and the clicked cell.
+CLICK_HARNESS = """<!DOCTYPE html><html><body><iframe id="page" src="PAGE" width="1400" height="900"></iframe>
+<pre id="log"></pre><script>
+document.getElementById('page').addEventListener('load', () => {
+  const table = document.getElementById('page').contentDocument.getElementById('runs');
+  const headers = Array.from(table.tHead.rows[0].cells);
+  const log = [];
+  headers.forEach((th, col) => [0, 1].forEach(() => {
+    th.click();
+    log.push({col, sort: th.getAttribute('aria-sort'), rows: Array.from(table.tBodies).flatMap(b => Array.from(b.rows)
+      .map(r => [b.dataset.group, r.className, r.cells[0].dataset.value, r.cells[col].dataset.value]))});
+  }));
+  document.getElementById('log').textContent = JSON.stringify(log);
+});
+</script></body></html>"""
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def cell_key(text: str) -> float | str | None:
+    """A cell as the page compares it: empty -> None, a number -> float, else text."""
+    if text == "":
+        return None
+    return float(text) if NUMBER.fullmatch(text.strip()) else text
+
+
+def ordered(a, b, direction: int) -> bool:
+    """``a`` may precede ``b``: empty cells last either way, numbers before text, then by value."""
+    if a is None or b is None:
+        return b is None
+    if isinstance(a, float) != isinstance(b, float):
+        return isinstance(a, float)
+    return (a <= b) if direction == 1 else (a >= b)
+
+
+def chromium_flags(tmp_path: Path) -> list[str]:
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={tmp_path / 'chrome'}", "--window-size=1400,1200", "--enable-logging=stderr", "--v=0"]
+
+
+def test_every_header_sorts_the_table_in_chromium(sweep, tmp_path) -> None:
+    compare_runs([sweep], sweep)
+    harness = tmp_path / "harness.html"
+    harness.write_text(CLICK_HARNESS.replace("PAGE", f"file://{sweep / 'comparison.html'}"))
+    dom = subprocess.run([chromium(), *chromium_flags(tmp_path), "--allow-file-access-from-files",
+                          "--virtual-time-budget=3000", "--dump-dom", f"file://{harness}"],
+                         capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="log">(.*?)</pre>', dom.stdout, re.S)
+    assert found and found.group(1), dom.stderr[-2000:]
+    clicks = json.loads(html.unescape(found.group(1)))
+    assert len(clicks) == 2 * 11  # run, model.hidden, model.name, seed, status and the 6 metrics
+    for click in clicks:
+        direction = 1 if click["sort"] == "ascending" else -1
+        groups = [g for g, *_ in click["rows"]]
+        blocks = [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g]
+        assert len(blocks) == len(set(blocks)), click  # each group's rows stay together
+        representatives = []
+        for group in blocks:
+            rows = [r for r in click["rows"] if r[0] == group]
+            assert all(kind != "mean" for _, kind, *_ in rows[:-1])  # the mean ± std row closes its group
+            runs = [cell_key(value) for _, kind, _, value in rows if kind != "mean"]
+            assert all(ordered(a, b, direction) for a, b in zip(runs, runs[1:])), click
+            means = [cell_key(value) for _, kind, _, value in rows if kind == "mean"]
+            representatives.append(means[0] if means and isinstance(means[0], float) else runs[0])
+        assert all(ordered(a, b, direction) for a, b in zip(representatives, representatives[1:])), click
+    assert [c["sort"] for c in clicks[:2]] == ["ascending", "descending"]
+    by_gap = [c for c in clicks if c["col"] == 5]  # best_val_optimality_gap, worked by hand from the fixture:
+    mean = "mean ± std (2 seeds)"  # small (0.04, 0.06; mean 0.05) < tiny (0.10, 0.20; mean 0.15) < failed run 4
+    assert [r[2] for r in by_gap[0]["rows"]] == ["2", "3", mean, "0", "1", mean, "4"]
+    assert [r[2] for r in by_gap[1]["rows"]] == ["1", "0", mean, "3", "2", mean, "4"]
+
+
 @pytest.mark.slow
 def test_sweep_then_compare_renders_in_chromium(tmp_path) -> None:
     sweep = tmp_path / "multirun"
@@ -100,15 +176,13 @@ def test_sweep_then_compare_renders_in_chromium(tmp_path) -> None:
             "data.train_scenes=32", "data.val_scenes=8", "data.test_scenes=8", "hardware.batch_size=8",
             f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     proc = run_cli("mode=compare", f"path={sweep}", f"hydra.run.dir={tmp_path / 'cmp'}", cwd=tmp_path)
-    assert "mean +- std (2 seeds)" in proc.stdout
+    assert "mean ± std (2 seeds)" in " ".join(proc.stdout.split())  # the console table may wrap the cell
     for name in ("comparison.md", "comparison.csv", "comparison.png", "comparison.html"):
         assert (sweep / name).exists(), name
     header = (sweep / "comparison.md").read_text().splitlines()[0]
     assert "model.name" in header and "seed" in header
 
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'chrome'}", "--window-size=1400,1200", "--enable-logging=stderr", "--v=0"]
+    flags = chromium_flags(tmp_path)
     page = f"file://{sweep / 'comparison.html'}"
     dom = subprocess.run([chromium(), *flags, "--virtual-time-budget=3000", "--dump-dom", page],
                          capture_output=True, text=True, timeout=120)

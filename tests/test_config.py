@@ -123,17 +123,18 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         assert "val/optimality_gap" in events.Tags()["scalars"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # one case per kind runs by default (type, unknown key, value, cross-key); all with -m heavy
 @pytest.mark.parametrize("override, message", [
     ("model.hidden=abc", "full_key: model.hidden"),  # wrong types and unknown keys: Hydra, at composition
-    ("optim.amp=maybe", "full_key: optim.amp"),
+    pytest.param("optim.amp=maybe", "full_key: optim.amp", marks=pytest.mark.heavy),
     ("modle=small", "full_key: modle"),
-    ("model.hiden=3", "full_key: model.hiden"),
-    ("hardware.batch_size=1.5", "hardware.batch_size=1.5 must be a positive integer or 'auto'"),
+    pytest.param("model.hiden=3", "full_key: model.hiden", marks=pytest.mark.heavy),
+    pytest.param("hardware.batch_size=1.5", "hardware.batch_size=1.5 must be a positive integer or 'auto'",
+                 marks=pytest.mark.heavy),
     ("model.hidden=-1", "model.hidden=-1 must be >= 1"),  # bad values: uavgnn.config.validate
-    ("train.schedule=linear", "train.schedule='linear' is not one of cosine, plateau"),
+    pytest.param("train.schedule=linear", "train.schedule='linear' is not one of cosine, plateau", marks=pytest.mark.heavy),
     ("model.hidden=31", "model.hidden=31 must be divisible by model.heads=2"),
-    ("task.need_min=4", "task.need_min=4 exceeds task.need_max=3"),
+    pytest.param("task.need_min=4", "task.need_min=4 exceeds task.need_max=3", marks=pytest.mark.heavy),
 ])
 def test_bad_config_fails_before_any_work_naming_the_key(override, message, tmp_path) -> None:
     proc = run_cli(override, f"hydra.run.dir={tmp_path / 'run'}", f"data.cache_dir={tmp_path / 'cache'}",

@@ -163,7 +163,8 @@ def living(pids: list[int]) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.heavy)])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, *(pytest.param(s, marks=pytest.mark.heavy)
+                                                  for s in (signal.SIGTERM, signal.SIGINT))])
 def test_label_workers_die_with_the_main_process(tmp_path, sig) -> None:
     proc = start(*small(tmp_path, tmp_path / "run", "data.n_uav=16", "data.train_scenes=6000",
                         "data.label_workers=2"), cwd=tmp_path)

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 from conftest import run_cli
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch_geometric.data import Batch
 
 from uavgnn.algorithms.imitation import batch_imitation_loss
@@ -119,14 +120,16 @@ def test_profile_mode_reports_every_stage_and_a_trace(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_benchmark_mode_writes_every_section_and_the_plot(tmp_path) -> None:
+def test_quick_benchmark_writes_every_section_with_repeats_and_the_dashboard(tmp_path) -> None:
+    """``benchmark=quick`` (what ``experiment=debug`` picks), shrunk further; about a minute as shipped
+    (BENCHMARKS.md), seconds here."""
     out = tmp_path / "bench"
-    run_cli("mode=benchmark", *TINY, "benchmark.repeats=1", "benchmark.cache_scenes=12", "benchmark.pipeline_steps=2",
-            "benchmark.toggle_model=tiny", "benchmark.toggle_batch_size=16", "benchmark.checkpoint_model=small",
-            "benchmark.checkpoint_batch_size=16", "benchmark.scaling_nodes=[300,1500,6000]",
-            "benchmark.milp_uavs=[24]", f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}",
-            # torch.compile on a CPU costs half a minute: the info-mode test compiles, this one times the rest
-            "benchmark.toggles=[amp,grad_checkpoint,loader_pyg,loader_pyg_workers]", cwd=tmp_path)
+    proc = run_cli("mode=benchmark", *TINY, "benchmark=quick", "benchmark.repeats=2", "benchmark.cache_scenes=12",
+                   "benchmark.scenes=32", "benchmark.pipeline_steps=2", "benchmark.toggle_model=tiny",
+                   "benchmark.toggle_batch_size=16", "benchmark.checkpoint_batch_size=16",
+                   "benchmark.scaling_nodes=[300,1500,6000]", "benchmark.milp_uavs=[24]", "logger=tensorboard",
+                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert "this preset takes about 1 min" in proc.stdout.splitlines()[0]  # said before anything runs
     report = json.loads((out / "benchmark.json").read_text())
     assert {"cache", "pipeline", "toggles", "scaling", "milp"} <= set(report)
     assert report["cache"]["cold_build_s"] > report["cache"]["warm_load_s"] > 0
@@ -136,18 +139,33 @@ def test_benchmark_mode_writes_every_section_and_the_plot(tmp_path) -> None:
         pipeline["graphs_per_s"]["optimized"] / pipeline["graphs_per_s"]["naive"])
     assert pipeline["max_logit_diff"] < 1e-5
     toggles = {t["toggle"]: t for t in report["toggles"]}
-    assert set(toggles) == {"amp", "grad_checkpoint", "loader_pyg", "loader_pyg_workers"}
+    assert set(toggles) == {"amp", "grad_checkpoint", "loader_pyg"}
     for t in toggles.values():
         assert t["speedup"] == pytest.approx(t["off"]["step_ms"] / t["on"]["step_ms"])
     assert toggles["grad_checkpoint"]["memory_saving"] > 0.3  # recomputation really drops saved activations
     rows = report["scaling"]["rows"]
     assert [r["nodes"] for r in rows] == [300, 1500, 6000]
+    # medians of 2 repeats are their means, so the parts' medians add up to the total's
     assert all(r["total_s"] == pytest.approx(r["build_s"] + r["forward_s"] + r["decode_s"]) for r in rows)
     assert 0 < report["scaling"]["loglog_slope"] < 3
     milp = report["milp"]["rows"][0]
     assert milp["n_uav"] == 24 and milp["milp_status"] == "optimal"
     assert milp["milp_reward"] >= max(milp["model_reward"], milp["greedy_reward"], milp["lap_reward"]) - 1e-9
+    # every timing is a median of its repeats, with their range; the noisy ones are named
+    figures = [pipeline["repeats"][name] for name in pipeline["graphs_per_s"]] + [
+        t["repeats"][side] for t in report["toggles"] for side in ("off", "on")] + [r["repeats"] for r in rows]
+    for figure in figures:
+        assert figure["repeats"] == 2 and figure["min"] <= figure["median"] <= figure["max"]
+        assert figure["spread"] == pytest.approx((figure["max"] - figure["min"]) / figure["median"])
+    assert pipeline["graphs_per_s"]["naive"] == pipeline["repeats"]["naive"]["median"]
+    noisy = {f["figure"] for f in figures if f["spread"] > 0.2}
+    assert noisy <= {line.split(":")[0] for line in report["noisy"]}
+    assert ("disagree by more than 20%" in proc.stdout) == bool(report["noisy"])
     assert (out / "graph_benchmark.png").stat().st_size > 0
+    logged = EventAccumulator(str(out / "tensorboard")).Reload().Tags()  # the tables as text, the picture
+    assert {"benchmark/pipeline/text_summary", "benchmark/milp/text_summary"} <= set(logged["tensors"])
+    assert logged["images"] == ["benchmark/summary"]
+    assert list((out / "tensorboard" / "hparams").glob("events.*"))  # config against the headline figures
 
 
 @pytest.mark.slow

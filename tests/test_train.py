@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT, run_cli
-from wandb_records import history, run_record, summary
+from wandb_records import history, media, run_record, summary
 
 SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
          "data.test_scenes=8", "hardware.batch_size=8", "train.log_every=5", "train.warmup_steps=2"]
@@ -83,7 +83,10 @@ def test_wandb_offline_run_holds_the_history(tmp_path) -> None:
     assert final["best/val/optimality_gap"] == pytest.approx(result["best_val_optimality_gap"])
     assert final["test/optimality_gap"] == pytest.approx(result["test/optimality_gap"])
     assert final["perf/graphs_per_s"] > 0 and final["perf/peak_mem_mb"] > 0
-    assert run.run_id.endswith("wb")
+    assert run.run_id == (tmp_path / "wb" / ".wandb_run_id").read_text()  # kept by the run, not its folder name
+    # the test comparison as a table, the picture as an image
+    assert media(files[0]) == {"test/methods": "table-file", "test/scene": "image-file"}
+    assert list((files[0].parent / "files" / "media" / "table" / "test").glob("methods_*.table.json"))
 
 
 @pytest.mark.slow
@@ -105,6 +108,7 @@ def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
     assert sum("model=tiny" in n for n in names) == 2 and sum("optim.amp=True" in n for n in names) == 2
     wanted = {"model:tiny", "hardware:cpu", "optim.amp=True"}
     assert wanted in [t & wanted for t in tags]
+    assert not any("model=tiny" in t or "model=small" in t for t in tags)  # model:tiny says it once
 
 
 @pytest.mark.slow
@@ -123,7 +127,9 @@ def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     assert math.isfinite(json.loads((ok / "summary.json").read_text())["best_val_optimality_gap"])
     run_cli("mode=compare", f"path={sweep}", f"hydra.run.dir={tmp_path / 'cmp'}", cwd=tmp_path)
     report = (sweep / "comparison.md").read_text()
-    assert "| 1 | -1 | failed |" in report and "- 1: ConfigError: model.hidden=-1 must be >= 1" in report
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in report.splitlines() if line.startswith("|")]
+    assert cells[0][:3] == ["run", "model.hidden", "status"] and ["1", "-1", "failed"] in [c[:3] for c in cells]
+    assert "- 1: ConfigError: model.hidden=-1 must be >= 1" in report
 
 
 @pytest.mark.heavy  # an optional sweeper plugin; the basic and joblib multiruns run by default

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from conftest import run_cli
+from wandb_records import media, run_record, summary
 
 
 @pytest.mark.slow
@@ -16,7 +17,7 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
             cwd=tmp_path)
     out = tmp_path / "eval"
     proc = run_cli("mode=eval", f"ckpt={tmp_path / 'train' / 'best.pt'}", "eval.scales=[24]", "eval.max_total_uavs=48",
-                   "eval.positions=[uniform,clustered]", *common, f"hydra.run.dir={out}", cwd=tmp_path)
+                   "eval.positions=[uniform,clustered]", *common, "logger=wandb", f"hydra.run.dir={out}", cwd=tmp_path)
     report = json.loads((out / "transfer.json").read_text())
     assert report["train_n_uav"] == 6 and report["score"] == "1 - optimality_gap"
     rows = report["rows"]
@@ -35,3 +36,14 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
             assert "status optimal" in milp["note"]
     assert len(report["transfer"]) == 4 and (out / "transfer.png").stat().st_size > 0
     assert "clustered" in proc.stdout
+    # the dashboard: the method rows and the transfer rows as tables, the picture, the ratios in the summary
+    run_file = next(out.glob("wandb/offline-run-*/run-*.wandb"))
+    assert media(run_file) == {"eval/methods": "table-file", "eval/transfer": "table-file",
+                               "eval/transfer_plot": "image-file"}
+    tables = run_file.parent / "files" / "media" / "table" / "eval"
+    methods = json.loads(next(tables.glob("methods_*.table.json")).read_text())
+    assert len(methods["data"]) == len(rows) and "optimality_gap" in methods["columns"]
+    assert run_record(run_file).job_type == "eval"
+    final = summary(run_file)
+    assert final["transfer_ratio/uniform/24"] == pytest.approx(
+        next(t["transfer_ratio"] for t in report["transfer"] if (t["positions"], t["n_uav"]) == ("uniform", 24)))

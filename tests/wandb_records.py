@@ -69,3 +69,9 @@ def summary(path: Path) -> dict:
             for item in record.summary.update:
                 out[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
     return out
+
+
+def media(path: Path) -> dict[str, str]:
+    """Every logged table or image of the run: {key: wandb type}, e.g. {"eval/methods": "table-file"}."""
+    return {key[:-len("/_type")]: value for row in history(path) for key, value in row.items()
+            if key.endswith("/_type")}

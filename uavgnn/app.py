@@ -1,8 +1,10 @@
-"""Dispatch a composed config to its mode; user errors end with a one-line message."""
+"""Dispatch a composed config to its mode; user errors end with a one-line message; a utility mode
+(cache, info, compare) leaves no run directory of its own behind when it wrote nothing there."""
 
 from __future__ import annotations
 
 import importlib
+import shutil
 import traceback
 from pathlib import Path
 
@@ -10,13 +12,15 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from uavgnn import distributed
+from uavgnn import distributed, run_lock
 from uavgnn.console import attach_run_log, echo
 from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, ProblemTooLarge, RunDirectoryError,
                            SceneFileError, StorageError, TrainingDiverged)
 from uavgnn.report import write_json
 from uavgnn.validation import validate
 
+UTILITY_MODES = ("cache", "info", "compare")  # they report on other directories: theirs may stay empty
+BOOKKEEPING = {".hydra", "run.log", run_lock.LOCK_FILE}  # what Hydra and the lock put into every run directory
 USER_ERRORS = (ConfigError, SceneFileError, ProblemTooLarge, TrainingDiverged, CheckpointError, StorageError,
                RunDirectoryError, FileNotFoundError)
 
@@ -26,8 +30,9 @@ def run_mode(cfg: DictConfig) -> float | None:
     to the sweeper instead of ending the sweep (the sweep's exit code reports it at the end)."""
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     attach_run_log()
+    sweep = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
+        if sweep:
             return _sweep_job(cfg, out_dir)
         return _dispatch(cfg, out_dir)
     except USER_ERRORS as err:
@@ -39,6 +44,21 @@ def run_mode(cfg: DictConfig) -> float | None:
     except KeyboardInterrupt:
         echo("interrupted (Ctrl-C)", err=True)
         raise SystemExit(130) from None
+    finally:
+        if cfg.mode in UTILITY_MODES and not sweep:
+            drop_if_empty(out_dir)
+
+
+def drop_if_empty(directory: Path) -> None:
+    """Remove a run directory that holds only Hydra's bookkeeping, and its date folder if that is left empty."""
+    if not directory.is_dir() or {p.name for p in directory.iterdir()} - BOOKKEEPING:
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+    for parent in (directory.parent, directory.parent.parent):  # outputs/<date>, then outputs
+        try:
+            parent.rmdir()
+        except OSError:  # not empty: other runs live there
+            break
 
 
 def _sweep_job(cfg: DictConfig, out_dir: Path) -> float | None:

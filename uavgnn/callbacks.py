@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from uavgnn import distributed, run_lock
 from uavgnn.errors import RunDirectoryError, StorageError
 from uavgnn.storage import check_writable
+from uavgnn.report import count
 
 SWEEP_FAILED_EXIT = 1
 
@@ -63,11 +64,14 @@ class RunChecks(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
+        if config.logger.name == "wandb" and config.logger.mode == "offline":  # once per sweep, not per job
+            print(f"wandb: offline runs in {sweep_dir}/*/wandb; upload them all: "
+                  f"wandb sync {sweep_dir}/*/wandb/offline-run-*")
         failed = failed_jobs(sweep_dir)
         if not failed:
             return
         jobs = sum(1 for p in sweep_dir.iterdir() if (p / ".hydra").is_dir())
         lines = "\n".join(f"  job {name}: {error}" for name, error in failed)
-        print(f"sweep {sweep_dir}: {len(failed)} of {jobs} jobs failed (details in each failed.json):\n{lines}",
+        print(f"sweep {sweep_dir}: {len(failed)} of {count(jobs, 'job')} failed (details in each failed.json):\n{lines}",
               file=sys.stderr)
         raise SystemExit(SWEEP_FAILED_EXIT)

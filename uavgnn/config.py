@@ -173,6 +173,7 @@ class BenchmarkConfig:
     sections: list[str] = field(default_factory=lambda: ["cache", "pipeline", "toggles", "scaling", "milp"])
     repeats: int = 3  # timings are medians of this many repeats
     cache_scenes: int = 1000  # scenes of the cold/warm cache comparison
+    scenes: Optional[int] = None  # training scenes of the pipeline and toggle sections (None: data.train_scenes)
     pipeline_steps: int = 20  # training steps timed per pipeline and per toggle
     toggles: list[str] = field(default_factory=lambda: ["amp", "compile", "grad_checkpoint", "loader_pyg",
                                                         "loader_pyg_workers"])
@@ -183,6 +184,7 @@ class BenchmarkConfig:
     scaling_nodes: list[int] = field(default_factory=lambda: [10_000, 30_000, 100_000, 300_000, 1_000_000])
     milp_uavs: list[int] = field(default_factory=lambda: [1024, 4096, 16384])
     milp_time_limit: float = 150.0
+    expected_minutes: float = 40.0  # this preset's duration on a 2-core laptop CPU, said before it starts
 
 
 @dataclass
@@ -217,6 +219,7 @@ class Config:
     seed: int = 0
     solver: str = "milp"  # mode=solve: milp | greedy | lap | model
     action: str = "info"  # mode=cache: info | verify | clear
+    force: bool = False  # mode=cache action=clear: delete without asking
     ckpt: Optional[str] = None
     resume: str = "false"  # false | true | auto: continue from the run directory's last.pt
     path: Any = None  # mode=compare: a sweep directory or a list of run directories

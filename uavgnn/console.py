@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterable
+from typing import Any
 
 from tqdm import tqdm
 
@@ -30,3 +32,10 @@ def echo(text: str, err: bool = False) -> None:
     """Print ``text`` to stdout (stderr with ``err``) and record it in ``run.log``."""
     tqdm.write(text, file=sys.stderr if err else sys.stdout)
     _run_log.info(text)
+
+
+def progress(iterable: Iterable | None = None, **settings: Any) -> tqdm:
+    """A tqdm bar on stderr, redrawn every 2 s at a terminal; off when stderr is a file or pipe (a cluster
+    log, CI), where its redraws would be a stream of carriage returns: the step lines say how far it got."""
+    return tqdm(iterable, **{"mininterval": 2.0, "dynamic_ncols": True, **settings,
+                             "disable": settings.get("disable", False) or not sys.stderr.isatty()})

@@ -9,22 +9,106 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
+import secrets
+import string
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from uavgnn.config import flatten
+from uavgnn.console import echo
 from uavgnn.storage import storage_error
 
 log = logging.getLogger(__name__)
 HISTORY_FILE = "metrics.jsonl"
 
 
-def run_name(out_dir: Path) -> str:
-    """A wandb-safe id from the run directory (``outputs/2026-11-22/12-00-00`` -> ``2026-11-22_12-00-00``);
-    the same directory gives the same id, so a resumed run continues the same wandb run."""
-    parts = [p for p in out_dir.resolve().parts[1:][-3:] if p not in ("outputs", "multirun")]
+RUN_ID_FILE = ".wandb_run_id"  # in the run directory: a resumed run continues the same wandb run
+# wandb summary semantics: the best value where "best" is clear, else the last one
+SUMMARIES = {"val/optimality_gap": "min", "val/planner_gap": "min", "val/k_step_rmse": "min", "val/return": "max",
+             "perf/graphs_per_s": "mean", "perf/peak_mem_mb": "max", "train/loss": "min"}
+
+
+def path_label(directory: Path) -> str:
+    """A wandb-safe label of a directory (``multirun/2026-11-22/12-00-00`` -> ``2026-11-22_12-00-00``): a sweep's group."""
+    parts = [p for p in directory.resolve().parts[1:][-3:] if p not in ("outputs", "multirun")]
     return re.sub(r"[^A-Za-z0-9_.-]", "-", "_".join(parts))[-120:]
+
+
+def run_id(out_dir: Path) -> str:
+    """This run directory's wandb id: random on the first start, then read back, so a resumed run continues
+    its wandb run whatever the folders around it are called."""
+    path = out_dir / RUN_ID_FILE
+    if path.exists():
+        return path.read_text().strip()
+    new = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))  # wandb's id form
+    path.write_text(new)
+    return new
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """How a run shows on the dashboard: display name, group (its sweep), tags and job type (its mode)."""
+
+    name: str | None = None
+    group: str | None = None
+    tags: tuple[str, ...] = ()
+    job_type: str | None = None
+
+
+def run_context(job_type: str | None = None) -> RunContext:
+    """wandb display name (a sweep job's swept overrides, ``model=tiny,seed=0``), group (the sweep
+    directory) and tags: the chosen config-group options (``model:small``) plus the other short overrides
+    (``optim.amp=true``; ``model=small`` would repeat ``model:small``)."""
+    if not HydraConfig.initialized():
+        return RunContext(job_type=job_type)
+    hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
+    group = path_label(Path(hc.sweep.dir)) if multirun else None
+    overrides = [str(o) for o in hc.overrides.task if "/" not in str(o)]  # paths make poor names
+    swept = swept_keys(Path(hc.sweep.dir)) if multirun else set()
+    name = (",".join(o for o in overrides if o.split("=")[0] in swept) or ",".join(overrides) or None) if multirun else None
+    choices = {g: o for g, o in hc.runtime.choices.items() if not g.startswith("hydra") and o and g != "uavgnn_schema"}
+    tags = [f"{g}:{o}" for g, o in choices.items()]
+    tags += [o for o in overrides if len(o) <= 64 and o.split("=")[0].lstrip("+~") not in choices]
+    return RunContext(name, group, tuple(sorted(set(tags))), job_type)
+
+
+def publish(cfg, out_dir: Path, tables: dict[str, list[dict[str, Any]]], images: dict[str, Path],
+            summary: dict[str, Any]) -> None:
+    """The results of a mode without a training loop (eval, benchmark, profile) on the configured dashboard:
+    one run with its tables, pictures and headline values."""
+    logger = open_logger(cfg, out_dir)
+    try:
+        for key, rows in tables.items():
+            logger.table(key, rows)
+        for key, path in images.items():
+            logger.log_image(key, path)
+        logger.summary(summary)
+    finally:
+        logger.finish()
+
+
+def swept_keys(sweep_dir: Path) -> set[str]:
+    """The keys a sweep varies (``model=tiny,small`` -> ``model``), from its ``multirun.yaml``."""
+    path = sweep_dir / "multirun.yaml"
+    if not path.exists():
+        return set()
+    task = OmegaConf.load(path).hydra.overrides.task
+    return {o.split("=")[0] for o in map(str, task) if "," in o.split("=", 1)[-1] or "(" in o.split("=", 1)[-1]}
+
+
+def open_logger(cfg, out_dir: Path, resume_step: int | None = None, enabled: bool = True) -> MetricLogger:
+    """The configured dashboard for a run of any mode: its Hydra name, group and tags, job type = the mode."""
+    return MetricLogger(out_dir, cfg.logger, config=OmegaConf.to_container(cfg, resolve=True),
+                        context=run_context(cfg.mode), resume_step=resume_step, enabled=enabled)
 
 
 def read_history(out_dir: Path) -> list[dict[str, Any]]:
@@ -56,12 +140,14 @@ class MetricLogger:
     nothing anywhere.
     """
 
-    def __init__(self, out_dir: Path, settings, config: dict | None = None, name: str | None = None,
-                 group: str | None = None, tags: list[str] | None = None, resume_step: int | None = None,
-                 enabled: bool = True) -> None:
+    def __init__(self, out_dir: Path, settings, config: dict | None = None, context: RunContext = RunContext(),
+                 resume_step: int | None = None, enabled: bool = True) -> None:
         """``settings``: the ``logger`` config group (name = back-end, mode, project, entity)."""
         backend = settings.name
         self.out_dir = out_dir
+        # TensorBoard's hparams view takes scalars: the flattened config, lists as text
+        self.hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v)
+                        for k, v in flatten(config or {}).items() if not k.startswith("hydra")}
         self.history_path = out_dir / HISTORY_FILE
         self.wandb_run = None
         self.tensorboard = None
@@ -72,7 +158,7 @@ class MetricLogger:
         self.truncate(resume_step)
         if backend == "wandb" and settings.mode != "disabled":
             self.wandb_run = self._guarded(
-                "wandb.init", lambda: self._init_wandb(settings, config, name, group, tags))
+                "wandb.init", lambda: self._init_wandb(settings, config, context))
         elif backend == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter
 
@@ -101,15 +187,21 @@ class MetricLogger:
         except OSError as err:
             raise storage_error(self.history_path, err) from None
 
-    def _init_wandb(self, settings, config, name, group, tags):
+    def _init_wandb(self, settings, config, context: RunContext):
         import wandb
 
-        run_id = run_name(self.out_dir)
-        return wandb.init(project=settings.project, entity=settings.entity, mode=settings.mode, dir=str(self.out_dir),
-                          id=run_id,
-                          name=(name or run_id)[:128],
-                          resume="allow", config=config, group=group, tags=tags, reinit="finish_previous",
-                          settings=wandb.Settings(quiet=True, console="off"))
+        identity = run_id(self.out_dir)
+        run = wandb.init(project=settings.project, entity=settings.entity, mode=settings.mode, dir=str(self.out_dir),
+                         id=identity, name=(context.name or f"{self.out_dir.name}-{identity}")[:128],
+                         job_type=context.job_type, resume="allow", config=config, group=context.group,
+                         tags=list(context.tags), reinit="finish_previous",
+                         settings=wandb.Settings(silent=True, console="off"))
+        for key, summary in SUMMARIES.items():
+            run.define_metric(key, summary=summary)
+        if settings.mode == "offline" and context.group is None:  # a sweep says it once for all its jobs (callbacks)
+            echo(f"wandb: offline run {identity} in {self.out_dir / 'wandb'}; upload: wandb sync "
+                 f"{self.out_dir / 'wandb'}/offline-run-*")
+        return run
 
     def _guarded(self, what: str, call):
         try:
@@ -141,7 +233,7 @@ class MetricLogger:
             return
         self._append({"step": step, "event": name, **fields})
 
-    def log_image(self, key: str, path: Path, step: int) -> None:
+    def log_image(self, key: str, path: Path, step: int | None = None) -> None:
         if self.wandb_run is not None:
             import wandb
 
@@ -152,9 +244,33 @@ class MetricLogger:
             self._guarded("tensorboard.add_image", lambda: self.tensorboard.add_image(
                 key, matplotlib.image.imread(str(path))[..., :3], step, dataformats="HWC"))
 
+    def table(self, key: str, rows: list[dict[str, Any]], step: int | None = None,
+              columns: list[str] | None = None) -> None:
+        """Result rows (a method comparison, transfer rows, benchmark sections) as a wandb Table, or a
+        markdown table in TensorBoard's text tab."""
+        if not rows:
+            return
+        columns = columns or list(dict.fromkeys(k for row in rows for k in row))
+        data = [[_plain(row.get(c)) for c in columns] for row in rows]
+        if self.wandb_run is not None:
+            import wandb
+
+            self._guarded("wandb.log table", lambda: self.wandb_run.log({key: wandb.Table(columns=columns, data=data)},
+                                                                       step=step))
+        if self.tensorboard is not None:
+            lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+            lines += ["| " + " | ".join("" if v is None else str(v) for v in line) + " |" for line in data]
+            self._guarded("tensorboard.add_text", lambda: self.tensorboard.add_text(key, "\n".join(lines), step))
+
     def summary(self, values: dict[str, Any]) -> None:
+        """The final metrics: the wandb run summary; TensorBoard's hparams view (config against metrics)."""
         if self.wandb_run is not None:
             self._guarded("wandb.summary", lambda: self.wandb_run.summary.update(values))
+        if self.tensorboard is not None:
+            numbers = {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                       and math.isfinite(v)}
+            self._guarded("tensorboard.add_hparams",
+                          lambda: self.tensorboard.add_hparams(self.hparams, numbers, run_name="hparams"))
 
     def finish(self) -> None:
         if self._history is not None:
@@ -165,3 +281,8 @@ class MetricLogger:
         if self.tensorboard is not None:
             self._guarded("tensorboard.close", self.tensorboard.close)
             self.tensorboard = None
+
+
+def _plain(value: Any) -> Any:
+    """A table cell wandb accepts: numbers and text as they are, anything else as text."""
+    return value if value is None or isinstance(value, (int, float, str, bool)) else str(value)

@@ -13,27 +13,34 @@ import numpy as np  # noqa: E402
 
 from uavgnn.problem.metrics import IDLE  # noqa: E402
 from uavgnn.problem.scenes import Scene  # noqa: E402
+from uavgnn.report import count
 
 
-def plot_assignment(scene: Scene, assignment: np.ndarray, path: Path, title: str = "") -> Path:
-    """UAVs (triangles), targets (circles sized by need; filled if completed) and assignment lines."""
-    fig, ax = plt.subplots(figsize=(6, 6))
-    busy = assignment != IDLE
-    count = np.bincount(assignment[busy], minlength=scene.n_target)
-    done = count >= scene.need
-    for i in np.nonzero(busy)[0]:
-        t = scene.target_pos[assignment[i]]
-        ax.plot([scene.uav_pos[i, 0], t[0]], [scene.uav_pos[i, 1], t[1]], color="tab:green", lw=1, alpha=0.7)
+def plot_assignments(scene: Scene, panels: dict[str, np.ndarray], path: Path, title: str = "") -> Path:
+    """One scene, one panel per assignment (e.g. the model's and the MILP's) side by side: UAVs (triangles),
+    targets (circles sized by need; filled if completed) and assignment lines; the legend sits below the
+    panels, where it hides no point."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 6), squeeze=False, sharex=True, sharey=True)
     size = 40 + 60 * scene.need
-    ax.scatter(*scene.target_pos[done].T, s=size[done], c="tab:red", edgecolors="k", label="target (completed)")
-    ax.scatter(*scene.target_pos[~done].T, s=size[~done], facecolors="none", edgecolors="tab:red",
-               label="target (not completed)")
-    ax.scatter(*scene.uav_pos[busy].T, marker="^", c="tab:blue", label="UAV (assigned)")
-    ax.scatter(*scene.uav_pos[~busy].T, marker="^", c="lightgray", edgecolors="tab:blue", label="UAV (idle)")
-    ax.set_aspect("equal")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
+    for ax, (name, assignment) in zip(axes[0], panels.items()):
+        busy = assignment != IDLE
+        done = np.bincount(assignment[busy], minlength=scene.n_target) >= scene.need
+        for i in np.nonzero(busy)[0]:
+            t = scene.target_pos[assignment[i]]
+            ax.plot([scene.uav_pos[i, 0], t[0]], [scene.uav_pos[i, 1], t[1]], color="tab:green", lw=1, alpha=0.7,
+                    label="assignment")
+        ax.scatter(*scene.target_pos[done].T, s=size[done], c="tab:red", edgecolors="k", label="target (completed)")
+        ax.scatter(*scene.target_pos[~done].T, s=size[~done], facecolors="none", edgecolors="tab:red",
+                   label="target (not completed)")
+        ax.scatter(*scene.uav_pos[busy].T, marker="^", c="tab:blue", label="UAV (assigned)")
+        ax.scatter(*scene.uav_pos[~busy].T, marker="^", c="lightgray", edgecolors="tab:blue", label="UAV (idle)")
+        ax.set_aspect("equal")
+        ax.set(xlabel="x", ylabel="y", title=f"{name}: {int(done.sum())} of {count(scene.n_target, 'target')} completed")
+        ax.grid(alpha=0.2)
+    handles = {label: h for ax in axes[0] for h, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -55,52 +62,80 @@ def plot_profile(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _error_bars(figures: list[dict[str, Any]]) -> np.ndarray:
+    """Matplotlib ``yerr`` from ``measure`` records: from each median down to the min and up to the max."""
+    return np.array([[f["median"] - f["min"] for f in figures], [f["max"] - f["median"] for f in figures]])
+
+
+def panel_grid(n: int, width: float = 5.5, height: float = 4.5) -> tuple[plt.Figure, list[plt.Axes]]:
+    """``n`` panels in rows of at most 3, the last row's panels widened to fill it: no empty panel."""
+    rows = -(-n // 3)
+    fig = plt.figure(figsize=(width * min(3, n), height * rows))
+    grid = fig.add_gridspec(rows, 6)
+    axes = []
+    for i in range(n):
+        row, in_row = divmod(i, 3)
+        span = 6 // min(3, n - 3 * row)
+        axes.append(fig.add_subplot(grid[row, in_row * span:(in_row + 1) * span]))
+    return fig, axes
+
+
 def plot_benchmark(report: dict[str, Any], path: Path) -> None:
-    """One panel per ``mode=benchmark`` section that ran."""
+    """One panel per ``mode=benchmark`` section that ran; whiskers span each figure's repeats (min to max)."""
     panels = [name for name in ("cache", "pipeline", "toggles", "scaling", "milp") if name in report]
-    cols = min(3, len(panels))
-    rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4.5 * rows), squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.axis("off")
-    for ax, name in zip(axes.flat, panels):
+    fig, axes = panel_grid(len(panels))
+    for ax, name in zip(axes, panels):
         section = report[name]
         if name == "cache":
-            ax.bar(["cold build", "warm load"], [section["cold_build_s"], section["warm_load_s"]], color=["C3", "C2"])
-            ax.set(yscale="log", ylabel="seconds", title=f"graph cache: {section['cold_over_warm']:.0f}x "
-                   f"({section['scenes']} scenes)")
+            warm = section["repeats"]["warm_load_s"]
+            ax.bar(["cold build (x1)", f"warm load (median of {warm['repeats']})"],
+                   [section["cold_build_s"], section["warm_load_s"]], color=["C3", "C2"],
+                   yerr=np.hstack([[[0], [0]], _error_bars([warm])]), capsize=4)
+            ax.set(yscale="log", xlabel="graph cache", ylabel="seconds",
+                   title=f"graph cache: {section['cold_over_warm']:.0f}x ({count(section['scenes'], 'scene')})")
         elif name == "pipeline":
-            rates = section["graphs_per_s"]
-            ax.bar(list(rates), list(rates.values()), color=["C3", "C0", "C2"])
-            ax.set(ylabel="graphs/s (training steps)",
+            figures = section["repeats"]
+            ax.bar(list(figures), [f["median"] for f in figures.values()], color=["C3", "C0", "C2"],
+                   yerr=_error_bars(list(figures.values())), capsize=4)
+            ax.set(xlabel="input pipeline", ylabel="graphs/s (whole training steps)",
                    title=f"pipeline: {section['optimized_over_naive']:.1f}x naive "
                          f"({section['optimized_amp_over_naive']:.1f}x with AMP)")
         elif name == "toggles":
             names = [t["toggle"] for t in section]
             x = np.arange(len(names))
-            ax.bar(x - 0.2, [t["speedup"] for t in section], 0.4, label="speed-up (off/on step time)")
-            ax.bar(x + 0.2, [1 - t["memory_saving"] for t in section], 0.4, label="memory on/off")
-            ax.axhline(1.0, color="gray", ls="--")
+            ax.bar(x - 0.2, [t["off"]["step_ms"] for t in section], 0.4, label="off",
+                   yerr=_error_bars([t["repeats"]["off"] for t in section]), capsize=3)
+            ax.bar(x + 0.2, [t["on"]["step_ms"] for t in section], 0.4, label="on",
+                   yerr=_error_bars([t["repeats"]["on"] for t in section]), capsize=3)
+            for i, t in enumerate(section):
+                ax.annotate(f"{t['speedup']:.2f}x", (x[i], t["off"]["step_ms"]), ha="center", va="bottom", fontsize=8)
             ax.set_xticks(x, names, rotation=20)
-            ax.set(title="optimization toggles")
+            ax.set(yscale="log", xlabel="toggle (speed-up above the bars)", ylabel="ms per training step",
+                   title="optimization toggles")
             ax.legend(fontsize=8)
         elif name == "scaling":
             rows = section["rows"]
             nodes = [r["nodes"] for r in rows]
-            for key in ("build_s", "forward_s", "decode_s", "total_s"):
+            for key in ("build_s", "forward_s", "decode_s"):
                 ax.plot(nodes, [r[key] for r in rows], marker="o", label=key[:-2])
+            ax.errorbar(nodes, [r["total_s"] for r in rows], yerr=_error_bars([r["repeats"] for r in rows]),
+                        marker="o", capsize=3, label="total (min-max of repeats)")
             ax.set(xscale="log", yscale="log", xlabel="nodes in the scene", ylabel="seconds",
                    title=f"inference scaling (slope {section['loglog_slope']:.2f})")
             ax.legend(fontsize=8)
         else:
             rows = section["rows"]
             n = [r["n_uav"] for r in rows]
-            ax.plot(n, [r["model_s"] for r in rows], marker="o", label="model (build+forward+decode)")
-            ax.plot(n, [r["milp_s"] for r in rows], marker="s", label="MILP (to optimality or limit)")
+            ax.errorbar(n, [r["model_s"] for r in rows], yerr=_error_bars([r["repeats"]["model_s"] for r in rows]),
+                        marker="o", capsize=3, label="model (build+forward+decode)")
+            ax.plot(n, [r["milp_s"] for r in rows], marker="s", label="MILP, one run (to optimality or limit)")
             ax.set(xscale="log", yscale="log", xlabel="UAVs", ylabel="wall time (s)", title="model vs MILP")
             ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+    fig.suptitle(f"mode=benchmark on {report['device']} ({report['threads']} threads); "
+                 f"bars and points: medians of up to {report['repeats']} repeats", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 

@@ -2,26 +2,77 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+
+TABLE_WIDTH = 120  # characters: a wider table wraps its headers, then continues below with the first column again
+GAP = 2  # characters between columns
+
 
 def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
-    """A fixed-width table; floats get 4 significant digits."""
+    """Plain text (no colour codes, so ``run.log`` reads the same) at most ``TABLE_WIDTH`` characters wide.
+    A wider table of one row is shown as name/value pairs; of more rows, it breaks its headers after ``_``,
+    ``.`` and ``/``; if it still does not fit, its columns
+    continue in a second block below, the first column (the row's name) repeated; a long text cell wraps
+    inside its column. Floats get 4 significant digits."""
     columns = list(columns or (rows[0].keys() if rows else []))
+    body = [[_cell(row.get(c)) for c in columns] for row in rows]
+    content = [max((len(line[i]) for line in body), default=0) for i in range(len(columns))]
+    if sum(max(len(c), w) for c, w in zip(columns, content)) + GAP * (len(columns) - 1) <= TABLE_WIDTH:
+        return _render(columns, body, range(len(columns)))
+    if len(rows) == 1:  # one record: a column of names and values reads better than wrapped headers
+        return _render(["name", "value"], [[c, v] for c, v in zip(columns, body[0])], range(2))
+    headers = [_wrapped_header(c, max(w, 10)) for c, w in zip(columns, content)]
+    widths = [max(max(map(len, h.splitlines())), min(w, TABLE_WIDTH // 2)) for h, w in zip(headers, content)]
+    blocks, used = [[0]], widths[0]
+    for i in range(1, len(columns)):
+        if used + GAP + widths[i] > TABLE_WIDTH and len(blocks[-1]) > 1:
+            blocks.append([0])
+            used = widths[0]
+        blocks[-1].append(i)
+        used += GAP + widths[i]
+    return "\n\n".join(_render(headers, body, block) for block in blocks)
 
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return "nan" if math.isnan(v) else f"{v:.4g}"
-        return "" if v is None else str(v)
 
-    body = [[cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(b[i]) for b in body]) for i, c in enumerate(columns)]
-    line = lambda vals: "  ".join(v.rjust(w) for v, w in zip(vals, widths))  # noqa: E731
-    return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(b) for b in body])
+def _render(headers: list[str], body: list[list[str]], which: Sequence[int]) -> str:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="", safe_box=True,
+                  padding=(0, GAP // 2), collapse_padding=True)
+    for i in which:  # the row's name to the left, values to the right
+        table.add_column(headers[i], justify="left" if i == 0 else "right", overflow="fold",
+                         min_width=max(map(len, headers[i].splitlines()), default=0))
+    for line in body:
+        table.add_row(*(line[i] for i in which))
+    console = Console(file=io.StringIO(), width=TABLE_WIDTH, color_system=None, legacy_windows=False)
+    console.print(table)
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines())
+
+
+def _wrapped_header(name: str, width: int) -> str:
+    """``completion_score`` as ``completion_`` over ``score`` when its values are narrower than its name."""
+    spaced = name.replace("_", "_ ").replace(".", ". ").replace("/", "/ ")
+    lines = textwrap.wrap(spaced, width=max(width, 1), break_long_words=False)
+    return "\n".join(line.replace("_ ", "_").replace(". ", ".").replace("/ ", "/") for line in lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def count(n: int, noun: str) -> str:
+    """``1 scene``, ``2 scenes``: a number with its noun in the right form."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def write_json(path: Path, payload: Any) -> None:

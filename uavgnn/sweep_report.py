@@ -1,16 +1,19 @@
 """Compare finished runs (a multirun sweep or any run directories) without a server.
 
 Reads each run's ``.hydra/config.yaml``, ``summary.json`` (or ``failed.json``)
-and ``metrics.jsonl``; finds the config values that differ between runs; adds
-mean +- std rows over runs that differ only by ``seed``; and writes
-``comparison.md``, ``comparison.csv``, ``comparison.png`` and a self-contained
-``comparison.html`` (sortable table, plots embedded).
+and ``metrics.jsonl``; finds the config values that differ between runs; groups
+runs that differ only by ``seed`` and adds a mean ± std row per group (pandas
+``groupby``); and writes ``comparison.md``, ``comparison.csv``,
+``comparison.png`` and a self-contained ``comparison.html``.
+
+The HTML table is written here rather than by pandas' ``Styler``: each seed
+group is its own ``<tbody>``, so sorting by any column moves a group's runs
+and its mean ± std row together (Styler writes one body).
 """
 
 from __future__ import annotations
 
 import base64
-import csv
 import html
 import json
 import math
@@ -23,15 +26,20 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from uavgnn.config import flatten  # noqa: E402
 from uavgnn.loggers import read_history  # noqa: E402
+from uavgnn.plots import panel_grid  # noqa: E402
 
 # final metric -> True if higher is better
 METRICS = {"best_val_optimality_gap": False, "test/optimality_gap": False, "test/reward": True,
            "test/completion_score": True, "graphs_per_s": True, "peak_mem_mb": False}
+FINAL_PANELS = ("best_val_optimality_gap", "test/optimality_gap", "test/completion_score", "test/reward")
 IGNORED_PREFIXES = ("hydra", "data.cache_dir", "ckpt", "path")
+MEAN = "mean ± std"
 
 
 @dataclass
@@ -94,36 +102,49 @@ def differing_keys(runs: list[Run]) -> list[str]:
     return [k for k in keys if len({json.dumps(r.config.get(k), default=str) for r in runs}) > 1]
 
 
+def group_label(config: dict[str, Any], keys: list[str]) -> str:
+    """``model.name=tiny, optim.amp=True``: every swept key but the seed (what a seed group shares)."""
+    return ", ".join(f"{k}={config.get(k)}" for k in keys if k != "seed")
+
+
 def table_rows(runs: list[Run], keys: list[str]) -> list[dict[str, Any]]:
-    """One row per run, then a mean +- std row per group of >= 2 ok runs differing only by seed."""
-    rows = [{"run": r.name, **{k: r.config.get(k) for k in keys}, "status": r.status, **r.metrics,
-             "error": r.error} for r in runs]
-    group_keys = [k for k in keys if k != "seed"]
-    groups: dict[str, list[Run]] = {}
-    if "seed" in keys:
-        for r in runs:
-            if r.status == "ok":
-                groups.setdefault(json.dumps([r.config.get(k) for k in group_keys], default=str), []).append(r)
-    for members in groups.values():
-        if len(members) < 2:
+    """One row per run, grouped by their config without the seed; each group of >= 2 ok runs is
+    followed by its mean ± std row. ``group`` numbers the groups (first appearance first)."""
+    frame = pd.DataFrame([{"run": r.name, **{k: r.config.get(k) for k in keys}, "status": r.status, **r.metrics,
+                           "error": r.error, "label": group_label(r.config, keys)} for r in runs])
+    for metric in METRICS:
+        if metric not in frame:
+            frame[metric] = math.nan
+    frame["group"] = pd.factorize(frame["label"])[0]
+    ok = frame[frame["status"] == "ok"]
+    stats = ok.groupby("group")[list(METRICS)].agg(["mean", "std", "count"]) if "seed" in keys else None
+    rows: list[dict[str, Any]] = []
+    for group, members in frame.groupby("group", sort=False):
+        rows += members.to_dict("records")
+        seeds = int((members["status"] == "ok").sum())
+        if stats is None or seeds < 2:
             continue
-        row: dict[str, Any] = {"run": f"mean +- std ({len(members)} seeds)",
-                               **{k: members[0].config.get(k) for k in group_keys}, "seed": "*", "status": "ok"}
+        first = members.iloc[0]
+        mean = {"run": f"{MEAN} ({seeds} seeds)", **{k: first[k] for k in keys if k != "seed"}, "seed": "*",
+                "status": "ok", "error": "", "label": first["label"], "group": group}
         for metric in METRICS:
-            values = [m.metrics[metric] for m in members if not math.isnan(m.metrics.get(metric, math.nan))]
-            if values:
-                row[metric] = statistics.fmean(values)
-                row[f"{metric}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
-        rows.append(row)
-    return rows
+            if stats.loc[group, (metric, "count")] > 0:
+                mean[metric] = float(stats.loc[group, (metric, "mean")])
+                mean[f"{metric}_std"] = float(np.nan_to_num(stats.loc[group, (metric, "std")]))
+        rows.append(mean)
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()} for row in rows]
+
+
+def is_mean(row: dict[str, Any]) -> bool:
+    return str(row["run"]).startswith(MEAN)
 
 
 def best_runs(rows: list[dict[str, Any]]) -> dict[str, str]:
     """For each metric, the run (individual runs only) with the best value."""
     best = {}
     for metric, higher in METRICS.items():
-        values = [(r[metric], r["run"]) for r in rows if r["status"] == "ok" and "seeds)" not in r["run"]
-                  and isinstance(r.get(metric), float) and not math.isnan(r[metric])]
+        values = [(r[metric], r["run"]) for r in rows if r["status"] == "ok" and not is_mean(r)
+                  and isinstance(r.get(metric), float)]
         if values:
             best[metric] = (max if higher else min)(values)[1]
     return best
@@ -132,22 +153,18 @@ def best_runs(rows: list[dict[str, Any]]) -> dict[str, str]:
 def _cell(row: dict[str, Any], key: str) -> str:
     value = row.get(key)
     if isinstance(value, float):
-        text = "nan" if math.isnan(value) else f"{value:.4g}"
-        if f"{key}_std" in row:
-            text += f" +- {row[f'{key}_std']:.2g}"
+        text = f"{value:.4g}"
+        if row.get(f"{key}_std") is not None:
+            text += f" ± {row[f'{key}_std']:.2g}"
         return text
     return "" if value is None else str(value)
 
 
 def render_markdown(rows: list[dict[str, Any]], keys: list[str], best: dict[str, str]) -> str:
     columns = ["run", *keys, "status", *METRICS]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        cells = []
-        for c in columns:
-            text = _cell(row, c)
-            cells.append(f"**{text}** (best)" if best.get(c) == row["run"] and c in METRICS else text)
-        lines.append("| " + " | ".join(cells) + " |")
+    cells = [{c: f"**{_cell(row, c)}** (best)" if best.get(c) == row["run"] and c in METRICS else _cell(row, c)
+              for c in columns} for row in rows]
+    lines = [pd.DataFrame(cells, columns=columns).to_markdown(index=False, stralign="right")]
     failed = [r for r in rows if r["status"] == "failed"]
     if failed:
         lines += ["", "Failed runs:"] + [f"- {r['run']}: {r['error']}" for r in failed]
@@ -156,53 +173,112 @@ def render_markdown(rows: list[dict[str, Any]], keys: list[str], best: dict[str,
 
 def write_csv(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
     columns = ["run", *keys, "status", *[m for metric in METRICS for m in (metric, f"{metric}_std")], "error"]
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+    pd.DataFrame(rows).reindex(columns=columns).to_csv(path, index=False)
+
+
+def _curve(runs: list[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Steps, mean, min and max of ``key`` over ``runs`` at the steps every run logged."""
+    series = [{h["step"]: h[key] for h in r.history if key in h} for r in runs]
+    steps = sorted(set.intersection(*(set(s) for s in series))) if series else []
+    if not steps:
+        return None
+    values = np.array([[s[step] for step in steps] for s in series])
+    return np.array(steps), values.mean(0), values.min(0), values.max(0)
 
 
 def plot(path: Path, runs: list[Run], keys: list[str]) -> None:
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    """Learning curves and throughput (one line per seed group, its seeds' min-max as a band),
+    then one panel per final metric (group means, whiskers = std over seeds)."""
     ok = [r for r in runs if r.status == "ok"]
-
-    def label(r: Run) -> str:
-        return " ".join([r.name] + [f"{k.split('.')[-1]}={r.config.get(k)}" for k in keys if k.endswith(("name", "seed"))])
-
+    groups: dict[str, list[Run]] = {}
     for r in ok:
-        gap = [(h["step"], h["val/optimality_gap"]) for h in r.history if "val/optimality_gap" in h]
-        speed = [(h["step"], h["perf/graphs_per_s"]) for h in r.history if "perf/graphs_per_s" in h]
-        if gap:
-            axes[0].plot(*zip(*gap), marker="o", label=label(r))
-        if speed:
-            axes[1].plot(*zip(*speed), label=label(r))
-    axes[0].set(xlabel="step", ylabel="val optimality gap", title="learning curves")
+        groups.setdefault(group_label(r.config, keys) or r.name, []).append(r)
+    finals = [m for m in FINAL_PANELS if any(not math.isnan(r.metrics.get(m, math.nan)) for r in ok)]
+    fig, axes = panel_grid(2 + len(finals))
+    for i, (label, members) in enumerate(groups.items()):
+        colour = f"C{i % 10}"
+        name = label if len(members) == 1 else f"{label} ({len(members)} seeds)"
+        for ax, key in zip(axes, ("val/optimality_gap", "perf/graphs_per_s")):
+            curve = _curve(members, key)
+            if curve is None:
+                continue
+            steps, mean, low, high = curve
+            ax.plot(steps, mean, color=colour, marker="o" if len(steps) < 30 else None, ms=3, label=name)
+            if len(members) > 1:
+                ax.fill_between(steps, low, high, color=colour, alpha=0.2)
+    axes[0].set(xlabel="step", ylabel="val optimality gap", title="learning curves (band: min-max over seeds)")
     axes[1].set(xlabel="step", ylabel="graphs/s", title="throughput")
-    names = [label(r) for r in ok]
-    width = 0.8 / 3
-    for i, metric in enumerate(("best_val_optimality_gap", "test/optimality_gap", "test/completion_score")):
-        axes[2].bar([x + i * width for x in range(len(ok))], [r.metrics.get(metric, math.nan) for r in ok], width,
-                    label=metric)
-    axes[2].set_xticks([x + width for x in range(len(ok))], names, rotation=30)
-    axes[2].set(title="final metrics")
+    names = list(groups)
+    for ax, metric in zip(axes[2:], finals):
+        values = [[r.metrics.get(metric, math.nan) for r in members] for members in groups.values()]
+        means = [np.nanmean(v) for v in values]
+        spread = [np.nanstd(v, ddof=1) if np.isfinite(v).sum() > 1 else 0.0 for v in values]
+        ax.bar(range(len(names)), means, yerr=spread, capsize=4, color=[f"C{i % 10}" for i in range(len(names))])
+        ax.set_xticks(range(len(names)), [n.replace(", ", "\n") for n in names], fontsize=7)
+        ax.set(ylabel=metric, title=f"{metric} ({'higher' if METRICS[metric] else 'lower'} is better)")
     for ax in axes:
         ax.grid(alpha=0.3)
+    for ax in axes[:2]:
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
+STYLE = """
+body { font-family: sans-serif; margin: 2em; max-width: 100%; }
+.table-wrap { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; font-size: 14px; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; }
+td { max-width: 18em; overflow-wrap: anywhere; }
+th { cursor: pointer; background: #eee; max-width: 9em; vertical-align: bottom; user-select: none; }
+th::after { content: " \\2195"; color: #999; }
+th[aria-sort=ascending]::after { content: " \\25B2"; color: #000; }
+th[aria-sort=descending]::after { content: " \\25BC"; color: #000; }
+tbody { border-top: 2px solid #999; }
+tr.mean td { font-style: italic; background: #f4f4fb; }
+td.best { font-weight: bold; background: #dfd; }
+tr.failed td { color: #a00; }
+img { max-width: 100%; }
+"""
+
+# Sort by the clicked column; a seed group (one tbody) moves as a whole, ordered by its mean row's
+# number (else by its first run after sorting), its runs sorted inside it and the mean row kept last. Numbers compare as
+# numbers, text as text (numbers first), empty cells last in either direction.
 SORT_SCRIPT = """
-document.querySelectorAll('th').forEach((th, col) => th.addEventListener('click', () => {
-  const body = th.closest('table').tBodies[0];
-  const rows = Array.from(body.rows);
-  const asc = th.dataset.asc !== 'true';
-  th.dataset.asc = asc;
-  const key = r => { const t = r.cells[col].dataset.value; const x = parseFloat(t); return isNaN(x) ? t : x; };
-  rows.sort((a, b) => (key(a) > key(b) ? 1 : key(a) < key(b) ? -1 : 0) * (asc ? 1 : -1));
-  rows.forEach(r => body.appendChild(r));
+const table = document.getElementById('runs');
+const headers = Array.from(table.tHead.rows[0].cells);
+const value = (row, col) => {
+  const text = row.cells[col].dataset.value;
+  if (text === '') return null;
+  const x = Number(text);
+  return Number.isNaN(x) ? text : x;
+};
+const compare = (a, b, dir) => {
+  if (a === null || b === null) return (a === null) - (b === null);
+  if (typeof a !== typeof b) return typeof a === 'number' ? -1 : 1;
+  return dir * (typeof a === 'number' ? a - b : a.localeCompare(b, undefined, {numeric: true}));
+};
+const representative = (body, col, dir) => {
+  const mean = body.querySelector('tr.mean');
+  const average = mean ? value(mean, col) : null;
+  if (typeof average === 'number') return average;
+  return Array.from(body.rows).filter(r => r !== mean).map(r => value(r, col)).sort((a, b) => compare(a, b, dir))[0];
+};
+headers.forEach((th, col) => th.addEventListener('click', () => {
+  const dir = th.getAttribute('aria-sort') === 'ascending' ? -1 : 1;
+  headers.forEach(h => h.setAttribute('aria-sort', 'none'));
+  th.setAttribute('aria-sort', dir === 1 ? 'ascending' : 'descending');
+  const bodies = Array.from(table.tBodies);
+  for (const body of bodies) {
+    const mean = body.querySelector('tr.mean');
+    Array.from(body.rows).filter(r => r !== mean)
+      .sort((a, b) => compare(value(a, col), value(b, col), dir)).forEach(r => body.appendChild(r));
+    if (mean) body.appendChild(mean);
+  }
+  bodies.sort((a, b) => compare(representative(a, col, dir), representative(b, col, dir), dir))
+    .forEach(b => table.appendChild(b));
 }));
 window.addEventListener('load', () => {
   const imgs = Array.from(document.images);
@@ -211,34 +287,43 @@ window.addEventListener('load', () => {
 """
 
 
+def _header(key: str) -> str:
+    """A column name that may wrap after its dots and underscores (``optim.<wbr>amp``)."""
+    return html.escape(key).replace(".", ".<wbr>").replace("_", "_<wbr>")
+
+
 def render_html(rows: list[dict[str, Any]], keys: list[str], best: dict[str, str], png: Path) -> str:
     columns = ["run", *keys, "status", *METRICS]
-    head = "".join(f"<th title='click to sort'>{html.escape(c)}</th>" for c in columns)
-    body = []
-    for row in rows:
-        cells = []
-        for c in columns:
-            raw = row.get(c)
-            value = "" if raw is None else str(raw)
-            mark = " class='best'" if best.get(c) == row["run"] and c in METRICS else ""
-            cells.append(f"<td data-value='{html.escape(value)}'{mark}>{html.escape(_cell(row, c))}</td>")
-        body.append(f"<tr class='{row['status']}'>" + "".join(cells) + "</tr>")
+    head = "".join(f"<th scope='col' aria-sort='none' title='{html.escape(c)}: click to sort'>{_header(c)}</th>"
+                   for c in columns)
+    bodies = []
+    for group in dict.fromkeys(r["group"] for r in rows):
+        lines = []
+        for row in (r for r in rows if r["group"] == group):
+            cells = []
+            for c in columns:
+                raw = row.get(c)
+                mark = " class='best'" if best.get(c) == row["run"] and c in METRICS else ""
+                cells.append(f"<td data-value='{html.escape('' if raw is None else str(raw))}'{mark}>"
+                             f"{html.escape(_cell(row, c))}</td>")
+            kind = "mean" if is_mean(row) else row["status"]
+            lines.append(f"<tr class='{kind}'>" + "".join(cells) + "</tr>")
+        bodies.append(f"<tbody data-group='{group}'>" + "".join(lines) + "</tbody>")
     image = base64.b64encode(png.read_bytes()).decode()
+    runs = sum(not is_mean(r) for r in rows)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>uavgnn run comparison</title>
-<style>
-body {{ font-family: sans-serif; margin: 2em; }} table {{ border-collapse: collapse; }}
-th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }} th {{ cursor: pointer; background: #eee; }}
-td.best {{ font-weight: bold; background: #dfd; }} tr.failed td {{ color: #a00; }} img {{ max-width: 100%; }}
-</style></head><body>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>{STYLE}</style></head><body>
 <h1>Run comparison</h1>
-<p>{len([r for r in rows if 'seeds)' not in r['run']])} runs; columns: the config values that differ, then final
-metrics (best per metric in bold). Click a header to sort.</p>
-<table><thead><tr>{head}</tr></thead><tbody>
-{chr(10).join(body)}
-</tbody></table>
+<p>{runs} runs; columns: the config values that differ, then final metrics (best per metric in bold).
+Runs that differ only by seed form a group with its mean ± std row (italic). Click a header to sort
+(again to reverse); groups stay together.</p>
+<div class="table-wrap"><table id="runs"><thead><tr>{head}</tr></thead>
+{chr(10).join(bodies)}
+</table></div>
 <h2>Curves and final metrics</h2>
-<img alt="learning curves and final metrics" src="data:image/png;base64,{image}">
+<img alt="learning curves, throughput and final metrics" src="data:image/png;base64,{image}">
 <script>{SORT_SCRIPT}</script>
 </body></html>
 """

@@ -103,9 +103,9 @@ RANGES: dict[str, Range] = {
                                                    "node_budget")},
     "curriculum.max_fallbacks": NON_NEGATIVE, "curriculum.learning_rate_decay": Range(0, 1, low_open=True),
     "profile.steps": AT_LEAST_1, "profile.warmup": NON_NEGATIVE,
-    **{f"benchmark.{key}": AT_LEAST_1 for key in ("repeats", "cache_scenes", "pipeline_steps", "toggle_batch_size",
+    **{f"benchmark.{key}": AT_LEAST_1 for key in ("repeats", "cache_scenes", "scenes", "pipeline_steps", "toggle_batch_size",
                                                   "checkpoint_batch_size", "scaling_nodes", "milp_uavs")},
-    "benchmark.milp_time_limit": POSITIVE,
+    "benchmark.milp_time_limit": POSITIVE, "benchmark.expected_minutes": POSITIVE,
     "eval.scales": AT_LEAST_1, "eval.max_total_uavs": AT_LEAST_1, "eval.samples": AT_LEAST_1,
     "eval.milp_time_limit": POSITIVE,
     "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE,
@@ -116,6 +116,8 @@ def check_ranges(cfg) -> None:
     """Every numeric key within its ``RANGES`` entry; raises ConfigError naming the first key that is not."""
     for key, valid in RANGES.items():
         value = OmegaConf.select(cfg, key)
+        if value is None:  # an Optional key left unset (the schema decides where None is allowed)
+            continue
         for item in (value if isinstance(value, Sequence) and not isinstance(value, str) else [value]):
             if isinstance(item, bool) or not isinstance(item, (int, float)) or item not in valid:
                 raise ConfigError(f"{key}={_shown(value)} {valid}")

@@ -45,6 +45,7 @@ from uavgnn.errors import StorageError
 from uavgnn.problem.graphs import FEATURE_SET, build_graph
 from uavgnn.problem.scenes import SceneDistribution, generate_scenes
 from uavgnn.storage import atomic_write, save_torch, storage_error
+from uavgnn.report import count
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 3
@@ -168,7 +169,7 @@ def load_or_build(spec: SplitSpec, dist: SceneDistribution, settings: BuildSetti
 
     key = cache_key(spec, dist, settings)
     payload = load_or_build_payload(Path(cache_dir) / f"{spec.split}-n{spec.n_uav}-{key_hash(key)}", key, build,
-                                    f"{spec.count} scenes of {spec.n_uav} UAVs")
+                                    f"{count(spec.count, 'scene')} of {count(spec.n_uav, 'UAV')}")
     return GraphStore(payload["tensors"], payload["objective"], payload["status"], payload["solve_time"])
 
 

@@ -19,8 +19,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
-from tqdm import tqdm
 
+from uavgnn.console import progress
 from uavgnn.problem.scenes import Scene
 from uavgnn.solvers import SolveResult, solve_milp
 
@@ -59,18 +59,18 @@ def solve_labels(scenes: list[Scene], time_limit: float, workers: int, desc: str
     """Exact assignments of ``scenes`` (order kept). Workers are forked: they only run numpy/scipy, unlike
     spawn fork works from scripts without a main guard, and they inherit the scenes, so a job is an index.
     (Pickled scenes once filled the pipe to killed workers and hung the interpreter's exit after Ctrl-C.)"""
-    bar = dict(total=len(scenes), desc=desc, unit="scene", mininterval=1.0, leave=False)
+    bar = dict(total=len(scenes), desc=desc, unit="scene", leave=False)
     if workers <= 1 or len(scenes) < INLINE_BELOW:
-        return [solve_milp(s, time_limit=time_limit) for s in tqdm(scenes, **bar)]
+        return [solve_milp(s, time_limit=time_limit) for s in progress(scenes, **bar)]
     chunk = max(1, min(64, len(scenes) // (8 * workers)))
     results: list[SolveResult] = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"), initializer=_start_worker,
-                             initargs=(os.getpid(), scenes, time_limit)) as pool, tqdm(**bar) as progress:
+                             initargs=(os.getpid(), scenes, time_limit)) as pool, progress(**bar) as shown:
         chunks = [pool.submit(_label, range(i, min(i + chunk, len(scenes)))) for i in range(0, len(scenes), chunk)]
         try:
             for future in chunks:
                 results += future.result()
-                progress.update(len(results) - progress.n)
+                shown.update(len(results) - shown.n)
         except BaseException:  # Ctrl-C or any error: no worker outlives the labelling (the pool sees them gone
             for worker in mp.active_children():  # and fails the pending chunks, which nobody waits for)
                 worker.kill()

@@ -11,18 +11,22 @@ with medians reported:
   variants on vs off: step time and memory (CUDA: allocator peak; CPU:
   activation memory, since the process RSS only grows);
 - ``scaling``: one scene of N nodes (build, forward, decode, peak RSS) and the
-  log-log slope of time vs N;
+  log-log slope of time vs N (sizes over ``LONG_RUN_S`` per run are run once);
 - ``milp``: the model vs the time-limited MILP (and greedy, lap) at 1k-16k UAVs.
 
 The model of ``scaling``/``milp`` is ``ckpt`` when given (a trained model),
 else a freshly initialised one of ``model`` (timings only; its gaps mean nothing).
-Writes ``benchmark.json`` and ``graph_benchmark.png`` into the run directory.
+Every timing carries its repeat count and spread; figures whose repeats disagree
+by more than ``NOISY`` are listed at the end (a busy machine). Writes
+``benchmark.json`` and ``graph_benchmark.png`` into the run directory and logs
+the tables and the picture to the configured dashboard.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+from importlib import resources
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -43,23 +47,25 @@ from uavgnn.data.naive import NaiveSceneDataset, naive_loader
 from uavgnn.data.splits import build_settings, load_split, split_spec
 from uavgnn.data.store import GraphStore
 from uavgnn.inference import solve_with_model
+from uavgnn.loggers import publish
 from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.models.policy import policy_log_probs
+from uavgnn.modes.benchmark_report import measure, noisy_figures, print_report, section_rows
 from uavgnn.perf import ActivationMeter, peak_memory_mb, synchronize
 from uavgnn.plots import plot_benchmark
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scenes import generate_scenes
-from uavgnn.report import format_table, write_json
+from uavgnn.report import count, write_json
 from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
 from uavgnn.solvers import solve
 from uavgnn.training.checkpoint import load_model
 
 log = logging.getLogger(__name__)
-MODEL_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
-
-
+LONG_RUN_S = 10.0  # a scaling size whose first run takes longer is not repeated (1M nodes: ~2 min each here)
 def model_named(name: str, grad_checkpoint: bool = False) -> TransformerGNN:
-    return model_from_config(OmegaConf.load(MODEL_DIR / f"{name}.yaml"), grad_checkpoint)
+    """A model preset by name, read from the installed package (not a ``conf/`` folder by path)."""
+    preset = resources.files("uavgnn.conf").joinpath("model", f"{name}.yaml").read_text()
+    return model_from_config(OmegaConf.create(preset), grad_checkpoint)
 
 
 def train_step(loss_of: LossOf, runner: torch.nn.Module, model: TransformerGNN, optimizer: torch.optim.Optimizer,
@@ -134,12 +140,13 @@ def bench_cache(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, A
             warm.append(time.perf_counter() - start)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return {"scenes": spec.count, "n_uav": spec.n_uav, "cold_build_s": cold, "warm_load_s": statistics.median(warm),
-            "cold_over_warm": cold / statistics.median(warm)}
+    warm_load = measure(warm, "cache warm load")
+    return {"scenes": spec.count, "n_uav": spec.n_uav, "cold_build_s": cold, "warm_load_s": warm_load["median"],
+            "cold_over_warm": cold / warm_load["median"], "repeats": {"cold_build_s": 1, "warm_load_s": warm_load}}
 
 
 def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
-    store = load_split(cfg, "train")
+    store = load_split(cfg, "train", count=cfg.benchmark.scenes)
     batch_size = preset_batch_size(cfg, store)
     k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
     algorithm = make_algorithm(cfg, device)
@@ -159,7 +166,8 @@ def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str
         rows["naive"].append(timed_steps(algorithm, model(), cycle(naive), steps, k, device))
         rows["optimized"].append(timed_steps(algorithm, model(), cycle(fast), steps, k, device))
         rows["optimized_amp"].append(timed_steps(algorithm, model(), cycle(fast), steps, k, device, dtype=torch.bfloat16))
-    rates = {name: statistics.median(r["graphs_per_s"] for r in runs) for name, runs in rows.items()}
+    spread = {name: measure([r["graphs_per_s"] for r in runs], f"pipeline {name} graphs/s") for name, runs in rows.items()}
+    rates = {name: figure["median"] for name, figure in spread.items()}
     ids = list(range(min(batch_size, len(store))))  # the same scenes through both pipelines
     dataset = NaiveSceneDataset(scenes, labels, cfg.data.k_max, cfg.data.uav_neighbours)
     reference = model().eval()
@@ -169,12 +177,13 @@ def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str
     diff = max(float((a - b).abs().max()) for a, b in zip(naive_logp[:2], fast_logp[:2]))
     return {"batch_size": batch_size, "model": cfg.model.name, "graphs_per_s": rates,
             "optimized_over_naive": rates["optimized"] / rates["naive"],
-            "optimized_amp_over_naive": rates["optimized_amp"] / rates["naive"], "max_logit_diff": diff}
+            "optimized_amp_over_naive": rates["optimized_amp"] / rates["naive"], "max_logit_diff": diff,
+            "repeats": spread}
 
 
 def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict[str, Any]]:
     b = cfg.benchmark
-    store = load_split(cfg, "train")
+    store = load_split(cfg, "train", count=b.scenes)
     k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
     algorithm = make_algorithm(cfg, device)
     amp = torch.bfloat16 if device.type == "cpu" or cfg.hardware.precision == "bf16" else torch.float16
@@ -218,7 +227,9 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
         for key in runs[0][0]:
             off[key] = statistics.median(r[0][key] for r in runs)
             on[key] = statistics.median(r[1][key] for r in runs)
-        rows.append({"toggle": name, "off": off, "on": on, "speedup": off["step_ms"] / on["step_ms"],
+        spread = {side: measure([r[i]["step_ms"] for r in runs], f"toggle {name} {side} step time")
+                  for i, side in enumerate(("off", "on"))}
+        rows.append({"toggle": name, "off": off, "on": on, "repeats": spread, "speedup": off["step_ms"] / on["step_ms"],
                      "memory_saving": 1 - on["memory_mb"] / off["memory_mb"] if off["memory_mb"] else 0.0,
                      "memory": "CUDA peak allocated" if device.type == "cuda" else "activations saved for backward"})
     return rows
@@ -239,11 +250,14 @@ def bench_scaling(cfg: Config, device: torch.device, out_dir: Path) -> dict[str,
     for nodes in sorted(cfg.benchmark.scaling_nodes):
         n_uav = max(1, round(nodes / (1 + dist.target_ratio)))
         scene = generate_scenes(dist, n_uav, 1, cfg.seed + nodes)[0]
-        _, timing = solve_with_model(model, scene, graph, cfg.eval.decoder, device)
-        total = sum(timing.values())
-        rows.append({"nodes": scene.n_uav + scene.n_target, "n_uav": scene.n_uav, **timing, "total_s": total,
-                     "peak_rss_mb": peak_memory_mb(torch.device("cpu"))})
-        log.info("scaling: %d nodes in %.2f s", rows[-1]["nodes"], total)
+        runs = [solve_with_model(model, scene, graph, cfg.eval.decoder, device)[1]]
+        while len(runs) < cfg.benchmark.repeats and sum(runs[0].values()) < LONG_RUN_S:
+            runs.append(solve_with_model(model, scene, graph, cfg.eval.decoder, device)[1])
+        totals = measure([sum(t.values()) for t in runs], f"scaling at {nodes} nodes")
+        timing = {key: statistics.median(t[key] for t in runs) for key in runs[0]}
+        rows.append({"nodes": scene.n_uav + scene.n_target, "n_uav": scene.n_uav, **timing,
+                     "total_s": totals["median"], "repeats": totals, "peak_rss_mb": peak_memory_mb(torch.device("cpu"))})
+        log.info("scaling: %d nodes in %.2f s", rows[-1]["nodes"], totals["median"])
     fit = [r for r in rows if r["nodes"] >= 10_000] if sum(r["nodes"] >= 10_000 for r in rows) >= 2 else rows
     slope = float(np.polyfit(np.log([r["nodes"] for r in fit]), np.log([r["total_s"] for r in fit]), 1)[0]) \
         if len(fit) >= 2 else float("nan")
@@ -262,11 +276,13 @@ def bench_milp(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, An
         runs = [solve_with_model(model, scene, graph, cfg.eval.decoder, device, dtype)
                 for _ in range(cfg.benchmark.repeats)]
         ours, timing = sorted(runs, key=lambda run: run[0].wall_time)[len(runs) // 2]  # the median run
+        model_time = measure([run[0].wall_time for run in runs], f"model at {n_uav} UAVs")
         milp = solve(scene, "milp", cfg.benchmark.milp_time_limit)
         row = {"n_uav": n_uav, "model_reward": ours.objective, "model_s": ours.wall_time, **timing,
                "milp_reward": milp.objective, "milp_s": milp.wall_time, "milp_status": milp.status,
                "milp_bound": milp.bound, "gap_vs_milp": 1 - ours.objective / milp.objective,
-               "milp_over_model_time": milp.wall_time / ours.wall_time}
+               "milp_over_model_time": milp.wall_time / ours.wall_time,
+               "repeats": {"model_s": model_time, "milp_s": 1}}
         for name in ("greedy", "lap"):
             try:
                 other = solve(scene, name)
@@ -289,6 +305,9 @@ def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"benchmark.sections: unknown {sorted(unknown)} (expected some of {list(SECTIONS)})")
     device = prepare_device(cfg)
+    b = cfg.benchmark
+    echo(f"benchmark: sections {', '.join(b.sections)}, {count(b.repeats, 'repeat')} each; this preset takes about "
+         f"{b.expected_minutes:g} min on a 2-core laptop CPU" + (" (benchmark=quick: about a minute)" if b.expected_minutes > 2 else ""))
     report: dict[str, Any] = {"device": str(device), "threads": torch.get_num_threads(),
                               "repeats": cfg.benchmark.repeats}
     for name in cfg.benchmark.sections:
@@ -297,29 +316,15 @@ def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
         report[name] = SECTIONS[name](cfg, device, out_dir)
         log.info("benchmark section %s done in %.1f s", name, time.perf_counter() - start)
         write_json(out_dir / "benchmark.json", report)  # partial results survive a later failure
+    report["noisy"] = noisy_figures(report)
+    write_json(out_dir / "benchmark.json", report)
     print_report(report)
     plot_benchmark(report, out_dir / "graph_benchmark.png")
+    publish(cfg, out_dir, {f"benchmark/{name}": rows for name, rows in section_rows(report).items()}, {"benchmark/summary": out_dir / "graph_benchmark.png"},
+            {key: report[section][key] for section, key in HEADLINES if section in report})
     echo(f"wrote {out_dir / 'benchmark.json'} and {out_dir / 'graph_benchmark.png'}")
     return report
 
 
-def print_report(report: dict[str, Any]) -> None:
-    if "cache" in report:
-        echo(format_table([report["cache"]]))
-    if "pipeline" in report:
-        p = report["pipeline"]
-        echo(format_table([{"pipeline": k, "graphs_per_s": v} for k, v in p["graphs_per_s"].items()]))
-        echo(f"optimized / naive: {p['optimized_over_naive']:.1f}x (with AMP {p['optimized_amp_over_naive']:.1f}x); "
-              f"max logit difference {p['max_logit_diff']:.2e}")
-    if "toggles" in report:
-        echo(format_table([{"toggle": t["toggle"], "off_ms": t["off"]["step_ms"], "on_ms": t["on"]["step_ms"],
-                             "speedup": t["speedup"], "off_mem_mb": t["off"]["memory_mb"],
-                             "on_mem_mb": t["on"]["memory_mb"], "memory_saving": t["memory_saving"]}
-                            for t in report["toggles"]]))
-    if "scaling" in report:
-        echo(format_table(report["scaling"]["rows"]))
-        echo(f"log-log slope of time vs nodes: {report['scaling']['loglog_slope']:.2f}")
-    if "milp" in report:
-        echo(format_table(report["milp"]["rows"], ["n_uav", "model_reward", "milp_reward", "greedy_reward",
-                                                    "lap_reward", "gap_vs_milp", "model_s", "milp_s",
-                                                    "milp_status", "milp_over_model_time"]))
+HEADLINES = [("cache", "cold_over_warm"), ("pipeline", "optimized_over_naive"), ("pipeline", "optimized_amp_over_naive"),
+             ("scaling", "loglog_slope")]

@@ -20,7 +20,7 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
     paths = [Path(p) for p in cfg.path] if not isinstance(cfg.path, str) else [Path(cfg.path)]
     target = paths[0] if len(paths) == 1 else out_dir
     rows = compare_runs(paths, target)
-    columns = [c for c in rows[0] if c not in ("error",) and not c.endswith("_std")]
+    columns = [c for c in rows[0] if c not in ("error", "label", "group") and not c.endswith("_std")]
     echo(format_table(rows, [c for c in columns if c not in METRICS] + [m for m in METRICS if m in columns]))
     echo(f"wrote comparison.md, comparison.csv, comparison.png and comparison.html into {target}")
     return rows

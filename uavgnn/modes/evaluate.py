@@ -14,7 +14,8 @@ runs the forward under autocast (bf16 on the CPU).
 ``transfer_ratio`` = model score at a scale / model score at the training
 size, with score = ``1 - optimality_gap``; below 0.5 the original guide's
 "zero-shot transfer failed" warning is raised. Writes ``transfer.json``,
-``eval.json`` (the rows) and ``transfer.png``.
+``eval.json`` (the rows) and ``transfer.png``, and logs the tables and the picture to the
+configured dashboard.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from uavgnn.console import echo
 from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
 from uavgnn.evaluation.methods import compare_on_split
+from uavgnn.loggers import publish
 from uavgnn.plots import plot_transfer
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device
@@ -86,5 +88,8 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     write_json(out_dir / "transfer.json", report)
     write_json(out_dir / "eval.json", rows)
     plot_transfer(rows, train_size, out_dir / "transfer.png")
+    headline = {f"transfer_ratio/{t['positions']}/{t['n_uav']}": t["transfer_ratio"] for t in transfer}
+    publish(cfg, out_dir, {"eval/methods": rows, "eval/transfer": transfer}, {"eval/transfer_plot": out_dir / "transfer.png"},
+            headline)
     echo(f"results in {out_dir} (transfer.json, transfer.png)")
     return report

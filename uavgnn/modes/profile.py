@@ -26,16 +26,16 @@ from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, record_function, schedule, tensorboard_trace_handler
-from tqdm import tqdm
 
 from uavgnn.algorithms import LossOf, make_algorithm, make_model, step_loss
 from uavgnn.config import Config
-from uavgnn.console import echo
+from uavgnn.console import echo, progress
 from uavgnn.data.loader import make_loader
 from uavgnn.data.splits import load_split
 from uavgnn.dynamics.workload import TrajectoryWorkload
 from uavgnn.errors import ConfigError
 from uavgnn.evaluation.scoring import evaluate_model
+from uavgnn.loggers import publish
 from uavgnn.models import model_from_config
 from uavgnn.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak_memory_mb, synchronize
 from uavgnn.plots import plot_profile
@@ -153,6 +153,8 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     report = profile_report(cfg, device, ms, setup, activation_mb, out_dir)
     write_json(out_dir / "profile.json", report)
     plot_profile(report, out_dir / "profile.png")
+    headline = {key: value for key, value in report.items() if isinstance(value, (int, float, str))}
+    publish(cfg, out_dir, {"profile/stages": report["stages"]}, {"profile/plot": out_dir / "profile.png"}, headline)
     echo(f"wrote {out_dir / 'profile.json'} and {out_dir / 'profile.png'}")
     return report
 
@@ -177,7 +179,7 @@ def time_stages(cfg: Config, setup: Profiled, device: torch.device, out_dir: Pat
         torch.cuda.reset_peak_memory_stats(device)
     model.train()
     with profiler as prof:
-        for step in tqdm(range(cfg.profile.warmup + cfg.profile.steps), desc="profile", unit="step", mininterval=2.0):
+        for step in progress(range(cfg.profile.warmup + cfg.profile.steps), desc="profile", unit="step"):
             marks = [time.perf_counter()]
             with record_function("data_wait"):
                 batch = next(batches)

@@ -20,7 +20,7 @@ from uavgnn.inference import solve_with_model
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
 from uavgnn.problem.scene_io import load_scene, save_scene
 from uavgnn.problem.scenes import Scene, generate_scenes
-from uavgnn.report import format_table, write_json
+from uavgnn.report import count, format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device
 from uavgnn.solvers import solve, solve_milp
 from uavgnn.training.checkpoint import load_model
@@ -38,7 +38,7 @@ def load_or_generate_scene(cfg: Config) -> Scene:
 def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
     """Solve with ``cfg.solver`` (``model`` uses the checkpoint ``cfg.ckpt``), report and write files."""
     scene = load_or_generate_scene(cfg)
-    log.info("scene: %d UAVs, %d targets", scene.n_uav, scene.n_target)
+    log.info("scene: %s, %s", count(scene.n_uav, "UAV"), count(scene.n_target, "target"))
     if cfg.solver == "model":
         if not cfg.ckpt:
             raise ConfigError("solver=model needs ckpt=PATH (a best.pt or last.pt from a training run)")

@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
+
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from uavgnn import distributed
@@ -22,10 +23,10 @@ from uavgnn.envs.evaluation import compare_policies
 from uavgnn.envs.render import episode_gif, plot_episodes, plot_learning_curve
 from uavgnn.errors import Interrupted
 from uavgnn.evaluation.methods import compare_on_split
-from uavgnn.loggers import MetricLogger, read_history, run_name
-from uavgnn.plots import plot_assignment
+from uavgnn.loggers import MetricLogger, open_logger, read_history
+from uavgnn.plots import plot_assignments
 from uavgnn.problem.graphs import GraphSettings
-from uavgnn.report import format_table, write_json
+from uavgnn.report import count, format_table, write_json
 from uavgnn.runtime import amp_dtype, resolve_device
 from uavgnn.storage import remove_stale_temps, storage_error
 from uavgnn.training.checkpoint import load_checkpoint
@@ -33,31 +34,6 @@ from uavgnn.training.resume import check_resume_config, resume_checkpoint
 from uavgnn.training.trainer import train
 
 log = logging.getLogger(__name__)
-
-
-def swept_keys(sweep_dir: Path) -> set[str]:
-    """Keys the sweep varies (``model=tiny,small``, ``x=range(...)``), from the sweep's multirun.yaml."""
-    path = sweep_dir / "multirun.yaml"
-    if not path.exists():
-        return set()
-    task = OmegaConf.load(path).hydra.overrides.task
-    return {o.split("=")[0] for o in map(str, task) if "," in o.split("=", 1)[-1] or "(" in o.split("=", 1)[-1]}
-
-
-def sweep_context() -> tuple[str | None, str | None, list[str]]:
-    """wandb display name (a sweep job's overrides, ``model=tiny,seed=0``), group (the sweep
-    directory) and tags: the chosen config-group options (``model:small``) plus short overrides."""
-    if not HydraConfig.initialized():
-        return None, None, []
-    hc = HydraConfig.get()
-    multirun = hc.mode == RunMode.MULTIRUN
-    group = run_name(Path(hc.sweep.dir)) if multirun else None
-    overrides = [str(o) for o in hc.overrides.task if "/" not in str(o)]  # paths make poor names
-    swept = swept_keys(Path(hc.sweep.dir)) if multirun else set()
-    name = (",".join(o for o in overrides if o.split("=")[0] in swept) or ",".join(overrides) or None) if multirun else None
-    tags = [f"{g}:{o}" for g, o in hc.runtime.choices.items() if not g.startswith("hydra") and o and g != "uavgnn_schema"]
-    tags += [str(o) for o in hc.overrides.task if len(str(o)) <= 64 and "/" not in str(o)]
-    return name, group, sorted(set(tags))
 
 
 def resume_command(out_dir: Path) -> str:
@@ -74,9 +50,10 @@ def test_on_env(cfg: Config, result, out_dir: Path, logger: MetricLogger, device
     name = cfg.algorithm.name
     rows, scores = compare_policies({name: agents.play}, settings, dist,
                                     cfg.env.val_episodes, device)
-    echo(f"\nTest episodes: {cfg.env.val_episodes} of {settings.n_uav} UAVs, {settings.horizon} steps "
+    echo(f"\nTest episodes: {count(cfg.env.val_episodes, 'episode')} of {count(settings.n_uav, 'UAV')}, {settings.horizon} steps "
          f"({cfg.task.positions})\n" + format_table(rows))
     step = result.state.step
+    logger.table("test/methods", rows, step)
     logger.log_image("test/trajectories", plot_episodes(scores, settings.service_radius, out_dir / "trajectories.png"),
                      step)
     episode_gif(scores[name], settings.service_radius, out_dir / "episode.gif")
@@ -98,6 +75,7 @@ def test_dynamics(cfg: Config, result, out_dir: Path, logger: MetricLogger, work
     echo(f"\nTest rollouts ({cfg.algorithm.rollout_policy} policy; test_ood: wind and drag x{cfg.algorithm.ood_scale})\n"
          + format_table(rows))
     step = result.state.step
+    logger.table("test/methods", rows, step)
     logger.log_image("test/predictions", plot_predictions(result.model, work, "test_ood", out_dir / "predictions.png"),
                      step)
     test = {f"test/{row['split']}/{key}": value for row in rows if row["method"] == "tcn"
@@ -108,6 +86,23 @@ def test_dynamics(cfg: Config, result, out_dir: Path, logger: MetricLogger, work
     logger.summary({"best/val/k_step_rmse": result.state.best_gap, **test, **result.perf})
     echo(f"results in {out_dir}")
     return float(result.state.best_gap)
+
+
+def first_difference(ours: list[np.ndarray], reference: list[np.ndarray]) -> int | None:
+    """The first scene where two solvers' assignments differ (None if they never do)."""
+    return next((i for i, (a, b) in enumerate(zip(ours, reference)) if not np.array_equal(a, b)), None)
+
+
+def model_vs_milp_picture(store, evaluation, model_name: str, path: Path) -> Path:
+    """The model's and the MILP's assignments side by side, on the first test scene where they differ."""
+    labels = store.label_assignments()
+    differs = first_difference(evaluation.assignments, labels)
+    i = 0 if differs is None else differs
+    note = (f"test scene {i}: the model matches the MILP on every test scene" if differs is None else
+            f"test scene {i} (the first where they differ): the {model_name} model is "
+            f"{evaluation.metrics['optimality_gap'][i]:.1%} below the MILP")
+    return plot_assignments(store.scene(i), {f"{model_name} model": evaluation.assignments[i], "MILP": labels[i]},
+                            path, note)
 
 
 def run_train(cfg: Config, out_dir: Path) -> float:
@@ -125,9 +120,7 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         stored = load_checkpoint(resume_from)
         resume_step = stored["state"]["step"]
         safe_changes = check_resume_config(resume_from, stored["config"], OmegaConf.to_container(cfg, resolve=True))
-    name, group, tags = sweep_context()
-    logger = MetricLogger(out_dir, cfg.logger, config=OmegaConf.to_container(cfg, resolve=True), name=name,
-                          group=group, tags=tags, resume_step=resume_step, enabled=main)
+    logger = open_logger(cfg, out_dir, resume_step=resume_step, enabled=main)
     try:
         if resume_from is not None:
             logger.event("resume", resume_step, changed={key: list(change) for key, change in safe_changes.items()})
@@ -149,12 +142,11 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, graph.k(cfg.data.n_uav), device,
                                             graph.k_max, graph.uav_neighbours, amp_dtype(cfg, device),
                                             cfg.eval.samples, cfg.eval.repair)
-        echo(f"\nTest set: {len(test_store)} scenes of {cfg.data.n_uav} UAVs ({cfg.task.positions})\n"
+        echo(f"\nTest set: {count(len(test_store), 'scene')} of {count(cfg.data.n_uav, 'UAV')} ({cfg.task.positions})\n"
              + format_table(rows, ["method", "reward", "completion_score", "efficiency", "optimality_gap",
                                    "infeasible", "time_s", "note"]))
-        plot = plot_assignment(test_store.scene(0), evaluation.assignments[0], out_dir / "test_scene.png",
-                               title=f"{cfg.model.name} model, gap "
-                                     f"{evaluation.metrics['optimality_gap'][0]:.3f} vs MILP")
+        plot = model_vs_milp_picture(test_store, evaluation, cfg.model.name, out_dir / "test_scene.png")
+        logger.table("test/methods", rows, result.state.step)
         logger.log_image("test/scene", plot, result.state.step)
         test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}
         summary = {"best_val_optimality_gap": result.state.best_gap, "final_val": result.val, "test": rows,

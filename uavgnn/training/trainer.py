@@ -31,11 +31,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
-from tqdm import tqdm
 
 from uavgnn import distributed
 from uavgnn.algorithms import make_algorithm, make_model, step_loss
-from uavgnn.console import echo
+from uavgnn.console import echo, progress
 from uavgnn.errors import Interrupted
 from uavgnn.loggers import MetricLogger
 from uavgnn.perf import device_memory_mb, peak_memory_mb
@@ -99,7 +98,7 @@ class Trainer(Recovery):
                      self.state.batch_size, self.state.batch_size // self.ctx.world_size)
         self.work.restart(self.state.step, self.state.batch_size)
         self.window: dict[str, float] = {}
-        self.bar: tqdm | None = None
+        self.bar = None  # the progress bar while training runs
 
     # -- the loop -------------------------------------------------------------------------------------------
 
@@ -115,8 +114,8 @@ class Trainer(Recovery):
         speeds: list[float] = []
         val: dict[str, float] = {}
         self.window = dict.fromkeys(("loss", "n", "wait", "busy", "items"), 0.0)
-        self.bar = tqdm(total=cfg.train.steps, initial=state.step, desc="train", unit="step", mininterval=2.0,
-                        dynamic_ncols=True, disable=not self.ctx.is_main)
+        self.bar = progress(total=cfg.train.steps, initial=state.step, desc="train", unit="step",
+                            disable=not self.ctx.is_main)
         self.model.train()
         with StopRequest() as stop:  # SIGINT/SIGTERM: finish the step, write last.pt, raise Interrupted
             tick = time.perf_counter()

@@ -1,0 +1,133 @@
+"""The command line and the console: the installed program, its help, and what it prints and leaves behind."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from uavgnn.app import MODES
+from uavgnn.console import progress
+from uavgnn.errors import ConfigError
+from uavgnn.evaluation.scoring import Evaluation
+from uavgnn.loggers import RUN_ID_FILE, run_id
+from uavgnn.modes.cache import clear
+from uavgnn.modes.train import first_difference, model_vs_milp_picture
+from uavgnn.report import TABLE_WIDTH, count, format_table
+
+GROUPS = ("experiment", "algorithm", "model", "hardware", "optim", "task", "env", "curriculum", "logger", "benchmark")
+
+
+def uavgnn_script() -> str:
+    """The console script pip installed next to this interpreter (``bash scripts/setup.sh``)."""
+    script = Path(sys.executable).parent / "uavgnn"
+    assert script.exists(), f"no console script at {script}: reinstall with `pip install -e .`"
+    return str(script)
+
+
+def test_console_script_help_lists_every_mode_and_group(tmp_path) -> None:
+    proc = subprocess.run([uavgnn_script(), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    for mode in [*MODES, "cache"]:  # each with its one-line description
+        assert any(line.split()[:1] == [mode] and len(line.split()) > 3 for line in lines), mode
+    for group in GROUPS:
+        assert any(line.strip().startswith(f"{group} ") for line in lines), group
+    assert "-sc install=bash" in proc.stdout  # shell completion, documented where users look
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.slow
+def test_built_wheel_runs_outside_the_repository(tmp_path) -> None:
+    """The wheel carries the configs: ``python -m uavgnn`` from it solves a scene in an empty directory."""
+    source = tmp_path / "source"  # a copy: setuptools builds inside the tree it is given
+    shutil.copytree(ROOT / "uavgnn", source / "uavgnn", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp_path / "dist"), str(source)], check=True, capture_output=True, timeout=300)
+    wheel = next((tmp_path / "dist").glob("uavgnn-*.whl"))
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "WANDB_MODE": "offline"}
+    where = subprocess.run([sys.executable, "-c", "import uavgnn; print(uavgnn.__file__)"], cwd=work, env=env,
+                           capture_output=True, text=True, check=True)
+    assert where.stdout.startswith(str(site))  # the installed copy, not this checkout
+    proc = subprocess.run([sys.executable, "-m", "uavgnn", "mode=solve", "solver=greedy", "logger=none",
+                           "hydra.run.dir=solved"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (work / "solved" / "assignment.json").exists() and (work / "solved" / "run.log").exists()
+
+
+@pytest.mark.slow
+def test_utility_modes_leave_no_empty_run_directory(tmp_path) -> None:
+    proc = subprocess.run([uavgnn_script(), "mode=cache", f"data.cache_dir={tmp_path / 'cache'}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "no caches in" in proc.stdout, proc.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_cache_clear_says_what_goes_and_needs_force_off_a_terminal(tmp_path, monkeypatch, capsys) -> None:
+    root = tmp_path / "cache"
+    for name, size in (("train-a", 3 * 2**20), ("val-b", 2**20)):
+        (root / name).mkdir(parents=True)
+        (root / name / "graphs.pt").write_bytes(b"\0" * size)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # not a terminal
+    with pytest.raises(ConfigError, match=r"would delete 2 caches \(4.0 MB\) in .*: add force=true"):
+        clear(str(root), force=False)
+    assert len(list(root.iterdir())) == 2  # nothing deleted
+    monkeypatch.setattr(sys, "stdin", type("Tty", (io.StringIO,), {"isatty": lambda self: True})(""))
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    clear(str(root), force=False)
+    assert "nothing deleted" in capsys.readouterr().out and len(list(root.iterdir())) == 2
+    monkeypatch.setattr("builtins.input", lambda prompt: "y")
+    clear(str(root), force=False)
+    assert list(root.iterdir()) == [] and "removed 2 caches" in capsys.readouterr().out
+
+
+def test_tables_fit_120_columns_and_keep_every_cell() -> None:
+    note = "build 0.68 ms + forward 0.21 ms + decode 0.32 ms per scene, then a repair pass over the conflicts"
+    rows = [{"method": "model (greedy)", "per_agent_reward": 1.2777, "completion_score": 0.75,
+             "optimality_gap": 0.127, "wall_time_s": 0.001, "note": note}, {"method": "milp", "note": "optimal"}]
+    wide = format_table(rows)
+    assert max(map(len, wide.splitlines())) <= TABLE_WIDTH
+    assert " ".join(wide.split()).count("per scene") == 1 and "1.278" in wide and "0.127" in wide
+    narrow = format_table([{"solver": "lap", "reward": 23.41}])
+    assert narrow.splitlines()[0].split() == ["solver", "reward"]  # a table that fits keeps one-line headers
+
+
+def test_counts_read_naturally() -> None:
+    assert [count(1, "scene"), count(2, "scene"), count(4000, "UAV")] == ["1 scene", "2 scenes", "4,000 UAVs"]
+
+
+def test_progress_bars_are_off_when_stderr_is_a_file(monkeypatch) -> None:
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    bar = progress(range(3), desc="work")
+    assert bar.disable and list(bar) == [0, 1, 2] and sys.stderr.getvalue() == ""
+
+
+def test_wandb_run_id_is_kept_in_the_run_directory(tmp_path) -> None:
+    first = run_id(tmp_path)
+    assert (tmp_path / RUN_ID_FILE).read_text() == first and run_id(tmp_path) == first
+    assert len(first) == 8 and first.isalnum() and tmp_path.name not in first
+
+
+def test_test_scene_picture_shows_a_scene_where_model_and_milp_differ(labelled_store, tmp_path) -> None:
+    labels = labelled_store.label_assignments()
+    ours = [a.copy() for a in labels]
+    ours[3][0] = -1 if ours[3][0] != -1 else 0  # scene 3 is the first where the "model" differs
+    assert first_difference(ours, labels) == 3 and first_difference(labels, labels) is None
+    evaluation = Evaluation({"optimality_gap": np.linspace(0, 0.3, len(ours))}, ours, 0.0, 0.0)
+    path = model_vs_milp_picture(labelled_store, evaluation, "tiny", tmp_path / "test_scene.png")
+    image = matplotlib.image.imread(path)
+    assert image.shape[1] > 1.5 * image.shape[0] and image[..., :3].std() > 0.05  # two panels side by side

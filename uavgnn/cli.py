@@ -1,0 +1,30 @@
+"""The command line: ``uavgnn ...``, ``python -m uavgnn ...`` and ``python run.py ...`` are the same program.
+
+The configs ship inside the package (``uavgnn/conf``), so an installed uavgnn
+runs from any directory; run directories land under the current directory.
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+from uavgnn import distributed
+from uavgnn.app import run_mode
+from uavgnn.config import register_configs
+
+register_configs()
+
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> float | None:
+    return run_mode(cfg)
+
+
+def main() -> None:
+    """Console-script entry point: join ``torchrun``'s process group (if any), then let Hydra parse the arguments."""
+    distributed.init_from_torchrun()  # before Hydra: every rank must agree on the run directory
+    try:
+        _hydra_main()
+    finally:
+        distributed.shutdown()
