@@ -72,6 +72,7 @@ class RunChecks(Callback):
             return
         jobs = sum(1 for p in sweep_dir.iterdir() if (p / ".hydra").is_dir())
         lines = "\n".join(f"  job {name}: {error}" for name, error in failed)
-        print(f"sweep {sweep_dir}: {len(failed)} of {count(jobs, 'job')} failed (details in each failed.json):\n{lines}",
+        print(f"sweep {sweep_dir}: {len(failed)} of {count(jobs, 'job')} failed (details in each failed.json):"
+              f"\n{lines}",
               file=sys.stderr)
         raise SystemExit(SWEEP_FAILED_EXIT)

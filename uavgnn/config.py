@@ -184,7 +184,7 @@ class BenchmarkConfig:
     scaling_nodes: list[int] = field(default_factory=lambda: [10_000, 30_000, 100_000, 300_000, 1_000_000])
     milp_uavs: list[int] = field(default_factory=lambda: [1024, 4096, 16384])
     milp_time_limit: float = 150.0
-    expected_minutes: float = 40.0  # this preset's duration on a 2-core laptop CPU, said before it starts
+    expected_minutes: float = 25.0  # this preset's duration on a 2-core laptop CPU, said before it starts
 
 
 @dataclass

@@ -37,7 +37,8 @@ SUMMARIES = {"val/optimality_gap": "min", "val/planner_gap": "min", "val/k_step_
 
 
 def path_label(directory: Path) -> str:
-    """A wandb-safe label of a directory (``multirun/2026-11-22/12-00-00`` -> ``2026-11-22_12-00-00``): a sweep's group."""
+    """A wandb-safe label of a directory (``multirun/2026-11-22/12-00-00`` -> ``2026-11-22_12-00-00``):
+    a sweep's group."""
     parts = [p for p in directory.resolve().parts[1:][-3:] if p not in ("outputs", "multirun")]
     return re.sub(r"[^A-Za-z0-9_.-]", "-", "_".join(parts))[-120:]
 
@@ -74,7 +75,9 @@ def run_context(job_type: str | None = None) -> RunContext:
     group = path_label(Path(hc.sweep.dir)) if multirun else None
     overrides = [str(o) for o in hc.overrides.task if "/" not in str(o)]  # paths make poor names
     swept = swept_keys(Path(hc.sweep.dir)) if multirun else set()
-    name = (",".join(o for o in overrides if o.split("=")[0] in swept) or ",".join(overrides) or None) if multirun else None
+    name = None
+    if multirun:
+        name = ",".join(o for o in overrides if o.split("=")[0] in swept) or ",".join(overrides) or None
     choices = {g: o for g, o in hc.runtime.choices.items() if not g.startswith("hydra") and o and g != "uavgnn_schema"}
     tags = [f"{g}:{o}" for g, o in choices.items()]
     tags += [o for o in overrides if len(o) <= 64 and o.split("=")[0].lstrip("+~") not in choices]

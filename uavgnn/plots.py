@@ -35,7 +35,8 @@ def plot_assignments(scene: Scene, panels: dict[str, np.ndarray], path: Path, ti
         ax.scatter(*scene.uav_pos[busy].T, marker="^", c="tab:blue", label="UAV (assigned)")
         ax.scatter(*scene.uav_pos[~busy].T, marker="^", c="lightgray", edgecolors="tab:blue", label="UAV (idle)")
         ax.set_aspect("equal")
-        ax.set(xlabel="x", ylabel="y", title=f"{name}: {int(done.sum())} of {count(scene.n_target, 'target')} completed")
+        completed = f"{int(done.sum())} of {count(scene.n_target, 'target')} completed"
+        ax.set(xlabel="x", ylabel="y", title=f"{name}: {completed}")
         ax.grid(alpha=0.2)
     handles = {label: h for ax in axes[0] for h, label in zip(*ax.get_legend_handles_labels())}
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8)

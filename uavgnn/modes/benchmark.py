@@ -306,8 +306,9 @@ def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
         raise ValueError(f"benchmark.sections: unknown {sorted(unknown)} (expected some of {list(SECTIONS)})")
     device = prepare_device(cfg)
     b = cfg.benchmark
+    hint = " (benchmark=quick: under a minute)" if b.expected_minutes > 2 else ""
     echo(f"benchmark: sections {', '.join(b.sections)}, {count(b.repeats, 'repeat')} each; this preset takes about "
-         f"{b.expected_minutes:g} min on a 2-core laptop CPU" + (" (benchmark=quick: about a minute)" if b.expected_minutes > 2 else ""))
+         f"{b.expected_minutes:g} min on a 2-core laptop CPU{hint}")
     report: dict[str, Any] = {"device": str(device), "threads": torch.get_num_threads(),
                               "repeats": cfg.benchmark.repeats}
     for name in cfg.benchmark.sections:

@@ -34,7 +34,9 @@ def noisy_figures(node: Any) -> list[str]:
 
 def spread_text(figure: Any) -> str:
     """``x5 ±12%``: how many repeats a figure is the median of and how far they spread."""
-    return f"x{figure['repeats']} ±{figure['spread'] / 2:.0%}" if isinstance(figure, dict) else "x1"
+    if not isinstance(figure, dict) or figure["repeats"] == 1:
+        return "x1"
+    return f"x{figure['repeats']} ±{figure['spread'] / 2:.0%}"
 
 
 def section_rows(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
