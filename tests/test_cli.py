@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 
 from uavgnn.app import MODES
-from uavgnn.console import progress
+from uavgnn.console import launched_as, progress
 from uavgnn.errors import ConfigError
 from uavgnn.evaluation.scoring import Evaluation
 from uavgnn.loggers import RUN_ID_FILE, run_id
@@ -110,10 +110,17 @@ def test_counts_read_naturally() -> None:
     assert [count(1, "scene"), count(2, "scene"), count(4000, "UAV")] == ["1 scene", "2 scenes", "4,000 UAVs"]
 
 
-def test_progress_bars_are_off_when_stderr_is_a_file(monkeypatch) -> None:
+def test_progress_off_a_terminal_is_plain_status_lines(monkeypatch) -> None:
     monkeypatch.setattr(sys, "stderr", io.StringIO())
-    bar = progress(range(3), desc="work")
-    assert bar.disable and list(bar) == [0, 1, 2] and sys.stderr.getvalue() == ""
+    assert list(progress(range(3), desc="work")) == [0, 1, 2]
+    labelling = progress(total=4, desc="labels", leave=False)
+    labelling.update(4)
+    labelling.close()
+    text = sys.stderr.getvalue()
+    assert "\r" not in text and "" not in text.splitlines()  # no redraws, no blank lines
+    lines = text.splitlines()  # the start and the end of each (both finished within the 30 s interval)
+    assert [line.split("|")[0].split(":")[0] for line in lines] == ["work", "work", "labels", "labels"]
+    assert "0/3" in lines[0] and "3/3" in lines[1] and "0/4" in lines[2] and "4/4" in lines[3]
 
 
 def test_wandb_run_id_is_kept_in_the_run_directory(tmp_path) -> None:
@@ -131,3 +138,10 @@ def test_test_scene_picture_shows_a_scene_where_model_and_milp_differ(labelled_s
     path = model_vs_milp_picture(labelled_store, evaluation, "tiny", tmp_path / "test_scene.png")
     image = matplotlib.image.imread(path)
     assert image.shape[1] > 1.5 * image.shape[0] and image[..., :3].std() > 0.05  # two panels side by side
+
+
+@pytest.mark.parametrize("argv0, command", [("/venv/bin/uavgnn", "uavgnn"), ("/x/run.py", "python run.py"),
+                                            ("/x/uavgnn/__main__.py", "python -m uavgnn")])
+def test_printed_commands_use_the_program_the_user_typed(monkeypatch, argv0, command) -> None:
+    monkeypatch.setattr(sys, "argv", [argv0, "mode=info"])
+    assert launched_as() == command

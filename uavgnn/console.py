@@ -8,9 +8,13 @@ record of the console without printing anything twice.
 
 from __future__ import annotations
 
+import io
 import logging
+import math
 import sys
+import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
@@ -28,14 +32,50 @@ def attach_run_log() -> None:
             _run_log.addHandler(handler)
 
 
+def launched_as() -> str:
+    """How this process was started, to print commands the user can paste: ``python run.py``,
+    ``python -m uavgnn`` or ``uavgnn``."""
+    program = Path(sys.argv[0]).name
+    if program == "__main__.py":
+        return "python -m uavgnn"
+    return "python run.py" if program.endswith(".py") else program
+
+
 def echo(text: str, err: bool = False) -> None:
     """Print ``text`` to stdout (stderr with ``err``) and record it in ``run.log``."""
     tqdm.write(text, file=sys.stderr if err else sys.stdout)
     _run_log.info(text)
 
 
+class StatusLines(tqdm):
+    """tqdm off a terminal (a cluster log, CI): the bar as one plain line when it starts, every
+    ``every_s`` seconds and when it closes, never a carriage-return redraw or a cleared line."""
+
+    every_s = 30.0
+
+    def clear(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to erase: lines already written stay."""
+
+    def display(self, msg: str | None = None, pos: int | None = None, final: bool = False) -> bool:
+        now = time.monotonic()
+        last_n, last_time = getattr(self, "_last_line", (None, -math.inf))
+        if msg == "" or self.n == last_n or (not final and now - last_time < self.every_s):
+            return True
+        self._last_line = (self.n, now)
+        self.fp.write(self.__str__() + "\n")
+        self.fp.flush()
+        return True
+
+    def close(self) -> None:
+        if not self.disable:
+            self.display(final=True)
+            fp, self.fp = self.fp, io.StringIO()  # tqdm's own close only writes redraw characters
+            super().close()
+            self.fp = fp
+
+
 def progress(iterable: Iterable | None = None, **settings: Any) -> tqdm:
-    """A tqdm bar on stderr, redrawn every 2 s at a terminal; off when stderr is a file or pipe (a cluster
-    log, CI), where its redraws would be a stream of carriage returns: the step lines say how far it got."""
-    return tqdm(iterable, **{"mininterval": 2.0, "dynamic_ncols": True, **settings,
-                             "disable": settings.get("disable", False) or not sys.stderr.isatty()})
+    """A tqdm bar on stderr: redrawn every 2 s at a terminal; in a file or pipe, ``StatusLines``."""
+    if sys.stderr.isatty():
+        return tqdm(iterable, **{"mininterval": 2.0, "dynamic_ncols": True, **settings})
+    return StatusLines(iterable, **{"ascii": True, "ncols": 100, **settings})

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from uavgnn.config import Config
-from uavgnn.console import echo
+from uavgnn.console import echo, launched_as
 from uavgnn.report import format_table, write_json
 
 GIB = 2**30
@@ -175,6 +175,6 @@ def run_info(cfg: Config, out_dir: Path) -> dict[str, Any]:
     echo(format_table([info["rates"]]))
     flags = [f"hardware={preset}"] + ["optim.amp=true"] * info["recommended"]["amp"] + \
         ["optim.compile=true"] * info["recommended"]["compile"]
-    echo(f"\nrecommended: python run.py {' '.join(flags)}   ({why})")
+    echo(f"\nrecommended: {launched_as()} {' '.join(flags)}   ({why})")
     write_json(out_dir / "info.json", info)
     return info

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from uavgnn import distributed
 from uavgnn.config import Config, env_settings, scene_distribution
-from uavgnn.console import echo
+from uavgnn.console import echo, launched_as
 from uavgnn.data.splits import load_split
 from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions
 from uavgnn.envs.evaluation import compare_policies
@@ -40,7 +40,7 @@ def resume_command(out_dir: Path) -> str:
     """The command that continues this run: the launch's overrides plus ``resume=auto`` and its directory."""
     overrides = [str(o) for o in HydraConfig.get().overrides.task] if HydraConfig.initialized() else []
     kept = [o for o in overrides if not o.startswith(("resume=", "hydra.run.dir="))]
-    return " ".join(["python run.py", *kept, "resume=auto", f"hydra.run.dir={out_dir}"])
+    return " ".join([launched_as(), *kept, "resume=auto", f"hydra.run.dir={out_dir}"])
 
 
 def test_on_env(cfg: Config, result, out_dir: Path, logger: MetricLogger, device) -> float:
