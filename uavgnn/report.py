@@ -22,9 +22,9 @@ GAP = 2  # characters between columns
 def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
     """Plain text (no colour codes, so ``run.log`` reads the same) at most ``TABLE_WIDTH`` characters wide.
     A wider table of one row is shown as name/value pairs; of more rows, it breaks its headers after ``_``,
-    ``.`` and ``/``; if it still does not fit, its columns
-    continue in a second block below, the first column (the row's name) repeated; a long text cell wraps
-    inside its column. Floats get 4 significant digits."""
+    ``.`` and ``/``; if it still does not fit, its columns continue in further blocks below, each starting
+    with the leading columns that tell the rows apart; a long text cell wraps inside its column. Floats get
+    4 significant digits."""
     columns = list(columns or (rows[0].keys() if rows else []))
     body = [[_cell(row.get(c)) for c in columns] for row in rows]
     content = [max((len(line[i]) for line in body), default=0) for i in range(len(columns))]
@@ -34,11 +34,13 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None =
         return _render(["name", "value"], [[c, v] for c, v in zip(columns, body[0])], range(2))
     headers = [_wrapped_header(c, max(w, 10)) for c, w in zip(columns, content)]
     widths = [max(max(map(len, h.splitlines())), min(w, TABLE_WIDTH // 2)) for h, w in zip(headers, content)]
-    blocks, used = [[0]], widths[0]
-    for i in range(1, len(columns)):
-        if used + GAP + widths[i] > TABLE_WIDTH and len(blocks[-1]) > 1:
-            blocks.append([0])
-            used = widths[0]
+    key = next((k for k in range(1, 5) if len({tuple(line[:k]) for line in body}) == len(body)), 1)
+    key_width = sum(widths[:key]) + GAP * (key - 1)
+    blocks, used = [list(range(key))], key_width
+    for i in range(key, len(columns)):
+        if used + GAP + widths[i] > TABLE_WIDTH and len(blocks[-1]) > key:
+            blocks.append(list(range(key)))
+            used = key_width
         blocks[-1].append(i)
         used += GAP + widths[i]
     return "\n\n".join(_render(headers, body, block) for block in blocks)
