@@ -132,7 +132,8 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
     pytest.param("hardware.batch_size=1.5", "hardware.batch_size=1.5 must be a positive integer or 'auto'",
                  marks=pytest.mark.heavy),
     ("model.hidden=-1", "model.hidden=-1 must be >= 1"),  # bad values: uavgnn.config.validate
-    pytest.param("train.schedule=linear", "train.schedule='linear' is not one of cosine, plateau", marks=pytest.mark.heavy),
+    pytest.param("train.schedule=linear", "train.schedule='linear' is not one of cosine, plateau",
+                 marks=pytest.mark.heavy),
     ("model.hidden=31", "model.hidden=31 must be divisible by model.heads=2"),
     pytest.param("task.need_min=4", "task.need_min=4 exceeds task.need_max=3", marks=pytest.mark.heavy),
 ])

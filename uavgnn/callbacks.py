@@ -20,8 +20,8 @@ from omegaconf import DictConfig
 
 from uavgnn import distributed, run_lock
 from uavgnn.errors import RunDirectoryError, StorageError
-from uavgnn.storage import check_writable
 from uavgnn.report import count
+from uavgnn.storage import check_writable
 
 SWEEP_FAILED_EXIT = 1
 

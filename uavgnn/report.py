@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 
-TABLE_WIDTH = 120  # characters: a wider table wraps its headers, then continues below with the first column again
+TABLE_WIDTH = 120  # characters: a wider table wraps its headers, then continues in blocks below (format_table)
 GAP = 2  # characters between columns
 
 

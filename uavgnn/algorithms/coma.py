@@ -79,7 +79,8 @@ def first_layer(layer: nn.Linear, state: torch.Tensor, action: torch.Tensor, n_a
     """(B, T, N, H): the critic's first layer on every agent's input [state, others' one-hot actions (own block
     zeroed), own one-hot id], without building those inputs: W [s; u_-a; e_a] = W_s s + sum_{j != a} W_u[j, u_j]
     + W_id[a]. The state block runs once per step instead of once per agent, each action block once per agent
-    (a batched matmul: gathers and their scatter backward are slow on the CPU) - the same numbers as the dense layer (``coma_naive`` uses that), a fraction of the work."""
+    (a batched matmul: gathers and their scatter backward are slow on the CPU) - the same numbers as the dense
+    layer (``coma_naive`` uses that), a fraction of the work."""
     n = action.shape[-1]
     w_state, w_action, w_id = layer.weight.split([state.shape[-1], n * n_actions, n], dim=1)
     per_step = F.linear(state, w_state, layer.bias)  # (B, T, H)

@@ -44,8 +44,8 @@ from uavgnn.data.store import GraphStore
 from uavgnn.errors import StorageError
 from uavgnn.problem.graphs import FEATURE_SET, build_graph
 from uavgnn.problem.scenes import SceneDistribution, generate_scenes
-from uavgnn.storage import atomic_write, save_torch, storage_error
 from uavgnn.report import count
+from uavgnn.storage import atomic_write, save_torch, storage_error
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 3

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import logging
 import shutil
-from importlib import resources
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,9 @@ from uavgnn.solvers import solve
 from uavgnn.training.checkpoint import load_model
 
 log = logging.getLogger(__name__)
+# the report's headline figures, (section, key), for the dashboard's run summary
+HEADLINES = [("cache", "cold_over_warm"), ("pipeline", "optimized_over_naive"),
+             ("pipeline", "optimized_amp_over_naive"), ("scaling", "loglog_slope")]
 LONG_RUN_S = 10.0  # a scaling size whose first run takes longer is not repeated (1M nodes: ~2 min each here)
 def model_named(name: str, grad_checkpoint: bool = False) -> TransformerGNN:
     """A model preset by name, read from the installed package (not a ``conf/`` folder by path)."""
@@ -166,7 +169,8 @@ def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str
         rows["naive"].append(timed_steps(algorithm, model(), cycle(naive), steps, k, device))
         rows["optimized"].append(timed_steps(algorithm, model(), cycle(fast), steps, k, device))
         rows["optimized_amp"].append(timed_steps(algorithm, model(), cycle(fast), steps, k, device, dtype=torch.bfloat16))
-    spread = {name: measure([r["graphs_per_s"] for r in runs], f"pipeline {name} graphs/s") for name, runs in rows.items()}
+    spread = {name: measure([r["graphs_per_s"] for r in runs], f"pipeline {name} graphs/s")
+              for name, runs in rows.items()}
     rates = {name: figure["median"] for name, figure in spread.items()}
     ids = list(range(min(batch_size, len(store))))  # the same scenes through both pipelines
     dataset = NaiveSceneDataset(scenes, labels, cfg.data.k_max, cfg.data.uav_neighbours)
@@ -229,7 +233,8 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
             on[key] = statistics.median(r[1][key] for r in runs)
         spread = {side: measure([r[i]["step_ms"] for r in runs], f"toggle {name} {side} step time")
                   for i, side in enumerate(("off", "on"))}
-        rows.append({"toggle": name, "off": off, "on": on, "repeats": spread, "speedup": off["step_ms"] / on["step_ms"],
+        rows.append({"toggle": name, "off": off, "on": on, "repeats": spread,
+                     "speedup": off["step_ms"] / on["step_ms"],
                      "memory_saving": 1 - on["memory_mb"] / off["memory_mb"] if off["memory_mb"] else 0.0,
                      "memory": "CUDA peak allocated" if device.type == "cuda" else "activations saved for backward"})
     return rows
@@ -256,7 +261,8 @@ def bench_scaling(cfg: Config, device: torch.device, out_dir: Path) -> dict[str,
         totals = measure([sum(t.values()) for t in runs], f"scaling at {nodes} nodes")
         timing = {key: statistics.median(t[key] for t in runs) for key in runs[0]}
         rows.append({"nodes": scene.n_uav + scene.n_target, "n_uav": scene.n_uav, **timing,
-                     "total_s": totals["median"], "repeats": totals, "peak_rss_mb": peak_memory_mb(torch.device("cpu"))})
+                     "total_s": totals["median"], "repeats": totals,
+                     "peak_rss_mb": peak_memory_mb(torch.device("cpu"))})
         log.info("scaling: %d nodes in %.2f s", rows[-1]["nodes"], totals["median"])
     fit = [r for r in rows if r["nodes"] >= 10_000] if sum(r["nodes"] >= 10_000 for r in rows) >= 2 else rows
     slope = float(np.polyfit(np.log([r["nodes"] for r in fit]), np.log([r["total_s"] for r in fit]), 1)[0]) \
@@ -321,11 +327,9 @@ def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
     write_json(out_dir / "benchmark.json", report)
     print_report(report)
     plot_benchmark(report, out_dir / "graph_benchmark.png")
-    publish(cfg, out_dir, {f"benchmark/{name}": rows for name, rows in section_rows(report).items()}, {"benchmark/summary": out_dir / "graph_benchmark.png"},
+    tables = {f"benchmark/{name}": rows for name, rows in section_rows(report).items()}
+    publish(cfg, out_dir, tables, {"benchmark/summary": out_dir / "graph_benchmark.png"},
             {key: report[section][key] for section, key in HEADLINES if section in report})
     echo(f"wrote {out_dir / 'benchmark.json'} and {out_dir / 'graph_benchmark.png'}")
     return report
 
-
-HEADLINES = [("cache", "cold_over_warm"), ("pipeline", "optimized_over_naive"), ("pipeline", "optimized_amp_over_naive"),
-             ("scaling", "loglog_slope")]

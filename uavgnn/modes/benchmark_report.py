@@ -25,7 +25,8 @@ def noisy_figures(node: Any) -> list[str]:
     """Every figure of the report (``measure``'s records) whose repeats disagreed by more than ``NOISY``."""
     if isinstance(node, dict):
         if "figure" in node:
-            return [f"{node['figure']}: {node['spread']:.0%} over {node['repeats']} repeats"] if node["spread"] > NOISY else []
+            noisy = node["spread"] > NOISY
+            return [f"{node['figure']}: {node['spread']:.0%} over {node['repeats']} repeats"] if noisy else []
         return [hit for value in node.values() for hit in noisy_figures(value)]
     if isinstance(node, list):
         return [hit for value in node for hit in noisy_figures(value)]

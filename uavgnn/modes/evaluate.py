@@ -89,7 +89,7 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     write_json(out_dir / "eval.json", rows)
     plot_transfer(rows, train_size, out_dir / "transfer.png")
     headline = {f"transfer_ratio/{t['positions']}/{t['n_uav']}": t["transfer_ratio"] for t in transfer}
-    publish(cfg, out_dir, {"eval/methods": rows, "eval/transfer": transfer}, {"eval/transfer_plot": out_dir / "transfer.png"},
-            headline)
+    publish(cfg, out_dir, {"eval/methods": rows, "eval/transfer": transfer},
+            {"eval/transfer_plot": out_dir / "transfer.png"}, headline)
     echo(f"results in {out_dir} (transfer.json, transfer.png)")
     return report

@@ -50,7 +50,8 @@ def test_on_env(cfg: Config, result, out_dir: Path, logger: MetricLogger, device
     name = cfg.algorithm.name
     rows, scores = compare_policies({name: agents.play}, settings, dist,
                                     cfg.env.val_episodes, device)
-    echo(f"\nTest episodes: {count(cfg.env.val_episodes, 'episode')} of {count(settings.n_uav, 'UAV')}, {settings.horizon} steps "
+    echo(f"\nTest episodes: {count(cfg.env.val_episodes, 'episode')} of {count(settings.n_uav, 'UAV')}, "
+         f"{settings.horizon} steps "
          f"({cfg.task.positions})\n" + format_table(rows))
     step = result.state.step
     logger.table("test/methods", rows, step)
