@@ -3,6 +3,7 @@ side by side in one process on the same episodes.
 
     .venv/bin/python benchmarks/bench_coma.py                       # 4 and 16 agents, the guide's batch
     .venv/bin/python benchmarks/bench_coma.py --agents 4 16 64 --repeats 7
+    python benchmarks/bench_coma.py --device cuda --agents 4 16 64             # on a GPU machine
 
 One update = loss, backward and an Adam step over actor and critic, on a
 batch of ``--episodes`` episodes of ``--steps`` steps (the guide: 128 x 14) with
@@ -34,12 +35,12 @@ def episodes(n: int, b: int, t: int, s: COMASettings) -> Episodes:
                     done, torch.ones(b, t))
 
 
-def update_time(n: int, b: int, t: int, hidden: int, repeats: int) -> dict[str, float]:
+def update_time(n: int, b: int, t: int, hidden: int, repeats: int, device: torch.device) -> dict[str, float]:
     env = EnvSettings(n_uav=n, action="discrete")
     s = COMASettings(n, env.obs_dim(), env.state_dim(SceneDistribution()), N_DISCRETE, hidden, 2, hidden, 2,
                      0.99, 0.8, 0.001)
-    agents = COMAAgents(s)
-    batch = episodes(n, b, t, s)
+    agents = COMAAgents(s).to(device)
+    batch = Episodes(*(x.to(device) for x in episodes(n, b, t, s).state_dict().values()))
     optimizer = torch.optim.Adam([p for p in agents.parameters() if p.requires_grad], 3e-4)
 
     def step(loss_of) -> None:
@@ -47,6 +48,8 @@ def update_time(n: int, b: int, t: int, hidden: int, repeats: int) -> dict[str, 
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        if device.type == "cuda":  # the time of the work, not of queueing it
+            torch.cuda.synchronize()
 
     batched = median_time(lambda: step(lambda a, e: a(e)), repeats)
     naive = median_time(lambda: step(naive_loss), repeats)
@@ -60,11 +63,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=14)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
-    print(f"threads {torch.get_num_threads()}, batch {args.episodes} episodes x {args.steps} steps, "
-          f"hidden {args.hidden}, medians of {args.repeats}")
+    print(f"device {args.device}, threads {torch.get_num_threads()}, batch {args.episodes} episodes x {args.steps} "
+          f"steps, hidden {args.hidden}, medians of {args.repeats}")
     for n in args.agents:
-        print(json.dumps(update_time(n, args.episodes, args.steps, args.hidden, args.repeats)))
+        print(json.dumps(update_time(n, args.episodes, args.steps, args.hidden, args.repeats,
+                                     torch.device(args.device))))
 
 
 if __name__ == "__main__":

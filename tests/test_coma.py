@@ -111,7 +111,7 @@ def test_coma_trains_and_is_compared_with_the_planner(tmp_path: Path) -> None:
     out = tmp_path / "run"
     run_train(compose_coma("train.steps=4", "train.eval_every=4", "train.ckpt_every=4"), out)
     summary = json.loads((out / "summary.json").read_text())
-    assert [r["method"] for r in summary["test"]] == ["coma", "scripted planner", "random"]
+    assert [r["method"] for r in summary["test"]] == ["coma", "scripted planner", "nearest target", "random"]
     assert (out / "trajectories.png").stat().st_size > 0
 
 
@@ -121,3 +121,27 @@ def test_mode_info_checks_that_the_environment_and_both_marl_algorithms_run_here
     for algorithm in ("masac", "coma"):
         result = trial(algorithm, lambda: _marl_update(torch.device("cpu"), algorithm))
         assert result["ok"], result["error"]
+
+
+def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Path) -> None:
+    from uavgnn.algorithms import make_model
+    from uavgnn.envs.evaluation import compare_checkpoints
+    from uavgnn.errors import CheckpointError
+    from uavgnn.training.checkpoint import save_checkpoint
+
+    def checkpoint(name: str, cfg) -> str:
+        save_checkpoint(tmp_path / name, {"policy": make_model(cfg).state_dict()}, cfg)
+        return str(tmp_path / name)
+
+    masac = checkpoint("masac.pt", compose_coma("algorithm=masac", "model=mlp", "env=default"))
+    coma = checkpoint("coma.pt", compose_coma("env=goto", "seed=3"))
+    rows = compare_checkpoints([masac, coma], episodes=16, horizon=6, device=torch.device("cpu"))
+    assert [(r["method"], r["actions"]) for r in rows] == [
+        (f"masac seed 0 ({tmp_path.name})", "continuous"), ("scripted planner", "continuous"),
+        ("nearest target", "continuous"), ("random", "continuous"), (f"coma seed 3 ({tmp_path.name})", "goto"),
+        ("scripted planner", "goto"), ("nearest target", "goto"), ("random", "goto")]
+    planner = [r for r in rows if r["method"] == "scripted planner"]
+    assert planner[0]["return"] == planner[1]["return"] and planner[0]["of_planner"] == 1.0  # the same scenes
+    other = checkpoint("six.pt", compose_coma("env=goto", "env.n_uav=6"))
+    with pytest.raises(CheckpointError, match="six.pt: trained on 6 UAVs .* not the same episodes"):
+        compare_checkpoints([coma, other], episodes=4, horizon=3, device=torch.device("cpu"))

@@ -28,7 +28,7 @@ CHOICES = {
     "train.schedule": ("cosine", "plateau"),
     "train.decoder": ("argmax", "greedy"),
     "algorithm.name": ("imitation", "reinforce", "masac", "coma", "dynamics"),
-    "env.action": ("continuous", "discrete"),
+    "env.action": ("continuous", "discrete", "goto"),
     "hardware.data_on_device": ("auto", "true", "false"),
     "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
     "eval.decoder": ("argmax", "greedy", "sample"),
@@ -198,10 +198,10 @@ def check_dynamics(cfg) -> None:
 
 
 def check_coma(cfg) -> None:
-    """COMA acts with discrete headings through its MLP actor, on minibatches of a fixed number of episodes."""
-    if cfg.env.action != "discrete":
-        raise ConfigError(f"algorithm=coma chooses discrete headings: env.action={cfg.env.action!r} must be discrete "
-                          "(env=discrete)")
+    """COMA acts with discrete actions through its MLP actor, on minibatches of a fixed number of episodes."""
+    if cfg.env.action not in ("discrete", "goto"):
+        raise ConfigError(f"algorithm=coma chooses discrete actions: env.action={cfg.env.action!r} must be discrete "
+                          "(env=discrete: headings) or goto (env=goto: targets)")
     if cfg.model.name != "mlp":
         raise ConfigError(f"algorithm=coma with model={cfg.model.name}: its shared actor is model=mlp")
     if cfg.hardware.batch_size == "auto":

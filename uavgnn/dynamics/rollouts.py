@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 
 from uavgnn.config import env_settings, scene_distribution
 from uavgnn.data.cache import key_hash, load_or_build_payload
+from uavgnn.envs.evaluation import load_policy
 from uavgnn.envs.policies import Policy, random_policy, scripted_planner
 from uavgnn.envs.uav_env import EnvSettings, UAVEnv
 from uavgnn.errors import CheckpointError, ConfigError
@@ -72,19 +72,12 @@ def make_policy(name: str, settings: EnvSettings) -> tuple[Policy, str]:
         return scripted_planner, name
     if name == "random":
         return random_policy, name
-    from uavgnn.algorithms import make_model  # a checkpoint's agents: imported only when one is asked for
-    from uavgnn.training.checkpoint import load_checkpoint
-
-    ckpt = load_checkpoint(name)
-    config = OmegaConf.create(ckpt["config"])
-    if (config.algorithm.name not in ("masac", "coma") or config.env.n_uav != settings.n_uav
-            or config.env.action != settings.action):
+    policy, config = load_policy(name)
+    if config.env.n_uav != settings.n_uav or config.env.action != settings.action:
         raise CheckpointError(f"algorithm.rollout_policy={name}: needs a MASAC or COMA checkpoint for "
                               f"{settings.n_uav} UAVs with {settings.action} actions, got algorithm="
                               f"{config.algorithm.name} with env.n_uav={config.env.n_uav}, env.action={config.env.action}")
-    agents = make_model(config)
-    agents.load_state_dict(ckpt["policy"])
-    return agents.play, hashlib.sha256(Path(name).read_bytes()).hexdigest()
+    return policy, hashlib.sha256(Path(name).read_bytes()).hexdigest()
 
 
 @torch.no_grad()

@@ -6,6 +6,8 @@
   flies each assigned UAV straight at its target, slowing to stop inside the
   service radius on its side of the target (not on top of the others);
   unassigned UAVs hover. The bar learned policies are measured against.
+- ``nearest_target``: every UAV at its nearest open target, flown the same
+  way - what a policy that learned no coordination does.
 - ``random_policy``: uniform actions, the floor.
 
 A policy is a function ``(env) -> action`` that reads the env's tensors.
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from uavgnn.envs.uav_env import N_DISCRETE, UAVEnv
+from uavgnn.envs.uav_env import UAVEnv, approach_velocity
 
 Policy = Callable[[UAVEnv], torch.Tensor]
 
@@ -60,21 +62,38 @@ def _to_action(env: UAVEnv, velocity: torch.Tensor) -> torch.Tensor:
     return score.argmax(-1)
 
 
+def _goto_action(env: UAVEnv, assignment: torch.Tensor) -> torch.Tensor:
+    """(E, N) goto action naming each UAV's assigned target among its candidates (0: hover, also when the
+    target is not among its ``obs_targets`` nearest)."""
+    _, j, present = env.candidates()
+    match = (j == assignment[..., None]) & present  # (E, N, kt): at most one True per UAV
+    rank = torch.arange(1, j.shape[-1] + 1, device=env.device)
+    return (match * rank).amax(-1)
+
+
 def scripted_planner(env: UAVEnv) -> torch.Tensor:
     assignment = greedy_assignment(env)
+    if env.cfg.action == "goto":
+        return _goto_action(env, assignment)
     goal = torch.gather(env.target_pos, 1, assignment.clamp(min=0)[..., None].expand(-1, -1, 2))
-    offset = goal - env.pos
-    distance = offset.norm(dim=-1, keepdim=True)
-    stop_at = 0.6 * env.cfg.service_radius
-    speed = ((distance - stop_at).clamp(min=0.0) / env.cfg.dt).clamp(max=env.cfg.max_speed)
-    velocity = offset / distance.clamp(min=1e-9) * speed * (assignment >= 0)[..., None]
+    velocity = approach_velocity(env.pos, goal, env.cfg) * (assignment >= 0)[..., None]
     return _to_action(env, velocity)
+
+
+def nearest_target(env: UAVEnv) -> torch.Tensor:
+    """Every UAV flies at its nearest open target, as the planner flies (no coordination, no range check)."""
+    _, j, present = env.candidates()
+    if env.cfg.action == "goto":
+        return present[..., 0].long()
+    goal = torch.gather(env.target_pos, 1, j[..., :1].expand(-1, -1, 2))
+    return _to_action(env, approach_velocity(env.pos, goal, env.cfg) * present[..., :1])
 
 
 def random_policy(env: UAVEnv) -> torch.Tensor:
     if env.cfg.action == "continuous":
         return torch.rand(env.n_envs, env.n_uav, 2, generator=env.generator, device=env.device) * 2 - 1
-    return torch.randint(0, N_DISCRETE, (env.n_envs, env.n_uav), generator=env.generator, device=env.device)
+    return torch.randint(0, env.cfg.action_dim(), (env.n_envs, env.n_uav), generator=env.generator,
+                         device=env.device)
 
 
 @dataclass

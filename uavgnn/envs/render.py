@@ -70,14 +70,18 @@ def episode_gif(scores: EpisodeScores, service_radius: float, path: Path, fps: i
 
 
 def plot_learning_curve(history: list[dict[str, Any]], path: Path) -> Path:
-    """Validation return against the scripted planner's, and the training episodes' return, per step."""
+    """Validation return against the scripted planner's and nearest targets' (dashed references), and the
+    training episodes' return, per step."""
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, label in (("val/return", "policy (validation, deterministic)"),
                        ("train/episode_return", "training episodes (exploring)"),
-                       ("val/planner_return", "scripted planner (validation)")):
+                       ("val/planner_return", "scripted planner (validation)"),
+                       ("val/nearest_return", "nearest target, no coordination (validation)")):
         points = [(row["step"], row[key]) for row in history if key in row]
         if points:
-            ax.plot(*zip(*points), marker="o" if key.startswith("val") else None, ms=3, label=label)
+            reference = key in ("val/planner_return", "val/nearest_return")
+            ax.plot(*zip(*points), marker=None if reference or key.startswith("train") else "o", ms=3,
+                    ls="--" if reference else "-", label=label)
     ax.set_xlabel("training step (updates)")
     ax.set_ylabel("episode return (team, task reward)")
     ax.grid(alpha=0.3)

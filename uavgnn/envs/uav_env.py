@@ -54,7 +54,7 @@ class EnvSettings:
     n_uav: int = 4  # UAVs per environment (targets: task.target_ratio of it)
     n_envs: int = 64  # environments stepped together
     horizon: int = 25  # steps per episode
-    action: str = "continuous"  # continuous: velocity command in [-1, 1]^2 | discrete: stay + 8 headings
+    action: str = "continuous"  # continuous: velocity in [-1, 1]^2 | discrete: stay, 8 headings | goto: stay, a target
     dt: float = 1.0  # seconds per step
     max_speed: float = 0.3  # distance per second
     max_accel: float = 0.15  # change of velocity per second
@@ -80,8 +80,8 @@ class EnvSettings:
         return UAV_FEATURES * self.n_uav + TARGET_FEATURES * self.n_targets(dist) + 1
 
     def action_dim(self) -> int:
-        """Continuous: 2 velocity components; discrete: the number of actions."""
-        return 2 if self.action == "continuous" else N_DISCRETE
+        """Continuous: 2 velocity components; discrete, goto: the number of actions."""
+        return {"continuous": 2, "discrete": N_DISCRETE}.get(self.action, 1 + self.obs_targets)
 
 
 @dataclass
@@ -110,13 +110,23 @@ def _clamp_norm(v: torch.Tensor, max_norm: float) -> torch.Tensor:
     return v * (max_norm / norm.clamp(min=max_norm))
 
 
+def approach_velocity(pos: torch.Tensor, goal: torch.Tensor, settings: EnvSettings) -> torch.Tensor:
+    """(..., 2) velocity straight at ``goal``, slowing to stop 0.6 service radii short of it (on the UAV's side,
+    not on top of the others serving it): how the scripted planner and the ``goto`` actions fly."""
+    offset = goal - pos
+    distance = offset.norm(dim=-1, keepdim=True)
+    speed = ((distance - 0.6 * settings.service_radius).clamp(min=0.0) / settings.dt).clamp(max=settings.max_speed)
+    return offset / distance.clamp(min=1e-9) * speed
+
+
 class UAVEnv:
     """E environments of N UAVs stepped at once; seeded by ``seed``, resumable through ``state_dict``."""
 
     def __init__(self, settings: EnvSettings, dist: SceneDistribution, n_envs: int, device: torch.device,
                  seed: int) -> None:
-        if settings.action not in ("continuous", "discrete"):
-            raise ValueError(f"env.action: unknown action mode {settings.action!r} (expected continuous or discrete)")
+        if settings.action not in ("continuous", "discrete", "goto"):
+            raise ValueError(f"env.action: unknown action mode {settings.action!r} "
+                             "(expected continuous, discrete or goto)")
         self.cfg, self.dist, self.n_envs, self.device = settings, dist, n_envs, torch.device(device)
         self.n_uav, self.n_target = settings.n_uav, settings.n_targets(dist)
         self.side = dist.side(settings.n_uav)
@@ -169,6 +179,13 @@ class UAVEnv:
         """(E, M) targets that are open and have appeared."""
         return self.open & (self.appear_at <= self.t[:, None])
 
+    def candidates(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each UAV's ``obs_targets`` nearest visible open targets, nearest first (what it observes and what the
+        ``goto`` actions 1.. name): distances and target indices (E, N, kt), and which of those exist (bool)."""
+        dist_t = self.target_distance().masked_fill(~self.visible()[:, None], float("inf"))
+        d, j = dist_t.topk(min(self.cfg.obs_targets, self.n_target), dim=-1, largest=False)
+        return d, j, torch.isfinite(d)
+
     def observe(self) -> torch.Tensor:
         """Per-UAV fixed-size observation (E, N, obs_dim): itself, its nearest open targets and UAVs (relative)."""
         cfg, side, speed = self.cfg, self.side, self.cfg.max_speed
@@ -176,10 +193,8 @@ class UAVEnv:
         own = torch.cat([self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left,
                          self.pos / side], -1)
         rel_t = self.target_pos[:, None] - self.pos[:, :, None]  # (E, N, M, 2)
-        dist_t = rel_t.norm(dim=-1).masked_fill(~self.visible()[:, None], float("inf"))
-        kt = min(cfg.obs_targets, self.n_target)
-        d, j = dist_t.topk(kt, dim=-1, largest=False)  # (E, N, kt)
-        present = torch.isfinite(d)
+        d, j, present = self.candidates()
+        kt = j.shape[-1]
 
         def gather(x: torch.Tensor) -> torch.Tensor:  # (E, M) -> (E, N, kt): the targets each UAV sees
             return torch.gather(x[:, None].expand(-1, self.n_uav, -1), 2, j)
@@ -213,22 +228,35 @@ class UAVEnv:
     # -- dynamics ----------------------------------------------------------------------------------------------
 
     def velocity_command(self, action: torch.Tensor) -> torch.Tensor:
-        """(E, N, 2) desired velocity of an action: continuous (E, N, 2) in [-1, 1] or discrete (E, N) indices."""
+        """(E, N, 2) desired velocity of an action: continuous (E, N, 2) in [-1, 1], discrete or goto (E, N)
+        indices (goto: 0 hovers, k flies at the k-th nearest open target; an absent one hovers)."""
         if self.cfg.action == "continuous":
             if action.shape != (self.n_envs, self.n_uav, 2):
                 raise ValueError(f"continuous actions must have shape {(self.n_envs, self.n_uav, 2)}, "
                                  f"got {tuple(action.shape)}")
             return _clamp_norm(action.clamp(-1.0, 1.0), 1.0) * self.cfg.max_speed
         if action.shape != (self.n_envs, self.n_uav):
-            raise ValueError(f"discrete actions must have shape {(self.n_envs, self.n_uav)}, got {tuple(action.shape)}")
-        return self.headings[action] * self.cfg.max_speed
+            raise ValueError(f"{self.cfg.action} actions must have shape {(self.n_envs, self.n_uav)}, "
+                             f"got {tuple(action.shape)}")
+        if self.cfg.action == "discrete":
+            return self.headings[action] * self.cfg.max_speed
+        _, j, present = self.candidates()
+        k = (action - 1).clamp(0, j.shape[-1] - 1)[..., None]  # (E, N, 1)
+        go = (action > 0) & (action <= j.shape[-1]) & present.gather(-1, k).squeeze(-1)
+        goal = torch.gather(self.target_pos, 1, j.gather(-1, k).expand(-1, -1, 2))
+        return approach_velocity(self.pos, goal, self.cfg) * go[..., None]
 
     def available_actions(self) -> torch.Tensor:
-        """(E, N, N_DISCRETE) bool: the discrete actions that make sense now - stay always; a heading only for a
-        UAV with energy left whose full-speed step along it stays inside the arena."""
+        """(E, N, A) bool: the discrete actions that make sense now - stay always; a heading only for a UAV with
+        energy left whose full-speed step along it stays inside the arena; a goto target only if it exists."""
+        alive = (self.energy > 0)[..., None]
+        if self.cfg.action == "goto":
+            present = self.candidates()[2]
+            pad = present.new_zeros(*present.shape[:2], self.cfg.obs_targets - present.shape[-1])
+            return torch.cat([torch.ones_like(present[..., :1]), present & alive, pad], -1)
         ahead = self.pos[:, :, None] + self.headings * self.cfg.max_speed * self.cfg.dt  # (E, N, A, 2)
         inside = ((ahead >= 0) & (ahead <= self.side)).all(-1)
-        avail = inside & (self.energy > 0)[..., None]
+        avail = inside & alive
         avail[..., 0] = True
         return avail
 
