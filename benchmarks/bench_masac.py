@@ -4,17 +4,23 @@ throughput, side by side.
     .venv/bin/python benchmarks/bench_masac.py                # all sections
     .venv/bin/python benchmarks/bench_masac.py --section update --agents 2 4
     .venv/bin/python benchmarks/bench_masac.py --section toggles   # amp, compile, prioritized replay, batch size
+    .venv/bin/python benchmarks/bench_masac.py --section env --vmas   # beside VMAS's discovery (pip install vmas)
 
 Update: one MASAC update (forward, backward, optimiser step, target averaging)
 of ``MASACAgents`` vs ``NaiveMASAC`` on the same random batch, median of
 ``--repeats`` after warm-up; reference/002's sizes (batch 128, hidden 256).
-Environment: agent-steps/s of ``UAVEnv.step`` with random actions. Medians;
-ratios come from the same process, back to back.
+Environment: agent-steps/s of ``UAVEnv.step`` with random actions; with
+``--vmas``, VMAS's ``discovery`` scenario (the nearest published vectorised
+multi-robot task: agents covering targets, continuous actions) at the same
+sizes, a size skipped when its first step takes over ``--vmas-max-step-s``.
+VMAS is an optional cross-check, not a dependency. Medians; ratios come from
+the same process, back to back.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import time
 
@@ -126,6 +132,32 @@ def bench_env(n_envs: int, n_uav: int, repeats: int, device: torch.device) -> di
     return {"envs": n_envs, "uavs": n_uav, "agent_steps_per_s": steps * n_envs * n_uav / t}
 
 
+def bench_vmas(n_envs: int, n_uav: int, repeats: int, device: torch.device, max_step_s: float) -> float | None:
+    """Agent-steps/s of VMAS's discovery scenario with random actions; None when one step is too slow."""
+    import vmas  # optional: the cross-check needs it, nothing else does
+
+    env = vmas.make_env("discovery", num_envs=n_envs, device=device, continuous_actions=True, n_agents=n_uav,
+                        seed=0)
+    env.reset()
+    steps = 5
+
+    def step() -> None:
+        env.step([torch.rand(n_envs, 2, device=device) * 2 - 1 for _ in range(n_uav)])
+
+    start = time.perf_counter()
+    step()
+    if time.perf_counter() - start > max_step_s:
+        return None
+
+    def run() -> None:
+        for _ in range(steps):
+            step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    return steps * n_envs * n_uav / median_time(run, repeats, warmup=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--section", choices=["update", "toggles", "env", "all"], default="all")
@@ -137,7 +169,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--max-agent-steps", type=int, default=2_000_000, help="skip env sizes E x N above this")
+    parser.add_argument("--vmas", action="store_true", help="also VMAS's discovery scenario (pip install vmas)")
+    parser.add_argument("--vmas-max-step-s", type=float, default=2.0, help="skip VMAS sizes slower than this a step")
     args = parser.parse_args()
+    if args.vmas and importlib.util.find_spec("vmas") is None:
+        parser.error("--vmas needs VMAS, an optional cross-check: pip install vmas")
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}")
     if args.section in ("update", "all"):
@@ -153,7 +189,8 @@ def main() -> None:
         for name, unit, off, on in bench_toggles(4, args.batch, args.hidden, args.repeats):
             print(f"{name:<62} {unit:>10} {off:>10.1f} {on:>10.1f} {on / off:>6.2f}", flush=True)
     if args.section in ("env", "all"):
-        print(f"\nUAVEnv.step, random actions, agent-steps/s (median of {args.repeats} x 5 steps)")
+        print(f"\nUAVEnv.step, random actions, agent-steps/s (median of {args.repeats} x 5 steps)"
+              + (" | VMAS discovery" if args.vmas else ""))
         print(f"{'envs':>6} " + " ".join(f"{f'N={n}':>12}" for n in args.uavs))
         for e in args.envs:
             cells = []
@@ -163,6 +200,9 @@ def main() -> None:
                     continue
                 r = bench_env(e, n, args.repeats, torch.device(args.device))
                 cells.append(f"{r['agent_steps_per_s']:>12,.0f}")
+                if args.vmas:
+                    v = bench_vmas(e, n, args.repeats, torch.device(args.device), args.vmas_max_step_s)
+                    cells[-1] += f" | {'-' if v is None else f'{v:,.0f}':>9}"
             print(f"{e:>6} " + " ".join(cells), flush=True)
 
 
