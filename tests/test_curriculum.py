@@ -87,7 +87,7 @@ def test_replay_fraction_over_many_batches(tmp_path) -> None:
     assert sorted(torch.cat(halves).tolist()) == sorted(sampler.batch(5, 2, 32, 0.4).scene_id.tolist())
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # 20 s; resume exactness runs by default in test_train and test_faults, with -m heavy here too
 def test_resumed_run_keeps_its_stage_and_matches_an_uninterrupted_run(tmp_path) -> None:
     args = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=32", "data.val_scenes=8",
             "data.test_scenes=8", "curriculum=aggressive", "curriculum.stages=[3,6]", "curriculum.replay=[0,0.3]",
