@@ -19,7 +19,8 @@ import statistics
 import torch
 
 from uavgnn.envs.evaluation import compare_checkpoints
-from uavgnn.report import count, format_table
+from uavgnn.errors import CheckpointError
+from uavgnn.report import count, format_table, markdown_table
 
 
 def seed_summary(rows: list[dict]) -> list[dict]:
@@ -44,7 +45,10 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="also print the tables as markdown")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rows = compare_checkpoints(args.checkpoints, args.episodes, args.horizon, torch.device("cpu"))
+    try:
+        rows = compare_checkpoints(args.checkpoints, args.episodes, args.horizon, torch.device("cpu"))
+    except CheckpointError as error:  # a missing, foreign or mismatched checkpoint: one line, no traceback
+        parser.error(str(error))
     summary = seed_summary(rows)
     print(format_table(rows))
     if summary:
@@ -52,8 +56,7 @@ def main() -> None:
     if args.markdown:
         for table in (rows, summary):
             if table:
-                print("\n| " + " | ".join(table[0]) + " |\n|" + "---|" * len(table[0]))
-                print("\n".join("| " + " | ".join(str(v) for v in row.values()) + " |" for row in table))
+                print("\n" + markdown_table(list(table[0]), [list(row.values()) for row in table]))
 
 
 if __name__ == "__main__":

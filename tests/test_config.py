@@ -106,7 +106,8 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         return
     if cfg.algorithm.name in ("masac", "coma"):
         assert summary["steps"] == 4 and summary["best_val_planner_gap"] == pytest.approx(gap)
-        assert [r["method"] for r in summary["test"]] == [cfg.algorithm.name, "scripted planner", "nearest target", "random"]
+        assert [r["method"] for r in summary["test"]] == [cfg.algorithm.name, "scripted planner", "nearest target",
+                                                          "random"]
         for picture in ("trajectories.png", "learning_curve.png", "episode.gif", "last.pt", "best.pt"):
             assert (out / picture).stat().st_size > 0, picture
         return

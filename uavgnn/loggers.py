@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 
 from uavgnn.config import flatten
 from uavgnn.console import echo
+from uavgnn.report import markdown_table
 from uavgnn.storage import storage_error
 
 log = logging.getLogger(__name__)
@@ -261,9 +262,8 @@ class MetricLogger:
             self._guarded("wandb.log table", lambda: self.wandb_run.log({key: wandb.Table(columns=columns, data=data)},
                                                                        step=step))
         if self.tensorboard is not None:
-            lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-            lines += ["| " + " | ".join("" if v is None else str(v) for v in line) + " |" for line in data]
-            self._guarded("tensorboard.add_text", lambda: self.tensorboard.add_text(key, "\n".join(lines), step))
+            text = markdown_table(columns, data)
+            self._guarded("tensorboard.add_text", lambda: self.tensorboard.add_text(key, text, step))
 
     def summary(self, values: dict[str, Any]) -> None:
         """The final metrics: the wandb run summary; TensorBoard's hparams view (config against metrics)."""

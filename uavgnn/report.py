@@ -72,6 +72,12 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def markdown_table(columns: Sequence[str], data: Sequence[Sequence[Any]]) -> str:
+    """A GitHub markdown table (TensorBoard's text tab, BENCHMARKS.md); ``None`` cells stay empty."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in data])
+
+
 def count(n: int, noun: str) -> str:
     """``1 scene``, ``2 scenes``: a number with its noun in the right form."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

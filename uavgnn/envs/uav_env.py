@@ -179,10 +179,12 @@ class UAVEnv:
         """(E, M) targets that are open and have appeared."""
         return self.open & (self.appear_at <= self.t[:, None])
 
-    def candidates(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def candidates(self, distance: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Each UAV's ``obs_targets`` nearest visible open targets, nearest first (what it observes and what the
-        ``goto`` actions 1.. name): distances and target indices (E, N, kt), and which of those exist (bool)."""
-        dist_t = self.target_distance().masked_fill(~self.visible()[:, None], float("inf"))
+        ``goto`` actions 1.. name): distances and target indices (E, N, kt), and which of those exist (bool);
+        ``distance``: ``target_distance()`` when the caller has it already."""
+        d = self.target_distance() if distance is None else distance
+        dist_t = d.masked_fill(~self.visible()[:, None], float("inf"))
         d, j = dist_t.topk(min(self.cfg.obs_targets, self.n_target), dim=-1, largest=False)
         return d, j, torch.isfinite(d)
 
@@ -193,7 +195,7 @@ class UAVEnv:
         own = torch.cat([self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left,
                          self.pos / side], -1)
         rel_t = self.target_pos[:, None] - self.pos[:, :, None]  # (E, N, M, 2)
-        d, j, present = self.candidates()
+        d, j, present = self.candidates(rel_t.norm(dim=-1))
         kt = j.shape[-1]
 
         def gather(x: torch.Tensor) -> torch.Tensor:  # (E, M) -> (E, N, kt): the targets each UAV sees
