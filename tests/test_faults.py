@@ -489,6 +489,12 @@ def test_values_outside_each_range_are_rejected_naming_the_key(key) -> None:
     (["train.lr=nan"], "train.lr=nan must be > 0"),
     (["train.grad_clip=-1"], "train.grad_clip=-1.0 must be > 0"),
     (["model.dropout=1.0"], "model.dropout=1.0 must be in [0, 1)"),
+    (["data.source=generated"], "data.source=generated with algorithm=imitation: fresh scenes have no MILP labels"),
+    (["data.source=generated", "algorithm=reinforce", "algorithm.imitation_weight=0.5"],
+     "data.source=generated with algorithm.imitation_weight=0.5"),
+    (["data.source=generated", "algorithm=reinforce", "task=file", "task.file=x.json"],
+     "data.source=generated with task=file"),
+    (["data.source=files"], "data.source='files' is not one of cache, generated"),
 ])
 def test_named_bad_values_fail_before_any_work(overrides, message) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -1,9 +1,13 @@
 import numpy as np
+import pytest
 import torch
 from torch_geometric.data import Batch
 
 from uavgnn.data.store import GraphStore
-from uavgnn.problem.graphs import EDGE_DIM, NODE_DIM, adaptive_k, build_graph, candidate_recall, message_edges
+from uavgnn.problem.graphs import (EDGE_DIM, NODE_DIM, adaptive_k, build_graph, build_graph_batch, candidate_recall,
+                                   message_edges)
+from uavgnn.problem.neighbours import grid_neighbours, kdtree_neighbours
+from uavgnn.problem.scene_batch import SceneBatch
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs, generate_scenes
 from uavgnn.solvers import solve_milp
 
@@ -64,17 +68,57 @@ def test_gather_equals_pyg_collate() -> None:
     np.testing.assert_array_equal(store.label_assignments()[2], labels[2].assignment)
 
 
-def test_torch_cdist_neighbours_equal_kdtree() -> None:
-    """The GPU path (torch.cdist + topk in blocks), run here on the CPU, finds the same neighbours."""
-    from uavgnn.problem.graphs import kdtree_neighbours, torch_neighbours
+def assert_same_neighbours(scene: Scene, a, b) -> None:
+    """Neighbours ``b`` (torch) equal the k-d tree's ``a``; UAV neighbours by the distances they imply
+    (clipped clustered positions can tie)."""
+    for field in ("c_uav", "c_tgt", "c_rank", "n_feasible", "n_reach", "uu_src"):
+        np.testing.assert_array_equal(np.asarray(getattr(a, field)), getattr(b, field).numpy(), err_msg=field)
+    for field in ("c_dist", "nearest", "uu_dist"):
+        np.testing.assert_allclose(np.asarray(getattr(a, field)), getattr(b, field).numpy(), err_msg=field)
+    implied = np.linalg.norm(scene.uav_pos[b.uu_src.numpy()] - scene.uav_pos[b.uu_dst.numpy()], axis=1)
+    np.testing.assert_allclose(implied, a.uu_dist)
 
-    for scene in generate_scenes(SceneDistribution(positions="clustered"), 50, 3, seed=1):
-        a = kdtree_neighbours(scene, 6, 5)
-        b = torch_neighbours(scene, 6, 5, device="cpu", block=7)  # several blocks
-        for field in ("c_uav", "c_tgt", "c_rank", "n_feasible", "n_reach", "uu_src"):
-            np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
-        for field in ("c_dist", "nearest", "uu_dist"):
-            np.testing.assert_allclose(getattr(a, field), getattr(b, field), err_msg=field)
-        # UAV neighbours: clipped clustered positions can tie, so compare the distances they imply
-        implied = np.linalg.norm(scene.uav_pos[b.uu_src] - scene.uav_pos[b.uu_dst], axis=1)
-        np.testing.assert_allclose(implied, a.uu_dist)
+
+def test_grid_neighbours_equal_the_kdtree_ones() -> None:
+    """The device path for huge scenes (a cell grid of side max range, UAVs in blocks), run here on the CPU:
+    uniform and clustered scenes, a sparse one where UAV neighbours lie beyond the 3 x 3 cells (the exact
+    fallback), and scenes too small for the requested counts."""
+    sparse = Scene(uav_pos=np.array([[0.0, 0.0], [0.5, 0.0], [40.0, 40.0], [80.0, 0.0]]),
+                   uav_range=np.array([1.0, 2.0, 1.5, 1.0]), target_pos=np.array([[1.0, 0.0], [40.0, 41.0]]),
+                   need=np.array([1, 2]), value=np.array([1.0, 3.0]), lam=0.1)
+    scenes = (generate_scenes(SceneDistribution(), 300, 1, seed=1) + [sparse]
+              + generate_scenes(SceneDistribution(positions="clustered"), 120, 2, seed=2)
+              + generate_scenes(SceneDistribution(), 2, 1, seed=3))
+    for scene in scenes:
+        expected = kdtree_neighbours(scene, 6, 5)
+        assert_same_neighbours(scene, expected, grid_neighbours(SceneBatch.from_scenes([scene]), 6, 5, block=37))
+
+
+@pytest.mark.parametrize("positions", ["uniform", "clustered"])
+def test_batched_builder_equals_the_per_scene_graphs(positions) -> None:
+    """B scenes built at once on the device give the graphs of ``build_graph``, batched by PyG."""
+    scenes = generate_scenes(SceneDistribution(positions=positions), 10, 12, seed=5)
+    ours = build_graph_batch(SceneBatch.from_scenes(scenes), 6, 4)
+    reference = Batch.from_data_list([build_graph(s, 6, 4) for s in scenes])
+    node_and_candidate_keys = [key for key in reference.keys() if not key.startswith("uu_")]
+    for key in node_and_candidate_keys:
+        value = reference[key]
+        if torch.is_tensor(value) and value.is_floating_point():
+            torch.testing.assert_close(ours[key], value, msg=key)
+        elif torch.is_tensor(value):
+            assert torch.equal(ours[key], value), key
+        else:
+            assert ours[key] == value, key
+    assert ours.num_graphs == 12 and torch.equal(ours.n_uav, torch.full((12,), 10))
+    for s, scene in enumerate(scenes):  # UAV neighbours: per scene, as the k-d tree finds them (up to ties)
+        nodes = scene.n_uav + scene.n_target
+        first = nodes * s
+        mine = (ours.uu_index[0] >= first) & (ours.uu_index[0] < first + nodes)
+        src, dst = ours.uu_index[:, mine] - first
+        expected = kdtree_neighbours(scene, 6, 4)
+        np.testing.assert_array_equal(src.numpy(), expected.uu_src)
+        implied = np.linalg.norm(scene.uav_pos[src.numpy()] - scene.uav_pos[dst.numpy()], axis=1)
+        np.testing.assert_allclose(implied, expected.uu_dist)
+    if positions == "uniform":  # no ties: every edge and feature identical
+        assert torch.equal(ours.uu_index, reference.uu_index)
+        torch.testing.assert_close(ours.uu_attr, reference.uu_attr)

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from uavgnn.problem.scenes import SceneDistribution, feasible_pairs, generate_scenes
+from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs, generate_scenes
 
 
 @pytest.mark.parametrize("positions", ["uniform", "clustered"])
@@ -29,16 +29,20 @@ def test_unknown_distribution_is_named() -> None:
         generate_scenes(SceneDistribution(positions="ring"), 4, 1, 0)
 
 
-def test_feasible_pairs_match_brute_force() -> None:
-    for scene in generate_scenes(SceneDistribution(positions="clustered"), 40, 5, seed=9):
+@pytest.mark.parametrize("first_k", [32, 1])  # 1: most UAVs ask again (k doubles until their list is complete)
+def test_feasible_pairs_match_brute_force(first_k: int) -> None:
+    tied = Scene(uav_pos=np.array([[0.0, 0.0], [5.0, 5.0]]), uav_range=np.array([2.0, 0.5]),
+                 target_pos=np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [9.0, 9.0]]),
+                 need=np.ones(5, np.int64), value=np.ones(5), lam=0.1)  # four targets at distance 1 from UAV 0
+    for scene in generate_scenes(SceneDistribution(positions="clustered"), 40, 5, seed=9) + [tied]:
         dist = np.linalg.norm(scene.uav_pos[:, None] - scene.target_pos[None], axis=2)
-        expected = {(i, j) for i, j in zip(*np.nonzero(dist <= scene.uav_range[:, None]))}
-        pairs = feasible_pairs(scene)
-        assert set(zip(pairs.uav.tolist(), pairs.target.tolist())) == expected
-        np.testing.assert_allclose(pairs.dist, dist[pairs.uav, pairs.target])
-        # sorted by UAV, then distance
-        key = pairs.uav * 1e6 + pairs.dist
-        assert np.all(np.diff(key) >= 0)
+        pairs = feasible_pairs(scene, first_k)
+        # sorted by UAV, then distance, then target: exactly the brute-force order
+        uav, target = np.nonzero(dist <= scene.uav_range[:, None])
+        order = np.lexsort((target, dist[uav, target], uav))
+        np.testing.assert_array_equal(pairs.uav, uav[order])
+        np.testing.assert_array_equal(pairs.target, target[order])
+        np.testing.assert_allclose(pairs.dist, dist[uav[order], target[order]])
 
 
 def test_feasible_pairs_keep_zero_distance(hand_scene) -> None:

@@ -34,6 +34,7 @@ class EnvConfig(EnvSettings):
 
 @dataclass
 class DataConfig:
+    source: str = "cache"  # cache: MILP-labelled cached splits | generated: new device-generated scenes every step
     n_uav: int = 16  # UAVs per training scene (the curriculum may change it per stage)
     train_scenes: int = 4000
     val_scenes: int = 256
@@ -88,6 +89,7 @@ class OptimConfig:
     checkpoint_layers: Optional[list[int]] = None  # layers under grad_checkpoint; null = all
     graph_cache: bool = True
     prefetch: bool = True
+    tf32: bool = True  # CUDA: TF32 tensor cores for fp32 matmuls (faster than bf16 autocast for this model)
 
 
 @dataclass

@@ -33,12 +33,13 @@ def resolve_device(name: str) -> torch.device:
 
 
 def prepare_device(cfg) -> torch.device:
-    """The preset's device with its CPU threads and (CUDA) memory cap applied."""
+    """The preset's device with its CPU threads, (CUDA) memory cap and TF32 setting (``optim.tf32``) applied."""
     device = resolve_device(cfg.hardware.device)
     if cfg.hardware.threads > 0:
         torch.set_num_threads(cfg.hardware.threads)
     if device.type == "cuda":
         torch.cuda.set_per_process_memory_fraction(cfg.hardware.memory_fraction, device)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(cfg.optim.tf32)
     return device
 
 

@@ -30,6 +30,7 @@ CHOICES = {
     "algorithm.name": ("imitation", "reinforce", "masac", "coma", "dynamics"),
     "env.action": ("continuous", "discrete", "goto"),
     "hardware.data_on_device": ("auto", "true", "false"),
+    "data.source": ("cache", "generated"),
     "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
     "eval.decoder": ("argmax", "greedy", "sample"),
     "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
@@ -149,6 +150,8 @@ def validate(cfg) -> None:
         raise ConfigError(f"algorithm.init_from={cfg.algorithm.init_from}: no checkpoint there")
     if cfg.algorithm.name == "reinforce" and cfg.algorithm.samples < 2:
         raise ConfigError(f"algorithm.samples={cfg.algorithm.samples} must be >= 2 (the greedy rollout and a sample)")
+    if cfg.data.source == "generated":
+        check_generated(cfg)
     if cfg.algorithm.name == "masac" and cfg.env.action != "continuous":
         raise ConfigError(f"algorithm=masac acts with velocity commands: env.action={cfg.env.action!r} must be "
                           "continuous")
@@ -181,6 +184,19 @@ def validate(cfg) -> None:
                       ("task.value_min", "task.value_max")):
         if OmegaConf.select(cfg, low) > OmegaConf.select(cfg, high):
             raise ConfigError(f"{low}={OmegaConf.select(cfg, low)} exceeds {high}={OmegaConf.select(cfg, high)}")
+
+
+def check_generated(cfg) -> None:
+    """Fresh scenes have no MILP labels and come from the task's generator."""
+    if cfg.algorithm.name != "reinforce":
+        raise ConfigError(f"data.source=generated with algorithm={cfg.algorithm.name}: fresh scenes have no MILP "
+                          "labels to imitate; use algorithm=reinforce (or data.source=cache)")
+    if cfg.algorithm.imitation_weight > 0:
+        raise ConfigError(f"data.source=generated with algorithm.imitation_weight={cfg.algorithm.imitation_weight}: "
+                          "fresh scenes have no MILP labels; set algorithm.imitation_weight=0")
+    if cfg.task.name == "file":
+        raise ConfigError("data.source=generated with task=file: fresh scenes come from a generator task "
+                          "(uniform or clustered)")
 
 
 def check_dynamics(cfg) -> None:

@@ -17,7 +17,8 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
-from uavgnn.problem.graphs import Neighbours, graph_from_neighbours
+from uavgnn.problem.graphs import graph_from_neighbours
+from uavgnn.problem.neighbours import Neighbours
 from uavgnn.problem.scenes import Scene
 
 

@@ -22,6 +22,11 @@ Stored per graph (PyG offsets every ``*_index`` attribute when batching):
 Features: displacements and distances are divided by the UAV's range, counts
 are log-scaled, need/value by fixed constants; no absolute position anywhere,
 so the graph is translation invariant and independent of the scene's size.
+
+One feature function (``graph_tensors``, torch, on any device) serves every
+builder: ``build_graph`` (one scene; k-d tree on the CPU, cell grid on a GPU)
+and ``build_graph_batch`` (B generated scenes of one size at once, dense
+``topk``, no loop over scenes), so cached and fresh graphs cannot drift apart.
 """
 
 from __future__ import annotations
@@ -31,11 +36,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.spatial import cKDTree
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data
 
 from uavgnn.problem.metrics import IDLE
-from uavgnn.problem.scenes import Scene, feasible_pairs
+from uavgnn.problem.neighbours import Neighbours, dense_neighbours, grid_neighbours, kdtree_neighbours
+from uavgnn.problem.scene_batch import SceneBatch
+from uavgnn.problem.scenes import Scene
 
 FEATURE_SET = "rel-v2"  # bump when features change: part of the cache key
 NODE_DIM = 6  # [is_uav, is_target, f0, f1, f2, f3]
@@ -73,130 +79,92 @@ class GraphSettings:
         return cls(data.k_min, data.k_divisor, data.k_max, data.uav_neighbours)
 
 
-@dataclass
-class Neighbours:
-    """The geometric part of a graph: candidates (sorted by UAV, then distance), feasibility
-    counts and UAV<->UAV neighbours. Built by a k-d tree (CPU) or ``torch.cdist`` + ``topk`` (GPU)."""
-
-    c_uav: np.ndarray
-    c_tgt: np.ndarray
-    c_dist: np.ndarray
-    c_rank: np.ndarray
-    n_feasible: np.ndarray  # (N,) feasible targets per UAV, before truncation to k_max
-    n_reach: np.ndarray  # (M,) UAVs that can reach each target
-    nearest: np.ndarray  # (N,) distance to the nearest feasible target (inf if none)
-    uu_src: np.ndarray
-    uu_dst: np.ndarray
-    uu_dist: np.ndarray
-
-
-def kdtree_neighbours(scene: Scene, k_max: int, uav_neighbours: int) -> Neighbours:
-    n, m = scene.n_uav, scene.n_target
-    pairs = feasible_pairs(scene)  # sorted by UAV, then distance
-    first = np.searchsorted(pairs.uav, np.arange(n + 1))
-    rank = np.arange(len(pairs.uav)) - first[pairs.uav]
-    n_feasible = np.diff(first)
-    nearest = np.full(n, np.inf)
-    nearest[n_feasible > 0] = pairs.dist[first[:-1][n_feasible > 0]]
-    keep = rank < k_max
-    n_nb = min(uav_neighbours, n - 1)
-    if n_nb > 0:
-        nb_dist, nb = cKDTree(scene.uav_pos).query(scene.uav_pos, k=n_nb + 1)
-        src, dst, d = np.repeat(np.arange(n), n_nb), nb[:, 1:].reshape(-1), nb_dist[:, 1:].reshape(-1)
-    else:
-        src = dst = np.zeros(0, dtype=np.int64)
-        d = np.zeros(0)
-    return Neighbours(pairs.uav[keep], pairs.target[keep], pairs.dist[keep], rank[keep], n_feasible,
-                      np.bincount(pairs.target, minlength=m), nearest, src, dst, d)
-
-
-def torch_neighbours(scene: Scene, k_max: int, uav_neighbours: int, device: torch.device | str = "cuda",
-                     block: int = 4096) -> Neighbours:
-    """Same as ``kdtree_neighbours`` with ``torch.cdist`` + ``topk`` over blocks of UAVs
-    (memory ``block x max(N, M)``), for building graphs on the GPU."""
-    n, m = scene.n_uav, scene.n_target
-    dtype = torch.float32 if torch.device(device).type == "cuda" else torch.float64
-    uav = torch.as_tensor(scene.uav_pos, dtype=dtype, device=device)
-    tgt = torch.as_tensor(scene.target_pos, dtype=dtype, device=device)
-    rng = torch.as_tensor(scene.uav_range, dtype=dtype, device=device)
-    n_nb = min(uav_neighbours, n - 1)
-    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("c_uav", "c_tgt", "c_dist", "c_rank", "n_feasible",
-                                                            "nearest", "uu_dst", "uu_dist")}
-    n_reach = torch.zeros(m, dtype=torch.long, device=device)
-    for start in range(0, n, block):
-        rows = torch.arange(start, min(n, start + block), device=device)
-        d = torch.cdist(uav[rows], tgt)  # (b, M)
-        feasible = d <= rng[rows, None]
-        n_reach += feasible.sum(0)
-        parts["n_feasible"].append(feasible.sum(1))
-        dist, idx = torch.topk(d.masked_fill(~feasible, float("inf")), min(k_max, m), dim=1, largest=False)
-        ok = torch.isfinite(dist)
-        parts["nearest"].append(dist[:, 0])
-        parts["c_uav"].append(rows[:, None].expand_as(idx)[ok])
-        parts["c_tgt"].append(idx[ok])
-        parts["c_dist"].append(dist[ok])
-        parts["c_rank"].append(torch.arange(idx.shape[1], device=device).expand_as(idx)[ok])
-        if n_nb > 0:
-            du = torch.cdist(uav[rows], uav)
-            du[torch.arange(len(rows), device=device), rows] = float("inf")  # not my own neighbour
-            nb_dist, nb = torch.topk(du, n_nb, dim=1, largest=False)
-            parts["uu_dst"].append(nb.reshape(-1))
-            parts["uu_dist"].append(nb_dist.reshape(-1))
-    out = {k: (torch.cat(v).cpu().numpy() if v else np.zeros(0)) for k, v in parts.items()}
-    src = np.repeat(np.arange(n), n_nb) if n_nb > 0 else np.zeros(0, dtype=np.int64)
-    return Neighbours(out["c_uav"].astype(np.int64), out["c_tgt"].astype(np.int64), out["c_dist"].astype(np.float64),
-                      out["c_rank"].astype(np.int64), out["n_feasible"].astype(np.int64), n_reach.cpu().numpy(),
-                      out["nearest"].astype(np.float64), src, out["uu_dst"].astype(np.int64),
-                      out["uu_dist"].astype(np.float64))
-
-
 def build_graph(scene: Scene, k_max: int = 16, uav_neighbours: int = 8, assignment: np.ndarray | None = None,
                 device: torch.device | str = "cpu") -> Data:
-    """One scene's graph; ``assignment`` (the MILP labels) adds ``cand_label``/``busy``.
-    Neighbours come from a k-d tree on CPU, from ``torch.cdist`` + ``topk`` when ``device`` is a GPU."""
-    if torch.device(device).type == "cpu":
+    """One scene's graph on ``device``; ``assignment`` (the MILP labels) adds ``cand_label``/``busy``.
+    Neighbours come from a k-d tree on the CPU, from the cell grid (``grid_neighbours``) on a GPU."""
+    scenes = SceneBatch.from_scenes([scene], device)
+    if scenes.uav_pos.device.type == "cpu":
         nb = kdtree_neighbours(scene, k_max, uav_neighbours)
     else:
-        nb = torch_neighbours(scene, k_max, uav_neighbours, device)
+        nb = grid_neighbours(scenes, k_max, uav_neighbours)
     return graph_from_neighbours(scene, nb, assignment)
 
 
 def graph_from_neighbours(scene: Scene, nb: Neighbours, assignment: np.ndarray | None = None) -> Data:
-    """Features and labels of a scene's graph once its neighbours are known."""
-    n, m = scene.n_uav, scene.n_target
-    c_uav, c_tgt, c_dist, c_rank = nb.c_uav, nb.c_tgt, nb.c_dist, nb.c_rank
-    n_feasible, n_reach = nb.n_feasible, nb.n_reach
-    r = scene.uav_range
-    nearest = np.minimum(nb.nearest / r, 1.0)
-    uav_x = np.stack([np.ones(n), np.zeros(n), r / RANGE_SCALE, np.log1p(n_feasible) / 3.0, nearest,
-                      np.full(n, scene.lam)], axis=1)
-    tgt_x = np.stack([np.zeros(m), np.ones(m), scene.need / NEED_SCALE, scene.value / scene.need / VALUE_SCALE,
-                      np.log1p(n_reach) / 3.0, np.minimum(n_reach / scene.need, 4.0) / 4.0], axis=1)
+    """One scene's graph once its neighbours are known (``graph_tensors`` of a batch of one)."""
+    device = nb.c_uav.device if torch.is_tensor(nb.c_uav) else "cpu"
+    labels = None if assignment is None else torch.as_tensor(assignment, device=device)
+    return Data(**graph_tensors(SceneBatch.from_scenes([scene], device), nb, labels))
 
-    delta = (scene.target_pos[c_tgt] - scene.uav_pos[c_uav]) / r[c_uav, None]
-    cost = scene.lam * c_dist / (scene.value[c_tgt] / scene.need[c_tgt])  # travel cost vs value per UAV slot
-    cand_attr = np.column_stack([np.ones(len(c_uav)), np.zeros((len(c_uav), 2)), delta, c_dist / r[c_uav], cost])
 
-    src, dst, d = nb.uu_src, nb.uu_dst, nb.uu_dist
-    uu_delta = (scene.uav_pos[dst] - scene.uav_pos[src]) / r[src, None]
-    uu_attr = np.column_stack([np.zeros((len(src), 2)), np.ones(len(src)), uu_delta, d / r[src], r[dst] / r[src]])
+def build_graph_batch(scenes: SceneBatch, k_max: int = 16, uav_neighbours: int = 8) -> Batch:
+    """The PyG batch of B scenes of one size, built on their device without a loop over scenes: the same
+    graphs as ``Batch.from_data_list([build_graph(s) for s in scenes])`` (no labels: fresh scenes have none)."""
+    t = graph_tensors(scenes, dense_neighbours(scenes, k_max, uav_neighbours))
+    b, n = scenes.uav_pos.shape[:2]
+    nodes = n + scenes.target_pos.shape[1]
+    dev = scenes.uav_pos.device
+    graph_ids = torch.arange(b, device=dev)
+    batch = Batch(**t, batch=graph_ids.repeat_interleave(nodes), ptr=torch.arange(b + 1, device=dev) * nodes,
+                  n_uav=torch.full((b,), n, device=dev), scene_id=graph_ids)
+    batch._num_graphs = b
+    return batch
 
-    graph = Data(
-        x=torch.from_numpy(np.concatenate([uav_x, tgt_x])).float(),
-        node_type=torch.cat([torch.zeros(n, dtype=torch.long), torch.ones(m, dtype=torch.long)]),
-        need=torch.cat([torch.zeros(n, dtype=torch.long), torch.from_numpy(scene.need).long()]),
-        cand_index=torch.from_numpy(np.stack([c_uav, n + c_tgt])).long(),
-        cand_attr=torch.from_numpy(cand_attr).float(),
-        cand_rank=torch.from_numpy(c_rank).long(),
-        cand_target=torch.from_numpy(c_tgt).long(),
-        uu_index=torch.from_numpy(np.stack([src, dst])).long(),
-        uu_attr=torch.from_numpy(uu_attr).float(),
-        num_nodes=n + m,
+
+def graph_tensors(scenes: SceneBatch, nb: Neighbours, assignment: torch.Tensor | None = None
+                  ) -> dict[str, torch.Tensor | int]:
+    """Features (and, with the MILP's ``assignment`` (B*N,), labels) of B scenes' graphs laid out as PyG
+    batches them: scene by scene, each scene's UAV nodes then its target nodes; computed on the scenes'
+    device in their precision, stored as float32."""
+    b, n = scenes.uav_pos.shape[:2]
+    m = scenes.target_pos.shape[1]
+    dev, dtype = scenes.uav_pos.device, scenes.uav_pos.dtype
+    t = lambda a: torch.as_tensor(a, device=dev)  # noqa: E731  (arrays of the k-d tree or naive search)
+    c_uav, c_tgt, c_dist, c_rank = t(nb.c_uav).long(), t(nb.c_tgt).long(), t(nb.c_dist).to(dtype), t(nb.c_rank).long()
+    src, dst, d = t(nb.uu_src).long(), t(nb.uu_dst).long(), t(nb.uu_dist).to(dtype)
+    pos, r = scenes.uav_pos.reshape(-1, 2), scenes.uav_range.reshape(-1)
+    tpos, need, value = scenes.target_pos.reshape(-1, 2), scenes.need.reshape(-1), scenes.value.reshape(-1)
+    need_f = need.to(dtype)
+    lam = torch.as_tensor(scenes.lam, dtype=dtype, device=dev).expand(b).repeat_interleave(n)
+    nearest = torch.clamp(t(nb.nearest).to(dtype) / r, max=1.0)
+    n_reach = t(nb.n_reach).to(dtype)
+    ones, zeros = torch.ones(b * n, dtype=dtype, device=dev), torch.zeros(b * n, dtype=dtype, device=dev)
+    uav_x = torch.stack([ones, zeros, r / RANGE_SCALE, torch.log1p(t(nb.n_feasible).to(dtype)) / 3.0, nearest, lam], 1)
+    tones, tzeros = torch.ones(b * m, dtype=dtype, device=dev), torch.zeros(b * m, dtype=dtype, device=dev)
+    tgt_x = torch.stack([tzeros, tones, need_f / NEED_SCALE, value / need_f / VALUE_SCALE, torch.log1p(n_reach) / 3.0,
+                         torch.clamp(n_reach / need_f, max=4.0) / 4.0], 1)
+
+    delta = (tpos[c_tgt] - pos[c_uav]) / r[c_uav, None]
+    cost = lam[c_uav] * c_dist / (value[c_tgt] / need_f[c_tgt])  # travel cost vs value per UAV slot
+    c_ones = torch.ones_like(c_dist)[:, None]
+    cand_attr = torch.cat([c_ones, torch.zeros_like(delta), delta, (c_dist / r[c_uav])[:, None], cost[:, None]], 1)
+    uu_delta = (pos[dst] - pos[src]) / r[src, None]
+    u_ones = torch.ones_like(d)[:, None]
+    uu_attr = torch.cat([torch.zeros_like(uu_delta), u_ones, uu_delta, (d / r[src])[:, None], (r[dst] / r[src])[:, None]], 1)
+
+    uav_node = c_uav + torch.div(c_uav, n, rounding_mode="floor") * m  # flat index -> node of the batch
+    tgt_node = c_tgt + (torch.div(c_tgt, m, rounding_mode="floor") + 1) * n
+    uu_shift = torch.div(src, n, rounding_mode="floor") * m
+    per_scene = lambda u, v: torch.cat([u.view(b, n, *u.shape[1:]), v.view(b, m, *v.shape[1:])], 1).flatten(0, 1)  # noqa: E731
+    out: dict[str, torch.Tensor | int] = dict(
+        x=per_scene(uav_x, tgt_x).float(),
+        node_type=per_scene(torch.zeros(b * n, dtype=torch.long, device=dev),
+                            torch.ones(b * m, dtype=torch.long, device=dev)),
+        need=per_scene(torch.zeros(b * n, dtype=torch.long, device=dev), need.long()),
+        cand_index=torch.stack([uav_node, tgt_node]),
+        cand_attr=cand_attr.float(),
+        cand_rank=c_rank,
+        cand_target=torch.remainder(c_tgt, m),
+        uu_index=torch.stack([src + uu_shift, dst + uu_shift]),
+        uu_attr=uu_attr.float(),
+        num_nodes=b * (n + m),
     )
     if assignment is not None:
-        graph.cand_label = torch.from_numpy(assignment[c_uav] == c_tgt)
-        graph.busy = torch.from_numpy(np.concatenate([assignment != IDLE, np.zeros(m, dtype=bool)]))
-    return graph
+        assignment = assignment.long().reshape(-1)
+        out["cand_label"] = assignment[c_uav] == torch.remainder(c_tgt, m)
+        out["busy"] = per_scene(assignment != IDLE, torch.zeros(b * m, dtype=torch.bool, device=dev))
+    return out
 
 
 def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.problem.scenes import Scene, SceneDistribution
 
 
 @dataclass
@@ -26,7 +27,28 @@ class SceneBatch:
     target_pos: torch.Tensor  # (B, M, 2)
     need: torch.Tensor  # (B, M) int64
     value: torch.Tensor  # (B, M)
-    side: float  # square side L
+    side: float  # square side L (of stacked scenes: their largest coordinate)
+    lam: float  # travel cost per unit distance
+
+    @staticmethod
+    def from_scenes(scenes: list[Scene], device: torch.device | str = "cpu") -> "SceneBatch":
+        """Scenes of one size stacked on ``device`` (their float64 precision kept)."""
+        if len({(s.n_uav, s.n_target) for s in scenes}) != 1 or len({s.lam for s in scenes}) != 1:
+            raise ValueError("SceneBatch.from_scenes: the scenes must share their UAV and target counts and lam")
+
+        def stack(name: str) -> torch.Tensor:
+            return torch.as_tensor(np.stack([getattr(s, name) for s in scenes]), device=device)
+
+        corner = max(float(max(s.uav_pos.max(initial=0.0), s.target_pos.max(initial=0.0))) for s in scenes)
+        return SceneBatch(stack("uav_pos"), stack("uav_range"), stack("target_pos"), stack("need"), stack("value"),
+                          corner, float(scenes[0].lam))
+
+    def scenes(self) -> list[Scene]:
+        """The batch as numpy scenes (for the MILP, the metrics and files)."""
+        arrays = [t.detach().double().cpu().numpy() for t in (self.uav_pos, self.uav_range, self.target_pos, self.value)]
+        need = self.need.cpu().numpy()
+        return [Scene(arrays[0][b], arrays[1][b], arrays[2][b], need[b], arrays[3][b], self.lam)
+                for b in range(len(need))]
 
 
 def _uniform(low: float, high: float, shape: tuple[int, ...], generator: torch.Generator,
@@ -60,4 +82,4 @@ def generate_scene_batch(dist: SceneDistribution, n_uav: int, count: int, genera
     uav_range = _uniform(dist.range_min, dist.range_max, (count, n_uav), generator, device)
     need = torch.randint(dist.need_min, dist.need_max + 1, (count, n_target), generator=generator, device=device)
     value = need * _uniform(dist.value_min, dist.value_max, (count, n_target), generator, device)
-    return SceneBatch(uav_pos, uav_range, target_pos, need, value, side)
+    return SceneBatch(uav_pos, uav_range, target_pos, need, value, side, float(dist.lam))

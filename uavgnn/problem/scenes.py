@@ -107,13 +107,33 @@ class FeasiblePairs:
     dist: np.ndarray  # (P,) float64
 
 
-def feasible_pairs(scene: Scene) -> FeasiblePairs:
-    """All pairs with ``dist(u_i, t_j) <= r_i``, found with k-d trees (never a dense N x M matrix)."""
-    uav_tree = cKDTree(scene.uav_pos)
-    target_tree = cKDTree(scene.target_pos)
-    found = uav_tree.sparse_distance_matrix(target_tree, float(scene.uav_range.max()), output_type="ndarray")
-    uav, target, dist = found["i"].astype(np.int64), found["j"].astype(np.int64), found["v"]
-    keep = dist <= scene.uav_range[uav]
-    uav, target, dist = uav[keep], target[keep], dist[keep]
-    order = np.lexsort((target, dist, uav))
-    return FeasiblePairs(uav[order], target[order], dist[order])
+PARALLEL_QUERY = 10_000  # UAVs from which the k-d tree query runs on every core (below, threads cost more)
+
+
+def feasible_pairs(scene: Scene, first_k: int = 32) -> FeasiblePairs:
+    """All pairs with ``dist(u_i, t_j) <= r_i`` from k-nearest-target queries of a k-d tree (never a dense
+    N x M matrix): each UAV asks for its ``first_k`` nearest targets within the largest range; a UAV whose
+    k-th is still in range asks again with twice the k. Query results come sorted by distance, so only a
+    stable merge by UAV is left (a full three-key sort took 7 of the 9.6 s at 666,667 UAVs)."""
+    n, m, r = scene.n_uav, scene.n_target, scene.uav_range
+    if n == 0 or m == 0:
+        return FeasiblePairs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    tree = cKDTree(scene.target_pos)
+    workers = -1 if n >= PARALLEL_QUERY else 1
+    rows, k = np.arange(n), min(first_k, m)
+    parts = []
+    while rows.size:
+        dist, target = tree.query(scene.uav_pos[rows], k=k, distance_upper_bound=float(r[rows].max()), workers=workers)
+        dist, target = dist.reshape(len(rows), k), target.reshape(len(rows), k)
+        more = (dist[:, -1] <= r[rows]) & (k < m)  # the k-th nearest is in range: there may be more
+        keep = (dist <= r[rows, None]) & ~more[:, None]
+        parts.append((np.broadcast_to(rows[:, None], dist.shape)[keep], target[keep], dist[keep]))
+        rows, k = rows[more], min(2 * k, m)
+    uav, target, dist = (np.concatenate(column) for column in zip(*parts))
+    order = np.argsort(uav, kind="stable")  # keeps each UAV's distance order
+    uav, target, dist = uav[order], target[order].astype(np.int64), dist[order]
+    tie = (uav[1:] == uav[:-1]) & (dist[1:] == dist[:-1]) & (target[1:] < target[:-1])
+    if tie.any():  # equal distances: the nearer-indexed target first, as documented
+        order = np.lexsort((target, dist, uav))
+        uav, target, dist = uav[order], target[order], dist[order]
+    return FeasiblePairs(uav.astype(np.int64), target, dist)

@@ -7,8 +7,10 @@ holds, the candidate budget k of a step, and how the policy is validated -
 with the metric best.pt minimises (``score_key``).
 
 - ``SceneWorkload`` (imitation, reinforce): cached splits per curriculum
-  stage, ``BatchSource`` order, jittered k, greedy-decoded validation against
-  the MILP labels (``val/optimality_gap``).
+  stage in ``BatchSource`` order, or scenes generated on the device every step
+  (``data.source=generated``, ``FreshScenes``); jittered k, greedy-decoded
+  validation against the MILP labels of the cached validation split
+  (``val/optimality_gap``).
 - ``uavgnn.envs.experience.Experience`` (masac): environments stepped by the
   current policy, a replay buffer, episodes scored against the scripted
   planner (``val/planner_gap``).
@@ -36,6 +38,7 @@ from uavgnn.evaluation.scoring import evaluate_model
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.metrics import mean_metrics
 from uavgnn.training.batches import BatchSource
+from uavgnn.training.fresh_scenes import FreshScenes
 from uavgnn.training.schedule import jittered_k
 
 
@@ -48,14 +51,16 @@ class SceneWorkload:
         self.cfg, self.device = cfg, device
         self.graph = GraphSettings.from_config(cfg.data)
         self.sizes = list(cfg.curriculum.stages) if cfg.curriculum.name != "none" else [cfg.data.n_uav]
+        generated = cfg.data.source == "generated"
         with distributed.main_rank_first():  # one split per curriculum stage (just data.n_uav without one)
-            self.stage_train = [load_split(cfg, "train", n_uav=n) for n in self.sizes]
+            self.stage_train = [] if generated else [load_split(cfg, "train", n_uav=n) for n in self.sizes]
             self.stage_val = [load_split(cfg, "val", n_uav=n) for n in self.sizes]
-        self.batches = BatchSource(cfg, self.sizes, self.stage_train, device)
+        self.batches = (FreshScenes(cfg, self.sizes, device) if generated
+                        else BatchSource(cfg, self.sizes, self.stage_train, device))
 
     def probe_store(self):
         """Items ``hardware.batch_size=auto`` measures trial steps on (``gather(ids)``, ``len``)."""
-        return self.stage_train[-1]
+        return self.batches if isinstance(self.batches, FreshScenes) else self.stage_train[-1]
 
     def k(self, stage: int) -> int:
         return self.graph.k(self.sizes[stage])

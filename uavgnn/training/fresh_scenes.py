@@ -1,0 +1,84 @@
+"""``data.source=generated``: every training step draws new scenes on the device (no dataset, no MILP labels).
+
+Reward-driven training (``algorithm=reinforce``) needs no labels, so it need not
+be limited to a few thousand cached scenes: each batch is ``generate_scene_batch``
++ ``build_graph_batch`` on the training device (~45,000 graphs/s of 16 UAVs on
+2 CPU cores, BENCHMARKS.md), never copied from the host. The generator of step
+``s`` is seeded by (seed, step, rank), so a batch is a pure function of them and
+resume / rollback repeat exactly what an uninterrupted run saw; each rank of a
+``torchrun`` job draws its own share of the global batch. With a curriculum, a
+``replay[stage]`` share of every batch is drawn at the sizes of earlier stages
+(each earlier stage equally likely), as the cached sampler does.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch_geometric.data import Batch
+
+from uavgnn import distributed
+from uavgnn.config import scene_distribution
+from uavgnn.problem.graphs import build_graph_batch
+from uavgnn.problem.scene_batch import generate_scene_batch
+from uavgnn.training.curriculum import stage_batch_size
+
+GRAPH_KEYS = ("x", "node_type", "need", "cand_attr", "cand_rank", "cand_target", "uu_attr", "n_uav")
+
+
+def concat_batches(parts: list[Batch]) -> Batch:
+    """One batch of the graphs of ``parts`` in order (node indices shifted, graph ids renumbered)."""
+    if len(parts) == 1:
+        return parts[0]
+    node_shift = torch.cumsum(torch.tensor([0] + [p.num_nodes for p in parts[:-1]]), 0).tolist()
+    graph_shift = torch.cumsum(torch.tensor([0] + [p.num_graphs for p in parts[:-1]]), 0).tolist()
+    out = Batch(**{key: torch.cat([p[key] for p in parts]) for key in GRAPH_KEYS},
+                cand_index=torch.cat([p.cand_index + s for p, s in zip(parts, node_shift)], 1),
+                uu_index=torch.cat([p.uu_index + s for p, s in zip(parts, node_shift)], 1),
+                batch=torch.cat([p.batch + g for p, g in zip(parts, graph_shift)]),
+                ptr=torch.cat([parts[0].ptr[:1]] + [p.ptr[1:] + s for p, s in zip(parts, node_shift)]),
+                num_nodes=sum(p.num_nodes for p in parts))
+    out.scene_id = torch.arange(out.ptr.numel() - 1, device=out.x.device)
+    out._num_graphs = out.scene_id.numel()
+    return out
+
+
+class FreshScenes:
+    """The batch of every step, generated on ``device``: ``next(step, stage, batch_size)`` like ``BatchSource``."""
+
+    def __init__(self, cfg, sizes: list[int], device: torch.device) -> None:
+        self.cfg, self.sizes, self.device = cfg, sizes, device
+        self.dist = scene_distribution(cfg.task)
+        self.ctx = distributed.context()
+
+    def restart(self, step: int, batch_size: int) -> None:
+        """Nothing to rewind: a batch is a pure function of (seed, step, rank)."""
+
+    def _generator(self, step: int) -> torch.Generator:
+        seed = (self.cfg.seed * 1_000_003 + step) * 1_009 + self.ctx.rank
+        return torch.Generator(device=self.device).manual_seed(seed)
+
+    def _graphs(self, n_uav: int, count: int, generator: torch.Generator) -> Batch:
+        scenes = generate_scene_batch(self.dist, n_uav, count, generator, self.device)
+        return build_graph_batch(scenes, self.cfg.data.k_max, self.cfg.data.uav_neighbours)
+
+    def next(self, step: int, stage: int, batch_size: int) -> Batch:
+        cur = self.cfg.curriculum
+        n_stage = self.sizes[stage]
+        if cur.name != "none":
+            batch_size = stage_batch_size(cur.batch_policy, n_stage + self.dist.n_targets(n_stage), batch_size,
+                                          cur.node_budget)
+        count = max(1, batch_size // self.ctx.world_size)
+        generator = self._generator(step)
+        n_old = min(round(count * cur.replay[stage]), count - 1) if cur.name != "none" and stage > 0 else 0
+        old_stage = torch.randint(0, max(stage, 1), (n_old,), generator=generator, device=self.device)
+        per_stage = torch.bincount(old_stage, minlength=stage).tolist() if n_old else []
+        parts = [self._graphs(n_stage, count - n_old, generator)]
+        parts += [self._graphs(self.sizes[s], c, generator) for s, c in enumerate(per_stage) if c > 0]
+        return concat_batches(parts)
+
+    # what ``hardware.batch_size=auto`` probes (``gather(ids)``, ``len``)
+    def __len__(self) -> int:
+        return self.cfg.hardware.max_batch_size  # a generator has no end: trial batches up to the cap
+
+    def gather(self, ids: torch.Tensor) -> Batch:
+        return self._graphs(self.sizes[-1], len(ids), self._generator(0))
