@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.conftest import run_cli
-from uavgnn.algorithms.reinforce import policy_samples, reinforce_loss, rollout_rewards
+from uavgnn.algorithms.reinforce import advantages, policy_samples, reinforce_loss, rollout_rewards
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import split_assignments
 from uavgnn.models.choices import choice_log_probs
@@ -71,7 +71,18 @@ def test_rollouts_are_exact_samples_of_each_uavs_choice_distribution(store) -> N
     torch.testing.assert_close(idle[uav], idle_logp.exp()[uav], rtol=0, atol=0.014)
 
 
-def test_steps_raise_the_expected_reward_of_the_policy(store) -> None:
+def test_advantages_against_the_greedy_decode_or_the_other_samples_by_hand() -> None:
+    reward = torch.tensor([[1.0, 5.0], [2.0, 5.0], [4.0, 8.0], [6.0, 2.0]])  # row 0: greedy; 2 scenes
+    torch.testing.assert_close(advantages(reward, "greedy"), torch.tensor([[1.0, 0.0], [3.0, 3.0], [5.0, -3.0]]))
+    # each sample against the mean of the two others: 2 - (4 + 6) / 2 = -3, ...
+    expected = torch.tensor([[-3.0, 0.0], [0.0, 4.5], [3.0, -4.5]])
+    torch.testing.assert_close(advantages(reward, "mean"), expected)
+    with pytest.raises(ValueError, match="baseline=mean needs algorithm.samples >= 3"):
+        advantages(reward[:2], "mean")
+
+
+@pytest.mark.parametrize("baseline", ["greedy", "mean"])
+def test_steps_raise_the_expected_reward_of_the_policy(store, baseline) -> None:
     """What the estimator promises: gradient steps on the REINFORCE loss alone raise E[J] under the policy
     (measured on fresh samples). The logits are free parameters, so the policy follows the gradient exactly."""
     batch = store.gather(torch.arange(len(store)))
@@ -101,7 +112,8 @@ def test_steps_raise_the_expected_reward_of_the_policy(store) -> None:
     optimizer = torch.optim.Adam(policy.parameters(), lr=0.1)
     before = expected_reward()
     for step in range(30):
-        loss, stats, n = reinforce_loss(policy, full, 8, samples=16, generator=torch.Generator().manual_seed(step))
+        loss, stats, n = reinforce_loss(policy, full, 8, samples=16, generator=torch.Generator().manual_seed(step),
+                                        baseline=baseline)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

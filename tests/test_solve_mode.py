@@ -9,7 +9,7 @@ from uavgnn.problem.scene_io import load_scene, save_scene, scene_to_dict
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("solver", ["milp", *(pytest.param(s, marks=pytest.mark.heavy) for s in ("greedy", "lap"))])
+@pytest.mark.parametrize("solver", ["milp", *(pytest.param(s, marks=pytest.mark.heavy) for s in ("greedy", "lap", "mcf"))])
 def test_solve_writes_checkable_results(tmp_path, solver) -> None:
     out = tmp_path / "run"
     proc = run_cli("mode=solve", f"solver={solver}", "solve.n_uav=12", f"hydra.run.dir={out}", cwd=tmp_path)

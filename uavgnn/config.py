@@ -116,6 +116,7 @@ class AlgorithmConfig:
     init_from: Optional[str] = None  # checkpoint whose policy starts training (fine-tuning); same model config
     samples: int = 8  # reinforce: rollouts per scene, the first the greedy baseline
     imitation_weight: float = 0.0  # reinforce: weight of the imitation loss kept alongside (0 = pure REINFORCE)
+    baseline: str = "greedy"  # reinforce: greedy (the deployed decode's J) | mean (the other samples' mean J, POMO)
     gamma: float = 0.95  # masac: discount
     tau: float = 0.005  # masac: Polyak step of the target critics
     init_alpha: float = 0.2  # masac: initial entropy temperature
@@ -213,13 +214,14 @@ class SolveConfig:
     n_uav: int = 16  # size of the generated scene when task.file is unset
     time_limit: float = 60.0  # MILP time limit, seconds
     gap_reference: bool = True  # also run the MILP to report optimality_gap
+    guided_keep: int = 2  # solver=guided: each UAV's most likely targets (by the model) the MILP keeps
 
 
 @dataclass
 class Config:
     mode: str = "train"  # train | eval | solve | cache | compare | profile | benchmark | info | rollouts
     seed: int = 0
-    solver: str = "milp"  # mode=solve: milp | greedy | lap | model
+    solver: str = "milp"  # mode=solve: milp | greedy | lap | mcf | model | guided
     action: str = "info"  # mode=cache: info | verify | clear
     force: bool = False  # mode=cache action=clear: delete without asking
     ckpt: Optional[str] = None

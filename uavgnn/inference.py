@@ -1,8 +1,9 @@
-"""Apply a trained model to one scene of any size: graph build, one forward pass, decode."""
+"""Apply a trained model to one scene of any size: graph build, one forward pass (``score_scene``), decode."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -15,7 +16,7 @@ from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import reward
 from uavgnn.problem.scenes import Scene
 from uavgnn.runtime import autocast
-from uavgnn.solvers import SolveResult
+from uavgnn.solvers.result import SolveResult
 
 CHUNK_EDGES = 2**16  # message edges per layer-wise block (TransformerGNN.forward_chunked): cache-sized blocks ran the
 # 1M-node forward 3.4x faster than 2**20-edge blocks on the 2-core CPU (88 -> 26 s, BENCHMARKS.md)
@@ -46,16 +47,40 @@ def spatial_order(scene: Scene) -> tuple[Scene, np.ndarray, np.ndarray]:
                   scene.value[target], scene.lam), uav, target)
 
 
+@dataclass
+class SceneScores:
+    """The model's log-probabilities for one scene, on the graph it was built for. ``scene`` is the scene as
+    scored (Morton-ordered when large); ``uav_order``/``target_order`` map it back to the caller's numbering."""
+
+    scene: Scene
+    batch: Batch
+    cand_logp: torch.Tensor
+    idle_logp: torch.Tensor
+    keep: torch.Tensor
+    uav_order: np.ndarray
+    target_order: np.ndarray
+    build_s: float
+    forward_s: float
+
+    def to_caller(self, assignment: np.ndarray) -> np.ndarray:
+        """An assignment of ``scene`` in the caller's UAV and target numbering."""
+        mapped = np.where(assignment >= 0, self.target_order[np.maximum(assignment, 0)], assignment)
+        return mapped[np.argsort(self.uav_order)]
+
+    def candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(UAV, target, log-probability) of every scored candidate, in the caller's numbering."""
+        index = self.batch.cand_index[:, self.keep].cpu().numpy()
+        n = self.scene.n_uav
+        return self.uav_order[index[0]], self.target_order[index[1] - n], self.cand_logp.cpu().numpy()
+
+
 @torch.no_grad()
-def solve_with_model(model: TransformerGNN, scene: Scene, graph: GraphSettings, decoder: str = "greedy",
-                     device: torch.device | str = "cpu", amp_dtype: torch.dtype | None = None
-                     ) -> tuple[SolveResult, dict[str, float]]:
-    """The model's assignment of ``scene`` and the time split {build_s, forward_s, decode_s}; ``graph``:
-    the settings the model was trained with (``load_model``); ``amp_dtype`` runs the forward under autocast."""
+def score_scene(model: TransformerGNN, scene: Scene, graph: GraphSettings, device: torch.device | str = "cpu",
+                amp_dtype: torch.dtype | None = None) -> SceneScores:
+    """Build ``scene``'s graph with the checkpoint's settings ``graph`` and run the model once."""
     device = torch.device(device)
-    k = graph.k(scene.n_uav)
     start = time.perf_counter()
-    original = scene
+    uav_order, target_order = np.arange(scene.n_uav), np.arange(scene.n_target)
     if scene.n_uav >= SPATIAL_ORDER:
         scene, uav_order, target_order = spatial_order(scene)
     data = build_graph(scene, graph.k_max, graph.uav_neighbours, device=device)
@@ -63,16 +88,24 @@ def solve_with_model(model: TransformerGNN, scene: Scene, graph: GraphSettings, 
     batch = Batch.from_data_list([data]).to(device)
     built = time.perf_counter()
     with autocast(device, amp_dtype):
-        cand_logp, idle_logp, keep = policy_log_probs(model.eval(), batch, k, max_edges=CHUNK_EDGES)
-    cand_logp, idle_logp = cand_logp.float(), idle_logp.float()
+        cand_logp, idle_logp, keep = policy_log_probs(model.eval(), batch, graph.k(scene.n_uav),
+                                                      max_edges=CHUNK_EDGES)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    forwarded = time.perf_counter()
-    assignment = np.asarray(decode(decoder, batch, cand_logp, idle_logp, keep, [scene])[0], dtype=np.int64)
-    if scene is not original:  # back to the caller's UAV and target numbering
-        assignment = np.where(assignment >= 0, target_order[assignment], assignment)[np.argsort(uav_order)]
-    done = time.perf_counter()
-    timing = {"build_s": built - start, "forward_s": forwarded - built, "decode_s": done - forwarded}
-    result = SolveResult(assignment=assignment, objective=reward(original, assignment), status="feasible",
-                         solver=f"model ({decoder})", wall_time=done - start)
+    return SceneScores(scene, batch, cand_logp.float(), idle_logp.float(), keep, uav_order, target_order,
+                       built - start, time.perf_counter() - built)
+
+
+def solve_with_model(model: TransformerGNN, scene: Scene, graph: GraphSettings, decoder: str = "greedy",
+                     device: torch.device | str = "cpu", amp_dtype: torch.dtype | None = None
+                     ) -> tuple[SolveResult, dict[str, float]]:
+    """The model's assignment of ``scene`` and the time split {build_s, forward_s, decode_s}; ``graph``:
+    the settings the model was trained with (``load_model``); ``amp_dtype`` runs the forward under autocast."""
+    scores = score_scene(model, scene, graph, device, amp_dtype)
+    start = time.perf_counter()
+    decoded = decode(decoder, scores.batch, scores.cand_logp, scores.idle_logp, scores.keep, [scores.scene])[0]
+    assignment = scores.to_caller(np.asarray(decoded, dtype=np.int64))
+    timing = {"build_s": scores.build_s, "forward_s": scores.forward_s, "decode_s": time.perf_counter() - start}
+    result = SolveResult(assignment=assignment, objective=reward(scene, assignment), status="feasible",
+                         solver=f"model ({decoder})", wall_time=sum(timing.values()))
     return result, timing

@@ -19,7 +19,7 @@ from uavgnn.errors import ConfigError
 
 CHOICES = {
     "mode": ("train", "eval", "solve", "cache", "compare", "profile", "benchmark", "info", "rollouts"),
-    "solver": ("milp", "greedy", "lap", "model"),
+    "solver": ("milp", "greedy", "lap", "mcf", "model", "guided"),
     "action": ("info", "verify", "clear"),
     "task.positions": ("uniform", "clustered"),
     "hardware.device": ("cpu", "cuda", "auto"),
@@ -31,6 +31,7 @@ CHOICES = {
     "env.action": ("continuous", "discrete", "goto"),
     "hardware.data_on_device": ("auto", "true", "false"),
     "data.source": ("cache", "generated"),
+    "algorithm.baseline": ("greedy", "mean"),
     "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
     "eval.decoder": ("argmax", "greedy", "sample"),
     "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
@@ -110,7 +111,7 @@ RANGES: dict[str, Range] = {
     "benchmark.milp_time_limit": POSITIVE, "benchmark.expected_minutes": POSITIVE,
     "eval.scales": AT_LEAST_1, "eval.max_total_uavs": AT_LEAST_1, "eval.samples": AT_LEAST_1,
     "eval.milp_time_limit": POSITIVE,
-    "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE,
+    "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE, "solve.guided_keep": AT_LEAST_1,
 }
 
 
@@ -150,6 +151,9 @@ def validate(cfg) -> None:
         raise ConfigError(f"algorithm.init_from={cfg.algorithm.init_from}: no checkpoint there")
     if cfg.algorithm.name == "reinforce" and cfg.algorithm.samples < 2:
         raise ConfigError(f"algorithm.samples={cfg.algorithm.samples} must be >= 2 (the greedy rollout and a sample)")
+    if cfg.algorithm.name == "reinforce" and cfg.algorithm.baseline == "mean" and cfg.algorithm.samples < 3:
+        raise ConfigError(f"algorithm.samples={cfg.algorithm.samples} must be >= 3 with algorithm.baseline=mean "
+                          "(the greedy rollout and two samples, each the other's baseline)")
     if cfg.data.source == "generated":
         check_generated(cfg)
     if cfg.algorithm.name == "masac" and cfg.env.action != "continuous":

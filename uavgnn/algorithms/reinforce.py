@@ -9,7 +9,9 @@ Problems!", with the current policy as its own baseline policy):
 - rollouts: S - 1 assignments drawn exactly from the factorised policy (each
   UAV independently picks idle or a candidate with its probability), scored
   by the true reward J, over-assigned and partial targets included;
-- baseline: J of the greedy decode of the same scores (what is deployed);
+- baseline: J of the greedy decode of the same scores (what is deployed), or
+  (``algorithm.baseline=mean``) the mean J of the scene's other samples, POMO's
+  shared baseline;
 - loss: ``-(J(a) - J(greedy)) * sum_i log pi_i(a_i)``, with advantages in
   units of the scene's total target value (scenes of every size weigh alike)
   and log-probabilities averaged per UAV.
@@ -78,10 +80,29 @@ def policy_samples(batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tenso
     return torch.where(choice >= 0, choice - (shift * n)[:, None], choice)
 
 
+def advantages(reward: torch.Tensor, baseline: str) -> torch.Tensor:
+    """(S - 1, G) advantages of the sampled rollouts ``reward[1:]`` (row 0 is the greedy decode).
+
+    ``greedy``: minus the greedy decode's reward (what is deployed). ``mean``: minus the mean reward of the
+    scene's *other* samples (POMO's shared baseline, leave-one-out so it stays unbiased; Kool et al., "Buy 4
+    REINFORCE samples, get a baseline for free"): the advantages of a scene sum to zero.
+    """
+    sampled = reward[1:]
+    if baseline == "greedy":
+        return sampled - reward[:1]
+    if baseline == "mean":
+        n = sampled.shape[0]
+        if n < 2:
+            raise ValueError("algorithm.baseline=mean needs algorithm.samples >= 3 (the greedy rollout and two samples)")
+        return (sampled - (sampled.sum(0, keepdim=True) - sampled) / (n - 1))
+    raise ValueError(f"algorithm.baseline: unknown baseline {baseline!r} (expected 'greedy' or 'mean')")
+
+
 def reinforce_loss(model: nn.Module, batch: Batch, k: int, samples: int,
-                   generator: torch.Generator | None = None, imitation_weight: float = 0.0
+                   generator: torch.Generator | None = None, imitation_weight: float = 0.0, baseline: str = "greedy"
                    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
-    """(policy-gradient loss, stats, number of UAVs) of a batch at candidate budget ``k``.
+    """(policy-gradient loss, stats, number of UAVs) of a batch at candidate budget ``k``; ``baseline``:
+    see ``advantages``.
 
     stats: ``advantage`` (mean of the sampled rollouts' reward minus the greedy one, per unit of scene
     value), ``better`` (share of sampled rollouts beating greedy), ``greedy_reward`` (greedy J per unit
@@ -96,7 +117,7 @@ def reinforce_loss(model: nn.Module, batch: Batch, k: int, samples: int,
     choice = torch.cat([greedy[None], policy_samples(batch, cand_logp, idle_logp, keep, samples - 1, generator)])
     reward, total_value = rollout_rewards(batch, keep, choice)
     scale = total_value.clamp(min=1e-6)
-    advantage = (reward[1:] - reward[:1]) / scale  # (S - 1, G): sampled rollouts vs the greedy baseline
+    advantage = advantages(reward, baseline) / scale  # (S - 1, G), in units of the scene's total value
 
     is_uav = batch.node_type == 0
     chosen = choice[1:, cand_uav] == cand_target
@@ -110,7 +131,7 @@ def reinforce_loss(model: nn.Module, batch: Batch, k: int, samples: int,
     if imitation_weight > 0:
         nll, _, _ = imitation_loss(cand_logp, idle_logp, cand_uav, batch.cand_label[keep], batch.busy, is_uav)
         loss = loss + imitation_weight * nll
-    stats = {"advantage": advantage.mean().detach(), "better": (advantage > 0).float().mean(),
+    stats = {"advantage": advantage.mean().detach(), "better": (reward[1:] > reward[:1]).float().mean(),
              "greedy_reward": (reward[0] / scale).mean()}
     return loss, stats, is_uav.sum()
 
@@ -118,10 +139,13 @@ def reinforce_loss(model: nn.Module, batch: Batch, k: int, samples: int,
 class Reinforce(Algorithm):
     """``reinforce_loss`` with rollouts drawn from a generator seeded by (seed, step): resumable exactly."""
 
-    def __init__(self, samples: int, imitation_weight: float, seed: int, device: torch.device) -> None:
+    def __init__(self, samples: int, imitation_weight: float, seed: int, device: torch.device,
+                 baseline: str = "greedy") -> None:
         self.samples, self.imitation_weight, self.seed, self.device = samples, imitation_weight, seed, device
+        self.baseline = baseline
 
     def training_step(self, model: nn.Module, batch: Batch, k: int, step: int) -> StepOutput:
         generator = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + step)
-        loss, stats, n_uav = reinforce_loss(model, batch, k, self.samples, generator, self.imitation_weight)
+        loss, stats, n_uav = reinforce_loss(model, batch, k, self.samples, generator, self.imitation_weight,
+                                            self.baseline)
         return StepOutput(loss, stats, n_uav)

@@ -41,7 +41,7 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, k: int, 
     rows = [{"method": f"model ({decoder}{' + repair' if repair else ''})", **_means(result.metrics),
              "time_s": (build_s + result.forward_s + result.decode_s) / n, "build_s": build_s / n,
              "forward_s": result.forward_s / n, "decode_s": result.decode_s / n}]
-    for name in ("greedy", "lap"):
+    for name in ("greedy", "lap", "mcf"):
         try:
             solved = [solve(s, name) for s in scenes]
         except ProblemTooLarge as err:

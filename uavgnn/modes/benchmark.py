@@ -289,7 +289,7 @@ def bench_milp(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, An
                "milp_bound": milp.bound, "gap_vs_milp": 1 - ours.objective / milp.objective,
                "milp_over_model_time": milp.wall_time / ours.wall_time,
                "repeats": {"model_s": model_time, "milp_s": 1}}
-        for name in ("greedy", "lap"):
+        for name in ("greedy", "lap", "mcf"):
             try:
                 other = solve(scene, name)
                 row[f"{name}_reward"], row[f"{name}_s"] = other.objective, other.wall_time

@@ -1,7 +1,9 @@
 """``mode=solve``: solve one scene (a file or a generated one) and write checkable results.
 
 ``solver=model`` runs the checkpoint on ``hardware.device`` (with ``optim.amp``
-as everywhere else) and builds the graph with the checkpoint's own k rule.
+as everywhere else) and builds the graph with the checkpoint's own k rule;
+``solver=guided`` lets it prune each UAV's targets to ``solve.guided_keep`` and
+solves the reduced MILP (``uavgnn.solvers.guided``).
 
 Writes ``scene.json`` (the scene in the documented file format),
 ``assignment.json`` (assignment + solver status) and ``metrics.json`` into
@@ -23,6 +25,7 @@ from uavgnn.problem.scenes import Scene, generate_scenes
 from uavgnn.report import count, format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device
 from uavgnn.solvers import solve, solve_milp
+from uavgnn.solvers.guided import solve_guided
 from uavgnn.training.checkpoint import load_model
 
 log = logging.getLogger(__name__)
@@ -39,13 +42,19 @@ def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
     """Solve with ``cfg.solver`` (``model`` uses the checkpoint ``cfg.ckpt``), report and write files."""
     scene = load_or_generate_scene(cfg)
     log.info("scene: %s, %s", count(scene.n_uav, "UAV"), count(scene.n_target, "target"))
-    if cfg.solver == "model":
+    if cfg.solver in ("model", "guided"):
         if not cfg.ckpt:
-            raise ConfigError("solver=model needs ckpt=PATH (a best.pt or last.pt from a training run)")
+            raise ConfigError(f"solver={cfg.solver} needs ckpt=PATH (a best.pt or last.pt from a training run)")
         device = prepare_device(cfg)
         model, graph, _ = load_model(cfg.ckpt, device)
-        result, timing = solve_with_model(model, scene, graph, cfg.eval.decoder, device, amp_dtype(cfg, device))
-        log.info("model: build %.3f s, forward %.3f s, decode %.3f s", *timing.values())
+        if cfg.solver == "model":
+            result, timing = solve_with_model(model, scene, graph, cfg.eval.decoder, device, amp_dtype(cfg, device))
+            log.info("model: build %.3f s, forward %.3f s, decode %.3f s", *timing.values())
+        else:
+            result, timing = solve_guided(model, scene, graph, cfg.solve.guided_keep, cfg.solve.time_limit, device,
+                                          amp_dtype(cfg, device))
+            log.info("guided: model %.3f s, MILP over %d kept pairs %.3f s (%s)", timing["model_s"],
+                     timing["pairs"], timing["milp_s"], result.status)
     else:
         result = solve(scene, cfg.solver, time_limit=cfg.solve.time_limit)
     optimum = None

@@ -22,17 +22,18 @@ import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from uavgnn.problem.metrics import IDLE, reward
-from uavgnn.problem.scenes import Scene, feasible_pairs
+from uavgnn.problem.scenes import FeasiblePairs, Scene, feasible_pairs
 from uavgnn.solvers.result import SolveResult
 
 _STATUS = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded", 4: "error"}
 
 
-def solve_milp(scene: Scene, time_limit: float = 60.0, mip_rel_gap: float = 1e-6) -> SolveResult:
-    """Maximise J over feasible assignments. A time-limited answer is labelled
-    ``time_limit`` with its MIP gap and dual bound, never passed off as optimal."""
+def solve_milp(scene: Scene, time_limit: float = 60.0, mip_rel_gap: float = 1e-6,
+               pairs: FeasiblePairs | None = None) -> SolveResult:
+    """Maximise J over feasible assignments (over ``pairs`` only when given: a reduced problem). A time-limited
+    answer is labelled ``time_limit`` with its MIP gap and dual bound, never passed off as optimal."""
     start = time.perf_counter()
-    pairs = feasible_pairs(scene)
+    pairs = feasible_pairs(scene) if pairs is None else pairs
     n_pairs, n_uav, n_target = len(pairs.uav), scene.n_uav, scene.n_target
     cost = np.concatenate([scene.lam * pairs.dist, -scene.value])  # milp minimises
     pair_idx = np.arange(n_pairs)
