@@ -130,15 +130,14 @@ def test_reinforce_needs_a_sample_beyond_the_greedy_rollout(store) -> None:
 
 
 @pytest.mark.slow
-def test_fine_tuning_on_fresh_scenes_from_an_imitation_checkpoint_resumes_exactly(tmp_path) -> None:
-    """algorithm=reinforce on data.source=generated (new device-generated scenes every step), started from an
-    imitation checkpoint: stopped at step 10 and resumed to 20, it ends with the weights of a straight run."""
-    base = ["experiment=debug", "logger=jsonl", "model=tiny", "train.ckpt_every=10"]
-    run_cli(*base, f"hydra.run.dir={tmp_path / 'imitation'}", cwd=tmp_path)
-    init = tmp_path / "imitation" / "best.pt"
-    args = [*base, "algorithm=reinforce", f"algorithm.init_from={init}", "algorithm.samples=4",
-            "data.source=generated", "train.schedule=plateau",  # an LR that does not depend on train.steps
-            f"data.cache_dir={tmp_path / 'fresh-cache'}"]
+def test_training_on_fresh_scenes_resumes_exactly(tmp_path) -> None:
+    """algorithm=reinforce on data.source=generated (new device-generated scenes every step): stopped at step 10
+    and resumed to 20, it ends with the weights of a straight run; no training split is ever labelled.
+    (Fine-tuning from an imitation checkpoint with ``init_from`` is covered by test_behaviour.py.)"""
+    args = ["experiment=debug", "logger=jsonl", "model=tiny", "train.ckpt_every=10", "algorithm=reinforce",
+            "algorithm.samples=4", "data.source=generated", "train.warmup_steps=0",
+            "train.schedule=plateau",  # an LR that does not depend on train.steps
+            f"data.cache_dir={tmp_path / 'cache'}"]
     tuned = tmp_path / "reinforce"
     run_cli(*args, f"hydra.run.dir={tuned}", "train.steps=10", cwd=tmp_path)
     run_cli(*args, f"hydra.run.dir={tuned}", "train.steps=20", "resume=true", cwd=tmp_path)
@@ -150,8 +149,7 @@ def test_fine_tuning_on_fresh_scenes_from_an_imitation_checkpoint_resumes_exactl
     steps = [r["step"] for r in rows if "train/advantage" in r]
     assert steps == sorted(set(steps)) and steps[-1] == 20  # no lost or repeated step across the resume
     assert all(-1 <= r["train/advantage"] <= 1 and 0 <= r["train/better"] <= 1 for r in rows if "train/better" in r)
-    assert any("val/optimality_gap" in r and r["step"] == 0 for r in rows)  # the starting policy is evaluated
-    cached = [p.name for p in (tmp_path / "fresh-cache").iterdir()]
+    cached = [p.name for p in (tmp_path / "cache").iterdir()]
     assert cached and not [name for name in cached if name.startswith("train-")]  # validation only: no training split
 
 
