@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import torch
+from conftest import ROOT
+from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from torch_geometric.data import Batch
 
-from uavgnn.config import Config
+from uavgnn.config import Config, register_configs
+from uavgnn.modes.train import run_train
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
@@ -65,3 +70,30 @@ def test_concatenated_batches_equal_one_batch_of_the_same_scenes() -> None:
               for s in (slice(0, 3), slice(3, 8))]
     joined = concat_batches(halves)
     assert same_batch(joined, whole) and joined.num_graphs == 8 and torch.equal(joined.scene_id, torch.arange(8))
+
+
+def test_training_on_fresh_scenes_resumes_exactly(tmp_path) -> None:
+    """algorithm=reinforce on data.source=generated, the real loop in this process: stopped at step 10 and
+    resumed to 20, it ends with the weights of a straight run; no training split is ever labelled."""
+    register_configs()
+
+    def train(run: str, steps: int, resume: bool) -> None:
+        overrides = ["experiment=debug", "logger=jsonl", "model=tiny", "algorithm=reinforce", "algorithm.samples=4",
+                     "data.source=generated", "train.warmup_steps=0", "train.ckpt_every=10",
+                     "train.schedule=plateau",  # an LR that does not depend on train.steps
+                     f"data.cache_dir={tmp_path / 'cache'}", f"train.steps={steps}", f"resume={resume}"]
+        with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+            run_train(compose("config", overrides=overrides), tmp_path / run)
+
+    train("resumed", 10, False)
+    train("resumed", 20, True)
+    train("straight", 20, False)
+    resumed, straight = (torch.load(tmp_path / run / "last.pt", weights_only=False)["model"]
+                         for run in ("resumed", "straight"))
+    for name in straight:
+        torch.testing.assert_close(resumed[name], straight[name], rtol=0, atol=0)
+    rows = [json.loads(line) for line in (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in rows if "train/advantage" in r]
+    assert steps == sorted(set(steps)) and steps[-1] == 20  # no lost or repeated step across the resume
+    cached = [p.name for p in (tmp_path / "cache").iterdir()]
+    assert cached and not [name for name in cached if name.startswith("train-")]  # validation only: no training split

@@ -1,7 +1,5 @@
 """REINFORCE fine-tuning: rewards from the batch's tensors, the policy-gradient step, the algorithm option."""
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -127,30 +125,6 @@ def test_reinforce_needs_a_sample_beyond_the_greedy_rollout(store) -> None:
     model = torch.nn.Linear(1, 1)
     with pytest.raises(ValueError, match="algorithm.samples=1"):
         reinforce_loss(model, batch, 8, samples=1)
-
-
-@pytest.mark.slow
-def test_training_on_fresh_scenes_resumes_exactly(tmp_path) -> None:
-    """algorithm=reinforce on data.source=generated (new device-generated scenes every step): stopped at step 10
-    and resumed to 20, it ends with the weights of a straight run; no training split is ever labelled.
-    (Fine-tuning from an imitation checkpoint with ``init_from`` is covered by test_behaviour.py.)"""
-    args = ["experiment=debug", "logger=jsonl", "model=tiny", "train.ckpt_every=10", "algorithm=reinforce",
-            "algorithm.samples=4", "data.source=generated", "train.warmup_steps=0",
-            "train.schedule=plateau",  # an LR that does not depend on train.steps
-            f"data.cache_dir={tmp_path / 'cache'}"]
-    tuned = tmp_path / "reinforce"
-    run_cli(*args, f"hydra.run.dir={tuned}", "train.steps=10", cwd=tmp_path)
-    run_cli(*args, f"hydra.run.dir={tuned}", "train.steps=20", "resume=true", cwd=tmp_path)
-    run_cli(*args, f"hydra.run.dir={tmp_path / 'straight'}", "train.steps=20", cwd=tmp_path)
-    resumed, straight = (torch.load(d / "last.pt", weights_only=False)["model"] for d in (tuned, tmp_path / "straight"))
-    for name in straight:
-        torch.testing.assert_close(resumed[name], straight[name], rtol=0, atol=0)
-    rows = [json.loads(line) for line in (tuned / "metrics.jsonl").read_text().splitlines()]
-    steps = [r["step"] for r in rows if "train/advantage" in r]
-    assert steps == sorted(set(steps)) and steps[-1] == 20  # no lost or repeated step across the resume
-    assert all(-1 <= r["train/advantage"] <= 1 and 0 <= r["train/better"] <= 1 for r in rows if "train/better" in r)
-    cached = [p.name for p in (tmp_path / "cache").iterdir()]
-    assert cached and not [name for name in cached if name.startswith("train-")]  # validation only: no training split
 
 
 @pytest.mark.heavy  # trains a model first; config validation of init_from runs by default
