@@ -361,6 +361,7 @@ def read_only(directory: Path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # two training runs (15 s); the read-only run/cache error drill below runs by default
 def test_an_intact_cache_on_read_only_media_is_used(tmp_path) -> None:
     run_cli(*small(tmp_path, tmp_path / "first", "train.steps=4"), cwd=tmp_path)  # builds the cache
     second = cli(*small(tmp_path, tmp_path / "second", "train.steps=4"))
