@@ -43,13 +43,6 @@ class SceneBatch:
         return SceneBatch(stack("uav_pos"), stack("uav_range"), stack("target_pos"), stack("need"), stack("value"),
                           corner, float(scenes[0].lam))
 
-    def scenes(self) -> list[Scene]:
-        """The batch as numpy scenes (for the MILP, the metrics and files)."""
-        arrays = [t.detach().double().cpu().numpy() for t in (self.uav_pos, self.uav_range, self.target_pos, self.value)]
-        need = self.need.cpu().numpy()
-        return [Scene(arrays[0][b], arrays[1][b], arrays[2][b], need[b], arrays[3][b], self.lam)
-                for b in range(len(need))]
-
 
 def _uniform(low: float, high: float, shape: tuple[int, ...], generator: torch.Generator,
              device: torch.device) -> torch.Tensor:
