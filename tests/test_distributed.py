@@ -146,6 +146,7 @@ def test_masac_under_torchrun_steps_its_own_environments_and_resumes(tmp_path) -
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 15 s (CI margin); the shared DDP loop runs by default for imitation and MASAC
 def test_coma_under_torchrun_collects_its_own_episodes(tmp_path) -> None:
     """Each rank plays its share of the episodes in its own environments; DDP averages the gradients."""
     run = tmp_path / "coma"

@@ -384,6 +384,7 @@ def test_read_only_run_or_cache_directory_is_one_line_naming_it(tmp_path) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 15 s (CI margin); storage errors by default: the read-only run/cache drill
 def test_disk_full_while_writing_a_checkpoint_or_the_cache(tmp_path) -> None:
     full = tmp_path / "full"
     tiny = tmp_path / "tiny"
