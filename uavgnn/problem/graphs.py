@@ -88,14 +88,18 @@ def build_graph(scene: Scene, k_max: int = 16, uav_neighbours: int = 8, assignme
         nb = kdtree_neighbours(scene, k_max, uav_neighbours)
     else:
         nb = grid_neighbours(scenes, k_max, uav_neighbours)
-    return graph_from_neighbours(scene, nb, assignment)
+    return _single_graph(scenes, nb, assignment)
 
 
 def graph_from_neighbours(scene: Scene, nb: Neighbours, assignment: np.ndarray | None = None) -> Data:
     """One scene's graph once its neighbours are known (``graph_tensors`` of a batch of one)."""
     device = nb.c_uav.device if torch.is_tensor(nb.c_uav) else "cpu"
-    labels = None if assignment is None else torch.as_tensor(assignment, device=device)
-    return Data(**graph_tensors(SceneBatch.from_scenes([scene], device), nb, labels))
+    return _single_graph(SceneBatch.from_scenes([scene], device), nb, assignment)
+
+
+def _single_graph(scenes: SceneBatch, nb: Neighbours, assignment: np.ndarray | None) -> Data:
+    labels = None if assignment is None else torch.as_tensor(assignment, device=scenes.uav_pos.device)
+    return Data(**graph_tensors(scenes, nb, labels))
 
 
 def build_graph_batch(scenes: SceneBatch, k_max: int = 16, uav_neighbours: int = 8) -> Batch:

@@ -18,7 +18,7 @@ import torch
 from scipy.spatial import cKDTree
 
 from uavgnn.problem.scene_batch import SceneBatch
-from uavgnn.problem.scenes import PARALLEL_QUERY, Scene, feasible_pairs
+from uavgnn.problem.scenes import PARALLEL_QUERY, Scene, feasible_pairs, rank_in_runs
 
 Array = np.ndarray | torch.Tensor
 
@@ -47,7 +47,7 @@ def kdtree_neighbours(scene: Scene, k_max: int, uav_neighbours: int) -> Neighbou
     n, m = scene.n_uav, scene.n_target
     pairs = feasible_pairs(scene)  # sorted by UAV, then distance
     first = np.searchsorted(pairs.uav, np.arange(n + 1))
-    rank = np.arange(len(pairs.uav)) - first[pairs.uav]
+    rank = rank_in_runs(pairs.uav)
     n_feasible = np.diff(first)
     nearest = np.full(n, np.inf)
     nearest[n_feasible > 0] = pairs.dist[first[:-1][n_feasible > 0]]

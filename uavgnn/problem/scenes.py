@@ -107,6 +107,11 @@ class FeasiblePairs:
     dist: np.ndarray  # (P,) float64
 
 
+def rank_in_runs(sorted_keys: np.ndarray) -> np.ndarray:
+    """Position of each element within its run of equal keys (``sorted_keys`` sorted): a UAV's candidate rank."""
+    return np.arange(len(sorted_keys)) - np.searchsorted(sorted_keys, sorted_keys)
+
+
 PARALLEL_QUERY = 10_000  # UAVs from which the k-d tree query runs on every core (below, threads cost more)
 
 

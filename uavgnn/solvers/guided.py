@@ -24,7 +24,7 @@ import torch
 from uavgnn.inference import score_scene
 from uavgnn.models import TransformerGNN
 from uavgnn.problem.graphs import GraphSettings
-from uavgnn.problem.scenes import FeasiblePairs, Scene
+from uavgnn.problem.scenes import FeasiblePairs, Scene, rank_in_runs
 from uavgnn.solvers.milp import solve_milp
 from uavgnn.solvers.min_cost_flow import relaxed_assignment
 from uavgnn.solvers.result import SolveResult
@@ -34,7 +34,7 @@ def top_candidates(uav: np.ndarray, target: np.ndarray, logp: np.ndarray, keep: 
     """Each UAV's ``keep`` most likely (UAV, target) candidates."""
     order = np.lexsort((-logp, uav))
     uav, target = uav[order], target[order]
-    chosen = np.arange(len(uav)) - np.searchsorted(uav, uav) < keep  # rank within the UAV's run
+    chosen = rank_in_runs(uav) < keep
     return uav[chosen], target[chosen]
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from ortools.graph.python import min_cost_flow
 
 from uavgnn.problem.metrics import IDLE, reward
-from uavgnn.problem.scenes import Scene, feasible_pairs
+from uavgnn.problem.scenes import Scene, feasible_pairs, rank_in_runs
 from uavgnn.solvers.result import SolveResult
 
 COST_SCALE = 1_000_000  # integer cost units per unit of reward: rounding changes a slot's profit by <= 5e-7
@@ -33,8 +33,7 @@ def relaxed_assignment(scene: Scene, k: int = 16) -> np.ndarray:
     """The min-cost flow's assignment before partial targets are dropped (target per UAV, -1 idle)."""
     n, m = scene.n_uav, scene.n_target
     pairs = feasible_pairs(scene)
-    first = np.searchsorted(pairs.uav, np.arange(n))
-    rank = np.arange(len(pairs.uav)) - first[pairs.uav]
+    rank = rank_in_runs(pairs.uav)
     profit = scene.value[pairs.target] / scene.need[pairs.target] - scene.lam * pairs.dist
     arc = (rank < k) & (profit > 0)
     uav, target, cost = pairs.uav[arc], pairs.target[arc], -np.round(profit[arc] * COST_SCALE).astype(np.int64)

@@ -70,8 +70,10 @@ class FreshScenes:
         count = max(1, batch_size // self.ctx.world_size)
         generator = self._generator(step)
         n_old = min(round(count * cur.replay[stage]), count - 1) if cur.name != "none" and stage > 0 else 0
-        old_stage = torch.randint(0, max(stage, 1), (n_old,), generator=generator, device=self.device)
-        per_stage = torch.bincount(old_stage, minlength=stage).tolist() if n_old else []
+        per_stage = []  # replayed scenes per earlier stage, each stage equally likely
+        if n_old:
+            old_stage = torch.randint(0, stage, (n_old,), generator=generator, device=self.device)
+            per_stage = torch.bincount(old_stage, minlength=stage).tolist()
         parts = [self._graphs(n_stage, count - n_old, generator)]
         parts += [self._graphs(self.sizes[s], c, generator) for s, c in enumerate(per_stage) if c > 0]
         return concat_batches(parts)
