@@ -185,3 +185,24 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
     step = env.step(random_policy(env))
     assert step.next_obs.shape == obs.shape == (4, settings.n_uav, settings.obs_dim())
     assert step.reward.shape == (4, settings.n_uav) and torch.isfinite(step.reward).all()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["eval.shift_sets=[needs_5,nope]"], "eval.shift_sets: nope not defined in eval.shifts"),
+    (["+eval.shifts.bad={need_max:0}", "eval.shift_sets=[bad]"], "eval.shifts.bad: task.need_max=0 must be >= 1"),
+    (["+eval.shifts.typo={nead_max:4}", "eval.shift_sets=[typo]"], "eval.shifts.typo: nead_max is not a task field"),
+    (["+eval.shifts.odd={positions:ring}", "eval.shift_sets=[odd]"],
+     "eval.shifts.odd: task.positions='ring' is not one of uniform, clustered, mixed"),
+    (["task=mixed", "algorithm=masac", "model=mlp"], "task=mixed with algorithm=masac"),
+])
+def test_shifted_test_sets_and_mixed_scenes_are_validated(overrides, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        validate(compose_cfg(*overrides))
+
+
+def test_default_shifted_test_sets_are_all_run_and_valid() -> None:
+    cfg = compose_cfg("+eval.shifts.needs_4={need_max:4}", "eval.shift_sets=[needs_4]")
+    validate(cfg)
+    assert set(cfg.eval.shifts) > {"needs_4", "clustered_2", "ranges_wide"} and cfg.eval.shift_sets == ["needs_4"]
+    default = compose_cfg().eval
+    assert list(default.shift_sets) == list(default.shifts)  # every defined set runs by default

@@ -122,3 +122,33 @@ def test_batched_builder_equals_the_per_scene_graphs(positions) -> None:
     if positions == "uniform":  # no ties: every edge and feature identical
         assert torch.equal(ours.uu_index, reference.uu_index)
         torch.testing.assert_close(ours.uu_attr, reference.uu_attr)
+
+
+def test_features_by_hand() -> None:
+    """Two UAVs (ranges 4 and 2), one target of need 2 worth 3 at distance 3 from UAV 0, lam 0.1."""
+    scene = Scene(uav_pos=np.array([[0.0, 0.0], [0.0, 1.0]]), uav_range=np.array([4.0, 2.0]),
+                  target_pos=np.array([[3.0, 0.0]]), need=np.array([2]), value=np.array([3.0]), lam=0.1)
+    g = build_graph(scene, k_max=4, uav_neighbours=1)
+    # UAV 0: squash(range 4, 4), squash(1 feasible target, 8), nearest 3 / range 4, squash(lam 0.1, 0.1)
+    torch.testing.assert_close(g.x[0], torch.tensor([1, 0, 0.5, 1 / 9, 0.75, 0.5]))
+    # target: 1 / need, squash(value per slot 1.5, 1.5), squash(1 UAV in reach, 8), min(reach / need, 4) / 4
+    torch.testing.assert_close(g.x[2], torch.tensor([0, 1, 0.5, 0.5, 1 / 9, 0.125]))
+    assert g.cand_index.tolist() == [[0], [2]]  # UAV 1 (range 2) cannot reach the target at distance sqrt(10)
+    # displacement / range, distance / range, squash(travel cost lam * 3 / 1.5 = 0.2, 1)
+    torch.testing.assert_close(g.cand_attr[0], torch.tensor([1, 0, 0, 0.75, 0, 0.75, 0.2 / 1.2]))
+    # UAV 0 -> UAV 1 at distance 1: displacement / (d + r) = (0, 1/5), d / (d + r), r_1 / (r_1 + r_0)
+    edge = (g.uu_index[0] == 0).nonzero().item()
+    torch.testing.assert_close(g.uu_attr[edge], torch.tensor([0, 0, 1, 0, 0.2, 0.2, 1 / 3]))
+
+
+def test_features_stay_bounded_under_any_valid_scene() -> None:
+    """No fixed-constant scaling that assumes need <= 3 or range <= 5: needs up to 9, ranges up to 40,
+    lam 2, sparse and dense squares, mixed scenes; every feature in [-1, 1]."""
+    extreme = [SceneDistribution(need_max=9, range_min=0.1, range_max=40.0, lam=2.0, density=0.05),
+               SceneDistribution(positions="clustered", density=20.0, value_min=0.01, value_max=50.0),
+               SceneDistribution(positions="mixed", need_max=6, range_max=12.0)]
+    for dist in extreme:
+        for scene in generate_scenes(dist, 24, 8, seed=1):
+            g = build_graph(scene)
+            for key in ("x", "cand_attr", "uu_attr"):
+                assert g[key].abs().max() <= 1.0, (dist, key)

@@ -8,7 +8,7 @@ from tests.conftest import run_cli
 from uavgnn.algorithms.reinforce import advantages, policy_samples, reinforce_loss, rollout_rewards
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import split_assignments
-from uavgnn.models.choices import choice_log_probs
+from uavgnn.models.choices import choice_log_probs, policy_entropy
 from uavgnn.problem.metrics import IDLE, reward
 from uavgnn.solvers import solve_milp
 
@@ -118,6 +118,35 @@ def test_steps_raise_the_expected_reward_of_the_policy(store, baseline) -> None:
         assert n == int((batch.node_type == 0).sum()) and 0 <= stats["better"] <= 1
     after = expected_reward()
     assert before + 0.1 * abs(before) < after <= float(store.objective.sum()) + 1e-3  # measured: 184 -> 229
+
+
+def test_entropy_bonus_by_hand(store) -> None:
+    """UAV 0 picks idle or one of two targets with 1/3 each (ln 3 nats), UAV 1 has no candidate (0), UAV 2 idle
+    or its one target at 1/2 (ln 2); node 3 is a target. The bonus moves the loss by -coef x that entropy."""
+    third, half = torch.tensor(1 / 3).log(), torch.tensor(0.5).log()
+    entropy = policy_entropy(torch.stack([third, third, half]), torch.stack([third, torch.tensor(0.0), half, half]),
+                             torch.tensor([0, 0, 2]), torch.tensor([True, True, True, False]))
+    assert float(entropy) == pytest.approx((np.log(3) + np.log(2)) / 3)
+    batch = store.gather(torch.arange(4))
+    model = FreeLogitsOf(batch)
+    plain, stats, _ = reinforce_loss(model, batch, 8, samples=4, generator=torch.Generator().manual_seed(1))
+    bonus, _, _ = reinforce_loss(model, batch, 8, samples=4, generator=torch.Generator().manual_seed(1),
+                                 entropy_coef=0.5)
+    assert float(bonus) == pytest.approx(float(plain) - 0.5 * float(stats["entropy"]), abs=1e-6)
+    assert 0 < float(stats["entropy"]) < np.log(9)  # at most idle + 8 candidates, uniform
+
+
+class FreeLogitsOf(torch.nn.Module):
+    """A policy whose candidate and idle logits are free parameters (random, seeded) for one batch."""
+
+    def __init__(self, batch) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+        self.cand = torch.nn.Parameter(torch.randn(batch.cand_index.shape[1], generator=gen))
+        self.idle = torch.nn.Parameter(torch.randn(batch.num_nodes, generator=gen))
+
+    def forward(self, *args):
+        return self.cand[:args[4].shape[1]], self.idle
 
 
 def test_reinforce_needs_a_sample_beyond_the_greedy_rollout(store) -> None:

@@ -49,3 +49,32 @@ def test_feasible_pairs_keep_zero_distance(hand_scene) -> None:
     pairs = feasible_pairs(hand_scene)
     assert (0, 0) in set(zip(pairs.uav.tolist(), pairs.target.tolist()))
     assert 3 not in pairs.uav  # UAV 3 reaches nothing
+
+
+def test_mixed_scenes_draw_their_own_distribution_within_the_task_bounds() -> None:
+    """task=mixed: seeded; needs, ranges and values inside the task's bounds, but each scene its own top need,
+    range interval and density; both position patterns; the target count varies across a split."""
+    dist = SceneDistribution(positions="mixed", need_max=5, range_min=1.5, range_max=8.0)
+    a, b = generate_scenes(dist, 16, 96, seed=7), generate_scenes(dist, 16, 96, seed=7)
+    assert all(np.array_equal(x.uav_pos, y.uav_pos) and np.array_equal(x.need, y.need) for x, y in zip(a, b))
+    assert not np.array_equal(a[0].uav_pos, generate_scenes(dist, 16, 96, seed=8)[0].uav_pos)
+    for s in a:
+        assert 1 <= s.need.min() and s.need.max() <= 5 and s.uav_pos.min() >= 0 and s.target_pos.min() >= 0
+        assert np.all((s.uav_range >= 1.5) & (s.uav_range <= 8.0))
+        assert np.all(s.value >= s.need * dist.value_min - 1e-6) and np.all(s.value <= s.need * dist.value_max + 1e-6)
+        # the square: (N + M) / side^2 is the scene's density, within 2x of the task's either way
+        side = max(s.uav_pos.max(), s.target_pos.max())
+        assert (s.n_uav + s.n_target) / side ** 2 >= dist.density / 2 - 1e-6
+    assert {int(s.need.max()) for s in a} == {1, 2, 3, 4, 5}
+    spread = np.array([np.ptp(s.uav_range) for s in a])
+    assert spread.min() < 1.0 and spread.max() > 4.0  # homogeneous and heterogeneous ranges
+    assert len({s.n_target for s in a}) >= 3 and all(4 <= s.n_target <= 16 for s in a)  # ratio 0.25-1
+    # both patterns: mean nearest-target distance / its expectation for uniform points (0.5 side / sqrt(M))
+    # is about 1.1 for uniform scenes (edges) and well below for clustered ones
+    def clumping(s: Scene) -> float:
+        side = max(s.uav_pos.max(), s.target_pos.max())
+        nearest = np.sort(np.linalg.norm(s.target_pos[:, None] - s.target_pos[None], axis=2), 1)[:, 1]
+        return nearest.mean() / (0.5 * side / math.sqrt(s.n_target))
+
+    ratios = [clumping(s) for s in generate_scenes(dist, 200, 32, seed=7)]
+    assert min(ratios) < 0.6 and max(ratios) > 1.0

@@ -8,6 +8,10 @@ import pytest
 from conftest import run_cli
 from wandb_records import media, run_record, summary
 
+from uavgnn.problem.metrics import assignment_metrics
+from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+from uavgnn.solvers import solve_greedy, solve_milp
+
 
 @pytest.mark.slow
 def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
@@ -17,7 +21,8 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
             cwd=tmp_path)
     out = tmp_path / "eval"
     proc = run_cli("mode=eval", f"ckpt={tmp_path / 'train' / 'best.pt'}", "eval.scales=[24]", "eval.max_total_uavs=48",
-                   "eval.positions=[uniform,clustered]", *common, "logger=wandb", f"hydra.run.dir={out}", cwd=tmp_path)
+                   "eval.positions=[uniform,clustered]", "eval.shift_sets=[needs_5,clustered_2]", *common,
+                   "logger=wandb", f"hydra.run.dir={out}", cwd=tmp_path)
     report = json.loads((out / "transfer.json").read_text())
     assert report["train_n_uav"] == 6 and report["score"] == "1 - optimality_gap"
     rows = report["rows"]
@@ -40,7 +45,8 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
     # the dashboard: the method rows and the transfer rows as tables, the picture, the ratios in the summary
     run_file = next(out.glob("wandb/offline-run-*/run-*.wandb"))
     assert media(run_file) == {"eval/methods": "table-file", "eval/transfer": "table-file",
-                               "eval/transfer_plot": "image-file"}
+                               "eval/transfer_plot": "image-file", "eval/shifts": "table-file",
+                               "eval/shifts_plot": "image-file"}
     tables = run_file.parent / "files" / "media" / "table" / "eval"
     methods = json.loads(next(tables.glob("methods_*.table.json")).read_text())
     assert len(methods["data"]) == len(rows) and "optimality_gap" in methods["columns"]
@@ -48,3 +54,25 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
     final = summary(run_file)
     assert final["transfer_ratio/uniform/24"] == pytest.approx(
         next(t["transfer_ratio"] for t in report["transfer"] if (t["positions"], t["n_uav"]) == ("uniform", 24)))
+
+    # shifted test sets: the trained task's own set first (the uniform 6-UAV split above), then each shift;
+    # the greedy gap recomputed here from scenes drawn independently with the split's seed
+    shifts = {line["test_set"]: line for line in report["shifts"]}
+    assert list(shifts) == ["in-distribution", "needs_5", "clustered_2"] and (out / "shifts.png").stat().st_size > 0
+    assert shifts["in-distribution"]["model_gap"] == pytest.approx(model_at(rows, "uniform", 6)["optimality_gap"])
+    for name, dist in (("needs_5", SceneDistribution(need_max=5)),
+                       ("clustered_2", SceneDistribution(positions="clustered", cluster_size=2))):
+        scenes = generate_scenes(dist, 6, 8, seed=3_000_000 + 6)
+        optimum = [solve_milp(s).objective for s in scenes]
+        greedy = assignment_metrics(scenes, [solve_greedy(s).assignment for s in scenes], optimum)
+        line = shifts[name]
+        assert line["scenes"] == 8 and line["greedy_gap"] == pytest.approx(greedy["optimality_gap"].mean())
+        assert line["beats_greedy"] == (line["model_gap"] < line["greedy_gap"])
+        assert line["shift_cost"] == pytest.approx(line["model_gap"] - shifts["in-distribution"]["model_gap"])
+    assert max(int(s.need.max()) for s in generate_scenes(SceneDistribution(need_max=5), 6, 8, seed=3_000_006)) > 3
+    assert final["shift_gap/needs_5"] == pytest.approx(shifts["needs_5"]["model_gap"])
+
+
+def model_at(rows: list[dict], positions: str, n_uav: int) -> dict:
+    return next(r for r in rows if (r.get("positions"), r["n_uav"]) == (positions, n_uav)
+                and r["method"].startswith("model"))

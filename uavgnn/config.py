@@ -131,7 +131,7 @@ class AlgorithmConfig:
     priority_alpha: float = 0.6  # masac: priority exponent
     priority_beta: float = 0.4  # masac: importance-weight exponent at step 0, annealed to 1 at train.steps
     td_lambda: float = 0.8  # coma: lambda of the critic's TD(lambda) targets
-    entropy_coef: float = 0.001  # coma: weight of the policy's entropy bonus
+    entropy_coef: float = 0.001  # coma, reinforce (0 in its preset): weight of the policy's entropy bonus
     target_update_every: int = 200  # coma: updates between copies of the critic into the target critic
     minibatches: int = 5  # coma: minibatches of hardware.batch_size episodes per collection
     data_passes: int = 5  # coma: passes over each collection (updates per collection = minibatches x passes)
@@ -207,6 +207,9 @@ class EvalConfig:
     samples: int = 16  # decoder=sample: assignments tried per scene (the first is the greedy decode)
     repair: bool = False  # fill nearly-complete partial targets with idle UAVs in range, drop the rest
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
+    # shifted test sets at the training size: name -> task fields changed from task=uniform's defaults
+    shifts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    shift_sets: list[str] = field(default_factory=list)  # the eval.shifts sets to run ([]: none)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Pictures of results: a scene with its assignment, a profiled step, the benchmark, zero-shot transfer."""
+"""Pictures of results: a scene with its assignment, a profiled step, the benchmark, zero-shot transfer and shifts."""
 
 from __future__ import annotations
 
@@ -163,6 +163,23 @@ def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> No
                title=f"zero-shot gap (trained on {train_size} UAVs)")
     time_ax.set(yscale="log", xlabel="UAVs per scene", ylabel="seconds per scene", title="wall time")
     time_ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_shifts(summary: list[dict[str, Any]], train_size: int, path: Path) -> None:
+    """Gap of every method on each shifted test set (grouped bars), the in-distribution set first."""
+    methods = [m for m in ("model", "greedy", "lap", "mcf") if any(f"{m}_gap" in line for line in summary)]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(summary)), 4.5))
+    width = 0.8 / len(methods)
+    for m_i, method in enumerate(methods):
+        gaps = [100 * line.get(f"{method}_gap", float("nan")) for line in summary]
+        ax.bar([i + (m_i - (len(methods) - 1) / 2) * width for i in range(len(summary))], gaps, width,
+               color=f"C{m_i}", label=method)
+    ax.set_xticks(range(len(summary)), [line["test_set"] for line in summary], rotation=30, ha="right")
+    ax.set(ylabel="gap vs proven-optimal MILP (%)", title=f"shifted test sets ({train_size} UAVs)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

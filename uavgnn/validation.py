@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from uavgnn.errors import ConfigError
+from uavgnn.problem.scenes import SceneDistribution
 
 CHOICES = {
     "mode": ("train", "eval", "solve", "cache", "compare", "profile", "benchmark", "info", "rollouts"),
     "solver": ("milp", "greedy", "lap", "mcf", "model", "guided"),
     "action": ("info", "verify", "clear"),
-    "task.positions": ("uniform", "clustered"),
+    "task.positions": ("uniform", "clustered", "mixed"),
     "hardware.device": ("cpu", "cuda", "auto"),
     "hardware.loader": ("memory", "pyg"),
     "hardware.precision": ("bf16", "fp16"),
@@ -184,10 +185,41 @@ def validate(cfg) -> None:
                               f"({len(cur.stages)}), the first 0 (no earlier stage)")
     if cfg.model.hidden % cfg.model.heads:
         raise ConfigError(f"model.hidden={cfg.model.hidden} must be divisible by model.heads={cfg.model.heads}")
+    check_task(cfg)
+    check_shifts(cfg)
+    if cfg.task.positions == "mixed" and (cfg.algorithm.name in ("masac", "coma", "dynamics") or cfg.mode == "rollouts"):
+        raise ConfigError(f"task=mixed with algorithm={cfg.algorithm.name}: the environment has one scene size and "
+                          "square for all its envs; use task=uniform or task=clustered")
+
+
+def check_task(cfg) -> None:
+    """The scene generator's settings (``cfg.task``): a known pattern, valid values, each min below its max."""
+    if cfg.task.positions not in CHOICES["task.positions"]:
+        raise ConfigError(f"task.positions={cfg.task.positions!r} is not one of {', '.join(CHOICES['task.positions'])}")
+    check_ranges(cfg)
     for low, high in (("task.need_min", "task.need_max"), ("task.range_min", "task.range_max"),
                       ("task.value_min", "task.value_max")):
         if OmegaConf.select(cfg, low) > OmegaConf.select(cfg, high):
             raise ConfigError(f"{low}={OmegaConf.select(cfg, low)} exceeds {high}={OmegaConf.select(cfg, high)}")
+
+
+def check_shifts(cfg) -> None:
+    """Every shifted test set run (``eval.shift_sets``) is defined in ``eval.shifts``, as task=uniform with known
+    task fields set to valid values."""
+    missing = [name for name in cfg.eval.shift_sets if name not in cfg.eval.shifts]
+    if missing:
+        raise ConfigError(f"eval.shift_sets: {', '.join(missing)} not defined in eval.shifts (defined: "
+                          f"{', '.join(cfg.eval.shifts)}); add one with +eval.shifts.NAME={{need_max:4}}")
+    known = [f.name for f in fields(SceneDistribution)]
+    for name in cfg.eval.shift_sets:
+        change = cfg.eval.shifts[name]
+        unknown = sorted(set(change) - set(known))
+        if unknown:
+            raise ConfigError(f"eval.shifts.{name}: {', '.join(unknown)} is not a task field (one of {', '.join(known)})")
+        try:
+            check_task(OmegaConf.create({"task": {**asdict(SceneDistribution()), **change}}))
+        except ConfigError as err:
+            raise ConfigError(f"eval.shifts.{name}: {err}") from None
 
 
 def check_generated(cfg) -> None:
@@ -200,7 +232,7 @@ def check_generated(cfg) -> None:
                           "fresh scenes have no MILP labels; set algorithm.imitation_weight=0")
     if cfg.task.name == "file":
         raise ConfigError("data.source=generated with task=file: fresh scenes come from a generator task "
-                          "(uniform or clustered)")
+                          "(uniform, clustered or mixed)")
 
 
 def check_dynamics(cfg) -> None:

@@ -14,7 +14,16 @@ Problems!", with the current policy as its own baseline policy):
   shared baseline;
 - loss: ``-(J(a) - J(greedy)) * sum_i log pi_i(a_i)``, with advantages in
   units of the scene's total target value (scenes of every size weigh alike)
-  and log-probabilities averaged per UAV.
+  and log-probabilities averaged per UAV, minus ``algorithm.entropy_coef``
+  times the mean per-UAV entropy (0 by default: an exploration bonus for
+  long fresh-scene runs, whose policy otherwise sharpens until samples stop
+  differing from the greedy decode; ``train/entropy`` is logged either way).
+
+Training and deployment stay aligned by construction: the greedy decode of the
+same scores is rollout 0 of every batch (``train/greedy_reward`` is what would be
+shipped), validation and ``best.pt`` use that greedy decode, never the samples,
+and the greedy baseline makes a sample count as better only when it beats
+what is deployed.
 
 Because the rollouts are exact samples the estimator is unbiased whatever the
 baseline. (Sampling through the greedy decoder instead - Gumbel-perturbed
@@ -36,9 +45,9 @@ from torch_geometric.data import Batch
 
 from uavgnn.algorithms.base import Algorithm, StepOutput
 from uavgnn.decoders import argmax_decode, greedy_decode, gumbel_noise
-from uavgnn.models.choices import imitation_loss
+from uavgnn.models.choices import imitation_loss, policy_entropy
 from uavgnn.models.policy import policy_log_probs
-from uavgnn.problem.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE
+from uavgnn.problem.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE, unsquash
 
 
 def _per_graph(values: torch.Tensor, graph: torch.Tensor, n_graphs: int) -> torch.Tensor:
@@ -52,10 +61,10 @@ def rollout_rewards(batch: Batch, keep: torch.Tensor, choice: torch.Tensor) -> t
     ``choice`` (S, num_nodes) holds each UAV's chosen target node (-1 idle), as the decoders return it.
     """
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
-    per_slot = batch.x[:, VALUE_COLUMN].float() * VALUE_SCALE  # value / need on target nodes
+    per_slot = unsquash(batch.x[:, VALUE_COLUMN].float(), VALUE_SCALE)  # value / need on target nodes
     is_target = batch.need > 0
     value = torch.where(is_target, per_slot * batch.need, torch.zeros_like(per_slot))
-    travel = batch.cand_attr[keep, COST_COLUMN].float() * per_slot[cand_target]  # lam * dist of each candidate
+    travel = unsquash(batch.cand_attr[keep, COST_COLUMN].float(), 1.0) * per_slot[cand_target]  # lam * dist
     chosen = (choice[:, cand_uav] == cand_target).float()  # (S, C)
     count = torch.zeros_like(choice, dtype=torch.float).index_add_(1, cand_target, chosen)
     completed = (count >= batch.need) & is_target
@@ -99,14 +108,14 @@ def advantages(reward: torch.Tensor, baseline: str) -> torch.Tensor:
 
 
 def reinforce_loss(model: nn.Module, batch: Batch, k: int, samples: int,
-                   generator: torch.Generator | None = None, imitation_weight: float = 0.0, baseline: str = "greedy"
-                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+                   generator: torch.Generator | None = None, imitation_weight: float = 0.0, baseline: str = "greedy",
+                   entropy_coef: float = 0.0) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """(policy-gradient loss, stats, number of UAVs) of a batch at candidate budget ``k``; ``baseline``:
-    see ``advantages``.
+    see ``advantages``; ``entropy_coef`` weighs the entropy bonus.
 
     stats: ``advantage`` (mean of the sampled rollouts' reward minus the greedy one, per unit of scene
     value), ``better`` (share of sampled rollouts beating greedy), ``greedy_reward`` (greedy J per unit
-    of scene value). With ``imitation_weight`` > 0 the NLL of the MILP's labels is added, keeping the
+    of scene value), ``entropy`` (mean per-UAV policy entropy, nats). With ``imitation_weight`` > 0 the NLL of the MILP's labels is added, keeping the
     policy near the exact solver's choices while it is tuned on J.
     """
     if samples < 2:
@@ -131,8 +140,11 @@ def reinforce_loss(model: nn.Module, batch: Batch, k: int, samples: int,
     if imitation_weight > 0:
         nll, _, _ = imitation_loss(cand_logp, idle_logp, cand_uav, batch.cand_label[keep], batch.busy, is_uav)
         loss = loss + imitation_weight * nll
+    entropy = policy_entropy(cand_logp, idle_logp, cand_uav, is_uav)
+    if entropy_coef > 0:
+        loss = loss - entropy_coef * entropy
     stats = {"advantage": advantage.mean().detach(), "better": (reward[1:] > reward[:1]).float().mean(),
-             "greedy_reward": (reward[0] / scale).mean()}
+             "greedy_reward": (reward[0] / scale).mean(), "entropy": entropy.detach()}
     return loss, stats, is_uav.sum()
 
 
@@ -140,12 +152,12 @@ class Reinforce(Algorithm):
     """``reinforce_loss`` with rollouts drawn from a generator seeded by (seed, step): resumable exactly."""
 
     def __init__(self, samples: int, imitation_weight: float, seed: int, device: torch.device,
-                 baseline: str = "greedy") -> None:
+                 baseline: str = "greedy", entropy_coef: float = 0.0) -> None:
         self.samples, self.imitation_weight, self.seed, self.device = samples, imitation_weight, seed, device
-        self.baseline = baseline
+        self.baseline, self.entropy_coef = baseline, entropy_coef
 
     def training_step(self, model: nn.Module, batch: Batch, k: int, step: int) -> StepOutput:
         generator = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + step)
         loss, stats, n_uav = reinforce_loss(model, batch, k, self.samples, generator, self.imitation_weight,
-                                            self.baseline)
+                                            self.baseline, self.entropy_coef)
         return StepOutput(loss, stats, n_uav)

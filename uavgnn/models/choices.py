@@ -50,3 +50,11 @@ def imitation_loss(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: t
     correct = torch.where(busy, goes & picked_label, ~goes)[covered]
     n = covered.sum()
     return -target_logp.mean(), correct.float().mean(), n
+
+
+def policy_entropy(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
+                   is_uav: torch.Tensor) -> torch.Tensor:
+    """Mean over UAVs of the entropy of each UAV's choice (idle or one of its candidates), in nats: how far
+    from deterministic the sampled rollouts are, which is what REINFORCE's entropy bonus keeps up."""
+    plogp = torch.zeros_like(idle_logp).index_add(0, cand_uav, cand_logp.exp() * cand_logp)
+    return -(plogp + idle_logp.exp() * idle_logp)[is_uav].mean()

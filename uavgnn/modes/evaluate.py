@@ -13,9 +13,16 @@ runs the forward under autocast (bf16 on the CPU).
 
 ``transfer_ratio`` = model score at a scale / model score at the training
 size, with score = ``1 - optimality_gap``; below 0.5 the original guide's
-"zero-shot transfer failed" warning is raised. Writes ``transfer.json``,
-``eval.json`` (the rows) and ``transfer.png``, and logs the tables and the picture to the
-configured dashboard.
+"zero-shot transfer failed" warning is raised.
+
+Robustness to distribution shift (issue 16): at the training size, the test set
+of the task the model was trained on (``in-distribution``) and every
+``eval.shifts`` set (task=uniform with some fields changed; fixed, whatever the
+training task) are solved by every method; ``transfer.json["shifts"]`` gives each
+set's gaps, whether the model beats greedy, and its gap minus the in-distribution
+gap (``shift_cost``; the acceptance asks <= 0.02). Writes ``transfer.json``,
+``eval.json`` (the rows), ``transfer.png`` and ``shifts.png``, and logs the tables
+and the pictures to the configured dashboard.
 """
 
 from __future__ import annotations
@@ -23,7 +30,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from dataclasses import asdict
+from typing import Any
+
+import torch
 from omegaconf import OmegaConf, open_dict
+from torch import nn
 
 from uavgnn.config import Config
 from uavgnn.console import echo
@@ -31,13 +43,16 @@ from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
 from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.loggers import publish
-from uavgnn.plots import plot_transfer
+from uavgnn.plots import plot_shifts, plot_transfer
+from uavgnn.problem.graphs import GraphSettings
+from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device
 from uavgnn.training.checkpoint import load_model
 
 log = logging.getLogger(__name__)
 TRANSFER_FAILED = 0.5  # the original guide's threshold on transfer_ratio
+IN_DISTRIBUTION = "in-distribution"
 
 
 def scenes_at(cfg: Config, n_uav: int) -> int:
@@ -53,21 +68,10 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     scales = sorted({train_size, *cfg.eval.scales})
     rows = []
     for positions in cfg.eval.positions:
-        split_cfg = OmegaConf.create(OmegaConf.to_container(cfg))
-        with open_dict(split_cfg):
-            split_cfg.task.positions = positions
-            split_cfg.data.label_time_limit = cfg.eval.milp_time_limit
         for n_uav in scales:
-            store = load_split(split_cfg, "test", n_uav=n_uav, count=scenes_at(cfg, n_uav))
-            scale_rows, _ = compare_on_split(model, store, cfg.eval.decoder, graph.k(n_uav), device, graph.k_max,
-                                             graph.uav_neighbours, amp_dtype(cfg, device), samples=cfg.eval.samples,
-                                             repair=cfg.eval.repair)
-            rows += [{"positions": positions, "n_uav": n_uav, "scenes": len(store), **row} for row in scale_rows]
-            log.info("eval %s %d UAVs: model gap %.4f", positions, n_uav, scale_rows[0]["optimality_gap"])
-            if scale_rows[0]["reference_optimal"] != f"{len(store)}/{len(store)}":
-                log.warning("eval %s %d UAVs: the MILP reference is proven optimal on only %s scenes "
-                            "(eval.milp_time_limit=%gs): no optimality gap at this scale", positions, n_uav,
-                            scale_rows[0]["reference_optimal"], cfg.eval.milp_time_limit)
+            task = {**OmegaConf.to_container(cfg.task), "positions": positions, "name": positions}
+            rows += [{"positions": positions, **row} for row in _test_rows(cfg, task, n_uav, model, graph, device)]
+    shifts = _shift_rows(cfg, trained_cfg["task"], train_size, model, graph, device)
     transfer = []
     for positions in cfg.eval.positions:
         model_rows = {r["n_uav"]: r for r in rows if r["positions"] == positions and r["method"].startswith("model")}
@@ -82,14 +86,71 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     echo(format_table(rows, ["positions", "n_uav", "scenes", "method", "reward", "completion_score", "efficiency",
                              "optimality_gap", "reference_optimal", "transfer_ratio", "time_s", "build_s",
                              "forward_s", "decode_s", "note"]))
+    summary = shift_summary(shifts)
+    if summary:
+        echo(format_table(summary, ["test_set", "scenes", "model_gap", "greedy_gap", "lap_gap", "mcf_gap",
+                                    "beats_greedy", "shift_cost"]))
     report = {"checkpoint": str(cfg.ckpt), "train_n_uav": train_size, "decoder": cfg.eval.decoder,
               "milp_time_limit": cfg.eval.milp_time_limit, "gap_reference": "proven-optimal MILP objective (NaN where the MILP hit its time limit)",
-              "score": "1 - optimality_gap", "rows": rows, "transfer": transfer}
+              "score": "1 - optimality_gap", "rows": rows, "transfer": transfer,
+              "trained_task": trained_cfg["task"], "shift_sets": {IN_DISTRIBUTION: "the trained task",
+                                                                  **{name: OmegaConf.to_container(cfg.eval.shifts[name])
+                                                                     for name in cfg.eval.shift_sets}},
+              "shifts": summary, "shift_rows": shifts}
     write_json(out_dir / "transfer.json", report)
-    write_json(out_dir / "eval.json", rows)
+    write_json(out_dir / "eval.json", rows + shifts)
     plot_transfer(rows, train_size, out_dir / "transfer.png")
+    pictures = {"eval/transfer_plot": out_dir / "transfer.png"}
+    if summary:
+        plot_shifts(summary, train_size, out_dir / "shifts.png")
+        pictures["eval/shifts_plot"] = out_dir / "shifts.png"
     headline = {f"transfer_ratio/{t['positions']}/{t['n_uav']}": t["transfer_ratio"] for t in transfer}
-    publish(cfg, out_dir, {"eval/methods": rows, "eval/transfer": transfer},
-            {"eval/transfer_plot": out_dir / "transfer.png"}, headline)
-    echo(f"results in {out_dir} (transfer.json, transfer.png)")
+    headline.update({f"shift_gap/{t['test_set']}": t["model_gap"] for t in summary})
+    publish(cfg, out_dir, {"eval/methods": rows, "eval/transfer": transfer, "eval/shifts": summary}, pictures, headline)
+    echo(f"results in {out_dir} (transfer.json, transfer.png{', shifts.png' if summary else ''})")
     return report
+
+
+def _test_rows(cfg: Config, task: dict[str, Any], n_uav: int, model: nn.Module, graph: GraphSettings,
+               device: torch.device) -> list[dict]:
+    """Every method on the fixed-seed test split of ``task`` at ``n_uav`` UAVs (built and labelled once, cached)."""
+    split_cfg = OmegaConf.create(OmegaConf.to_container(cfg))
+    with open_dict(split_cfg):
+        split_cfg.task = task
+        split_cfg.data.label_time_limit = cfg.eval.milp_time_limit
+    store = load_split(split_cfg, "test", n_uav=n_uav, count=scenes_at(cfg, n_uav))
+    rows, _ = compare_on_split(model, store, cfg.eval.decoder, graph.k(n_uav), device, graph.k_max,
+                               graph.uav_neighbours, amp_dtype(cfg, device), samples=cfg.eval.samples,
+                               repair=cfg.eval.repair)
+    log.info("eval %s %d UAVs: model gap %.4f", task["name"], n_uav, rows[0]["optimality_gap"])
+    if rows[0]["reference_optimal"] != f"{len(store)}/{len(store)}":
+        log.warning("eval %s %d UAVs: the MILP reference is proven optimal on only %s scenes "
+                    "(eval.milp_time_limit=%gs): no optimality gap at this scale", task["name"], n_uav,
+                    rows[0]["reference_optimal"], cfg.eval.milp_time_limit)
+    return [{"n_uav": n_uav, "scenes": len(store), **row} for row in rows]
+
+
+def _shift_rows(cfg: Config, trained_task: dict[str, Any], n_uav: int, model: nn.Module, graph: GraphSettings,
+                device: torch.device) -> list[dict]:
+    """Every method on the trained task's test set and on each ``eval.shifts`` set, at the training size."""
+    if not cfg.eval.shift_sets:
+        return []
+    tasks = {IN_DISTRIBUTION: {**trained_task, "file": None}}
+    tasks.update({name: {**asdict(SceneDistribution()), **cfg.eval.shifts[name], "name": name, "file": None}
+                  for name in cfg.eval.shift_sets})
+    return [{"test_set": name, **row} for name, task in tasks.items()
+            for row in _test_rows(cfg, task, n_uav, model, graph, device)]
+
+
+def shift_summary(rows: list[dict]) -> list[dict]:
+    """One line per test set: each method's gap, whether the model beats greedy, and its gap minus the
+    in-distribution gap."""
+    gaps: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        line = gaps.setdefault(row["test_set"], {"test_set": row["test_set"], "scenes": row["scenes"]})
+        line[f"{row['method'].split(' ')[0]}_gap"] = row.get("optimality_gap", float("nan"))
+    base = gaps.get(IN_DISTRIBUTION, {}).get("model_gap", float("nan"))
+    for line in gaps.values():
+        line["beats_greedy"] = bool(line["model_gap"] < line["greedy_gap"])
+        line["shift_cost"] = line["model_gap"] - base
+    return list(gaps.values())

@@ -19,9 +19,13 @@ Stored per graph (PyG offsets every ``*_index`` attribute when batching):
 - labels: ``cand_label`` (C,) True on the MILP's chosen pair,
   ``busy`` (N+M,) True for UAVs the MILP assigns.
 
-Features: displacements and distances are divided by the UAV's range, counts
-are log-scaled, need/value by fixed constants; no absolute position anywhere,
-so the graph is translation invariant and independent of the scene's size.
+Features: displacements and distances are divided by the UAV's range; every
+unbounded quantity (range, counts, value per slot, travel cost, lam) goes
+through ``squash(x, c) = x / (x + c)`` and need enters as ``1 / need``, so
+every feature stays in [-1, 1] under any valid scene: a need of 5 or a range of
+8 is a new value inside the trained interval, not a value beyond it (issue 16).
+No absolute position anywhere, so the graph is translation invariant and
+independent of the scene's size.
 
 One feature function (``graph_tensors``, torch, on any device) serves every
 builder: ``build_graph`` (one scene; k-d tree on the CPU, cell grid on a GPU)
@@ -43,14 +47,25 @@ from uavgnn.problem.neighbours import Neighbours, dense_neighbours, grid_neighbo
 from uavgnn.problem.scene_batch import SceneBatch
 from uavgnn.problem.scenes import Scene
 
-FEATURE_SET = "rel-v2"  # bump when features change: part of the cache key
+FEATURE_SET = "rel-v3"  # bump when features change: part of the cache key and of every checkpoint
 NODE_DIM = 6  # [is_uav, is_target, f0, f1, f2, f3]
 EDGE_DIM = 7  # [cand, cand_reverse, uav_uav, f0, f1, f2, f3]
-RANGE_SCALE = 5.0
-NEED_SCALE = 3.0
-VALUE_SCALE = 2.0
-VALUE_COLUMN = 3  # target feature: value / need / VALUE_SCALE (rewards are computed back from it)
-COST_COLUMN = 6  # candidate feature: lam * dist / (value / need), the travel cost per unit of slot value
+RANGE_SCALE = 4.0  # squash midpoints: the typical range, value per slot, count and lam of the default task
+VALUE_SCALE = 1.5
+COUNT_SCALE = 8.0
+LAM_SCALE = 0.1
+VALUE_COLUMN = 3  # target feature: squash(value / need, VALUE_SCALE) (rewards are computed back from it)
+COST_COLUMN = 6  # candidate feature: squash(lam * dist / (value / need), 1), travel cost per unit of slot value
+
+
+def squash(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """``x / (x + scale)`` for x >= 0: monotone, in [0, 1), 0.5 at ``scale``; no value of x leaves the range."""
+    return x / (x + scale)
+
+
+def unsquash(y: torch.Tensor, scale: float) -> torch.Tensor:
+    """The inverse of ``squash``: a feature back to the quantity (the reward is computed from features)."""
+    return scale * y / (1 - y)
 
 
 def adaptive_k(n_uav: int, k_min: int = 4, k_divisor: int = 4, k_max: int = 16) -> int:
@@ -69,6 +84,7 @@ class GraphSettings:
     k_divisor: int = 4
     k_max: int = 16
     uav_neighbours: int = 8
+    features: str = FEATURE_SET  # a model only understands the feature set it was trained on
 
     def k(self, n_uav: int) -> int:
         """The candidates per UAV at inference for scenes of ``n_uav`` UAVs (training jitters it)."""
@@ -134,18 +150,21 @@ def graph_tensors(scenes: SceneBatch, nb: Neighbours, assignment: torch.Tensor |
     nearest = torch.clamp(t(nb.nearest).to(dtype) / r, max=1.0)
     n_reach = t(nb.n_reach).to(dtype)
     ones, zeros = torch.ones(b * n, dtype=dtype, device=dev), torch.zeros(b * n, dtype=dtype, device=dev)
-    uav_x = torch.stack([ones, zeros, r / RANGE_SCALE, torch.log1p(t(nb.n_feasible).to(dtype)) / 3.0, nearest, lam], 1)
+    uav_x = torch.stack([ones, zeros, squash(r, RANGE_SCALE), squash(t(nb.n_feasible).to(dtype), COUNT_SCALE),
+                         nearest, squash(lam, LAM_SCALE)], 1)
     tones, tzeros = torch.ones(b * m, dtype=dtype, device=dev), torch.zeros(b * m, dtype=dtype, device=dev)
-    tgt_x = torch.stack([tzeros, tones, need_f / NEED_SCALE, value / need_f / VALUE_SCALE, torch.log1p(n_reach) / 3.0,
-                         torch.clamp(n_reach / need_f, max=4.0) / 4.0], 1)
+    tgt_x = torch.stack([tzeros, tones, 1.0 / need_f, squash(value / need_f, VALUE_SCALE),
+                         squash(n_reach, COUNT_SCALE), torch.clamp(n_reach / need_f, max=4.0) / 4.0], 1)
 
     delta = (tpos[c_tgt] - pos[c_uav]) / r[c_uav, None]
     cost = lam[c_uav] * c_dist / (value[c_tgt] / need_f[c_tgt])  # travel cost vs value per UAV slot
     c_ones = torch.ones_like(c_dist)[:, None]
-    cand_attr = torch.cat([c_ones, torch.zeros_like(delta), delta, (c_dist / r[c_uav])[:, None], cost[:, None]], 1)
-    uu_delta = (pos[dst] - pos[src]) / r[src, None]
+    cand_attr = torch.cat([c_ones, torch.zeros_like(delta), delta, (c_dist / r[c_uav])[:, None],
+                           squash(cost, 1.0)[:, None]], 1)
+    uu_scale = (d + r[src])[:, None]  # a neighbour may lie beyond the range: bounded by d / (d + r) < 1
     u_ones = torch.ones_like(d)[:, None]
-    uu_attr = torch.cat([torch.zeros_like(uu_delta), u_ones, uu_delta, (d / r[src])[:, None], (r[dst] / r[src])[:, None]], 1)
+    uu_attr = torch.cat([torch.zeros_like(uu_scale).expand(-1, 2), u_ones, (pos[dst] - pos[src]) / uu_scale, d[:, None] / uu_scale,
+                         (r[dst] / (r[dst] + r[src]))[:, None]], 1)
 
     uav_node = c_uav + torch.div(c_uav, n, rounding_mode="floor") * m  # flat index -> node of the batch
     tgt_node = c_tgt + (torch.div(c_tgt, m, rounding_mode="floor") + 1) * n

@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.models import TransformerGNN, model_from_config
-from uavgnn.problem.graphs import GraphSettings
+from uavgnn.problem.graphs import FEATURE_SET, GraphSettings
 from uavgnn.storage import save_torch
 
 log = logging.getLogger(__name__)
@@ -108,10 +108,18 @@ def load_model(path: str | Path, device: torch.device | str = "cpu"
         raise CheckpointError(f"checkpoint {path}: its weights do not fit its model config "
                               f"({_first_line(err)})") from None
     try:
-        graph = GraphSettings(**ckpt["graph"])
+        graph = GraphSettings(**{"features": "rel-v2", **ckpt["graph"]})  # rel-v2: before the set was recorded
     except (KeyError, TypeError) as err:
         raise CheckpointError(f"checkpoint {path}: no valid graph settings ({_first_line(err)})") from None
+    _check_features(path, graph.features)
     return model.eval(), graph, ckpt["config"]
+
+
+def _check_features(path: str | Path, features: str) -> None:
+    if features != FEATURE_SET:
+        raise CheckpointError(f"checkpoint {path}: trained on graph features {features!r}, but this version builds "
+                              f"{FEATURE_SET!r}; its outputs would be meaningless: retrain it (or use the uavgnn "
+                              "version it was trained with)")
 
 
 def weights_norm(module: torch.nn.Module) -> float:
@@ -137,6 +145,8 @@ def find_resume_checkpoint(out_dir: Path) -> Path | None:
 def load_initial_policy(model: TransformerGNN, path: str, model_cfg, device: torch.device) -> None:
     """Start from a checkpoint's policy (``algorithm.init_from``), e.g. imitation weights to fine-tune."""
     ckpt = load_checkpoint(Path(path), device)
+    if "graph" in ckpt:
+        _check_features(path, ckpt["graph"].get("features", "rel-v2"))
     stored = ckpt["config"]["model"]
     differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored[key]})"
               for key in ("hidden", "heads", "layers", "ffn_mult") if stored[key] != model_cfg[key]]
