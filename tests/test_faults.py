@@ -34,6 +34,7 @@ from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.loggers import read_history
 from uavgnn.models import model_from_config
 from uavgnn.modes.train import run_train
+from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_io import load_scene
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.training.checkpoint import load_checkpoint, load_model, weights_norm
@@ -588,12 +589,14 @@ def test_magnitudes_beyond_the_documented_bounds_are_named(tmp_path) -> None:
 
 def test_a_reference_not_proven_optimal_gives_no_gap(labelled_store) -> None:
     model = model_from_config(SimpleNamespace(hidden=32, heads=1, layers=1, dropout=0.0, ffn_mult=2))
-    rows, _ = compare_on_split(model, labelled_store, "greedy", 8, torch.device("cpu"), 16, 6)
+    graph = GraphSettings(k_max=16, uav_neighbours=6)
+    rows, _ = compare_on_split(model, labelled_store, "greedy", graph, 8, torch.device("cpu"), guided_keep=2)
+    assert [r["method"].split(" ")[0] for r in rows] == ["model", "guided", "greedy", "lap", "mcf", "milp"]
     n = len(labelled_store)
     assert all(math.isfinite(r["optimality_gap"]) and r["reference_optimal"] == f"{n}/{n}" for r in rows)
     status = list(labelled_store.status)
     status[3] = "time_limit"
     unproven = dataclasses.replace(labelled_store, status=status)
-    rows, _ = compare_on_split(model, unproven, "greedy", 8, torch.device("cpu"), 16, 6)
+    rows, _ = compare_on_split(model, unproven, "greedy", graph, 8, torch.device("cpu"), guided_keep=2)
     assert all(math.isnan(r["optimality_gap"]) and r["reference_optimal"] == f"{n - 1}/{n}" for r in rows)
     assert all(math.isfinite(r["reward"]) for r in rows)  # the rewards themselves are still reported

@@ -134,6 +134,14 @@ def test_entropy_bonus_by_hand(store) -> None:
                                  entropy_coef=0.5)
     assert float(bonus) == pytest.approx(float(plain) - 0.5 * float(stats["entropy"]), abs=1e-6)
     assert 0 < float(stats["entropy"]) < np.log(9)  # at most idle + 8 candidates, uniform
+    # temperature 1/2 samples from pi^2 renormalised = the softmax of doubled logits: its entropy is logged
+    _, sharp, _ = reinforce_loss(model, batch, 8, samples=4, generator=torch.Generator().manual_seed(1),
+                                 temperature=0.5)
+    keep = batch.cand_rank < 8
+    cand_uav = batch.cand_index[0, keep]
+    doubled = choice_log_probs(2 * model.cand[:int(keep.sum())], 2 * model.idle, cand_uav)
+    want = policy_entropy(*doubled, cand_uav, batch.node_type == 0)
+    assert float(sharp["entropy"]) == pytest.approx(float(want), rel=1e-5) and want < stats["entropy"]
 
 
 class FreeLogitsOf(torch.nn.Module):

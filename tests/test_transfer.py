@@ -27,7 +27,7 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
     assert report["train_n_uav"] == 6 and report["score"] == "1 - optimality_gap"
     rows = report["rows"]
     keys = {(r["positions"], r["n_uav"], r["method"].split(" ")[0]) for r in rows}
-    methods = ("model", "greedy", "lap", "mcf", "milp")
+    methods = ("model", "guided", "greedy", "lap", "mcf", "milp")
     assert keys == {(p, n, m) for p in ("uniform", "clustered") for n in (6, 24) for m in methods}
     assert {(r["n_uav"], r["scenes"]) for r in rows} == {(6, 8), (24, 2)}  # min(test_scenes, 48 // n_uav)
     for positions in ("uniform", "clustered"):

@@ -132,6 +132,7 @@ class AlgorithmConfig:
     priority_beta: float = 0.4  # masac: importance-weight exponent at step 0, annealed to 1 at train.steps
     td_lambda: float = 0.8  # coma: lambda of the critic's TD(lambda) targets
     entropy_coef: float = 0.001  # coma, reinforce (0 in its preset): weight of the policy's entropy bonus
+    temperature: float = 1.0  # reinforce: rollouts from pi^(1/T); below 1 they stay nearer the greedy decode
     target_update_every: int = 200  # coma: updates between copies of the critic into the target critic
     minibatches: int = 5  # coma: minibatches of hardware.batch_size episodes per collection
     data_passes: int = 5  # coma: passes over each collection (updates per collection = minibatches x passes)
@@ -206,6 +207,7 @@ class EvalConfig:
     decoder: str = "greedy"  # argmax | greedy | sample (best of eval.samples by the true reward)
     samples: int = 16  # decoder=sample: assignments tried per scene (the first is the greedy decode)
     repair: bool = False  # fill nearly-complete partial targets with idle UAVs in range, drop the rest
+    guided_keep: int = 2  # the model-guided MILP's row keeps each UAV's 2 most likely targets (0: no row)
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
     # shifted test sets at the training size: name -> task fields changed from task=uniform's defaults
     shifts: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -170,7 +170,7 @@ def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> No
 
 def plot_shifts(summary: list[dict[str, Any]], train_size: int, path: Path) -> None:
     """Gap of every method on each shifted test set (grouped bars), the in-distribution set first."""
-    methods = [m for m in ("model", "greedy", "lap", "mcf") if any(f"{m}_gap" in line for line in summary)]
+    methods = [m for m in ("model", "guided", "greedy", "lap", "mcf") if any(f"{m}_gap" in line for line in summary)]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(summary)), 4.5))
     width = 0.8 / len(methods)
     for m_i, method in enumerate(methods):

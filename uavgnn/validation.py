@@ -95,7 +95,7 @@ RANGES: dict[str, Range] = {
     **{f"env.{key}": NON_NEGATIVE for key in ("collision_radius", "appear_steps", "collision_penalty",
                                               "exhausted_penalty", "approach_reward")},
     "env.team_weight": UNIT, "env.wind": NON_NEGATIVE, "env.drag": NON_NEGATIVE,
-    "algorithm.td_lambda": UNIT, "algorithm.entropy_coef": NON_NEGATIVE,
+    "algorithm.td_lambda": UNIT, "algorithm.entropy_coef": NON_NEGATIVE, "algorithm.temperature": POSITIVE,
     **{f"algorithm.{key}": AT_LEAST_1 for key in ("target_update_every", "minibatches", "data_passes")},
     "algorithm.lambda_physics": NON_NEGATIVE, "algorithm.noise": NON_NEGATIVE, "algorithm.velocity_noise": NON_NEGATIVE,
     "algorithm.ood_scale": POSITIVE, "algorithm.burn_in": AT_LEAST_1,
@@ -111,7 +111,7 @@ RANGES: dict[str, Range] = {
                                                   "milp_uavs")},
     "benchmark.milp_time_limit": POSITIVE, "benchmark.expected_minutes": POSITIVE,
     "eval.scales": AT_LEAST_1, "eval.max_total_uavs": AT_LEAST_1, "eval.samples": AT_LEAST_1,
-    "eval.milp_time_limit": POSITIVE,
+    "eval.milp_time_limit": POSITIVE, "eval.guided_keep": NON_NEGATIVE,
     "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE, "solve.guided_keep": AT_LEAST_1,
 }
 
@@ -187,7 +187,8 @@ def validate(cfg) -> None:
         raise ConfigError(f"model.hidden={cfg.model.hidden} must be divisible by model.heads={cfg.model.heads}")
     check_task(cfg)
     check_shifts(cfg)
-    if cfg.task.positions == "mixed" and (cfg.algorithm.name in ("masac", "coma", "dynamics") or cfg.mode == "rollouts"):
+    on_env = cfg.algorithm.name in ("masac", "coma", "dynamics") or cfg.mode == "rollouts"
+    if cfg.task.positions == "mixed" and on_env:
         raise ConfigError(f"task=mixed with algorithm={cfg.algorithm.name}: the environment has one scene size and "
                           "square for all its envs; use task=uniform or task=clustered")
 
@@ -215,7 +216,8 @@ def check_shifts(cfg) -> None:
         change = cfg.eval.shifts[name]
         unknown = sorted(set(change) - set(known))
         if unknown:
-            raise ConfigError(f"eval.shifts.{name}: {', '.join(unknown)} is not a task field (one of {', '.join(known)})")
+            raise ConfigError(f"eval.shifts.{name}: {', '.join(unknown)} is not a task field "
+                              f"(one of {', '.join(known)})")
         try:
             check_task(OmegaConf.create({"task": {**asdict(SceneDistribution()), **change}}))
         except ConfigError as err:

@@ -51,7 +51,7 @@ def make_algorithm(cfg, device: torch.device) -> Algorithm:
         return Imitation()
     if cfg.algorithm.name == "reinforce":
         return Reinforce(cfg.algorithm.samples, cfg.algorithm.imitation_weight, cfg.seed, device,
-                         cfg.algorithm.baseline, cfg.algorithm.entropy_coef)
+                         cfg.algorithm.baseline, cfg.algorithm.entropy_coef, cfg.algorithm.temperature)
     if cfg.algorithm.name == "masac":
         alg = cfg.algorithm
         return MASAC(alg.tau, alg.actor_lr_scale, alg.alpha_lr_scale, cfg.seed, device)

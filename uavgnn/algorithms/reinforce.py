@@ -8,7 +8,12 @@ Problems!", with the current policy as its own baseline policy):
 
 - rollouts: S - 1 assignments drawn exactly from the factorised policy (each
   UAV independently picks idle or a candidate with its probability), scored
-  by the true reward J, over-assigned and partial targets included;
+  by the true reward J, over-assigned and partial targets included; with
+  ``algorithm.temperature`` T < 1 from the sharpened policy ``pi^(1/T)``
+  (renormalised per UAV), whose greedy decode is the same: independent
+  per-UAV samples rarely complete a target together (under 1% of them beat
+  the greedy decode at T = 1, BENCHMARKS.md), samples nearer the greedy decode
+  more often do, and the gradient is that of the sharpened policy's E[J];
 - baseline: J of the greedy decode of the same scores (what is deployed), or
   (``algorithm.baseline=mean``) the mean J of the scene's other samples, POMO's
   shared baseline;
@@ -45,7 +50,7 @@ from torch_geometric.data import Batch
 
 from uavgnn.algorithms.base import Algorithm, StepOutput
 from uavgnn.decoders import argmax_decode, greedy_decode, gumbel_noise
-from uavgnn.models.choices import imitation_loss, policy_entropy
+from uavgnn.models.choices import choice_log_probs, imitation_loss, policy_entropy
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.problem.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE, unsquash
 
@@ -109,21 +114,26 @@ def advantages(reward: torch.Tensor, baseline: str) -> torch.Tensor:
 
 def reinforce_loss(model: nn.Module, batch: Batch, k: int, samples: int,
                    generator: torch.Generator | None = None, imitation_weight: float = 0.0, baseline: str = "greedy",
-                   entropy_coef: float = 0.0) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+                   entropy_coef: float = 0.0, temperature: float = 1.0
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """(policy-gradient loss, stats, number of UAVs) of a batch at candidate budget ``k``; ``baseline``:
-    see ``advantages``; ``entropy_coef`` weighs the entropy bonus.
+    see ``advantages``; ``entropy_coef`` weighs the entropy bonus; rollouts come from the policy at
+    ``temperature``.
 
     stats: ``advantage`` (mean of the sampled rollouts' reward minus the greedy one, per unit of scene
     value), ``better`` (share of sampled rollouts beating greedy), ``greedy_reward`` (greedy J per unit
-    of scene value), ``entropy`` (mean per-UAV policy entropy, nats). With ``imitation_weight`` > 0 the NLL of the MILP's labels is added, keeping the
-    policy near the exact solver's choices while it is tuned on J.
+    of scene value), ``entropy`` (mean per-UAV policy entropy, nats). With ``imitation_weight`` > 0 the NLL
+    of the MILP's labels is added, keeping the policy near the exact solver's choices while it is tuned on J.
     """
     if samples < 2:
         raise ValueError(f"algorithm.samples={samples}: REINFORCE needs the greedy rollout and at least one sample")
     cand_logp, idle_logp, keep = policy_log_probs(model, batch, k)
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
     greedy = greedy_decode(cand_logp.detach(), cand_uav, cand_target, batch.need)
-    choice = torch.cat([greedy[None], policy_samples(batch, cand_logp, idle_logp, keep, samples - 1, generator)])
+    sample_cand, sample_idle = cand_logp, idle_logp  # the sampling policy: pi, or pi^(1/T) renormalised
+    if temperature != 1.0:
+        sample_cand, sample_idle = choice_log_probs(cand_logp / temperature, idle_logp / temperature, cand_uav)
+    choice = torch.cat([greedy[None], policy_samples(batch, sample_cand, sample_idle, keep, samples - 1, generator)])
     reward, total_value = rollout_rewards(batch, keep, choice)
     scale = total_value.clamp(min=1e-6)
     advantage = advantages(reward, baseline) / scale  # (S - 1, G), in units of the scene's total value
@@ -132,15 +142,15 @@ def reinforce_loss(model: nn.Module, batch: Batch, k: int, samples: int,
     chosen = choice[1:, cand_uav] == cand_target
     idle = (choice[1:] < 0) & is_uav
     n_graphs = batch.num_graphs
-    log_prob = (_per_graph(torch.where(chosen, cand_logp, torch.zeros_like(cand_logp)), batch.batch[cand_uav],
+    log_prob = (_per_graph(torch.where(chosen, sample_cand, torch.zeros_like(sample_cand)), batch.batch[cand_uav],
                            n_graphs)
-                + _per_graph(torch.where(idle, idle_logp, torch.zeros_like(idle_logp)), batch.batch, n_graphs))
+                + _per_graph(torch.where(idle, sample_idle, torch.zeros_like(sample_idle)), batch.batch, n_graphs))
     n_uav = _per_graph(is_uav.float()[None], batch.batch, n_graphs)[0].clamp(min=1)
     loss = -(advantage.detach() * log_prob / n_uav).mean()
     if imitation_weight > 0:
         nll, _, _ = imitation_loss(cand_logp, idle_logp, cand_uav, batch.cand_label[keep], batch.busy, is_uav)
         loss = loss + imitation_weight * nll
-    entropy = policy_entropy(cand_logp, idle_logp, cand_uav, is_uav)
+    entropy = policy_entropy(sample_cand, sample_idle, cand_uav, is_uav)
     if entropy_coef > 0:
         loss = loss - entropy_coef * entropy
     stats = {"advantage": advantage.mean().detach(), "better": (reward[1:] > reward[:1]).float().mean(),
@@ -152,12 +162,12 @@ class Reinforce(Algorithm):
     """``reinforce_loss`` with rollouts drawn from a generator seeded by (seed, step): resumable exactly."""
 
     def __init__(self, samples: int, imitation_weight: float, seed: int, device: torch.device,
-                 baseline: str = "greedy", entropy_coef: float = 0.0) -> None:
+                 baseline: str = "greedy", entropy_coef: float = 0.0, temperature: float = 1.0) -> None:
         self.samples, self.imitation_weight, self.seed, self.device = samples, imitation_weight, seed, device
-        self.baseline, self.entropy_coef = baseline, entropy_coef
+        self.baseline, self.entropy_coef, self.temperature = baseline, entropy_coef, temperature
 
     def training_step(self, model: nn.Module, batch: Batch, k: int, step: int) -> StepOutput:
         generator = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + step)
         loss, stats, n_uav = reinforce_loss(model, batch, k, self.samples, generator, self.imitation_weight,
-                                            self.baseline, self.entropy_coef)
+                                            self.baseline, self.entropy_coef, self.temperature)
         return StepOutput(loss, stats, n_uav)

@@ -28,9 +28,8 @@ and the pictures to the configured dashboard.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -88,8 +87,8 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
                              "forward_s", "decode_s", "note"]))
     summary = shift_summary(shifts)
     if summary:
-        echo(format_table(summary, ["test_set", "scenes", "model_gap", "greedy_gap", "lap_gap", "mcf_gap",
-                                    "beats_greedy", "shift_cost"]))
+        echo(format_table(summary, ["test_set", "scenes", "model_gap", "guided_gap", "greedy_gap", "lap_gap",
+                                    "mcf_gap", "beats_greedy", "shift_cost"]))
     report = {"checkpoint": str(cfg.ckpt), "train_n_uav": train_size, "decoder": cfg.eval.decoder,
               "milp_time_limit": cfg.eval.milp_time_limit, "gap_reference": "proven-optimal MILP objective (NaN where the MILP hit its time limit)",
               "score": "1 - optimality_gap", "rows": rows, "transfer": transfer,
@@ -119,9 +118,8 @@ def _test_rows(cfg: Config, task: dict[str, Any], n_uav: int, model: nn.Module, 
         split_cfg.task = task
         split_cfg.data.label_time_limit = cfg.eval.milp_time_limit
     store = load_split(split_cfg, "test", n_uav=n_uav, count=scenes_at(cfg, n_uav))
-    rows, _ = compare_on_split(model, store, cfg.eval.decoder, graph.k(n_uav), device, graph.k_max,
-                               graph.uav_neighbours, amp_dtype(cfg, device), samples=cfg.eval.samples,
-                               repair=cfg.eval.repair)
+    rows, _ = compare_on_split(model, store, cfg.eval.decoder, graph, graph.k(n_uav), device, amp_dtype(cfg, device),
+                               cfg.eval.samples, cfg.eval.repair, cfg.eval.guided_keep, cfg.eval.milp_time_limit)
     log.info("eval %s %d UAVs: model gap %.4f", task["name"], n_uav, rows[0]["optimality_gap"])
     if rows[0]["reference_optimal"] != f"{len(store)}/{len(store)}":
         log.warning("eval %s %d UAVs: the MILP reference is proven optimal on only %s scenes "

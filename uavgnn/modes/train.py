@@ -140,9 +140,9 @@ def run_train(cfg: Config, out_dir: Path) -> float:
             return test_dynamics(cfg, result, out_dir, logger, result.workload)
         test_store = load_split(cfg, "test")
         graph = GraphSettings.from_config(cfg.data)
-        rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, graph.k(cfg.data.n_uav), device,
-                                            graph.k_max, graph.uav_neighbours, amp_dtype(cfg, device),
-                                            cfg.eval.samples, cfg.eval.repair)
+        rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, graph, graph.k(cfg.data.n_uav),
+                                            device, amp_dtype(cfg, device), cfg.eval.samples, cfg.eval.repair,
+                                            cfg.eval.guided_keep, cfg.eval.milp_time_limit)
         echo(f"\nTest set: {count(len(test_store), 'scene')} of {count(cfg.data.n_uav, 'UAV')} ({cfg.task.positions})\n"
              + format_table(rows, ["method", "reward", "completion_score", "efficiency", "optimality_gap",
                                    "infeasible", "time_s", "note"]))

@@ -163,8 +163,8 @@ def graph_tensors(scenes: SceneBatch, nb: Neighbours, assignment: torch.Tensor |
                            squash(cost, 1.0)[:, None]], 1)
     uu_scale = (d + r[src])[:, None]  # a neighbour may lie beyond the range: bounded by d / (d + r) < 1
     u_ones = torch.ones_like(d)[:, None]
-    uu_attr = torch.cat([torch.zeros_like(uu_scale).expand(-1, 2), u_ones, (pos[dst] - pos[src]) / uu_scale, d[:, None] / uu_scale,
-                         (r[dst] / (r[dst] + r[src]))[:, None]], 1)
+    uu_attr = torch.cat([torch.zeros_like(uu_scale).expand(-1, 2), u_ones, (pos[dst] - pos[src]) / uu_scale,
+                         d[:, None] / uu_scale, (r[dst] / (r[dst] + r[src]))[:, None]], 1)
 
     uav_node = c_uav + torch.div(c_uav, n, rounding_mode="floor") * m  # flat index -> node of the batch
     tgt_node = c_tgt + (torch.div(c_tgt, m, rounding_mode="floor") + 1) * n
