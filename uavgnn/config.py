@@ -199,6 +199,19 @@ class LoggerConfig:
     entity: Optional[str] = None
 
 
+SHIFTS = {  # issue 16's shifted test sets (conf/eval/default.yaml documents them)
+    "clustered_2": {"positions": "clustered", "cluster_size": 2},
+    "clustered_4": {"positions": "clustered", "cluster_size": 4},
+    "clustered_12": {"positions": "clustered", "cluster_size": 12},
+    "ranges_wide": {"range_min": 1.0, "range_max": 8.0},
+    "needs_5": {"need_max": 5},
+    "targets_few": {"target_ratio": 0.25},
+    "targets_many": {"target_ratio": 1.0},
+    "density_low": {"density": 0.5},
+    "density_high": {"density": 2.0},
+}
+
+
 @dataclass
 class EvalConfig:
     scales: list[int] = field(default_factory=lambda: [16])  # UAVs per test scene; the training size is added
@@ -210,8 +223,8 @@ class EvalConfig:
     guided_keep: int = 2  # the model-guided MILP's row keeps each UAV's 2 most likely targets (0: no row)
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
     # shifted test sets at the training size: name -> task fields changed from task=uniform's defaults
-    shifts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    shift_sets: list[str] = field(default_factory=list)  # the eval.shifts sets to run ([]: none)
+    shifts: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in SHIFTS.items()})
+    shift_sets: list[str] = field(default_factory=lambda: list(SHIFTS))  # the eval.shifts sets to run ([]: none)
 
 
 @dataclass
