@@ -132,7 +132,7 @@ def test_entropy_bonus_by_hand(store) -> None:
     plain, stats, _ = reinforce_loss(model, batch, 8, samples=4, generator=torch.Generator().manual_seed(1))
     bonus, _, _ = reinforce_loss(model, batch, 8, samples=4, generator=torch.Generator().manual_seed(1),
                                  entropy_coef=0.5)
-    assert float(bonus) == pytest.approx(float(plain) - 0.5 * float(stats["entropy"]), abs=1e-6)
+    assert float(bonus.detach()) == pytest.approx(float(plain.detach()) - 0.5 * float(stats["entropy"]), abs=1e-6)
     assert 0 < float(stats["entropy"]) < np.log(9)  # at most idle + 8 candidates, uniform
     # temperature 1/2 samples from pi^2 renormalised = the softmax of doubled logits: its entropy is logged
     _, sharp, _ = reinforce_loss(model, batch, 8, samples=4, generator=torch.Generator().manual_seed(1),
