@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from uavgnn.data.store import GraphStore
 from uavgnn.problem.graphs import build_graph
@@ -15,6 +17,11 @@ from uavgnn.problem.scenes import Scene, SceneDistribution, generate_scenes
 from uavgnn.solvers import solve_milp
 
 ROOT = Path(__file__).resolve().parents[1]
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest -n 2 (the default): one worker per core, so one thread each, for the tests and the programs they
+    # start; two threads per worker would spin against the other worker (steps ~50x slower when a core is busy)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)

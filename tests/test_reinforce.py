@@ -140,7 +140,7 @@ def test_entropy_bonus_by_hand(store) -> None:
     keep = batch.cand_rank < 8
     cand_uav = batch.cand_index[0, keep]
     doubled = choice_log_probs(2 * model.cand[:int(keep.sum())], 2 * model.idle, cand_uav)
-    want = policy_entropy(*doubled, cand_uav, batch.node_type == 0)
+    want = policy_entropy(*doubled, cand_uav, batch.node_type == 0).detach()
     assert float(sharp["entropy"]) == pytest.approx(float(want), rel=1e-5) and want < stats["entropy"]
 
 
