@@ -194,6 +194,7 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
     (["+eval.shifts.odd={positions:ring}", "eval.shift_sets=[odd]"],
      "eval.shifts.odd: task.positions='ring' is not one of uniform, clustered, mixed"),
     (["task=mixed", "algorithm=masac", "model=mlp"], "task=mixed with algorithm=masac"),
+    (["eval.decoder=guided"], "the model-guided MILP is a row of its own in every test table"),
 ])
 def test_shifted_test_sets_and_mixed_scenes_are_validated(overrides, message) -> None:
     with pytest.raises(ConfigError, match=message):

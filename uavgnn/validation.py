@@ -133,6 +133,10 @@ def _shown(value: Any) -> str:
 
 def validate(cfg) -> None:
     """Value checks the types cannot express; raises ConfigError naming the key. Runs before any work."""
+    if cfg.eval.decoder == "guided":
+        raise ConfigError("eval.decoder='guided': the model-guided MILP is a row of its own in every test table "
+                          "(eval.guided_keep=2: HiGHS on each UAV's 2 most likely targets); eval.decoder picks the "
+                          f"model row's decoder: {', '.join(CHOICES['eval.decoder'])}")
     for key, allowed in CHOICES.items():
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
