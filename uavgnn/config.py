@@ -131,7 +131,7 @@ class AlgorithmConfig:
     priority_alpha: float = 0.6  # masac: priority exponent
     priority_beta: float = 0.4  # masac: importance-weight exponent at step 0, annealed to 1 at train.steps
     td_lambda: float = 0.8  # coma: lambda of the critic's TD(lambda) targets
-    entropy_coef: float = 0.001  # coma, reinforce (0 in its preset): weight of the policy's entropy bonus
+    entropy_coef: float = 0.001  # coma, reinforce (0.01 in its preset): weight of the policy's entropy bonus
     temperature: float = 1.0  # reinforce: rollouts from pi^(1/T); below 1 they stay nearer the greedy decode
     target_update_every: int = 200  # coma: updates between copies of the critic into the target critic
     minibatches: int = 5  # coma: minibatches of hardware.batch_size episodes per collection

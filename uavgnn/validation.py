@@ -198,10 +198,7 @@ def validate(cfg) -> None:
 
 
 def check_task(cfg) -> None:
-    """The scene generator's settings (``cfg.task``): a known pattern, valid values, each min below its max."""
-    if cfg.task.positions not in CHOICES["task.positions"]:
-        raise ConfigError(f"task.positions={cfg.task.positions!r} is not one of {', '.join(CHOICES['task.positions'])}")
-    check_ranges(cfg)
+    """Each min of the scene generator's settings (``cfg.task``) at most its max."""
     for low, high in (("task.need_min", "task.need_max"), ("task.range_min", "task.range_max"),
                       ("task.value_min", "task.value_max")):
         if OmegaConf.select(cfg, low) > OmegaConf.select(cfg, high):
@@ -222,8 +219,13 @@ def check_shifts(cfg) -> None:
         if unknown:
             raise ConfigError(f"eval.shifts.{name}: {', '.join(unknown)} is not a task field "
                               f"(one of {', '.join(known)})")
+        shifted = OmegaConf.create({"task": {**asdict(SceneDistribution()), **change}})
         try:
-            check_task(OmegaConf.create({"task": {**asdict(SceneDistribution()), **change}}))
+            if shifted.task.positions not in CHOICES["task.positions"]:
+                raise ConfigError(f"task.positions={shifted.task.positions!r} is not one of "
+                                  f"{', '.join(CHOICES['task.positions'])}")
+            check_ranges(shifted)  # the schema's task ranges
+            check_task(shifted)
         except ConfigError as err:
             raise ConfigError(f"eval.shifts.{name}: {err}") from None
 

@@ -63,7 +63,8 @@ def section_rows(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
                              for r in report["scaling"]["rows"]]
     if "milp" in report:
         tables["milp"] = [{k: r[k] for k in ("n_uav", "model_reward", "milp_reward", "greedy_reward", "lap_reward",
-                                             "mcf_reward", "gap_vs_milp", "model_s", "milp_s", "milp_status", "milp_over_model_time")}
+                                             "mcf_reward", "gap_vs_milp", "model_s", "milp_s", "milp_status",
+                                             "milp_over_model_time")}
                           | {"repeats": f"model {spread_text(r['repeats']['model_s'])}, MILP x1"}
                           for r in report["milp"]["rows"]]
     return tables
