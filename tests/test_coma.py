@@ -125,6 +125,7 @@ def test_mode_info_checks_that_the_environment_and_both_marl_algorithms_run_here
 
 def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Path) -> None:
     from uavgnn.algorithms import make_model
+    from uavgnn.config import env_settings
     from uavgnn.envs.evaluation import compare_checkpoints
     from uavgnn.errors import CheckpointError
     from uavgnn.training.checkpoint import save_checkpoint
@@ -133,7 +134,8 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
         save_checkpoint(tmp_path / name, {"policy": make_model(cfg).state_dict()}, cfg)
         return str(tmp_path / name)
 
-    masac = checkpoint("masac.pt", compose_coma("algorithm=masac", "model=mlp", "env=default"))
+    masac_cfg = compose_coma("algorithm=masac", "model=mlp", "env=default")
+    masac = checkpoint("masac.pt", masac_cfg)
     coma = checkpoint("coma.pt", compose_coma("env=goto", "seed=3"))
     rows = compare_checkpoints([masac, coma], episodes=16, horizon=6, device=torch.device("cpu"))
     assert [(r["method"], r["actions"]) for r in rows] == [
@@ -145,3 +147,9 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
     other = checkpoint("six.pt", compose_coma("env=goto", "env.n_uav=6"))
     with pytest.raises(CheckpointError, match="six.pt: trained on 6 UAVs .* not the same episodes"):
         compare_checkpoints([coma, other], episodes=4, horizon=3, device=torch.device("cpu"))
+    older = torch.load(masac, weights_only=True)  # as saved before the critics read the UAV's own observation
+    critic_in = older["policy"]["critics.weights.0"]
+    older["policy"]["critics.weights.0"] = critic_in[..., : -env_settings(masac_cfg.env).obs_dim()]
+    torch.save(older, tmp_path / "older.pt")
+    with pytest.raises(CheckpointError, match="older.pt: its weights do not fit this version's masac networks"):
+        compare_checkpoints([str(tmp_path / "older.pt")], episodes=4, horizon=3, device=torch.device("cpu"))

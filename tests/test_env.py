@@ -100,6 +100,20 @@ def test_a_target_completes_when_need_uavs_are_in_the_radius_at_once() -> None:
     assert env.t.item() == 0 and step.episode_return.item() == pytest.approx(3.0)
 
 
+def test_each_uav_observes_how_many_uavs_with_range_are_nearer_to_each_target_by_hand() -> None:
+    """The coordination feature: with the need, it says whether a UAV is among those that should serve."""
+    settings = EnvSettings(n_uav=3, n_envs=1, obs_targets=1, obs_uavs=2)
+    env = UAVEnv(settings, SceneDistribution(target_ratio=1 / 3, need_max=3), 1, CPU, seed=0)
+    env.reset()
+    env.pos = torch.tensor([[[0.4, 0.5], [0.2, 0.5], [0.9, 0.5]]])  # distances to the target 0.3, 0.1, 0.8
+    env.target_pos = torch.tensor([[[0.1, 0.5]]])
+    env.energy = torch.tensor([[1.0, 1.0, 1.0]])
+    ahead = 6 + 5  # own features, then the target's dx, dy, distance, need, value: the count comes next
+    torch.testing.assert_close(env.observe()[0, :, ahead], torch.tensor([1.0, 0.0, 2.0]) / 3)
+    env.energy = torch.tensor([[1.0, 0.0, 1.0]])  # the nearest UAV is grounded: it no longer counts
+    torch.testing.assert_close(env.observe()[0, :, ahead], torch.tensor([0.0, 2.0, 1.0]) / 3)
+
+
 def test_collisions_and_running_out_of_range_are_penalised() -> None:
     env = one_target_env(collision_penalty=0.2, exhausted_penalty=0.5)
     env.pos = torch.tensor([[[0.5, 0.5], [0.52, 0.5]]])

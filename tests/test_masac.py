@@ -9,9 +9,11 @@ import torch
 from conftest import straight_and_resumed
 from hydra import compose, initialize_config_dir
 
+from uavgnn.algorithms import make_model
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings
 from uavgnn.algorithms.masac_naive import NaiveMASAC
 from uavgnn.config import register_configs
+from uavgnn.envs.experience import Experience
 from uavgnn.envs.replay import ReplayBuffer, SumTree, Transitions
 from uavgnn.loggers import MetricLogger
 from uavgnn.training.trainer import train
@@ -117,15 +119,41 @@ def compose_masac(tmp_path: Path, *overrides: str):
                                             *overrides])
 
 
-def test_a_resumed_masac_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> None:
-    """Environments, replay buffer (with its priorities), generators and weights all come back from last.pt.
-    The first half stops at its own train.steps: an LR and beta schedule that do not depend on it."""
+@pytest.mark.parametrize("host_prefetch", [False, True])
+def test_a_resumed_masac_run_repeats_the_uninterrupted_one_exactly(tmp_path, host_prefetch) -> None:
+    """Environments, replay buffer (with its priorities), generators, weights and - with a host buffer and
+    ``optim.prefetch`` - the batch drawn ahead all come back from last.pt. The first half stops at its own
+    train.steps: an LR and beta schedule that do not depend on it."""
+    prefetch = ["hardware.data_on_device=false", "optim.prefetch=true"] if host_prefetch else []
     a, b = straight_and_resumed(lambda steps: compose_masac(
         tmp_path, f"train.steps={steps}", "algorithm.prioritized=true", "train.schedule=plateau",
-        "algorithm.priority_beta=1.0"), tmp_path)
+        "algorithm.priority_beta=1.0", *prefetch), tmp_path)
+    assert (a["data"]["ahead"] is not None) == host_prefetch
     for name, value in a["model"].items():
         torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
     torch.testing.assert_close(b["data"]["buffer"]["data"]["obs"], a["data"]["buffer"]["data"]["obs"], rtol=0, atol=0)
+
+
+def test_prefetch_draws_each_batch_one_collection_ahead_from_the_host_buffer(tmp_path) -> None:
+    """With the buffer on the host and ``optim.prefetch``, step k's batch is drawn (generator of (seed, k)) from
+    the buffer as it stood after step k - 1's collection; without prefetch, after step k's own."""
+    def batches(*overrides: str) -> list[tuple[Transitions, int]]:
+        cfg = compose_masac(tmp_path, "hardware.data_on_device=false", "seed=5", *overrides)
+        work = Experience(cfg, make_model(cfg), torch.device("cpu"))
+        out = []
+        for step in range(3):
+            filled = len(work.buffer)  # before this step's collection
+            out.append((work.next(step, 0, 32), filled))
+        return out
+
+    ahead, fresh = batches("optim.prefetch=true"), batches("optim.prefetch=false")
+    per_step = 8  # env.n_envs transitions per collection
+    for step, ((early, filled), (late, _)) in enumerate(zip(ahead, fresh)):
+        seen = per_step if step == 0 else filled  # step 0 has nothing drawn ahead: it samples after collecting
+        g = torch.Generator().manual_seed(5 * 1_000_003 + step)
+        assert torch.equal(early.index, torch.randint(0, seen, (32,), generator=g))
+        g = torch.Generator().manual_seed(5 * 1_000_003 + step)
+        assert torch.equal(late.index, torch.randint(0, filled + per_step, (32,), generator=g))
 
 
 def test_observation_graph_links_each_uav_to_what_it_sees() -> None:

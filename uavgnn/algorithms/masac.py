@@ -2,13 +2,15 @@
 
 Per-agent tanh-Gaussian actors (their own weights; or one shared graph-Transformer
 actor, ``GraphActor``, when ``model`` is a TransformerGNN size) and, per agent, twin
-centralised critics Q_i(state, joint action) with Polyak-averaged targets and
-a learned entropy temperature alpha_i (target entropy -action_dim). One
-update, for all agents at once:
+centralised critics Q_i(state, o_i, joint action) with Polyak-averaged targets and
+a learned entropy temperature alpha_i (target entropy -action_dim). The critic
+sees the global state and agent i's own observation: the state is absolute,
+the observation is the same world relative to agent i (what its Q is about),
+which the critics learn from faster (BENCHMARKS.md). One update, for all agents at once:
 
-  y_i   = r_i + gamma (1 - done) (min_k Qtarget_ik(s', a') - alpha_i log pi_i(a'_i | o'_i)),  a' ~ pi(o')
-  L_Q   = sum_i sum_k mean_b w_b (Q_ik(s, a) - y_i)^2          (w: prioritized-replay importance weights)
-  L_pi  = sum_i mean_b (alpha_i log pi_i(a_i | o_i) - min_k Q_ik(s, a_1..a_i..a_N))   (only a_i carries gradient)
+  y_i   = r_i + gamma (1 - done) (min_k Qtarget_ik(s', o'_i, a') - alpha_i log pi_i(a'_i | o'_i)),  a' ~ pi(o')
+  L_Q   = sum_i sum_k mean_b w_b (Q_ik(s, o_i, a) - y_i)^2          (w: prioritized-replay importance weights)
+  L_pi  = sum_i mean_b (alpha_i log pi_i(a_i | o_i) - min_k Q_ik(s, o_i, a_1..a_i..a_N))   (only a_i: gradient)
   L_a   = sum_i mean_b -log alpha_i (log pi_i + target_entropy)
 
 The agents' weights are stacked (``AgentStack``: ``torch.func`` vmap), so each
@@ -77,7 +79,8 @@ class MASACAgents(nn.Module):
         else:  # one graph-Transformer shared by every agent
             kt, ku, heads, ffn_mult = s.graph_actor
             self.actors = GraphActor(kt, ku, 2 * a, s.hidden, heads, s.layers, ffn_mult)
-        self.critics = AgentStack(lambda: mlp_net(s.state_dim + n * a, s.critic_hidden, s.critic_layers, 1), 2 * n)
+        self.critics = AgentStack(lambda: mlp_net(s.state_dim + s.obs_dim + n * a, s.critic_hidden, s.critic_layers,
+                                                  1), 2 * n)
         for i, w in enumerate(self.critics.weights):
             self.register_buffer(f"target_{i}", w.detach().clone())
         self.log_alpha = nn.Parameter(torch.full((n,), math.log(s.init_alpha)))
@@ -106,14 +109,13 @@ class MASACAgents(nn.Module):
         """The policy as an environment policy (``uavgnn.envs.policies.Policy``)."""
         return self.act(env.observe(), generator)
 
-    def q_values(self, state: torch.Tensor, joint: torch.Tensor, weights=None) -> torch.Tensor:
-        """(N, 2, ...) twin Q of every agent; ``joint`` is (B, N*A) for all agents or (N, B, N*A) per agent."""
+    def q_values(self, state: torch.Tensor, obs: torch.Tensor, joint: torch.Tensor, weights=None) -> torch.Tensor:
+        """(N, 2, B) twin Q of every agent from the state (B, S), agent-major observations (N, B, obs_dim) and the
+        joint action, (B, N*A) for all agents or (N, B, N*A) per agent."""
         n = self.s.n_agents
-        if joint.dim() == 2:
-            q = self.critics(torch.cat([state, joint], -1), shared_input=True, weights=weights)
-        else:
-            inputs = torch.cat([state.expand(n, *state.shape), joint], -1).repeat_interleave(2, dim=0)
-            q = self.critics(inputs, weights=weights)
+        joint = joint.expand(n, *joint.shape) if joint.dim() == 2 else joint
+        inputs = torch.cat([state.expand(n, *state.shape), obs, joint], -1).repeat_interleave(2, dim=0)
+        q = self.critics(inputs, weights=weights)
         return q.squeeze(-1).view(n, 2, *q.shape[1:-1])
 
     def forward(self, batch: Transitions, noise: torch.Tensor, next_noise: torch.Tensor
@@ -121,21 +123,22 @@ class MASACAgents(nn.Module):
         """(total loss, stats, |TD error| per transition) for agent-major noise (N, B, A) now and next."""
         n, gamma = self.s.n_agents, self.s.gamma
         alpha = self.log_alpha.exp().detach()
+        obs, next_obs = batch.obs.transpose(0, 1), batch.next_obs.transpose(0, 1)  # agent-major
         with torch.no_grad():
-            next_action, next_logp = self.policy(batch.next_obs.transpose(0, 1), next_noise)
-            q_next = self.q_values(batch.next_state, next_action.transpose(0, 1).flatten(1), self.targets())
+            next_action, next_logp = self.policy(next_obs, next_noise)
+            q_next = self.q_values(batch.next_state, next_obs, next_action.transpose(0, 1).flatten(1), self.targets())
             soft_v = q_next.min(1).values - alpha[:, None] * next_logp
             y = batch.reward.T + gamma * (1 - batch.done)[None] * soft_v  # (N, B)
-        q = self.q_values(batch.state, batch.action.flatten(1))
+        q = self.q_values(batch.state, obs, batch.action.flatten(1))
         td = q - y[:, None]
         critic_loss = (batch.weight * td.pow(2)).mean(-1).sum()
 
-        action, logp = self.policy(batch.obs.transpose(0, 1), noise)
+        action, logp = self.policy(obs, noise)
         fixed = action.detach().transpose(0, 1)[None]  # (1, B, N, A)
         own = torch.eye(n, device=action.device)[:, None, :, None]  # agent i's own block
         joint = fixed + own * (action.transpose(0, 1)[None] - fixed)  # values = all actions, gradient = own only
         frozen = [w.detach() for w in self.critics.weights]
-        q_pi = self.q_values(batch.state, joint.flatten(2), frozen).min(1).values
+        q_pi = self.q_values(batch.state, obs, joint.flatten(2), frozen).min(1).values
         actor_loss = (alpha[:, None] * logp - q_pi).mean(-1).sum()
         alpha_loss = -(self.log_alpha[:, None] * (logp.detach() + self.target_entropy)).mean(-1).sum()
         stats = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),

@@ -52,10 +52,10 @@ class NaiveMASAC:
             with torch.no_grad():
                 nexts = [self.sample(j, batch.next_obs[:, j], next_noise[j]) for j in range(n)]
                 joint_next = torch.cat([a for a, _ in nexts], 1)
-                x_next = torch.cat([batch.next_state, joint_next], -1)
+                x_next = torch.cat([batch.next_state, batch.next_obs[:, i], joint_next], -1)
                 q_next = torch.minimum(self.targets[2 * i](x_next), self.targets[2 * i + 1](x_next)).squeeze(-1)
                 y = batch.reward[:, i] + gamma * (1 - batch.done) * (q_next - alpha * nexts[i][1])
-            x = torch.cat([batch.state, batch.action.flatten(1)], -1)
+            x = torch.cat([batch.state, batch.obs[:, i], batch.action.flatten(1)], -1)
             critic_loss = sum((batch.weight * (self.critics[2 * i + k](x).squeeze(-1) - y).pow(2)).mean()
                               for k in range(2))
             self._minimise(critic_loss, critic_opt[i], apply)
@@ -68,7 +68,7 @@ class NaiveMASAC:
                     with torch.no_grad():
                         action, _ = self.sample(j, batch.obs[:, j], noise[j])
                 actions.append(action)
-            x_pi = torch.cat([batch.state, *actions], -1)
+            x_pi = torch.cat([batch.state, batch.obs[:, i], *actions], -1)
             for k in range(2):
                 self.critics[2 * i + k].requires_grad_(False)
             q_pi = torch.minimum(self.critics[2 * i](x_pi), self.critics[2 * i + 1](x_pi)).squeeze(-1)

@@ -84,7 +84,13 @@ def load_policy(path: str | Path) -> tuple[Policy, Any]:
     if config.algorithm.name not in ("masac", "coma"):
         raise CheckpointError(f"{path}: an algorithm={config.algorithm.name} checkpoint, not a MASAC or COMA one")
     agents = make_model(config)
-    agents.load_state_dict(ckpt["policy"])
+    try:
+        agents.load_state_dict(ckpt["policy"])
+    except RuntimeError as err:  # e.g. trained before the observation or the critics' input changed
+        mismatch = str(err).strip().splitlines()[-1].strip()[:200]
+        raise CheckpointError(f"{path}: its weights do not fit this version's {config.algorithm.name} networks "
+                              f"for its config ({mismatch}); retrain it, or use the uavgnn version it was trained "
+                              "with") from None
     return agents.play, config
 
 

@@ -9,6 +9,13 @@ buffer, are saved in ``last.pt``, so a resumed run repeats the same steps.
 Under ``torchrun`` each rank steps its own environments (seeded by rank) and
 DDP averages the gradients.
 
+With the buffer on the host (``hardware.data_on_device`` false or too small a
+GPU) and ``optim.prefetch``, each step also samples the next step's batch
+(before that step's environment transitions exist: one collection stale, 16 of
+100,000 transitions at the defaults) and starts its pinned, non_blocking copy
+on a side CUDA stream, so the copy overlaps the update; the batch drawn ahead
+is saved with ``last.pt``, so a resumed run trains on the same batches.
+
 Validation plays ``env.val_episodes`` fixed episodes with the deterministic
 policy against the scripted planner (``PlannerValidation``).
 """
@@ -47,6 +54,9 @@ class Experience(RLWorkload):
         on_device = keep_on_device(cfg.hardware.data_on_device, device, nbytes)
         self.buffer = ReplayBuffer(alg.buffer_size, shapes, device if on_device else torch.device("cpu"),
                                    alg.prioritized, alg.priority_alpha)
+        self.prefetch = cfg.optim.prefetch and not on_device
+        self.copy_stream = torch.cuda.Stream(device) if self.prefetch and device.type == "cuda" else None
+        self.ahead: tuple[int, Transitions, Transitions] | None = None  # (step, host batch, its device copy)
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 
@@ -62,12 +72,38 @@ class Experience(RLWorkload):
     def next(self, step: int, stage: int, batch_size: int) -> Transitions:
         alg = self.cfg.algorithm
         self.collect(alg.env_steps_per_update, explore=self.env_steps < alg.learning_starts)
+        size = batch_size // distributed.context().world_size
+        if self.ahead is not None and self.ahead[0] == step and len(self.ahead[1]) == size:
+            batch = self.ahead[2]
+            if self.copy_stream is not None:  # the update must not read the copy before it lands
+                torch.cuda.current_stream(self.device).wait_stream(self.copy_stream)
+                for _, tensor in batch:
+                    tensor.record_stream(torch.cuda.current_stream(self.device))
+        else:
+            batch = self.send(self.sample(step, size))
+        if self.prefetch:
+            host = self.sample(step + 1, size)
+            self.ahead = (step + 1, host, self.send(host))
+        return batch
+
+    def sample(self, step: int, size: int) -> Transitions:
+        """Step ``step``'s batch from the buffer as it is now: a generator of (seed, step), beta annealed to 1."""
+        alg = self.cfg.algorithm
         generator = torch.Generator(device=self.buffer.device).manual_seed(self.cfg.seed * 1_000_003 + step)
         beta = alg.priority_beta + (1.0 - alg.priority_beta) * min(1.0, step / max(1, self.cfg.train.steps))
-        batch = self.buffer.sample(batch_size // distributed.context().world_size, generator, beta)
-        if self.cfg.hardware.pin_memory and self.buffer.device != self.device:  # host buffer -> GPU: async copy
+        return self.buffer.sample(size, generator, beta)
+
+    def send(self, batch: Transitions) -> Transitions:
+        """A sampled batch on the training device: from a host buffer pinned and non_blocking (on the side
+        stream when prefetching), so the host does not wait for the copy."""
+        if self.buffer.device == self.device:
+            return batch
+        if self.cfg.hardware.pin_memory or self.copy_stream is not None:
             batch = batch.pin_memory()
-        return batch.to(self.device, non_blocking=True)
+        if self.copy_stream is None:
+            return batch.to(self.device, non_blocking=True)
+        with torch.cuda.stream(self.copy_stream):
+            return batch.to(self.device, non_blocking=True)
 
     def items(self, batch: Transitions) -> int:
         return len(batch)
@@ -93,11 +129,17 @@ class Experience(RLWorkload):
         return {**super().window_stats(), "train/buffer_size": float(len(self.buffer))}
 
     def state_dict(self) -> dict[str, Any]:
+        ahead = None if self.ahead is None else (self.ahead[0], self.ahead[1].index, self.ahead[1].weight)
         return {"env": self.env.state_dict(), "buffer": self.buffer.state_dict(), "obs": self.obs,
-                "state": self.state, "env_steps": self.env_steps}
+                "state": self.state, "env_steps": self.env_steps, "ahead": ahead}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env.load_state_dict(state["env"])
         self.buffer.load_state_dict(state["buffer"])
         self.obs, self.state = state["obs"].to(self.device), state["state"].to(self.device)
         self.env_steps = state["env_steps"]
+        self.ahead = None
+        if self.prefetch and state.get("ahead") is not None:  # the batch drawn ahead, re-gathered from the buffer
+            step, index, weight = state["ahead"]
+            host = self.buffer.gather(index.to(self.buffer.device), weight.to(self.buffer.device))
+            self.ahead = (step, host, self.send(host))

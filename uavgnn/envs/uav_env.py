@@ -43,7 +43,7 @@ _ANGLES = torch.arange(8) * (torch.pi / 4)
 HEADINGS = torch.cat([torch.zeros(1, 2), torch.stack([_ANGLES.cos(), _ANGLES.sin()], 1)])
 N_DISCRETE = HEADINGS.shape[0]
 UAV_FEATURES, TARGET_FEATURES = 5, 5  # per UAV and per target in the global state
-SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES = 6, 6, 5  # in a UAV's observation
+SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES = 6, 7, 5  # in a UAV's observation
 
 
 @dataclass
@@ -189,7 +189,9 @@ class UAVEnv:
         return d, j, torch.isfinite(d)
 
     def observe(self) -> torch.Tensor:
-        """Per-UAV fixed-size observation (E, N, obs_dim): itself, its nearest open targets and UAVs (relative)."""
+        """Per-UAV fixed-size observation (E, N, obs_dim): itself (velocity, range, time left, position), its
+        nearest open targets (offset, distance, need, value, UAVs nearer to it, present) and UAVs (offset,
+        relative velocity, present)."""
         cfg, side, speed = self.cfg, self.side, self.cfg.max_speed
         time_left = (1.0 - self.t.float() / cfg.horizon)[:, None, None].expand(-1, self.n_uav, 1)
         own = torch.cat([self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left,
@@ -201,9 +203,11 @@ class UAVEnv:
         def gather(x: torch.Tensor) -> torch.Tensor:  # (E, M) -> (E, N, kt): the targets each UAV sees
             return torch.gather(x[:, None].expand(-1, self.n_uav, -1), 2, j)
 
+        ahead = torch.gather(self.uavs_ahead(rel_t.norm(dim=-1)), 2, j).clamp(max=self.dist.need_max)
         targets = torch.stack([*(torch.gather(rel_t, 2, j[..., None].expand(-1, -1, -1, 2)) / side).unbind(-1),
                                d.nan_to_num(posinf=0.0) / side, gather(self.need).float() / self.dist.need_max,
-                               gather(self.value) / (self.dist.value_max * self.dist.need_max)], -1)
+                               gather(self.value) / (self.dist.value_max * self.dist.need_max),
+                               ahead.float() / self.dist.need_max], -1)
         targets = torch.cat([targets * present[..., None], present[..., None].float()], -1)
         rel_u = self.pos[:, None] - self.pos[:, :, None]  # (E, N, N, 2): other minus me
         dist_u = rel_u.norm(dim=-1) + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
@@ -217,6 +221,12 @@ class UAVEnv:
         pad_u = cfg.obs_uavs - ku
         return torch.cat([own, targets.flatten(2), own.new_zeros(*own.shape[:2], SEEN_TARGET_FEATURES * pad_t),
                           neighbours.flatten(2), own.new_zeros(*own.shape[:2], NEIGHBOUR_FEATURES * pad_u)], -1)
+
+    def uavs_ahead(self, distance: torch.Tensor) -> torch.Tensor:
+        """(E, N, M) how many other UAVs with range left are nearer to each target than this UAV (ties: lower
+        index first): with the target's need, it tells a UAV whether it is among the ones that should serve it."""
+        live = distance.masked_fill((self.energy <= 0)[..., None], float("inf"))
+        return live.argsort(dim=1, stable=True).argsort(dim=1, stable=True)
 
     def global_state(self) -> torch.Tensor:
         """The centralised critic's input (E, state_dim): every UAV and target, absolute, plus time."""

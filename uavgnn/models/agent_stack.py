@@ -37,16 +37,15 @@ class AgentStack(nn.Module):
         self._skeleton = [copy.deepcopy(modules[0]).to("meta")]  # a list: not a submodule, holds no weights
         self.n = n
 
-    def forward(self, x: torch.Tensor, shared_input: bool = False,
-                weights: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
-        """Every agent's output: x is (n, ...) per agent, or one (...) input for all with ``shared_input``;
-        ``weights`` replaces the parameters (e.g. detached ones, or target copies)."""
+    def forward(self, x: torch.Tensor, weights: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+        """Every agent's output for its own input, x (n, ...); ``weights`` replaces the parameters (e.g. detached
+        ones, or target copies)."""
         params = dict(zip(self.names, self.weights if weights is None else weights))
 
         def one(p: dict[str, torch.Tensor], xi: torch.Tensor) -> torch.Tensor:
             return functional_call(self._skeleton[0], p, (xi,))
 
-        return vmap(one, in_dims=(0, None if shared_input else 0))(params, x)
+        return vmap(one)(params, x)
 
     def module(self, i: int) -> nn.Module:
         """Agent i as a plain module with a copy of its weights."""
