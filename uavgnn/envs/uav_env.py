@@ -224,7 +224,8 @@ class UAVEnv:
 
     def uavs_ahead(self, distance: torch.Tensor) -> torch.Tensor:
         """(E, N, M) how many other UAVs with range left are nearer to each target than this UAV (ties: lower
-        index first): with the target's need, it tells a UAV whether it is among the ones that should serve it."""
+        index first; a grounded UAV is behind every UAV with range): with the target's need, it tells a UAV whether
+        it is among the ones that should serve it."""
         live = distance.masked_fill((self.energy <= 0)[..., None], float("inf"))
         return live.argsort(dim=1, stable=True).argsort(dim=1, stable=True)
 
