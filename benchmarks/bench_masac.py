@@ -23,6 +23,7 @@ import argparse
 import importlib.util
 import statistics
 import time
+from collections.abc import Callable
 
 from pathlib import Path
 
@@ -67,15 +68,17 @@ def setup(n: int, batch: int, hidden: int) -> tuple[MASACAgents, Transitions, to
     return agents, data, noise, next_noise
 
 
-def batched_update(agents: MASACAgents, data: Transitions, noise: torch.Tensor, next_noise: torch.Tensor,
-                   runner=None, amp: bool = False):
-    """One update as the Trainer runs it: one loss, one backward, one optimiser step, target averaging."""
+def batched_update(agents: MASACAgents, data: Transitions | None, noise: torch.Tensor, next_noise: torch.Tensor,
+                   runner=None, amp: bool = False, next_data: Callable[[], Transitions] | None = None):
+    """One update as the Trainer runs it: one loss, one backward, one optimiser step, target averaging; on
+    ``data``, or on a fresh batch from ``next_data()`` each time."""
     optimizer = torch.optim.Adam(agents.parameters(), 3e-4)
     runner = agents if runner is None else runner
 
     def update() -> None:
-        with torch.autocast("cpu", torch.bfloat16, enabled=amp):
-            loss, _, _ = runner(data, noise, next_noise)
+        batch = data if next_data is None else next_data()
+        with torch.autocast(noise.device.type, torch.bfloat16, enabled=amp):
+            loss, _, _ = runner(batch, noise, next_noise)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -137,19 +140,14 @@ def bench_prefetch(batch: int, repeats: int, device: torch.device) -> tuple[floa
                                                "algorithm.learning_starts=0", "env.n_envs=16"])
         agents = make_model(cfg).to(device)
         work = Experience(cfg, agents, device)
-        optimizer = torch.optim.Adam(agents.parameters(), 3e-4)
         step = iter(range(10**9))
+        noise, next_noise = torch.randn(2, agents.s.n_agents, batch, 2, device=device).unbind(0)
+        update = batched_update(agents, None, noise, next_noise, next_data=lambda: work.next(next(step), 0, batch))
         steps = 20
 
         def train() -> None:
             for _ in range(steps):
-                k = next(step)
-                data = work.next(k, 0, batch)
-                noise, next_noise = torch.randn(2, agents.s.n_agents, batch, 2, device=device).unbind(0)
-                loss, _, _ = agents(data, noise, next_noise)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+                update()
             if device.type == "cuda":
                 torch.cuda.synchronize()
 

@@ -77,20 +77,14 @@ def load_policy(path: str | Path) -> tuple[Policy, Any]:
     (on the schema: keys added since it was saved take their defaults)."""
     from uavgnn.algorithms import make_model  # imported only when a checkpoint is asked for
     from uavgnn.config import Config
-    from uavgnn.training.checkpoint import load_checkpoint
+    from uavgnn.training.checkpoint import load_checkpoint, load_weights
 
     ckpt = load_checkpoint(path)
     config = OmegaConf.merge(OmegaConf.structured(Config), ckpt["config"])
     if config.algorithm.name not in ("masac", "coma"):
         raise CheckpointError(f"{path}: an algorithm={config.algorithm.name} checkpoint, not a MASAC or COMA one")
     agents = make_model(config)
-    try:
-        agents.load_state_dict(ckpt["policy"])
-    except RuntimeError as err:  # e.g. trained before the observation or the critics' input changed
-        mismatch = str(err).strip().splitlines()[-1].strip()[:200]
-        raise CheckpointError(f"{path}: its weights do not fit this version's {config.algorithm.name} networks "
-                              f"for its config ({mismatch}); retrain it, or use the uavgnn version it was trained "
-                              "with") from None
+    load_weights(agents, ckpt, path)
     return agents.play, config
 
 

@@ -197,13 +197,14 @@ class UAVEnv:
         own = torch.cat([self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left,
                          self.pos / side], -1)
         rel_t = self.target_pos[:, None] - self.pos[:, :, None]  # (E, N, M, 2)
-        d, j, present = self.candidates(rel_t.norm(dim=-1))
+        distance = rel_t.norm(dim=-1)  # (E, N, M)
+        d, j, present = self.candidates(distance)
         kt = j.shape[-1]
 
         def gather(x: torch.Tensor) -> torch.Tensor:  # (E, M) -> (E, N, kt): the targets each UAV sees
             return torch.gather(x[:, None].expand(-1, self.n_uav, -1), 2, j)
 
-        ahead = torch.gather(self.uavs_ahead(rel_t.norm(dim=-1)), 2, j).clamp(max=self.dist.need_max)
+        ahead = torch.gather(self.uavs_ahead(distance), 2, j).clamp(max=self.dist.need_max)
         targets = torch.stack([*(torch.gather(rel_t, 2, j[..., None].expand(-1, -1, -1, 2)) / side).unbind(-1),
                                d.nan_to_num(posinf=0.0) / side, gather(self.need).float() / self.dist.need_max,
                                gather(self.value) / (self.dist.value_max * self.dist.need_max),

@@ -102,17 +102,26 @@ def load_model(path: str | Path, device: torch.device | str = "cpu"
     trained with (use them to build its graphs) and its config."""
     ckpt = load_checkpoint(path, device)
     model = model_from_config(SimpleNamespace(**ckpt["config"]["model"])).to(device)
-    try:
-        model.load_state_dict(ckpt["policy"])
-    except (RuntimeError, TypeError, AttributeError) as err:
-        raise CheckpointError(f"checkpoint {path}: its weights do not fit its model config "
-                              f"({_first_line(err)})") from None
+    load_weights(model, ckpt, path)
     try:
         graph = GraphSettings(**{"features": "rel-v2", **ckpt["graph"]})  # rel-v2: before the set was recorded
     except (KeyError, TypeError) as err:
         raise CheckpointError(f"checkpoint {path}: no valid graph settings ({_first_line(err)})") from None
     _check_features(path, graph.features)
     return model.eval(), graph, ckpt["config"]
+
+
+def load_weights(model: torch.nn.Module, ckpt: dict[str, Any], path: str | Path) -> None:
+    """The checkpoint's policy weights into ``model`` (built from its stored config), or a one-line error naming
+    the first mismatch, e.g. weights saved before this version changed the networks' inputs."""
+    try:
+        model.load_state_dict(ckpt["policy"])
+    except (RuntimeError, TypeError, AttributeError) as err:
+        lines = [line.strip() for line in str(err).strip().splitlines()]
+        detail = (lines[1] if len(lines) > 1 else lines[0] if lines else type(err).__name__)[:200]
+        raise CheckpointError(f"checkpoint {path}: its weights do not fit the networks of its config in this "
+                              f"version ({detail}); retrain it, or use the uavgnn version it was trained with"
+                              ) from None
 
 
 def _check_features(path: str | Path, features: str) -> None:
