@@ -137,7 +137,7 @@ def test_checkpoints_carry_the_graph_settings_that_eval_and_solve_use(tmp_path) 
     assert graph.k(6) == 5 and graph.k(40) == 10 and graph.k(1000) == 12  # max(5, ceil(N / 4)) capped at 12
     # a model trained on other features (before they were recorded: rel-v2) is refused, not run on the wrong ones
     ckpt = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
-    del ckpt["graph"]["features"]
+    del ckpt["graph"]["features"], ckpt["checksums"]  # as saved then: no feature set, no checksums
     torch.save(ckpt, tmp_path / "old.pt")
     with pytest.raises(CheckpointError, match="trained on graph features 'rel-v2', but this version builds"):
         load_model(tmp_path / "old.pt")

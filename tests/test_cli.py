@@ -79,20 +79,23 @@ def test_utility_modes_leave_no_empty_run_directory(tmp_path) -> None:
 
 def test_cache_clear_says_what_goes_and_needs_force_off_a_terminal(tmp_path, monkeypatch, capsys) -> None:
     root = tmp_path / "cache"
-    for name, size in (("train-a", 3 * 2**20), ("val-b", 2**20)):
-        (root / name).mkdir(parents=True)
-        (root / name / "graphs.pt").write_bytes(b"\0" * size)
+    for name, size in (("train-n6-0123456789abcdef", 3 * 2**20), ("val-n6-fedcba9876543210", 2**20)):
+        (root / name / "sub").mkdir(parents=True)  # sizes count every file below the entry
+        (root / name / "sub" / "graphs.pt").write_bytes(b"\0" * size)
+        (root / name / ".uavgnn-cache").write_text(name[-16:])  # the marker a build writes: the entry is ours
+    (root / "notes").mkdir()  # not a cache: listed as left alone, never deleted
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # not a terminal
     with pytest.raises(ConfigError, match=r"would delete 2 caches \(4.0 MB\) in .*: add force=true"):
         clear(str(root), force=False)
-    assert len(list(root.iterdir())) == 2  # nothing deleted
+    assert len(list(root.iterdir())) == 3  # nothing deleted
     monkeypatch.setattr(sys, "stdin", type("Tty", (io.StringIO,), {"isatty": lambda self: True})(""))
     monkeypatch.setattr("builtins.input", lambda prompt: "n")
     clear(str(root), force=False)
-    assert "nothing deleted" in capsys.readouterr().out and len(list(root.iterdir())) == 2
+    out = capsys.readouterr().out
+    assert "nothing deleted" in out and "left alone in" in out and "(notes)" in out and len(list(root.iterdir())) == 3
     monkeypatch.setattr("builtins.input", lambda prompt: "y")
     clear(str(root), force=False)
-    assert list(root.iterdir()) == [] and "removed 2 caches" in capsys.readouterr().out
+    assert [p.name for p in root.iterdir()] == ["notes"] and "removed 2 caches" in capsys.readouterr().out
 
 
 def test_tables_fit_120_columns_and_keep_every_cell() -> None:

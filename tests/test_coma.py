@@ -150,6 +150,12 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
     older = torch.load(masac, weights_only=True)  # as saved before the critics read the UAV's own observation
     critic_in = older["policy"]["critics.weights.0"]
     older["policy"]["critics.weights.0"] = critic_in[..., : -env_settings(masac_cfg.env).obs_dim()]
+    torch.save(older, tmp_path / "damaged.pt")
+    with pytest.raises(CheckpointError, match=r"damaged.pt \(algorithm=masac, model=mlp\): part 'policy' \(policy "
+                                              r"weights\) fails its checksum"):
+        compare_checkpoints([str(tmp_path / "damaged.pt")], episodes=4, horizon=3, device=torch.device("cpu"))
+    del older["checksums"]  # written before checksums: loaded, and its mismatch named
     torch.save(older, tmp_path / "older.pt")
-    with pytest.raises(CheckpointError, match="older.pt: its weights do not fit the networks of its config .*size mismatch for critics"):
+    with pytest.raises(CheckpointError, match=r"older.pt \(algorithm=masac, model=mlp\): its weights do not fit the "
+                                              r"networks this run builds \(size mismatch for critics.* resume=auto"):
         compare_checkpoints([str(tmp_path / "older.pt")], episodes=4, horizon=3, device=torch.device("cpu"))

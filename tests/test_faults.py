@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 import math
+import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
 import typing
+import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,17 +33,24 @@ from omegaconf import ListConfig, OmegaConf, open_dict
 
 from uavgnn.algorithms import imitation
 from uavgnn.config import Config, register_configs
-from uavgnn.data.cache import BuildSettings, SplitSpec, cache_entries, load_or_build, verify
-from uavgnn.errors import CheckpointError, ConfigError, RunDirectoryError, SceneFileError, TrainingDiverged
+from uavgnn.data.cache import (BuildSettings, SplitSpec, cache_entries, clear_cache, foreign_entries, load_or_build,
+                               verify)
+from uavgnn.envs.replay import ReplayBuffer
+from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, MemoryBudgetError, RunDirectoryError,
+                           SceneFileError, StorageError, TrainingDiverged)
 from uavgnn.evaluation.methods import compare_on_split
-from uavgnn.loggers import read_history
+from uavgnn.loggers import MetricLogger, read_history
 from uavgnn.models import model_from_config
+from uavgnn.modes.cache import clear
 from uavgnn.modes.train import run_train
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_io import load_scene
-from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.training.checkpoint import load_checkpoint, load_model, weights_norm
+from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
+from uavgnn.storage import system_path_problem
+from uavgnn.training.checkpoint import load_checkpoint, load_model, part_checksums, weights_norm
 from uavgnn.training.resume import check_resume_config, config_changes, resume_checkpoint
+from uavgnn.training.trainer import train
 from uavgnn.validation import RANGES, validate
 
 SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
@@ -114,7 +126,10 @@ def test_a_checkpoint_that_would_run_code_is_refused_on_every_path(tmp_path, hos
     line = one_error_line(proc, "refused")
     assert str(ckpt) in line and "would run code" in line
     assert not marker.exists()  # the payload never ran
-    assert "refused" in (run / "run.log").read_text()  # the console's error is in run.log too
+    if path_kind == "resume":  # a refused resume leaves the run directory as it was: no log, no .hydra written
+        assert sorted(p.name for p in run.iterdir()) == ["last.pt"]
+    else:
+        assert "refused" in (run / "run.log").read_text()  # the console's error is in run.log too
 
 
 def test_truncated_text_and_foreign_checkpoints_are_one_line_errors(tmp_path, hostile) -> None:
@@ -408,12 +423,18 @@ def test_disk_full_while_writing_a_checkpoint_or_the_cache(tmp_path) -> None:
 # ---------------------------------------------------------------- run directories and resumption (units)
 
 def test_a_fresh_run_refuses_a_directory_holding_a_run(tmp_path) -> None:
+    tmp_path = tmp_path / "run"
+    tmp_path.mkdir()
     (tmp_path / "metrics.jsonl").write_text('{"step": 5}\n')
-    with pytest.raises(RunDirectoryError, match="already holds a run .*resume=auto"):
+    (tmp_path / "last.pt").write_bytes(b"checkpoint")
+    with pytest.raises(RunDirectoryError, match="already holds a run .*continue it with resume=auto"):
         resume_checkpoint("false", tmp_path)
-    assert resume_checkpoint("auto", tmp_path) is None  # no checkpoint: auto starts afresh
+    assert resume_checkpoint("auto", tmp_path) == tmp_path / "last.pt"
+    (tmp_path / "last.pt").unlink()
     with pytest.raises(ConfigError, match="resume=true but .* has no last.pt"):
         resume_checkpoint("true", tmp_path)
+    (tmp_path / "metrics.jsonl").unlink()
+    assert resume_checkpoint("auto", tmp_path) is None  # no checkpoint, nothing to overwrite: auto starts afresh
 
 
 def test_resume_config_changes_are_sorted_into_safe_and_refused() -> None:
@@ -434,7 +455,7 @@ def test_a_torn_last_history_line_is_dropped_but_a_torn_middle_is_an_error(tmp_p
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "a": 1}\n{"step": 2, "a"')
     assert read_history(tmp_path) == [{"step": 1, "a": 1}]
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "a"\n{"step": 2}\n')
-    with pytest.raises(ValueError, match="line 1 is not JSON"):
+    with pytest.raises(RunDirectoryError, match="damaged: line 1 is not JSON"):
         read_history(tmp_path)
 
 
@@ -600,3 +621,622 @@ def test_a_reference_not_proven_optimal_gives_no_gap(labelled_store) -> None:
     rows, _ = compare_on_split(model, unproven, "greedy", graph, 8, torch.device("cpu"), guided_keep=2)
     assert all(math.isnan(r["optimality_gap"]) and r["reference_optimal"] == f"{n - 1}/{n}" for r in rows)
     assert all(math.isfinite(r["reward"]) for r in rows)  # the rewards themselves are still reported
+
+
+# ================================================================ issue 30: nothing a user owns is deleted or rewritten
+
+def snapshot(directory: Path) -> dict[str, str]:
+    """Every entry below ``directory`` with a digest of its content (a symlink by its target, never followed):
+    what a refused or destructive command must leave exactly as it was."""
+    found = {}
+    for path in sorted(directory.rglob("*")):
+        key = str(path.relative_to(directory))
+        if path.is_symlink():
+            found[key] = f"-> {path.readlink()}"
+        elif path.is_file():
+            found[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            found[key] = "dir"
+    return found
+
+
+def proven_entry(root: Path, name: str, marker: str | None = None, size: int = 1000) -> Path:
+    """A directory shaped like a cache entry, with the marker a build writes (``marker``: its hash, or another)."""
+    (root / name / "deep").mkdir(parents=True)
+    (root / name / "deep" / "graphs.pt").write_bytes(b"\0" * size)
+    (root / name / ".uavgnn-cache").write_text(marker or name[-16:])
+    return root / name
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A finished training run (10 steps, last.pt at 5 and 10); tests copy it before touching it."""
+    base = tmp_path_factory.mktemp("finished")
+    run_cli(*small(base, base / "run", "train.steps=10", "train.ckpt_every=5", "train.eval_every=5"), cwd=base)
+    return base
+
+
+def copy_run(finished_run: Path, tmp_path: Path) -> Path:
+    shutil.copytree(finished_run / "run", tmp_path / "run", symlinks=True)
+    shutil.copytree(finished_run / "cache", tmp_path / "cache", symlinks=True)
+    return tmp_path / "run"
+
+
+# ---------------------------------------------------------------- destructive commands prove what they delete
+
+@pytest.mark.slow
+def test_cache_clear_deletes_only_proven_cache_entries_and_counts_their_real_size(tmp_path) -> None:
+    """Audit 1: ``data.cache_dir=/tmp/x`` deleted Documents/ and projects/. Now only entries with uavgnn's marker
+    go; a look-alike without it, one whose marker names another hash, a symlinked entry (whose target holds a
+    valid marker) and a symlink to the user's files are left alone, and the size counts every file below."""
+    user = tmp_path / "x"
+    load_or_build(SPEC, SceneDistribution(), SETTINGS, user, workers=1)  # a real cache entry, built by uavgnn
+    (user / "Documents").mkdir()
+    (user / "Documents" / "thesis.tex").write_text("years of work")
+    (user / "projects" / "uav").mkdir(parents=True)
+    (user / "projects" / "uav" / "notes.md").write_text("do not lose")
+    proven_entry(user, "train-n6-00000000000000aa", marker=None).joinpath(".uavgnn-cache").unlink()  # no marker
+    proven_entry(user, "val-n6-00000000000000bb", marker="00000000000000cc")  # marker of another hash
+    outside = proven_entry(tmp_path, "test-n6-00000000000000dd")  # a valid entry, but outside the cache dir
+    (user / "test-n6-00000000000000dd").symlink_to(outside)
+    (user / "elsewhere").symlink_to(tmp_path / "Documents-elsewhere", target_is_directory=True)
+    (tmp_path / "Documents-elsewhere").mkdir()
+    (tmp_path / "Documents-elsewhere" / "keep.txt").write_text("keep")
+    ours = [p.name for p in user.iterdir() if p.name.startswith("train-n6-") and (p / "manifest.json").exists()]
+    size = sum(f.stat().st_size for f in (user / ours[0]).rglob("*") if f.is_file())
+    kept = {k: v for k, v in snapshot(user).items() if not k.startswith(ours[0])}
+    outside_before = snapshot(tmp_path / "Documents-elsewhere") | snapshot(outside)
+    proc = run_cli("mode=cache", "action=clear", "force=true", f"data.cache_dir={user}",
+                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert "Traceback" not in proc.stderr and f"{size / 2**20:.2f}" in proc.stdout, proc.stdout + proc.stderr
+    assert "removed 1 cache from" in proc.stdout and "left alone in" in proc.stdout
+    assert not (user / ours[0]).exists()
+    assert snapshot(user) == kept and snapshot(tmp_path / "Documents-elsewhere") | snapshot(outside) == outside_before
+    assert not (tmp_path / "run").exists()  # a utility mode that wrote nothing leaves no run directory
+
+
+@pytest.mark.slow
+def test_cache_clear_refuses_a_checkout_home_root_or_system_directory(tmp_path, monkeypatch) -> None:
+    """Audit 1: ``data.cache_dir=.`` in a checkout deleted .git, tests, ...; ``/`` offered to delete 23 caches."""
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    proven_entry(checkout, "train-n6-00000000000000ee")  # even a proven entry is not cleared from a checkout
+    before = snapshot(checkout)
+    proc = run_cli("mode=cache", "action=clear", "force=true", "data.cache_dir=.", f"hydra.run.dir={tmp_path / 'r'}",
+                   cwd=checkout, check=False)
+    assert proc.returncode == 2 and "is a checkout (it holds .git)" in one_error_line(proc, "error:")
+    assert snapshot(checkout) == before
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    for root, reason in (("/", "is the root directory"), ("/usr", "system directory /usr"),
+                         (str(tmp_path / "home"), "is a home directory")):
+        with pytest.raises(StorageError, match=re.escape(reason)):
+            clear(root, force=True)
+
+
+@pytest.mark.slow
+def test_cache_clear_on_a_read_only_cache_is_one_line_and_deletes_nothing(tmp_path) -> None:
+    cache = tmp_path / "cache"
+    proven_entry(cache, "train-n6-00000000000000ff")
+    before = snapshot(cache)
+    clear_it = cli("mode=cache", "action=clear", "force=true", f"data.cache_dir={cache}",
+                   f"hydra.run.dir={tmp_path / 'run'}")
+    proc = namespace(f"{read_only(cache)} && cd {tmp_path} && {clear_it}; echo EXIT=$?")
+    assert "EXIT=2" in proc.stdout and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "Read-only file system (the directory is not writable" in proc.stderr and "removed 0 caches" in proc.stderr
+    assert snapshot(cache) == before
+
+
+def test_cache_verify_lists_only_uavgnn_caches(tmp_path) -> None:
+    """A foreign directory is not a damaged cache (``verify`` used to fail on it): it is named as left alone."""
+    root = tmp_path / "cache"
+    load_or_build(SPEC, SceneDistribution(), SETTINGS, root, workers=1)
+    (root / "photos").mkdir()
+    assert [row["problem"] for row in cache_entries(root)] == [None] and foreign_entries(root) == ["photos"]
+    assert clear_cache(root) == 1 and [p.name for p in root.iterdir()] == ["photos"]
+    assert cache_entries(tmp_path / "missing") == [] and clear_cache(tmp_path / "missing") == 0
+
+
+# ---------------------------------------------------------------- a refused run leaves its directory as it was
+
+@pytest.mark.slow
+def test_refused_runs_leave_the_run_directory_byte_identical(tmp_path, finished_run, hostile) -> None:
+    """Audit 2: a fresh run into a run's directory, or a refused resume, exited 2 but rewrote .hydra/config.yaml
+    and overrides.yaml (and mode=compare then showed the new config with the old metrics)."""
+    run = copy_run(finished_run, tmp_path)
+    before = snapshot(run)
+    attempts = {"fresh run": ["model=small"], "changed seed": ["resume=auto", "seed=3"],
+                "mode=eval": ["mode=eval", f"ckpt={run / 'best.pt'}"],
+                "mode=solve": ["mode=solve", "solver=greedy"]}
+    for what, extra in attempts.items():
+        proc = run_cli(*small(tmp_path, run, "train.steps=10", *extra), cwd=tmp_path, check=False)
+        assert proc.returncode == 2 and one_error_line(proc, "error:"), what
+        assert snapshot(run) == before, what
+    shutil.copy(hostile[0], run / "last.pt")  # a resume refused while loading its checkpoint
+    before = snapshot(run)
+    proc = run_cli(*small(tmp_path, run, "train.steps=10", "resume=auto"), cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "would run code" in one_error_line(proc, "error:")
+    assert snapshot(run) == before and not hostile[1].exists()
+
+
+@pytest.mark.slow
+def test_a_fresh_run_refuses_a_directory_of_user_files_and_tidies_only_what_it_made(tmp_path) -> None:
+    """A directory holding anyone's files is not a run directory: refused before anything is written; a refused
+    run removes the directories it created, never one the user made."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "results.csv").write_text("my,results")
+    (mine / "notes.txt").write_text("mine")
+    before = snapshot(mine)
+    proc = run_cli(*small(tmp_path, mine), cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "already holds files (notes.txt, results.csv)" in one_error_line(proc, "error:")
+    assert snapshot(mine) == before
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    created = tmp_path / "new" / "parent" / "run"
+    for directory in (empty, created):
+        proc = run_cli(*small(tmp_path, directory, "model.hidden=0"), cwd=tmp_path, check=False)
+        assert proc.returncode == 2 and "model.hidden=0" in one_error_line(proc, "error:")
+    assert empty.is_dir() and not list(empty.iterdir())  # the user's (empty) directory stays
+    assert not (tmp_path / "new").exists()  # what the refused run created is gone, parents included
+
+
+def test_resume_auto_without_a_checkpoint_never_starts_over_a_finished_run(tmp_path) -> None:
+    """``resume=auto`` in a run whose last.pt is gone used to start afresh, wiping metrics.jsonl and summary.json."""
+    tmp_path = tmp_path / "run"
+    tmp_path.mkdir()
+    (tmp_path / "metrics.jsonl").write_text('{"step": 5, "train/loss": 1.0}\n')
+    (tmp_path / "summary.json").write_text("{}")
+    for resume in ("auto", "false"):
+        with pytest.raises(RunDirectoryError, match="holds a run without a last.pt to continue .*another directory"):
+            resume_checkpoint(resume, tmp_path)
+    (tmp_path / "summary.json").unlink()
+    (tmp_path / "metrics.jsonl").write_text("")  # an empty history (killed before any row): nothing to lose
+    assert resume_checkpoint("auto", tmp_path) is None
+
+
+# ---------------------------------------------------------------- the history: atomic rewrites, damage named
+
+@pytest.mark.slow
+def test_kill_9_during_the_history_rewrite_leaves_the_old_or_the_new_history(tmp_path, finished_run) -> None:
+    """Audit 3: kill -9 while resume rewrote a 600,000-row history left 77,673 rows. The rewrite is now written
+    beside the file, flushed and renamed: killed while the new file is being written, the history is whole."""
+    run = copy_run(finished_run, tmp_path)
+    rows = read_history(run)
+    padding = [{"step": 0, "note": i} for i in range(600_000)]  # old rows: all kept by the rewrite
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in padding + rows))
+    original = (run / "metrics.jsonl").read_bytes()
+    caught = False
+    proc = start(*small(tmp_path, run, "train.steps=12", "resume=auto"), cwd=tmp_path)
+    while proc.poll() is None and not caught:  # the rewrite takes tens of ms: watch for its temp file, kill -9 at once
+        caught = any(name.startswith(".metrics.jsonl.") for name in os.listdir(run))
+        time.sleep(0.0002)
+    proc.kill()
+    proc.wait(timeout=30)
+    assert caught, "the rewrite was never caught in progress"
+    assert (run / "metrics.jsonl").read_bytes() == original  # killed before the rename: the old history, whole
+    resumed = run_cli(*small(tmp_path, run, "train.steps=12", "resume=auto"), cwd=tmp_path)
+    history = read_history(run)
+    assert len([r for r in history if "note" in r]) == 600_000 and [r for r in history if "val/optimality_gap" in r]
+    assert "Traceback" not in resumed.stderr
+
+
+@pytest.mark.slow
+def test_a_history_cut_short_is_damaged_and_the_resume_refused_untouched(tmp_path, finished_run) -> None:
+    """A history shorter than what the checkpoint saw written is damage, not a torn line: refused, named."""
+    run = copy_run(finished_run, tmp_path)
+    lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (run / "metrics.jsonl").write_text("".join(lines[: len(lines) // 2]))
+    before = snapshot(run)
+    proc = run_cli(*small(tmp_path, run, "train.steps=12", "resume=auto"), cwd=tmp_path, check=False)
+    line = one_error_line(proc, "is damaged")
+    assert proc.returncode == 2 and "rows up to step 10" in line and "restore it from a copy" in line
+    assert snapshot(run) == before
+
+
+@pytest.mark.slow
+def test_disk_full_during_the_history_rewrite_keeps_the_old_history(tmp_path, finished_run) -> None:
+    run = copy_run(finished_run, tmp_path)
+    rows = read_history(run)
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": 0, "pad": "x" * 100}) + "\n" for _ in range(2500))
+                                       + "".join(json.dumps(r) + "\n" for r in rows))
+    size = sum(p.stat().st_size for p in run.iterdir() if p.is_file())
+    full = tmp_path / "full"
+    full.mkdir()
+    resume = cli(*small(tmp_path, full / "run", "train.steps=12", "resume=auto"))
+    proc = namespace(f"mount -t tmpfs -o size={size + 96 * 1024} tmpfs {full} && cp -a {run} {full}/run && "
+                     f"cd {tmp_path} && {resume}; echo EXIT=$?; sha256sum {full}/run/metrics.jsonl")
+    assert "EXIT=2" in proc.stdout and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"cannot write {full / 'run' / 'metrics.jsonl'}: No space left on device" in proc.stderr
+    assert hashlib.sha256((run / "metrics.jsonl").read_bytes()).hexdigest() in proc.stdout  # the old history, whole
+
+
+# ---------------------------------------------------------------- sweeps: workers die with the sweep, locks
+
+@pytest.mark.slow
+def test_joblib_sweep_workers_die_with_a_killed_sweep_and_their_runs_resume(tmp_path) -> None:
+    """Audit 4: after kill -9 of a joblib sweep its workers trained on, held their runs' locks (a resume was
+    refused 'in use by pid ...') and ignored SIGTERM. Now each stops at the end of a step with last.pt."""
+    sweep = tmp_path / "sweep"
+    args = [*SMALL, f"data.cache_dir={tmp_path / 'cache'}", "train.steps=100000", "train.ckpt_every=100000",
+            "hardware.threads=1"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "-m", "hydra/launcher=joblib", *args, "seed=0,1",
+                             f"hydra.sweep.dir={sweep}"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    jobs = [sweep / "0", sweep / "1"]
+    wait_for(lambda: all((d / "metrics.jsonl").exists() and logged(d) for d in jobs), "both jobs to train")
+    workers = [pid for pid, (parent, _) in process_table().items() if parent == proc.pid]
+    proc.kill()
+    proc.wait(timeout=30)
+    wait_for(lambda: not living(workers), f"the sweep's workers {workers} to exit", timeout=60)
+    for job in jobs:
+        assert torch.load(job / "last.pt", weights_only=True)["state"]["step"] > 0
+        assert "the sweep's main process" in (job / "run.log").read_text()
+    resumed = run_cli(*args[:-3], f"data.cache_dir={tmp_path / 'cache'}", "seed=0", "resume=auto",
+                      f"train.steps={torch.load(jobs[0] / 'last.pt', weights_only=True)['state']['step'] + 2}",
+                      f"hydra.run.dir={jobs[0]}", cwd=tmp_path)
+    assert "in use by" not in resumed.stderr
+
+
+@pytest.mark.slow
+def test_a_lock_held_by_a_dead_process_is_taken_over_even_if_its_child_lives(tmp_path) -> None:
+    """flock locks were inherited by forked children (label workers, loaders): a dead run's surviving child kept
+    its directory locked. The lock is now the process's own (lockf): when the holder dies, it is free."""
+    run = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time; from pathlib import Path; from uavgnn import run_lock; "
+        f"run_lock.hold(Path({str(run)!r})); child = os.fork(); "
+        "time.sleep(60) if child == 0 else (print(child, flush=True), time.sleep(60))")],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    child = int(holder.stdout.readline())
+    try:
+        holder.kill()
+        holder.wait(timeout=10)
+        assert living([child])  # the forked child lives on
+        proc = run_cli(*small(tmp_path, run, "train.steps=2"), cwd=tmp_path, check=False)
+        assert proc.returncode == 0 and "in use by" not in proc.stderr, proc.stderr[-2000:]
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- checkpoint contents are verified, not trusted
+
+def masac_cfg(tmp_path: Path, *overrides: str):
+    cfg = compose_cfg("experiment=debug", "algorithm=masac", "model=mlp", "logger=jsonl", "env.n_envs=4",
+                      "algorithm.learning_starts=8", "algorithm.buffer_size=64", "model.hidden=16",
+                      "algorithm.critic_hidden=16", "hardware.batch_size=8", "env.val_episodes=4",
+                      f"data.cache_dir={tmp_path / 'cache'}", *overrides)
+    with open_dict(cfg):
+        cfg.train.update(steps=6, eval_every=6, ckpt_every=3, log_every=3, warmup_steps=0, schedule="plateau")
+    return cfg
+
+
+def flip_byte_of_largest_tensor(path: Path) -> None:
+    """Flip the first byte of the largest tensor record of a ``torch.save`` zip (the replay buffer's observations
+    here, row 0): torch reads tensor bytes without checking the zip's CRC, so only our checksums see it."""
+    with zipfile.ZipFile(path) as archive:
+        record = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    raw = bytearray(path.read_bytes())
+    name_len, extra_len = struct.unpack("<HH", raw[record.header_offset + 26: record.header_offset + 30])
+    raw[record.header_offset + 30 + name_len + extra_len] ^= 0x40
+    path.write_bytes(bytes(raw))
+
+
+def rewritten(path: Path, change) -> None:
+    """``change(ckpt)`` applied and the checksums made to agree: content that is consistent but invalid."""
+    ckpt = torch.load(path, weights_only=True)
+    change(ckpt)
+    del ckpt["checksums"]
+    ckpt["checksums"] = part_checksums(ckpt)
+    torch.save(ckpt, path)
+
+
+@pytest.mark.slow
+def test_last_pt_parts_are_verified_and_invalid_replay_or_env_state_is_named(tmp_path) -> None:
+    """Audit 5: a flipped byte in MASAC's replay loaded silently; a replay size beyond capacity was a traceback;
+    a NaN in the environment state diverged and was blamed on the LR."""
+    run = tmp_path / "run"
+    run_train(masac_cfg(tmp_path), run)
+    args = ["experiment=debug", "algorithm=masac", "model=mlp", "logger=jsonl", "env.n_envs=4",
+            "algorithm.learning_starts=8", "algorithm.buffer_size=64", "model.hidden=16", "algorithm.critic_hidden=16",
+            "hardware.batch_size=8", "env.val_episodes=4", "train.steps=6", "train.eval_every=6", "train.ckpt_every=3",
+            "train.log_every=3", "train.warmup_steps=0", "train.schedule=plateau", f"data.cache_dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={run}", "resume=auto"]
+    pristine = (run / "last.pt").read_bytes()
+    damages = {"part 'data.buffer' (replay buffer) fails its checksum": flip_byte_of_largest_tensor,
+               "replay buffer: size 100 is outside 0..64": lambda p: rewritten(
+                   p, lambda c: c["data"]["buffer"].update(size=100)),
+               "replay buffer: cursor 70 does not fit": lambda p: rewritten(
+                   p, lambda c: c["data"]["buffer"].update(cursor=70)),
+               "environment state: pos holds non-finite values": lambda p: rewritten(
+                   p, lambda c: c["data"]["env"]["tensors"]["pos"].view(-1)[0].fill_(math.nan)),
+               "the batch drawn ahead": lambda p: rewritten(
+                   p, lambda c: c["data"].update(ahead=(7, torch.tensor([0, 99]), torch.ones(2))))}
+    for message, damage in damages.items():  # the first through the program, the others through run_train
+        (run / "last.pt").write_bytes(pristine)
+        damage(run / "last.pt")
+        before = snapshot(run)
+        prefetch = "optim.prefetch=true" if "ahead" in message else "optim.prefetch=false"
+        if message.startswith("part"):
+            proc = run_cli(*args, prefetch, cwd=tmp_path, check=False)
+            line = one_error_line(proc, "error:")
+            assert proc.returncode == 2 and message in line and "algorithm=masac, model=mlp" in line, line
+        else:
+            with pytest.raises(CheckpointError, match=re.escape(message)) as err:
+                run_train(masac_cfg(tmp_path, "resume=auto", prefetch), run)
+            assert "algorithm=masac, model=mlp" in str(err.value) and "\n" not in str(err.value)
+        assert snapshot(run) == before, message  # no resume event, nothing written
+
+
+def test_a_damaged_best_pt_or_checksum_table_is_refused_on_every_load(tmp_path, finished_run) -> None:
+    best = tmp_path / "best.pt"
+    shutil.copy(finished_run / "run" / "best.pt", best)
+    flip_byte_of_largest_tensor(best)
+    with pytest.raises(CheckpointError, match=r"part '(model|policy|ema|optimizer)' .* fails its checksum"):
+        load_model(best)
+    ckpt = torch.load(finished_run / "run" / "best.pt", weights_only=True)
+    ckpt["checksums"] = "gone"
+    torch.save(ckpt, best)
+    with pytest.raises(CheckpointError, match="its checksums are damaged"):
+        load_checkpoint(best)
+
+
+@pytest.mark.slow
+def test_every_weight_load_names_the_checkpoints_kind_and_what_takes_it(tmp_path, finished_run) -> None:
+    """Audit 6: weight mismatches on init_from and resume were tracebacks, a failed resume appended a spurious
+    'resume' event, a dynamics checkpoint as REINFORCE's init_from was a traceback, and the advice was wrong."""
+    from uavgnn.dynamics.evaluation import compare_on_test  # noqa: F401  (the dynamics run below needs it)
+
+    dyn = tmp_path / "dyn"
+    cfg = compose_cfg("algorithm=dynamics", "logger=jsonl", f"data.cache_dir={tmp_path / 'dcache'}",
+                      "algorithm.train_envs=4", "algorithm.eval_envs=2", "algorithm.rollout_steps=40",
+                      "algorithm.window=12", "algorithm.burn_in=4", "model.hidden=8", "model.layers=2",
+                      "hardware.batch_size=8", "train.steps=2", "train.eval_every=2", "train.ckpt_every=2")
+    run_train(cfg, dyn)
+    proc = run_cli(*small(tmp_path, tmp_path / "rl", "algorithm=reinforce", f"algorithm.init_from={dyn / 'best.pt'}"),
+                   cwd=tmp_path, check=False)
+    line = one_error_line(proc, "error:")
+    assert proc.returncode == 2 and "(algorithm=dynamics, model=tcn): algorithm.init_from= takes an assignment " \
+                                    "policy" in line and "resume=auto hydra.run.dir=<its run> takes it" in line
+    proc = run_cli(*small(tmp_path, tmp_path / "ev", "mode=eval", f"ckpt={dyn / 'best.pt'}"), cwd=tmp_path,
+                   check=False)
+    assert proc.returncode == 2 and "mode=eval ckpt= takes an assignment policy" in one_error_line(proc, "error:")
+    run = copy_run(finished_run, tmp_path)
+    for part, key in (("weights", "model"), ("optimiser state", "optimizer")):
+        ckpt = torch.load(finished_run / "run" / "last.pt", weights_only=True)
+        del ckpt["checksums"]  # as written by an older version whose networks differed
+        if key == "model":
+            ckpt["model"] = {name: value[..., :1] for name, value in ckpt["model"].items()}
+        else:
+            ckpt["optimizer"]["param_groups"] = []
+        torch.save(ckpt, run / "last.pt")
+        before = snapshot(run)
+        with pytest.raises(CheckpointError) as err:
+            run_train(compose_cfg(*SMALL, f"data.cache_dir={tmp_path / 'cache'}", "train.steps=12", "train.ckpt_every=5",
+                                  "train.eval_every=5", "resume=auto"), run)
+        assert f"its {part} do not fit" in str(err.value) and "algorithm=imitation, model=tiny" in str(err.value)
+        assert snapshot(run) == before  # no spurious resume event
+
+
+# ---------------------------------------------------------------- config errors, damaged runs, memory, system paths
+
+@pytest.mark.slow
+def test_unresolvable_interpolations_are_one_line_and_leave_nothing_behind(tmp_path) -> None:
+    """Audit 7: ``${oc.env:NOPE}`` in a key was a traceback (leaving .hydra/, run.log and a lock behind), and in
+    hydra.run.dir 'an error during Hydra's exception formatting'."""
+    for override, key in (("model.hidden=${oc.env:NOPE}", "model.hidden"),
+                          ("data.cache_dir=${oc.env:NOPE}", "data.cache_dir"),
+                          (f"hydra.run.dir=${{oc.env:NOPE}}/{tmp_path}/x", "hydra.run.dir")):
+        run = tmp_path / "run"
+        proc = run_cli(*SMALL, override, *([] if key == "hydra.run.dir" else [f"hydra.run.dir={run}"]), cwd=tmp_path,
+                       check=False)
+        line = one_error_line(proc, "error:")
+        assert proc.returncode == 2 and f"{key}: cannot be resolved" in line and "NOPE" in line, line
+        assert not run.exists() and "exception formatting" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_compare_lists_damaged_runs_instead_of_failing(tmp_path, finished_run) -> None:
+    """Audit 8: a truncated summary.json, a summary.json of [] and a torn middle line of metrics.jsonl were
+    tracebacks in mode=compare; so would be a broken .hydra/config.yaml."""
+    sweep = tmp_path / "sweep"
+    for name in "abcde":
+        shutil.copytree(finished_run / "run", sweep / name)
+    (sweep / "a" / "summary.json").write_text((finished_run / "run" / "summary.json").read_text()[:40])
+    (sweep / "b" / "summary.json").write_text("[]")
+    lines = (sweep / "c" / "metrics.jsonl").read_text().splitlines()
+    (sweep / "c" / "metrics.jsonl").write_text("\n".join([lines[0], lines[1][:15], *lines[2:]]) + "\n")
+    (sweep / "d" / ".hydra" / "config.yaml").write_text("model: [unclosed\n")
+    proc = run_cli("mode=compare", f"path={sweep}", f"hydra.run.dir={tmp_path / 'cmp'}", cwd=tmp_path)
+    assert "Traceback" not in proc.stderr
+    damaged = {line.split()[1] for line in proc.stderr.splitlines() if "is damaged:" in line}
+    assert damaged == {"a", "b", "c", "d"}
+    report = (sweep / "comparison.md").read_text()
+    assert "Damaged runs:" in report and "- b: summary.json: expected a JSON object" in report
+    assert "line 2 is not JSON" in report and "config.yaml" in report
+
+
+def test_memory_estimates_refuse_before_allocating(tmp_path) -> None:
+    """Audit 9: a scene of ~2e9 feasible pairs ran 85 s to 6.7 GB and died; an 8 GB JSON scene was read whole;
+    env.n_envs=10**8 allocated until it failed. Each is now refused first, with the estimate and the limit."""
+    rng = np.random.default_rng(0)
+    n, m = 100_000, 20_000  # every UAV reaches every target: 2e9 pairs, ranges within the documented bound
+    scene = Scene(rng.random((n, 2)) * 10, np.full(n, 100.0), rng.random((m, 2)) * 10, np.ones(m, np.int64),
+                  np.ones(m), 0.1)
+    start_time = time.perf_counter()
+    with pytest.raises(MemoryBudgetError, match=r"about 2e\+09 feasible UAV-target pairs would need about 178\.8 GB "
+                                                r"of memory, but .* available .*shorten the UAVs' ranges"):
+        feasible_pairs(scene)
+    assert time.perf_counter() - start_time < 30  # counted on a sample, never allocated
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(1 << 40)  # a 1 TB sparse file: nothing is read
+    with pytest.raises(SceneFileError, match=r"huge.json: reading this JSON scene file would need about 5120\.0 GB"):
+        load_scene(huge)
+    settings = EnvSettings(n_uav=64)
+    with pytest.raises(MemoryBudgetError, match=r"env.n_envs=1000000: 1,000,000 environments of 64 UAVs would need"):
+        UAVEnv(settings, SceneDistribution(), 1_000_000, torch.device("cpu"), seed=0)
+    with pytest.raises(MemoryBudgetError, match=r"algorithm.buffer_size=1000000000: a replay buffer .*lower algorithm"):
+        ReplayBuffer(10**9, {"obs": (4, 49), "state": (31,), "next_obs": (4, 49), "next_state": (31,),
+                             "action": (4, 2), "reward": (4,), "done": ()}, torch.device("cpu"))
+    with pytest.raises(ConfigError, match=re.escape("env.n_envs=100000000 must be in [1, 1.04858e+06]")):
+        validate(compose_cfg("algorithm=masac", "model=mlp", "env.n_envs=100000000"))
+
+
+@pytest.mark.slow
+def test_a_scene_too_large_for_memory_is_one_line_in_mode_solve(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    n, m = 100_000, 20_000
+    path = tmp_path / "dense.npz"
+    np.savez(path, uav_position=rng.random((n, 2)) * 10, uav_range=np.full(n, 100.0),
+             target_position=rng.random((m, 2)) * 10, target_need=np.ones(m, np.int64), target_value=np.ones(m),
+             lam=np.float64(0.1))
+    proc = run_cli("mode=solve", "solver=greedy", "task=file", f"task.file={path}", "logger=none",
+                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "feasible UAV-target pairs would need" in one_error_line(proc, "error:")
+
+
+@pytest.mark.slow
+def test_system_directories_are_refused_as_run_sweep_or_cache_directories(tmp_path) -> None:
+    """Audit 10: as root, hydra.run.dir=/etc wrote checkpoints, logs and a picture into /etc."""
+    for override, key in (("hydra.run.dir=/etc", "hydra.run.dir=/etc"),
+                          ("hydra.run.dir=/usr/share/uavgnn-drill", "hydra.run.dir=/usr/share/uavgnn-drill"),
+                          ("data.cache_dir=/var/lib/uavgnn-drill", "data.cache_dir=/var/lib/uavgnn-drill")):
+        proc = run_cli(*SMALL, override, *([] if "hydra" in override else [f"hydra.run.dir={tmp_path / 'r'}"]),
+                       cwd=tmp_path, check=False)
+        line = one_error_line(proc, "error:")
+        assert proc.returncode == 2 and key in line and "system directory" in line, line
+    assert not Path("/usr/share/uavgnn-drill").exists() and not Path("/var/lib/uavgnn-drill").exists()
+    proc = run_cli("-m", *SMALL, "seed=0,1", "hydra.sweep.dir=/boot/uavgnn-drill", cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "hydra.sweep.dir=/boot/uavgnn-drill" in one_error_line(proc, "error:")
+    assert system_path_problem(tmp_path) is None and system_path_problem("/var/tmp/x") is None
+
+
+# ---------------------------------------------------------------- the partial items: statistics, signals, wandb
+
+def test_the_first_history_row_after_a_resume_averages_the_whole_window(tmp_path, monkeypatch) -> None:
+    """Audit 11: after a resume the first row averaged only the new process's steps. A SIGTERM at step 7 (rows
+    every 5) now saves the log window in last.pt, and the resumed history equals the uninterrupted one."""
+    real, calls = imitation.batch_imitation_loss, {"n": 0}
+
+    def loss(runner, batch, k):
+        calls["n"] += 1
+        if calls["n"] == 6 and stop_at_7:
+            signal.raise_signal(signal.SIGTERM)  # a real signal: seen after the step, the run stops at the next
+        return real(runner, batch, k)
+
+    monkeypatch.setattr(imitation, "batch_imitation_loss", loss)
+
+    def run(name: str, resume: bool = False) -> list[dict]:
+        cfg = tiny_cfg(tmp_path, "train.schedule=plateau")
+        with open_dict(cfg):
+            cfg.train.update(steps=12, ckpt_every=1000, log_every=5, eval_every=1000)
+        out = tmp_path / name
+        out.mkdir(exist_ok=True)
+        logger = MetricLogger(out, cfg.logger, config={}, resume_step=7 if resume else None)
+        try:
+            train(cfg, out, logger, resume_from=out / "last.pt" if resume else None)
+        except Interrupted:
+            assert not resume and torch.load(out / "last.pt", weights_only=True)["state"]["step"] == 7
+        finally:
+            logger.finish()
+        return [{k: v for k, v in r.items() if k.startswith("train/")} for r in read_history(out) if "train/loss" in r]
+
+    stop_at_7 = False
+    straight = run("straight")
+    stop_at_7, calls["n"] = True, 0
+    assert len(run("resumed")) == 1  # the row at step 5; steps 6-7 wait in the saved window
+    stop_at_7 = False
+    resumed = run("resumed", resume=True)
+    assert len(straight) == 3 and resumed == straight  # rows at 5, 10, 12: the same means, the same keys
+
+
+@pytest.mark.slow
+def test_sigterm_in_the_test_phase_or_rollouts_is_one_line_and_the_command_can_be_repeated(tmp_path) -> None:
+    """Audit 11: SIGTERM during a test phase or the dynamics rollouts exited 143 silently; after the rollouts an
+    empty metrics.jsonl made the same command refused."""
+    run = tmp_path / "run"
+    args = small(tmp_path, run, "train.steps=2", "data.n_uav=12", "data.test_scenes=3000")  # a long test phase
+    proc = start(*args, cwd=tmp_path)
+    wait_for(lambda: (run / "last.pt").exists() or proc.poll() is not None, "training to finish")
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    err = (tmp_path / "bg.err").read_text()
+    assert proc.returncode == 143 and "Traceback" not in err, err[-3000:]
+    notice = [line for line in err.splitlines() if "interrupted by SIGTERM (mode=train)" in line]
+    assert len(notice) == 1 and "resume with:" in notice[0] and f"hydra.run.dir={run}" in notice[0]
+    dyn = tmp_path / "dyn"
+    dyn_args = ["algorithm=dynamics", "logger=jsonl", f"data.cache_dir={tmp_path / 'dcache'}", "train.steps=2",
+                "algorithm.train_envs=2048", "algorithm.rollout_steps=400", "model.hidden=8", f"hydra.run.dir={dyn}"]
+    proc = start(*dyn_args, cwd=tmp_path)
+    wait_for(lambda: "rollouts" in (tmp_path / "bg.err").read_text() + (tmp_path / "bg.out").read_text()
+             or proc.poll() is not None, "the rollout simulation")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    err = (tmp_path / "bg.err").read_text()
+    assert proc.returncode == 143 and "interrupted by SIGTERM (mode=train)" in err and "Traceback" not in err
+    assert not (dyn / "metrics.jsonl").exists()  # nothing that makes the same command refused
+    again = run_cli(*dyn_args[:4], "algorithm.train_envs=2", "algorithm.rollout_steps=60", "model.hidden=8",
+                    f"hydra.run.dir={dyn}", "train.eval_every=2", "algorithm.eval_envs=4", cwd=tmp_path, check=False)
+    assert "already holds" not in again.stderr and again.returncode == 0, again.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a dashboard switched off would only warn: fail on it
+def test_wandb_online_without_an_answer_falls_back_to_offline_in_bounded_time(tmp_path, monkeypatch, capsys) -> None:
+    """Audit 11: wandb.init with a key and no network stalled ~90 s. A server that accepts connections and never
+    answers now costs logger.init_timeout seconds, then the run logs offline and says so in one line."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
+    monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    settings = compose_cfg("logger=wandb", "logger.mode=online", "logger.init_timeout=3").logger
+    (tmp_path / "run").mkdir()
+    began = time.perf_counter()
+    logger = MetricLogger(tmp_path / "run", settings, config={"seed": 0})
+    try:
+        logger.log({"train/loss": 1.0}, step=1)
+    finally:
+        logger.finish()
+        silent.close()
+    assert time.perf_counter() - began < 45
+    notice = [line for line in capsys.readouterr().err.splitlines() if "logging offline instead" in line]
+    assert len(notice) == 1 and "online start failed within 3 s" in notice[0]
+    offline = list((tmp_path / "run" / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1 and list(offline[0].glob("*.wandb")) and read_history(tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_sigterm_while_a_resume_rebuilds_its_data_leaves_the_run_untouched(tmp_path) -> None:
+    """A resumed run whose cache is gone rebuilds it (minutes at scale) before it writes anything: a SIGTERM
+    then leaves history and checkpoints exactly as they were (they used to be opened and truncated first)."""
+    run = tmp_path / "run"
+    args = small(tmp_path, run, "data.train_scenes=1200", "train.ckpt_every=2")
+    run_cli(*args, "train.steps=2", cwd=tmp_path)
+    shutil.rmtree(tmp_path / "cache")
+    before = snapshot(run)
+    proc = start(*args, "train.steps=4", "resume=auto", cwd=tmp_path)
+    wait_for(lambda: "MILP labels" in (tmp_path / "bg.err").read_text() or proc.poll() is not None, "the rebuild")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    err = (tmp_path / "bg.err").read_text()
+    assert proc.returncode == 143 and "interrupted by SIGTERM" in err, err[-3000:] + (tmp_path / "bg.out").read_text()
+    assert snapshot(run) == before
+
+
+@pytest.mark.slow
+def test_checkpoints_of_the_wrong_kind_name_what_takes_them(tmp_path, finished_run) -> None:
+    """An assignment policy as a dynamics model's rollout policy, and a run directory that is a file."""
+    proc = run_cli("algorithm=dynamics", "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
+                   f"algorithm.rollout_policy={finished_run / 'run' / 'best.pt'}", f"hydra.run.dir={tmp_path / 'r'}",
+                   cwd=tmp_path, check=False)
+    line = one_error_line(proc, "error:")
+    assert proc.returncode == 2 and "(algorithm=imitation, model=tiny): an environment policy" in line
+    assert "mode=eval ckpt=" in line
+    (tmp_path / "afile").write_text("mine")
+    proc = run_cli(*small(tmp_path, tmp_path / "afile"), cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and f"cannot write {tmp_path / 'afile'}" in one_error_line(proc, "error:")
+    assert (tmp_path / "afile").read_text() == "mine"

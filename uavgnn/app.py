@@ -1,28 +1,35 @@
-"""Dispatch a composed config to its mode; user errors end with a one-line message; a utility mode
-(cache, info, compare) leaves no run directory of its own behind when it wrote nothing there."""
+"""Dispatch a composed config to its mode; user errors end with a one-line message; nothing is written into
+the run directory before the run is accepted (``uavgnn.run_dir``), and a directory that was never accepted
+is removed again."""
 
 from __future__ import annotations
 
 import importlib
-import shutil
+import os
+import signal
+import sys
+import threading
 import traceback
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from uavgnn import distributed, run_lock
+from uavgnn import distributed, run_dir, run_lock, sweep_worker
 from uavgnn.console import attach_run_log, echo
-from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, ProblemTooLarge, RunDirectoryError,
-                           SceneFileError, StorageError, TrainingDiverged)
+from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, MemoryBudgetError, ProblemTooLarge,
+                           RunDirectoryError, SceneFileError, StorageError, TrainingDiverged)
 from uavgnn.report import write_json
 from uavgnn.validation import validate
 
-UTILITY_MODES = ("cache", "info", "compare")  # they report on other directories: theirs may stay empty
-BOOKKEEPING = {".hydra", "run.log", run_lock.LOCK_FILE}  # what Hydra and the lock put into every run directory
-USER_ERRORS = (ConfigError, SceneFileError, ProblemTooLarge, TrainingDiverged, CheckpointError, StorageError,
-               RunDirectoryError, FileNotFoundError)
+REDELIVER_S = 0.05  # a SIGTERM whose exception Python dropped is sent again this much later
+REPORTS_ELSEWHERE = ("cache", "compare")  # they accept their own directory only when they write into it
+USER_ERRORS = (ConfigError, SceneFileError, ProblemTooLarge, MemoryBudgetError, TrainingDiverged, CheckpointError,
+               StorageError, RunDirectoryError, FileNotFoundError)
 
 
 def run_mode(cfg: DictConfig) -> float | None:
@@ -31,6 +38,7 @@ def run_mode(cfg: DictConfig) -> float | None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     attach_run_log()
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
+    previous = _on_sigterm(cfg.mode)  # a one-line stop in every phase, not a silent exit 143
     try:
         if sweep:
             return _sweep_job(cfg, out_dir)
@@ -40,25 +48,46 @@ def run_mode(cfg: DictConfig) -> float | None:
         raise SystemExit(2) from None
     except Interrupted as err:
         echo(str(err), err=True)
+        _finish(out_dir)
+        sweep_worker.exit_worker(err.exit_code)  # a launcher's worker ends here instead of taking more work
         raise SystemExit(err.exit_code) from None
     except KeyboardInterrupt:
         echo("interrupted (Ctrl-C)", err=True)
         raise SystemExit(130) from None
     finally:
-        if cfg.mode in UTILITY_MODES and not sweep:
-            drop_if_empty(out_dir)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+            sys.unraisablehook = sys.__unraisablehook__
+        _finish(out_dir)
 
 
-def drop_if_empty(directory: Path) -> None:
-    """Remove a run directory that holds only Hydra's bookkeeping, and its date folder if that is left empty."""
-    if not directory.is_dir() or {p.name for p in directory.iterdir()} - BOOKKEEPING:
-        return
-    shutil.rmtree(directory, ignore_errors=True)
-    for parent in (directory.parent, directory.parent.parent):  # outputs/<date>, then outputs
-        try:
-            parent.rmdir()
-        except OSError:  # not empty: other runs live there
-            break
+def _on_sigterm(mode: str) -> object:
+    """SIGTERM outside the training loop (which stops at the end of a step on its own) raises ``Interrupted``:
+    the run ends with one line saying so. Returns the handler it replaced (None off the main thread).
+
+    Python drops an exception raised where it cannot propagate (e.g. in the at-fork callbacks ``logging``
+    registers, when a label worker is forked): ``_redeliver`` catches that one and sends the signal again a
+    moment later, from another thread, so it lands on a line that can raise."""
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(f"interrupted by SIGTERM (mode={mode})", 143)
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    sys.unraisablehook = _redeliver
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def _redeliver(unraisable: Any) -> None:
+    if isinstance(unraisable.exc_value, Interrupted):
+        threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    else:
+        sys.__unraisablehook__(unraisable)
+
+
+def _finish(out_dir: Path) -> None:
+    """Give up the directory's lock; remove the directory if this process created it for a run never accepted."""
+    run_lock.release(out_dir, run_dir.is_accepted(out_dir))
+    run_dir.discard_unaccepted(out_dir)
 
 
 def _sweep_job(cfg: DictConfig, out_dir: Path) -> float | None:
@@ -68,6 +97,9 @@ def _sweep_job(cfg: DictConfig, out_dir: Path) -> float | None:
         raise  # a signal stops the whole sweep, not just this job
     except Exception as err:  # noqa: BLE001 - one job's failure must not stop the sweep
         echo(f"job failed: {type(err).__name__}: {err}", err=True)
+        if run_dir.leftovers(out_dir) and not run_dir.is_accepted(out_dir):
+            return float("nan")  # the directory holds another run's files: they stay as they are
+        run_dir.accept(out_dir, cfg)
         write_json(out_dir / "failed.json", {"error": f"{type(err).__name__}: {err}",
                                              "traceback": traceback.format_exc(),
                                              "config": OmegaConf.to_container(cfg, resolve=False)})
@@ -84,7 +116,16 @@ MODES = {"train": ("uavgnn.modes.train", "run_train"), "eval": ("uavgnn.modes.ev
 def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
     """Run the mode; ``train`` returns its best validation gap (the value a sweeper minimises)."""
     distributed.quiet_other_ranks()
+    check_resolvable(cfg)
     validate(cfg)
+    if cfg.mode not in REPORTS_ELSEWHERE:
+        left = run_dir.leftovers(out_dir)
+        if not left and distributed.context().is_main:
+            run_dir.accept(out_dir, cfg)
+        elif left and cfg.mode != "train":  # train decides itself: a resume may continue the run held there
+            raise RunDirectoryError(f"{out_dir} already holds {', '.join(left[:6])}{', ...' if len(left) > 6 else ''}: "
+                                    f"mode={cfg.mode} writes its results into a directory of its own; leave out "
+                                    "hydra.run.dir or choose another")
     if cfg.mode == "cache":
         from uavgnn.modes.cache import run_cache
         if run_cache(cfg):
@@ -95,3 +136,14 @@ def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
     module, function = MODES[cfg.mode]
     result = getattr(importlib.import_module(module), function)(cfg, out_dir)
     return result if cfg.mode == "train" else None
+
+
+def check_resolvable(cfg: DictConfig) -> None:
+    """Every interpolation of the config resolves, or a ``ConfigError`` naming the key that does not
+    (``model.hidden='${oc.env:NOPE}'``), before any work."""
+    try:
+        OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None) or "the config"
+        cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"{key}: cannot be resolved ({cause})") from None

@@ -1,9 +1,13 @@
 """Hydra callbacks (``hydra.callbacks`` in ``conf/config.yaml``): checks around a whole run or sweep.
 
-- before a run or sweep: its directory must be writable, else one line naming
-  it and the cause (Hydra would otherwise fail with a logging traceback);
+- before a run or sweep: its directory must resolve (an interpolation such as
+  ``${oc.env:X}`` that cannot is one line naming the key), lie outside the
+  operating system's directories and be writable, else one line naming it and
+  the cause (Hydra would otherwise fail with a logging traceback);
 - for each job: an exclusive lock on its run directory (``uavgnn.run_lock``),
-  taken before Hydra writes into it, so a second process is refused at once;
+  taken before anything is written into it, so a second process is refused at once;
+  a job run by a launcher's worker process ends that process when the sweep dies
+  (``uavgnn.sweep_worker``);
 - after a sweep: a summary of the jobs that failed (their ``failed.json``)
   and a non-zero exit, so a script or CI sees that the sweep did not succeed.
 """
@@ -16,25 +20,44 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from uavgnn import distributed, run_lock
-from uavgnn.errors import RunDirectoryError, StorageError
+from uavgnn import distributed, run_dir, run_lock, sweep_worker
+from uavgnn.errors import ConfigError, RunDirectoryError, StorageError
 from uavgnn.report import count
-from uavgnn.storage import check_writable
+from uavgnn.storage import check_writable, system_path_problem
 
 SWEEP_FAILED_EXIT = 1
 
 
-def _claim_or_exit(directory: str, lock: bool) -> None:
-    """The directory is writable (and, with ``lock``, now ours), or the run ends with one line."""
+def _claim_or_exit(config: DictConfig, key: str, lock: bool) -> None:
+    """The directory at ``key`` resolves, is not a system directory, is writable (and, with ``lock``, now
+    ours), or the run ends with one line."""
     try:
-        check_writable(Path(directory))
-        if lock and distributed.context().is_main:  # torchrun's other ranks share rank 0's directory
-            run_lock.hold(Path(directory))
-    except (StorageError, RunDirectoryError) as err:
+        directory = Path(resolved(config, key))
+        problem = system_path_problem(directory)
+        if problem:
+            raise StorageError(f"{key}={directory}: {problem}: runs write checkpoints and logs there; choose a "
+                               "directory of your own")
+        owner = lock and distributed.context().is_main  # torchrun's other ranks share rank 0's directory
+        if owner:
+            run_dir.note_created(directory)
+        check_writable(directory)
+        if owner:
+            run_lock.hold(directory)
+    except (StorageError, RunDirectoryError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def resolved(config: DictConfig, key: str) -> str:
+    """``config``'s value at ``key`` with its interpolations resolved, or a ``ConfigError`` naming the key."""
+    try:
+        return str(OmegaConf.select(config, key, throw_on_missing=True))
+    except OmegaConfBaseException as err:
+        cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"{key}: cannot be resolved ({cause})") from None
 
 
 def failed_jobs(sweep_dir: Path) -> list[tuple[str, str]]:
@@ -51,16 +74,18 @@ def failed_jobs(sweep_dir: Path) -> list[tuple[str, str]]:
 
 class RunChecks(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _claim_or_exit(config.hydra.run.dir, lock=True)
+        _claim_or_exit(config, "hydra.run.dir", lock=True)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _claim_or_exit(config.hydra.sweep.dir, lock=False)
+        _claim_or_exit(config, "hydra.sweep.dir", lock=False)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _claim_or_exit(config.hydra.runtime.output_dir, lock=True)  # a sweep's job; a no-op for a single run
+        sweep_worker.watch_sweep()  # in a launcher's worker process: end with the sweep
+        _claim_or_exit(config, "hydra.runtime.output_dir", lock=True)  # a sweep's job; a no-op for a single run
 
     def on_job_end(self, config: DictConfig, **kwargs: Any) -> None:
-        run_lock.release(Path(config.hydra.runtime.output_dir))
+        directory = Path(config.hydra.runtime.output_dir)
+        run_lock.release(directory, run_dir.is_accepted(directory))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)

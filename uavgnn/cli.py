@@ -9,7 +9,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from uavgnn import distributed
+from uavgnn import distributed, sweep_worker
 from uavgnn.app import run_mode
 from uavgnn.config import register_configs
 
@@ -23,6 +23,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """Console-script entry point: join ``torchrun``'s process group (if any), then let Hydra parse the arguments."""
+    sweep_worker.mark_main()  # a launcher's workers inherit it: they know they are workers
     distributed.init_from_torchrun()  # before Hydra: every rank must agree on the run directory
     try:
         _hydra_main()

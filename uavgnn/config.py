@@ -197,6 +197,7 @@ class LoggerConfig:
     mode: str = "offline"  # wandb: offline | online | disabled
     project: str = "uavgnn"
     entity: Optional[str] = None
+    init_timeout: float = 20.0  # wandb online: seconds to wait for the server before logging offline instead
 
 
 SHIFTS = {  # issue 16's shifted test sets (conf/eval/default.yaml documents them)

@@ -3,7 +3,10 @@
 Hydra's file handler only sees log records; tables, summaries and errors
 are printed. ``echo`` prints (through tqdm, so progress bars stay intact) and
 hands the same text to the file handlers alone, so ``run.log`` is a complete
-record of the console without printing anything twice.
+record of the console without printing anything twice. ``run.log`` itself is a
+``RunLogHandler`` (``conf/hydra/job_logging/uavgnn.yaml``): nothing reaches the
+file before the run is accepted (``uavgnn.run_dir``), so a refused run leaves
+the log of the run it refused as it was.
 """
 
 from __future__ import annotations
@@ -22,6 +25,33 @@ from tqdm import tqdm
 _run_log = logging.getLogger("uavgnn.console")
 _run_log.propagate = False  # the console already has the text
 _run_log.setLevel(logging.INFO)
+
+
+class RunLogHandler(logging.FileHandler):
+    """Hydra's ``run.log``, opened only by ``start``: until then its records wait in memory (a refused run
+    writes nothing into the directory), then they are written first, in order."""
+
+    def __init__(self, filename: str, mode: str = "a", encoding: str | None = None) -> None:
+        super().__init__(filename, mode, encoding, delay=True)
+        self.waiting: list[logging.LogRecord] | None = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.waiting is not None:
+            self.waiting.append(record)
+        else:
+            super().emit(record)
+
+    def start(self) -> None:
+        waiting, self.waiting = self.waiting or [], None
+        for record in waiting:
+            super().emit(record)
+
+
+def start_run_log() -> None:
+    """Open ``run.log`` (the run was accepted): every ``RunLogHandler`` writes what it kept and goes on."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, RunLogHandler):
+            handler.start()
 
 
 def attach_run_log() -> None:

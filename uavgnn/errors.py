@@ -13,6 +13,10 @@ class ProblemTooLarge(ValueError):
     """A solver declines an instance above its documented size."""
 
 
+class MemoryBudgetError(ValueError):
+    """An allocation refused before it is made: its estimated size and the memory available, named."""
+
+
 class TrainingDiverged(RuntimeError):
     """Too many consecutive non-finite losses, or weights that blew up, with no good state left to roll back to."""
 
@@ -30,11 +34,13 @@ class StorageError(RuntimeError):
 
 
 class RunDirectoryError(RuntimeError):
-    """A run directory that holds another run, or that another live process is training into."""
+    """A run directory that holds another run, that another live process is training into, or whose record
+    (its history) is damaged."""
 
 
-class Interrupted(RuntimeError):
-    """SIGINT/SIGTERM: the run stopped cleanly at the end of a step, saying how to resume."""
+class Interrupted(BaseException):
+    """SIGINT/SIGTERM: the run stopped (cleanly at the end of a step while training), saying how to resume. A
+    ``BaseException``, as ``KeyboardInterrupt`` is: no ``except Exception`` on the way turns it into another error."""
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)

@@ -24,8 +24,9 @@ from omegaconf import OmegaConf
 
 from uavgnn.config import flatten
 from uavgnn.console import echo
+from uavgnn.errors import RunDirectoryError
 from uavgnn.report import markdown_table
-from uavgnn.storage import storage_error
+from uavgnn.storage import atomic_write, storage_error
 
 log = logging.getLogger(__name__)
 HISTORY_FILE = "metrics.jsonl"
@@ -51,7 +52,7 @@ def run_id(out_dir: Path) -> str:
     if path.exists():
         return path.read_text().strip()
     new = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))  # wandb's id form
-    path.write_text(new)
+    atomic_write(path, new.encode())
     return new
 
 
@@ -127,7 +128,8 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
             if i < len(lines) - 1:
-                raise ValueError(f"{path}: line {i + 1} is not JSON (only a torn last line is tolerated)") from None
+                raise RunDirectoryError(f"{path} is damaged: line {i + 1} is not JSON (only a torn last line, from a "
+                                        "kill while writing it, is tolerated)") from None
             log.warning("%s: dropping a torn last line (the run was killed while writing it)", path)
     return rows
 
@@ -156,6 +158,7 @@ class MetricLogger:
         self.wandb_run = None
         self.tensorboard = None
         self._history = None
+        self.rows = 0  # lines of metrics.jsonl: a checkpoint records it, a resume checks the history still has them
         self.enabled = enabled
         if not enabled:
             return
@@ -172,14 +175,17 @@ class MetricLogger:
 
     def truncate(self, step: int | None) -> None:
         """Keep the history up to ``step`` (all of it dropped for ``None``) and append from there:
-        used on resume and when training rolls back to its last good checkpoint."""
+        used on resume and when training rolls back to its last good checkpoint. The kept rows replace the
+        file atomically (written beside it, flushed to the disk, renamed over it): a kill at any moment
+        leaves the old history or the new one, never a cut."""
         if not self.enabled:
             return
         if self._history is not None:
             self._history.close()
         kept = [] if step is None else [r for r in read_history(self.out_dir) if r.get("step", 0) <= step]
+        atomic_write(self.history_path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+        self.rows = len(kept)
         try:
-            self.history_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
             self._history = self.history_path.open("a")
         except OSError as err:
             raise storage_error(self.history_path, err) from None
@@ -190,19 +196,34 @@ class MetricLogger:
             self._history.flush()
         except OSError as err:
             raise storage_error(self.history_path, err) from None
+        self.rows += 1
 
     def _init_wandb(self, settings, config, context: RunContext):
+        """The wandb run; an online start that gets no answer within ``logger.init_timeout`` seconds (no
+        network, a server down) falls back to an offline run, said in one line."""
         import wandb
 
         identity = run_id(self.out_dir)
-        run = wandb.init(project=settings.project, entity=settings.entity, mode=settings.mode, dir=str(self.out_dir),
-                         id=identity, name=(context.name or f"{self.out_dir.name}-{identity}")[:128],
-                         job_type=context.job_type, resume="allow", config=config, group=context.group,
-                         tags=list(context.tags), reinit="finish_previous",
-                         settings=wandb.Settings(silent=True, console="off"))
+        init = dict(project=settings.project, entity=settings.entity, dir=str(self.out_dir), id=identity,
+                    name=(context.name or f"{self.out_dir.name}-{identity}")[:128], job_type=context.job_type,
+                    resume="allow", config=config, group=context.group, tags=list(context.tags),
+                    reinit="finish_previous",
+                    settings=wandb.Settings(silent=True, console="off", init_timeout=settings.init_timeout))
+        mode = settings.mode
+        try:
+            run = wandb.init(mode=mode, **init)
+        except Exception as err:  # noqa: BLE001 - wandb raises CommError, UsageError, ... for an unreachable server
+            if mode != "online":
+                raise
+            cause = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+            echo(f"wandb: online start failed within {settings.init_timeout:g} s ({cause}); logging offline instead",
+                 err=True)
+            wandb.teardown()  # the failed start still holds the run id in wandb's service
+            mode = "offline"
+            run = wandb.init(mode=mode, **init)
         for key, summary in SUMMARIES.items():
             run.define_metric(key, summary=summary)
-        if settings.mode == "offline" and context.group is None:  # a sweep says it once for all its jobs (callbacks)
+        if mode == "offline" and context.group is None:  # a sweep says it once for all its jobs (callbacks)
             echo(f"wandb: offline run {identity} in {self.out_dir / 'wandb'}; upload: wandb sync "
                  f"{self.out_dir / 'wandb'}/offline-run-*")
         return run

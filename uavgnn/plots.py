@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 from uavgnn.problem.metrics import IDLE  # noqa: E402
 from uavgnn.problem.scenes import Scene  # noqa: E402
 from uavgnn.report import count
+from uavgnn.storage import save_figure  # noqa: E402
 
 
 def plot_assignments(scene: Scene, panels: dict[str, np.ndarray], path: Path, title: str = "") -> Path:
@@ -42,7 +43,7 @@ def plot_assignments(scene: Scene, panels: dict[str, np.ndarray], path: Path, ti
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -59,7 +60,7 @@ def plot_profile(report: dict[str, Any], path: Path) -> None:
     ax.set(xlabel="ms per step (median)", title=f"{report['model']} on {report['device']}, batch "
            f"{report['batch_size']}: {report[report['unit'] + '_per_s']:.0f} {report['unit']}/s")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -136,7 +137,7 @@ def plot_benchmark(report: dict[str, Any], path: Path) -> None:
     fig.suptitle(f"mode=benchmark on {report['device']} ({report['threads']} threads); "
                  f"bars and points: medians of up to {report['repeats']} repeats", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -164,7 +165,7 @@ def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> No
     time_ax.set(yscale="log", xlabel="UAVs per scene", ylabel="seconds per scene", title="wall time")
     time_ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -181,5 +182,5 @@ def plot_shifts(summary: list[dict[str, Any]], train_size: int, path: Path) -> N
     ax.set(ylabel="gap vs proven-optimal MILP (%)", title=f"shifted test sets ({train_size} UAVs)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)

@@ -14,6 +14,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from uavgnn.storage import atomic_write
+
 
 TABLE_WIDTH = 120  # characters: a wider table wraps its headers, then continues in blocks below (format_table)
 GAP = 2  # characters between columns
@@ -78,14 +80,14 @@ def markdown_table(columns: Sequence[str], data: Sequence[Sequence[Any]]) -> str
     return "\n".join(lines + ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in data])
 
 
-def count(n: int, noun: str) -> str:
-    """``1 scene``, ``2 scenes``: a number with its noun in the right form."""
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 scene``, ``2 scenes`` (``plural`` where adding an s is wrong): a number with its noun in the right form."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {plural or noun + 's'}"
 
 
 def write_json(path: Path, payload: Any) -> None:
-    """Write JSON atomically enough for result files (whole file at once)."""
-    path.write_text(json.dumps(payload, indent=2, default=_jsonable))
+    """Write JSON atomically (``storage.atomic_write``): a result file is replaced whole or not at all."""
+    atomic_write(Path(path), json.dumps(payload, indent=2, default=_jsonable).encode())
 
 
 def _jsonable(value: Any) -> Any:

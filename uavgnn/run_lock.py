@@ -1,10 +1,14 @@
 """One live process per run directory: an exclusive lock held for the run's lifetime.
 
 Two processes training into one directory would interleave their histories and
-overwrite each other's checkpoints. ``flock`` is released by the kernel when the
-holder dies (even by ``kill -9``), so a crashed run never leaves a stale lock.
-The Hydra callbacks (``uavgnn.callbacks``) take it before Hydra writes anything
-into the directory, so a refused second process leaves no trace there.
+overwrite each other's checkpoints. The lock is a POSIX record lock (``lockf``):
+it belongs to the process that took it, so the kernel drops it when that process
+dies (even by ``kill -9``), and, unlike ``flock``, a child forked by the run (label
+workers, loader workers) does not inherit it and cannot keep it alive: a lock whose
+holder is dead is simply taken over. The Hydra callbacks (``uavgnn.callbacks``) take
+it before anything is written into the directory, so a refused second process leaves
+no trace there; a run that is itself refused puts the previous holder's line back
+(``release``), so even the lock file reads as before.
 """
 
 from __future__ import annotations
@@ -13,13 +17,22 @@ import fcntl
 import os
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from uavgnn.errors import RunDirectoryError
 from uavgnn.storage import storage_error
 
 LOCK_FILE = ".uavgnn.lock"
-_held: dict[Path, int] = {}  # directory -> open descriptor holding its lock
+
+
+@dataclass
+class _Held:
+    fd: int
+    previous: bytes | None  # the lock file's text before this process took it (None: the file is ours)
+
+
+_held: dict[Path, _Held] = {}  # directory -> the descriptor holding its lock
 
 
 def hold(directory: Path) -> None:
@@ -30,22 +43,39 @@ def hold(directory: Path) -> None:
     path = directory / LOCK_FILE
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        existed = path.exists()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as err:
         raise storage_error(directory, err) from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
         holder = os.read(fd, 400).decode(errors="replace").strip() or "another process"
         os.close(fd)
         raise RunDirectoryError(f"{directory} is in use by {holder}: wait for it to finish, or run in another "
                                 "directory (hydra.run.dir=...)") from None
+    previous = os.read(fd, 4096) if existed else None
+    os.lseek(fd, 0, os.SEEK_SET)
     os.ftruncate(fd, 0)
     os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}".encode())
-    _held[directory] = fd
+    _held[directory] = _Held(fd, previous)
 
 
-def release(directory: Path) -> None:
-    fd = _held.pop(directory.resolve(), None)
-    if fd is not None:
-        os.close(fd)  # closing releases the flock
+def release(directory: Path, accepted: bool = True) -> None:
+    """Give the lock up. A run that was never accepted (``accepted=False``) leaves the lock file as it found
+    it: the previous holder's line back, or no file if there was none."""
+    directory = directory.resolve()
+    held = _held.pop(directory, None)
+    if held is None:
+        return
+    try:
+        if not accepted and held.previous is not None:
+            os.lseek(held.fd, 0, os.SEEK_SET)
+            os.ftruncate(held.fd, 0)
+            os.write(held.fd, held.previous)
+        elif not accepted:
+            (directory / LOCK_FILE).unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only or vanished directory: nothing was changed there, nothing to put back
+    finally:
+        os.close(held.fd)  # closing releases the lock

@@ -1,7 +1,7 @@
 """Compare finished runs (a multirun sweep or any run directories) without a server.
 
-Reads each run's ``.hydra/config.yaml``, ``summary.json`` (or ``failed.json``)
-and ``metrics.jsonl``; finds the config values that differ between runs; groups
+Reads each run back (``uavgnn.run_record``: a damaged one is listed as such);
+finds the config values that differ between runs; groups
 runs that differ only by ``seed`` and adds a mean ± std row per group (pandas
 ``groupby``); and writes ``comparison.md``, ``comparison.csv``,
 ``comparison.png`` and a self-contained ``comparison.html``.
@@ -17,8 +17,6 @@ import base64
 import html
 import json
 import math
-import statistics
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +26,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 
-from uavgnn.config import flatten  # noqa: E402
-from uavgnn.loggers import read_history  # noqa: E402
 from uavgnn.plots import panel_grid  # noqa: E402
+from uavgnn.run_record import Run, find_runs, load_run  # noqa: E402
+from uavgnn.storage import atomic_write, save_figure  # noqa: E402
 
 # final metric -> True if higher is better
 METRICS = {"best_val_optimality_gap": False, "test/optimality_gap": False, "test/reward": True,
@@ -40,60 +37,6 @@ METRICS = {"best_val_optimality_gap": False, "test/optimality_gap": False, "test
 FINAL_PANELS = ("best_val_optimality_gap", "test/optimality_gap", "test/completion_score", "test/reward")
 IGNORED_PREFIXES = ("hydra", "data.cache_dir", "ckpt", "path")
 MEAN = "mean ± std"
-
-
-@dataclass
-class Run:
-    name: str
-    directory: Path
-    status: str  # ok | failed | incomplete
-    config: dict[str, Any]  # flattened: {"model.hidden": 64, ...}
-    metrics: dict[str, float]
-    history: list[dict[str, Any]] = field(default_factory=list)
-    error: str = ""
-
-
-def is_run(directory: Path) -> bool:
-    return any((directory / f).exists() for f in ("summary.json", "failed.json", "metrics.jsonl", ".hydra"))
-
-
-def find_runs(paths: list[Path]) -> list[Path]:
-    """Run directories among ``paths``: each path itself, or (a sweep) its run subdirectories."""
-    runs: list[Path] = []
-    for path in paths:
-        if not path.is_dir():
-            raise FileNotFoundError(f"path: {path} is not a directory")
-        if is_run(path) and not (path / "multirun.yaml").exists():
-            runs.append(path)
-        else:
-            runs += sorted((p for p in path.iterdir() if p.is_dir() and is_run(p)),
-                           key=lambda p: (len(p.name), p.name))
-    if not runs:
-        raise FileNotFoundError(f"path: no run directories under {', '.join(map(str, paths))}")
-    return runs
-
-
-def load_run(directory: Path) -> Run:
-    config_path = directory / ".hydra" / "config.yaml"
-    config = flatten(OmegaConf.to_container(OmegaConf.load(config_path), resolve=False)) if config_path.exists() else {}
-    history = read_history(directory)
-    metrics: dict[str, float] = {}
-    if (directory / "summary.json").exists():
-        summary = json.loads((directory / "summary.json").read_text())
-        metrics["best_val_optimality_gap"] = summary.get("best_val_optimality_gap", math.nan)
-        for key in ("test/optimality_gap", "test/reward", "test/completion_score"):
-            metrics[key] = summary.get(key, math.nan)
-        status, error = "ok", ""
-    elif (directory / "failed.json").exists():
-        status, error = "failed", json.loads((directory / "failed.json").read_text()).get("error", "")
-    else:
-        status, error = "incomplete", ""
-    speeds = [r["perf/graphs_per_s"] for r in history if "perf/graphs_per_s" in r]
-    memory = [r["perf/peak_mem_mb"] for r in history if "perf/peak_mem_mb" in r]
-    if status == "ok":
-        metrics["graphs_per_s"] = statistics.median(speeds) if speeds else math.nan
-        metrics["peak_mem_mb"] = max(memory) if memory else math.nan
-    return Run(directory.name, directory, status, config, metrics, history, error)
 
 
 def differing_keys(runs: list[Run]) -> list[str]:
@@ -165,15 +108,16 @@ def render_markdown(rows: list[dict[str, Any]], keys: list[str], best: dict[str,
     cells = [{c: f"**{_cell(row, c)}** (best)" if best.get(c) == row["run"] and c in METRICS else _cell(row, c)
               for c in columns} for row in rows]
     lines = [pd.DataFrame(cells, columns=columns).to_markdown(index=False, stralign="right")]
-    failed = [r for r in rows if r["status"] == "failed"]
-    if failed:
-        lines += ["", "Failed runs:"] + [f"- {r['run']}: {r['error']}" for r in failed]
+    for status in ("failed", "damaged"):
+        listed = [r for r in rows if r["status"] == status]
+        if listed:
+            lines += ["", f"{status.capitalize()} runs:"] + [f"- {r['run']}: {r['error']}" for r in listed]
     return "\n".join(lines) + "\n"
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
     columns = ["run", *keys, "status", *[m for metric in METRICS for m in (metric, f"{metric}_std")], "error"]
-    pd.DataFrame(rows).reindex(columns=columns).to_csv(path, index=False)
+    atomic_write(path, pd.DataFrame(rows).reindex(columns=columns).to_csv(index=False).encode())
 
 
 def _curve(runs: list[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -222,7 +166,7 @@ def plot(path: Path, runs: list[Run], keys: list[str]) -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -336,8 +280,8 @@ def compare_runs(paths: list[Path], out_dir: Path) -> list[dict[str, Any]]:
     rows = table_rows(runs, keys)
     best = best_runs(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "comparison.md").write_text(render_markdown(rows, keys, best))
+    atomic_write(out_dir / "comparison.md", render_markdown(rows, keys, best).encode())
     write_csv(out_dir / "comparison.csv", rows, keys)
     plot(out_dir / "comparison.png", runs, keys)
-    (out_dir / "comparison.html").write_text(render_html(rows, keys, best, out_dir / "comparison.png"))
+    atomic_write(out_dir / "comparison.html", render_html(rows, keys, best, out_dir / "comparison.png").encode())
     return rows

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from uavgnn.errors import ConfigError
 from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.storage import system_path_problem
 
 CHOICES = {
     "mode": ("train", "eval", "solve", "cache", "compare", "profile", "benchmark", "info", "rollouts"),
@@ -63,6 +64,7 @@ class Range:
 AT_LEAST_1, NON_NEGATIVE, POSITIVE = Range(1), Range(0), Range(0, low_open=True)
 FRACTION, UNIT = Range(0, 1, high_open=True), Range(0, 1)
 SEED = Range(0, 2**32 - 1)
+MAX_ENVS = 2**20  # parallel environments in one process; more is a typo (each holds its state and replay rows)
 # every numeric key of the schema (list keys: each element); the test suite checks that none is missing
 RANGES: dict[str, Range] = {
     "seed": SEED,
@@ -89,8 +91,8 @@ RANGES: dict[str, Range] = {
     "algorithm.priority_beta": UNIT, "algorithm.learning_starts": NON_NEGATIVE,
     **{f"algorithm.{key}": AT_LEAST_1 for key in ("critic_hidden", "critic_layers", "buffer_size",
                                                   "env_steps_per_update")},
-    **{f"env.{key}": AT_LEAST_1 for key in ("n_uav", "n_envs", "horizon", "val_episodes", "obs_targets",
-                                            "obs_uavs")},
+    **{f"env.{key}": AT_LEAST_1 for key in ("n_uav", "horizon", "val_episodes", "obs_targets", "obs_uavs")},
+    "env.n_envs": Range(1, MAX_ENVS),
     **{f"env.{key}": POSITIVE for key in ("dt", "max_speed", "max_accel", "service_radius")},
     **{f"env.{key}": NON_NEGATIVE for key in ("collision_radius", "appear_steps", "collision_penalty",
                                               "exhausted_penalty", "approach_reward")},
@@ -113,6 +115,7 @@ RANGES: dict[str, Range] = {
     "eval.scales": AT_LEAST_1, "eval.max_total_uavs": AT_LEAST_1, "eval.samples": AT_LEAST_1,
     "eval.milp_time_limit": POSITIVE, "eval.guided_keep": NON_NEGATIVE,
     "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE, "solve.guided_keep": AT_LEAST_1,
+    "logger.init_timeout": POSITIVE,
 }
 
 
@@ -144,6 +147,10 @@ def validate(cfg) -> None:
     check_ranges(cfg)
     if cfg.task.name == "file" and (OmegaConf.is_missing(cfg.task, "file") or not cfg.task.file):
         raise ConfigError("task=file needs task.file=PATH (a .json or .npz scene file)")
+    problem = system_path_problem(cfg.data.cache_dir)
+    if problem:
+        raise ConfigError(f"data.cache_dir={cfg.data.cache_dir}: {problem}: caches are written there; choose a "
+                          "directory of your own")
     batch_size = cfg.hardware.batch_size
     if batch_size != "auto" and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
                                      and batch_size > 0):

@@ -14,7 +14,12 @@ else (workers, batch size, device) does not invalidate. Guarantees:
 - corruption detection: the manifest's SHA-256 is checked on every load; a
   mismatch, an unreadable file or a manifest of the wrong shape is rebuilt
   with a warning;
-- safe loading: ``torch.load(weights_only=True)`` only, no unpickling fallback.
+- safe loading: ``torch.load(weights_only=True)`` only, no unpickling fallback;
+- ownership by proof: every entry carries a marker (``.uavgnn-cache``, its key hash)
+  from the moment its directory is made, and its name ends in that hash; only such
+  entries are listed, verified or cleared (``clear_cache`` never touches anything
+  else, never follows a symlink, and refuses the root, system directories, a home
+  directory or a checkout as the cache directory).
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import platform
+import re
 import shutil
 import time
 import warnings
@@ -45,13 +52,15 @@ from uavgnn.errors import StorageError
 from uavgnn.problem.graphs import FEATURE_SET, build_graph
 from uavgnn.problem.scenes import SceneDistribution, generate_scenes
 from uavgnn.report import count
-from uavgnn.storage import atomic_write, save_torch, storage_error
+from uavgnn.storage import atomic_write, save_torch, storage_error, system_path_problem
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 3
 GRAPHS_FILE = "graphs.pt"
 MANIFEST_FILE = "manifest.json"
 NO_MANIFEST = "no manifest (unfinished build)"
+MARKER_FILE = ".uavgnn-cache"  # written into an entry's directory when it is made: the proof it is ours
+ENTRY_NAME = re.compile(r"^[A-Za-z0-9_.-]+-n\d+-(?P<hash>[0-9a-f]{16})$")  # <split>-n<N>-<key hash>
 MIP_REL_GAP = 1e-6
 
 
@@ -189,6 +198,8 @@ def load_or_build_payload(directory: Path, key: dict[str, Any], build: Build, wh
     except OSError as err:
         raise storage_error(directory, err) from None
     try:
+        if not (directory / MARKER_FILE).exists():
+            atomic_write(directory / MARKER_FILE, key_hash(key).encode())
         payload = _load_intact(directory)  # another process may have built it while we waited
         if payload is not None:
             return payload
@@ -219,29 +230,93 @@ def _load_intact(directory: Path) -> dict[str, Any] | None:
     return payload
 
 
+def is_cache_entry(directory: Path) -> bool:
+    """Whether ``directory`` is provably a cache entry of uavgnn: a real directory (not a symlink) named
+    ``<split>-n<N>-<hash>`` that holds the marker with that hash, or (entries built before the marker) a
+    manifest recording it."""
+    found = ENTRY_NAME.match(directory.name)
+    if found is None or directory.is_symlink() or not directory.is_dir():
+        return False
+    for proof, read in ((directory / MARKER_FILE, lambda text: text.strip()),
+                        (directory / MANIFEST_FILE, lambda text: json.loads(text).get("key_hash"))):
+        try:
+            if proof.is_file() and not proof.is_symlink() and read(proof.read_text()) == found["hash"]:
+                return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
+def tree_bytes(directory: Path) -> int:
+    """Bytes of every file below ``directory``, symlinks counted as links (never followed)."""
+    total = 0
+    for root, _, files in os.walk(directory, followlinks=False):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def foreign_entries(cache_dir: str | Path) -> list[str]:
+    """Names in ``cache_dir`` that are neither uavgnn cache entries nor their lock files: never touched."""
+    root = Path(cache_dir)
+    if not root.is_dir():
+        return []
+    ours = {p.name for p in root.iterdir() if is_cache_entry(p)}
+    locks = {f"{name}.lock" for name in ours | _orphan_locks(root)}
+    return sorted(p.name for p in root.iterdir() if p.name not in ours | locks)
+
+
+def _orphan_locks(root: Path) -> set[str]:
+    """Entry names of the lock files (``<entry>.lock``, regular files) whose entry no longer exists."""
+    return {p.name[:-5] for p in root.glob("*.lock") if ENTRY_NAME.match(p.name[:-5]) and p.is_file()
+            and not p.is_symlink() and not (root / p.name[:-5]).exists()}
+
+
 def cache_entries(cache_dir: str | Path) -> list[dict[str, Any]]:
-    """One row per cache directory: name, count, size, problem (None if intact)."""
+    """One row per uavgnn cache entry: name, count, size (all its files), problem (None if intact)."""
+    root = Path(cache_dir)
     rows = []
-    for directory in sorted(p for p in Path(cache_dir).glob("*") if p.is_dir()):
+    for directory in sorted(p for p in root.glob("*") if is_cache_entry(p)):
         problem = verify(directory)
         manifest = json.loads((directory / MANIFEST_FILE).read_text()) if problem is None else {}
-        size = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
         timings = manifest.get("build", {}).get("timings", {})
         rows.append({"name": directory.name, "graphs": manifest.get("count"), "n_uav": manifest.get("n_uav"),
-                     "mb": round(size / 2**20, 2), "created": manifest.get("created"),
+                     "mb": round(tree_bytes(directory) / 2**20, 2), "created": manifest.get("created"),
                      "build_s": round(sum(timings.values()), 1) if timings else None, "problem": problem})
     return rows
 
 
+def clear_refusal(cache_dir: str | Path) -> str | None:
+    """Why ``cache_dir`` must not be cleared even of proven entries, or None: the root, a system directory,
+    a home directory or a checkout (a typo there would cost a user their files if proof ever failed)."""
+    root = Path(cache_dir).expanduser().resolve()
+    problem = system_path_problem(root)
+    if problem:
+        return problem
+    if root == Path.home().resolve() or root.parent == Path("/home"):
+        return f"{root} is a home directory"
+    if (root / ".git").exists():
+        return f"{root} is a checkout (it holds .git)"
+    return None
+
+
 def clear_cache(cache_dir: str | Path) -> int:
-    """Delete every cache directory (and lock files) under ``cache_dir``; returns how many."""
+    """Delete every uavgnn cache entry under ``cache_dir`` (and its lock file), nothing else; returns how many."""
     root = Path(cache_dir)
+    refusal = clear_refusal(root)
+    if refusal:
+        raise StorageError(f"data.cache_dir={cache_dir}: {refusal}: not clearing it")
     removed = 0
-    for entry in list(root.glob("*")):
-        if entry.is_dir():
+    for entry in [p for p in root.glob("*") if is_cache_entry(p)]:
+        try:
             with FileLock(str(entry) + ".lock"):
                 shutil.rmtree(entry)
-            removed += 1
-    for lock in root.glob("*.lock"):
-        lock.unlink(missing_ok=True)
+        except OSError as err:
+            raise StorageError(f"{storage_error(entry, err)} (removed {count(removed, 'cache')} before it)") from None
+        removed += 1
+    for name in _orphan_locks(root):
+        (root / f"{name}.lock").unlink(missing_ok=True)
     return removed

@@ -17,6 +17,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from uavgnn.dynamics.workload import TrajectoryWorkload  # noqa: E402
+from uavgnn.storage import save_figure  # noqa: E402
 
 TEST_SPLITS = ("test", "test_ood")
 
@@ -68,6 +69,6 @@ def plot_predictions(model: nn.Module, work: TrajectoryWorkload, split: str, pat
         ax.set(xlabel="row", ylabel="disturbance acceleration", title="hidden disturbance")
         ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

@@ -25,7 +25,7 @@ class PlannerValidation:
     ``val/planner_gap = (planner - policy) / |planner|`` is what best.pt minimises for the RL algorithms."""
 
     def __init__(self, settings: EnvSettings, dist: SceneDistribution, episodes: int, device: torch.device) -> None:
-        self.env = UAVEnv(settings, dist, episodes, device, seed=VAL_SEED)
+        self.env = UAVEnv(settings, dist, episodes, device, seed=VAL_SEED, count_key="env.val_episodes")
         self.references: dict[str, float] | None = None  # the planner's and nearest targets' returns
 
     def _return(self, policy: Policy) -> dict[str, float]:
@@ -77,14 +77,15 @@ def load_policy(path: str | Path) -> tuple[Policy, Any]:
     (on the schema: keys added since it was saved take their defaults)."""
     from uavgnn.algorithms import make_model  # imported only when a checkpoint is asked for
     from uavgnn.config import Config
-    from uavgnn.training.checkpoint import load_checkpoint, load_weights
+    from uavgnn.training.checkpoint import kind, load_checkpoint, load_weights, uses
 
     ckpt = load_checkpoint(path)
     config = OmegaConf.merge(OmegaConf.structured(Config), ckpt["config"])
     if config.algorithm.name not in ("masac", "coma"):
-        raise CheckpointError(f"{path}: an algorithm={config.algorithm.name} checkpoint, not a MASAC or COMA one")
+        raise CheckpointError(f"checkpoint {path} ({kind(ckpt['config'])}): an environment policy (algorithm=masac "
+                              f"or coma) is needed here; this is {uses(ckpt['config'])}")
     agents = make_model(config)
-    load_weights(agents, ckpt, path)
+    load_weights(agents, ckpt["policy"], path, ckpt["config"])
     return agents.play, config
 
 

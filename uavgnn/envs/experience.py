@@ -32,6 +32,7 @@ from uavgnn.algorithms.base import unwrap
 from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.rl_workload import RLWorkload
+from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.runtime import keep_on_device
 
@@ -136,6 +137,12 @@ class Experience(RLWorkload):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env.load_state_dict(state["env"])
         self.buffer.load_state_dict(state["buffer"])
+        check_tensors("current observations", {"obs": state["obs"], "state": state["state"]},
+                      {"obs": self.obs.shape, "state": self.state.shape})
+        if state.get("ahead") is not None:
+            index = state["ahead"][1]
+            if index.numel() and not (0 <= int(index.min()) and int(index.max()) < len(self.buffer)):
+                raise ValueError(f"the batch drawn ahead: slots beyond the replay buffer's {len(self.buffer)}")
         self.obs, self.state = state["obs"].to(self.device), state["state"].to(self.device)
         self.env_steps = state["env_steps"]
         self.ahead = None

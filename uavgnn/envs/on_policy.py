@@ -44,7 +44,7 @@ class EpisodeWorkload(RLWorkload):
 
     def _make_env(self, batch_size: int) -> UAVEnv:
         return UAVEnv(self.settings, self.dist, self._n_envs(batch_size), self.device,
-                      seed=self.cfg.seed * 7919 + self.rank)
+                      seed=self.cfg.seed * 7919 + self.rank, count_key="hardware.batch_size x algorithm.minibatches")
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 

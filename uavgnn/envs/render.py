@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.animation import FuncAnimation, PillowWriter  # noqa: E402
 
 from uavgnn.envs.policies import EpisodeScores  # noqa: E402
+from uavgnn.storage import replacing, save_figure  # noqa: E402
 
 
 def completed_targets(scores: EpisodeScores, service_radius: float):
@@ -44,7 +45,7 @@ def plot_episodes(panels: dict[str, EpisodeScores], service_radius: float, path:
     fig.suptitle("UAV trajectories on one test episode (circles: targets' service radius, filled = completed)",
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -64,7 +65,8 @@ def episode_gif(scores: EpisodeScores, service_radius: float, path: Path, fps: i
                     float(ys.max().clamp(min=scores.targets[:, 1].max())) + pad)
         ax.set_title(f"step {t}")
 
-    FuncAnimation(fig, frame, frames=len(scores.trajectory)).save(path, writer=PillowWriter(fps=fps))
+    with replacing(path) as tmp:
+        FuncAnimation(fig, frame, frames=len(scores.trajectory)).save(tmp, writer=PillowWriter(fps=fps))
     plt.close(fig)
     return path
 
@@ -87,6 +89,6 @@ def plot_learning_curve(history: list[dict[str, Any]], path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

@@ -16,6 +16,9 @@ from typing import Any
 
 import torch
 
+from uavgnn.envs.saved_state import check_tensors
+from uavgnn.memory import check_fits
+
 
 @dataclass
 class Transitions:
@@ -83,6 +86,9 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, shapes: dict[str, tuple[int, ...]], device: torch.device,
                  prioritized: bool = False, alpha: float = 0.6) -> None:
+        floats = sum(math.prod(shapes[name]) for name in STORED) + (2 if prioritized else 0)  # + the sum-tree
+        check_fits(f"algorithm.buffer_size={capacity}: a replay buffer of {capacity:,} transitions",
+                   4 * capacity * floats, "lower algorithm.buffer_size", device)
         self.capacity, self.device, self.prioritized, self.alpha = capacity, device, prioritized, alpha
         self.data = {name: torch.zeros((capacity, *shapes[name]), device=device) for name in STORED}
         self.tree = SumTree(capacity, device) if prioritized else None
@@ -142,9 +148,17 @@ class ReplayBuffer:
                 "tree": self.tree.tree.cpu() if self.tree is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.cursor, self.size = state["cursor"], state["size"]
+        """A saved buffer, checked first: counters within the capacity, every field of the saved size and
+        finite (``check_tensors``)."""
+        cursor, size = state["cursor"], state["size"]
+        if not (isinstance(size, int) and 0 <= size <= self.capacity):
+            raise ValueError(f"replay buffer: size {size!r} is outside 0..{self.capacity} (its capacity)")
+        if not (isinstance(cursor, int) and 0 <= cursor < self.capacity and (size == self.capacity or cursor == size)):
+            raise ValueError(f"replay buffer: cursor {cursor!r} does not fit size {size} and capacity {self.capacity}")
+        check_tensors("replay buffer", state["data"], {name: (size, *t.shape[1:]) for name, t in self.data.items()})
+        self.cursor, self.size = cursor, size
         self.max_priority = state["max_priority"].to(self.device)
-        for name, t in state["data"].items():
-            self.data[name][: self.size] = t.to(self.device)
+        for name in STORED:
+            self.data[name][: self.size] = state["data"][name].to(self.device)
         if self.tree is not None and state["tree"] is not None:
             self.tree.tree.copy_(state["tree"].to(self.device))

@@ -242,7 +242,7 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
 
 def benchmark_model(cfg: Config, device: torch.device) -> tuple[TransformerGNN, GraphSettings, str]:
     if cfg.ckpt:
-        model, graph, _ = load_model(cfg.ckpt, device)
+        model, graph, _ = load_model(cfg.ckpt, device, f"mode={cfg.mode} ckpt")
         return model, graph, f"trained ({cfg.ckpt})"
     return (model_from_config(cfg.model).to(device).eval(), GraphSettings.from_config(cfg.data),
             f"untrained {cfg.model.name} (timings only)")

@@ -1,4 +1,8 @@
-"""``mode=cache action=info|verify|clear``: inspect and manage graph caches."""
+"""``mode=cache action=info|verify|clear``: inspect and manage graph caches.
+
+Only directories that prove to be uavgnn cache entries (``uavgnn.data.cache.is_cache_entry``) are listed,
+verified or deleted; anything else in ``data.cache_dir`` is named as left alone.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ import sys
 
 from uavgnn.config import Config
 from uavgnn.console import echo
-from uavgnn.data.cache import cache_entries, clear_cache
-from uavgnn.errors import ConfigError
+from uavgnn.data.cache import cache_entries, clear_cache, clear_refusal, foreign_entries
+from uavgnn.errors import ConfigError, StorageError
 from uavgnn.report import count, format_table
 
 
@@ -20,6 +24,7 @@ def run_cache(cfg: Config) -> int:
     if cfg.action not in ("info", "verify"):
         raise ValueError(f"action: unknown cache action {cfg.action!r} (expected info, verify or clear)")
     rows = cache_entries(root)
+    _say_foreign(root)
     if not rows:
         echo(f"no caches in {root}")
         return 0
@@ -34,12 +39,28 @@ def run_cache(cfg: Config) -> int:
     return 0
 
 
+def _say_foreign(root: str) -> None:
+    others = foreign_entries(root)
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        echo(f"left alone in {root}: {count(len(others), 'entry', 'entries')} that are not uavgnn caches ({shown})")
+
+
 def clear(root: str, force: bool) -> None:
-    """Delete the caches after saying how much goes: ``force=true``, or a "y" typed at a terminal."""
+    """Delete the caches after listing them and saying how much goes: ``force=true``, or a "y" typed at a
+    terminal. Nothing but proven cache entries is deleted; a cache directory that is the root, a system or
+    home directory or a checkout is refused outright."""
+    refusal = clear_refusal(root)
+    if refusal:
+        raise StorageError(f"data.cache_dir={root}: {refusal}: mode=cache action=clear refuses it (it deletes only "
+                           "uavgnn's cache entries, and only in a directory of their own)")
     entries = cache_entries(root)
+    _say_foreign(root)
     if not entries:
         echo(f"no caches in {root}")
         return
+    echo(format_table([{"name": e["name"], "graphs": e["graphs"], "n_uav": e["n_uav"], "mb": e["mb"]}
+                       for e in entries]))
     what = f"{count(len(entries), 'cache')} ({sum(e['mb'] for e in entries):.1f} MB) in {root}"
     if not force:
         if not sys.stdin.isatty():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from uavgnn import run_dir
 from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.errors import ConfigError
@@ -19,6 +20,8 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
         raise ConfigError("mode=compare needs path=<sweep directory> or path=[run_dir,run_dir,...]")
     paths = [Path(p) for p in cfg.path] if not isinstance(cfg.path, str) else [Path(cfg.path)]
     target = paths[0] if len(paths) == 1 else out_dir
+    if target == out_dir:
+        run_dir.accept(out_dir, cfg)
     rows = compare_runs(paths, target)
     columns = [c for c in rows[0] if c not in ("error", "label", "group") and not c.endswith("_std")]
     echo(format_table(rows, [c for c in columns if c not in METRICS] + [m for m in METRICS if m in columns]))

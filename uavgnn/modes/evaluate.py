@@ -62,7 +62,7 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     if not cfg.ckpt:
         raise ConfigError("mode=eval needs ckpt=PATH (a best.pt or last.pt from a training run)")
     device = prepare_device(cfg)
-    model, graph, trained_cfg = load_model(cfg.ckpt, device)
+    model, graph, trained_cfg = load_model(cfg.ckpt, device, "mode=eval ckpt")
     train_size = int(trained_cfg["data"]["n_uav"])
     scales = sorted({train_size, *cfg.eval.scales})
     rows = []

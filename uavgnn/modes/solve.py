@@ -46,7 +46,7 @@ def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
         if not cfg.ckpt:
             raise ConfigError(f"solver={cfg.solver} needs ckpt=PATH (a best.pt or last.pt from a training run)")
         device = prepare_device(cfg)
-        model, graph, _ = load_model(cfg.ckpt, device)
+        model, graph, _ = load_model(cfg.ckpt, device, f"mode={cfg.mode} ckpt")
         if cfg.solver == "model":
             result, timing = solve_with_model(model, scene, graph, cfg.eval.decoder, device, amp_dtype(cfg, device))
             log.info("model: build %.3f s, forward %.3f s, decode %.3f s", *timing.values())

@@ -14,7 +14,7 @@ import numpy as np
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from uavgnn import distributed
+from uavgnn import distributed, run_dir
 from uavgnn.config import Config, env_settings, scene_distribution
 from uavgnn.console import echo, launched_as
 from uavgnn.data.splits import load_split
@@ -29,9 +29,9 @@ from uavgnn.problem.graphs import GraphSettings
 from uavgnn.report import count, format_table, write_json
 from uavgnn.runtime import amp_dtype, resolve_device
 from uavgnn.storage import remove_stale_temps, storage_error
-from uavgnn.training.checkpoint import load_checkpoint
-from uavgnn.training.resume import check_resume_config, resume_checkpoint
-from uavgnn.training.trainer import train
+from uavgnn.training.checkpoint import load_checkpoint, load_weights
+from uavgnn.training.resume import check_history, check_resume_config, resume_checkpoint
+from uavgnn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -112,28 +112,36 @@ def run_train(cfg: Config, out_dir: Path) -> float:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise storage_error(out_dir, err) from None
+    try:
+        return _train_and_test(cfg, out_dir)
+    except Interrupted as err:
+        raise Interrupted(f"{err}; resume with: {resume_command(out_dir)}", err.exit_code) from None
+
+
+def _train_and_test(cfg: Config, out_dir: Path) -> float:
     main = distributed.context().is_main  # under torchrun the other ranks share rank 0's directory
     resume_from = resume_checkpoint(cfg.resume, out_dir, refuse_existing_run=main)
-    if main:
-        remove_stale_temps(out_dir)
     resume_step, safe_changes = None, {}
-    if resume_from is not None:  # checked before the history is touched: a refused resume changes nothing
+    if resume_from is not None:  # checked before the directory is touched: a refused resume changes nothing
         stored = load_checkpoint(resume_from)
         resume_step = stored["state"]["step"]
         safe_changes = check_resume_config(resume_from, stored["config"], OmegaConf.to_container(cfg, resolve=True))
+        check_history(out_dir, resume_from, stored)
+    trainer = Trainer(cfg, out_dir, resume_from)  # restores every part of the checkpoint, writes nothing
+    if main:
+        run_dir.accept(out_dir, cfg)
+        remove_stale_temps(out_dir)
     logger = open_logger(cfg, out_dir, resume_step=resume_step, enabled=main)
     try:
         if resume_from is not None:
             logger.event("resume", resume_step, changed={key: list(change) for key, change in safe_changes.items()})
-        try:
-            result = train(cfg, out_dir, logger, resume_from)
-        except Interrupted as err:
-            raise Interrupted(f"{err}; resume with: {resume_command(out_dir)}", err.exit_code) from None
+        result = trainer.fit(logger)
         if not distributed.context().is_main:
             return float(result.state.best_gap)  # rank 0 tests and reports
         device = resolve_device(cfg.hardware.device)
         model = result.model
-        model.load_state_dict(load_checkpoint(result.best_path, device)["policy"])
+        best = load_checkpoint(result.best_path, device)
+        load_weights(model, best["policy"], result.best_path, best["config"])
         if cfg.algorithm.name in ("masac", "coma"):
             return test_on_env(cfg, result, out_dir, logger, device)
         if cfg.algorithm.name == "dynamics":

@@ -26,8 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from uavgnn.errors import SceneFileError
+from uavgnn.errors import MemoryBudgetError, SceneFileError
+from uavgnn.memory import check_fits
 from uavgnn.problem.scenes import Scene
+from uavgnn.storage import atomic_write, replacing
 
 FIELDS = ("uav_position", "uav_range", "target_position", "target_need", "target_value", "lam")
 # the largest magnitude each field may hold (README "Scene files")
@@ -132,12 +134,26 @@ def load_scene(path: str | Path) -> tuple[Scene, np.ndarray | None]:
     if not path.is_file():
         raise SceneFileError(f"{path}: not a regular file (a directory?)")
     if path.suffix == ".json":
+        _check_readable_size(path, path.stat().st_size * JSON_MEMORY_PER_BYTE)
         raw = _read_json(path)
     elif path.suffix == ".npz":
         raw = _read_npz(path)
     else:
         raise SceneFileError(f"{path}: unknown scene file type '{path.suffix}' (expected .json or .npz)")
     return scene_from_dict(raw, where=str(path))
+
+
+JSON_MEMORY_PER_BYTE = 5  # a JSON scene parsed into Python lists, then arrays (measured: 3.9 bytes per file byte)
+NPZ_MEMORY_PER_BYTE = 3  # per byte of an NPZ's arrays as stored uncompressed (measured: 2.1)
+
+
+def _check_readable_size(path: Path, need: float) -> None:
+    """A file too large to parse in the memory available is refused before it is read."""
+    try:
+        check_fits(f"{path}: reading this {Path(path).suffix[1:].upper()} scene file", need,
+                   "use a smaller scene, or NPZ (3x less memory than JSON to read)")
+    except MemoryBudgetError as err:
+        raise SceneFileError(str(err)) from None
 
 
 def _read_json(path: Path) -> Any:
@@ -160,6 +176,11 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         raise SceneFileError(f"{path}: holds a single .npy array, not an NPZ archive of the scene's fields "
                              f"(write it with numpy.savez)")
     try:
+        _check_readable_size(path, sum(info.file_size for info in loaded.zip.infolist()) * NPZ_MEMORY_PER_BYTE)
+    except SceneFileError:
+        loaded.close()
+        raise
+    try:
         with loaded:
             return {key: loaded[key] for key in loaded.files}
     except Exception as err:  # noqa: BLE001 - a damaged member inside an intact-looking archive
@@ -176,12 +197,13 @@ def save_scene(path: str | Path, scene: Scene, assignment: np.ndarray | None = N
     """Write a scene (and optional assignment) as ``.json`` or ``.npz``, chosen by suffix."""
     path = Path(path)
     if path.suffix == ".json":
-        path.write_text(json.dumps(scene_to_dict(scene, assignment)))
+        atomic_write(path, json.dumps(scene_to_dict(scene, assignment)).encode())
     elif path.suffix == ".npz":
         arrays = {"uav_position": scene.uav_pos, "uav_range": scene.uav_range, "target_position": scene.target_pos,
                   "target_need": scene.need, "target_value": scene.value, "lam": np.float64(scene.lam)}
         if assignment is not None:
             arrays["assignment"] = np.asarray(assignment)
-        np.savez(path, **arrays)
+        with replacing(path) as tmp, tmp.open("wb") as f:
+            np.savez(f, **arrays)
     else:
         raise SceneFileError(f"{path}: unknown scene file type '{path.suffix}' (expected .json or .npz)")

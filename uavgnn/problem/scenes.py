@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree
 
+from uavgnn.memory import check_fits
+
 
 @dataclass(frozen=True)
 class Scene:
@@ -133,6 +135,18 @@ def rank_in_runs(sorted_keys: np.ndarray) -> np.ndarray:
 PARALLEL_QUERY = 10_000  # UAVs from which the k-d tree query runs on every core (below, threads cost more)
 
 
+BYTES_PER_PAIR = 96  # peak memory of ``feasible_pairs`` per pair (measured: 80-81 B with tracemalloc)
+CHECK_PAIRS_ABOVE = 2**30  # bytes: below, even every UAV-target pair fits anywhere; above, pairs are estimated first
+PAIR_SAMPLE = 512  # UAVs whose feasible targets are counted to estimate a large scene's pairs
+
+
+def estimated_pairs(scene: Scene, tree: cKDTree) -> float:
+    """The feasible pairs of ``scene`` estimated from ``PAIR_SAMPLE`` UAVs' counts (no pair is allocated)."""
+    rows = np.random.default_rng(0).choice(scene.n_uav, min(PAIR_SAMPLE, scene.n_uav), replace=False)
+    counts = tree.query_ball_point(scene.uav_pos[rows], scene.uav_range[rows], return_length=True)
+    return float(np.mean(counts)) * scene.n_uav
+
+
 def feasible_pairs(scene: Scene, first_k: int = 32) -> FeasiblePairs:
     """All pairs with ``dist(u_i, t_j) <= r_i`` from k-nearest-target queries of a k-d tree (never a dense
     N x M matrix): each UAV asks for its ``first_k`` nearest targets within the largest range; a UAV whose
@@ -142,6 +156,10 @@ def feasible_pairs(scene: Scene, first_k: int = 32) -> FeasiblePairs:
     if n == 0 or m == 0:
         return FeasiblePairs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
     tree = cKDTree(scene.target_pos)
+    if n * m * BYTES_PER_PAIR > CHECK_PAIRS_ABOVE:  # could it not fit? then count before allocating any
+        pairs = estimated_pairs(scene, tree)
+        check_fits(f"a scene of {n:,} UAVs and {m:,} targets with about {pairs:.3g} feasible UAV-target pairs",
+                   pairs * BYTES_PER_PAIR, "shorten the UAVs' ranges (uav_range) or split the scene")
     workers = -1 if n >= PARALLEL_QUERY else 1
     rows, k = np.arange(n), min(first_k, m)
     parts = []

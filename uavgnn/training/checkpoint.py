@@ -4,10 +4,17 @@ Every checkpoint is read with ``torch.load(weights_only=True)``: a file holding
 anything but tensors and plain containers (a pickle whose ``__reduce__`` would
 run code) is refused before any of it executes. So everything is stored as
 plain types: the numpy and Python RNG states as ints, the config as a YAML string.
+
+Each part (weights, optimiser, replay buffer, environment state, ...) carries a
+SHA-256 of its contents, checked on every load: a byte flipped on the disk is a
+one-line error naming the part, never a silently different run. Every weight
+load goes through ``load_weights``, whose one-line error names the checkpoint's
+kind (algorithm, model) and what takes such a checkpoint.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import pickle
@@ -31,6 +38,14 @@ LAST = "last.pt"
 BEST = "best.pt"
 REQUIRED = ("policy", "config")
 EXPLODED = 1e3  # weight-norm growth between two checkpoints taken as a blow-up
+CHECKSUMS = "checksums"
+# what each checksummed part is called in an error ("data.<key>": a part of the workload's state)
+PART_NAMES = {"model": "weights", "policy": "policy weights", "ema": "moving-average weights",
+              "optimizer": "optimiser state", "scaler": "gradient-scaler state", "algorithm": "algorithm state",
+              "state": "training counters", "rng": "random-number states", "config": "config",
+              "data.env": "environment state", "data.buffer": "replay buffer", "data.episodes": "episodes",
+              "data.obs": "current observations", "data.state": "current environment state"}
+POLICY_ALGORITHMS = ("imitation", "reinforce")  # their checkpoints hold a TransformerGNN assignment policy
 
 
 def rng_state() -> dict[str, Any]:
@@ -59,8 +74,68 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any], cfg: Any) -> None:
-    """Atomic (a crash mid-write leaves the previous checkpoint intact); ``cfg`` is stored as YAML."""
-    save_torch(path, {**payload, "config": OmegaConf.to_yaml(cfg, resolve=True)})
+    """Atomic (a crash mid-write leaves the previous checkpoint intact); ``cfg`` is stored as YAML; every part
+    with its checksum."""
+    payload = {**payload, "config": OmegaConf.to_yaml(cfg, resolve=True)}
+    save_torch(path, {**payload, CHECKSUMS: part_checksums(payload)})
+
+
+def _parts(payload: dict[str, Any]) -> dict[str, Any]:
+    """The checksummed parts: each top-level entry, the workload's state (``data``) entry by entry."""
+    parts = {key: value for key, value in payload.items() if key not in (CHECKSUMS, "data")}
+    data = payload.get("data")
+    if isinstance(data, dict):
+        parts.update({f"data.{key}": value for key, value in data.items()})
+    elif "data" in payload:
+        parts["data"] = data
+    return parts
+
+
+def part_checksums(payload: dict[str, Any]) -> dict[str, str]:
+    """SHA-256 of each part's contents (tensors by dtype, shape and bytes; containers in key order)."""
+    checksums = {}
+    for name, value in _parts(payload).items():
+        digest = hashlib.sha256()
+        _digest(value, digest)
+        checksums[name] = digest.hexdigest()
+    return checksums
+
+
+def _digest(value: Any, digest: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().cpu().contiguous()
+        digest.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    elif isinstance(value, dict):
+        digest.update(b"{")
+        for key in sorted(value, key=str):
+            digest.update(repr(key).encode())
+            _digest(value[key], digest)
+        digest.update(b"}")
+    elif isinstance(value, (list, tuple)):
+        digest.update(b"[")
+        for item in value:
+            _digest(item, digest)
+        digest.update(b"]")
+    else:
+        digest.update(repr(value).encode())
+
+
+def _verify_parts(path: Path, ckpt: dict[str, Any], config: dict[str, Any]) -> None:
+    """Each part's contents against the checksum saved with it (checkpoints written before checksums pass)."""
+    saved = ckpt.get(CHECKSUMS)
+    if saved is None:
+        return
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"checkpoint {path}: its checksums are damaged (the file is corrupt)")
+    now = part_checksums(ckpt)
+    for name in sorted(set(saved) | set(now)):
+        if saved.get(name) != now.get(name):
+            problem = ("is missing" if name not in now else "was not there when it was written" if name not in saved
+                       else "fails its checksum")
+            raise CheckpointError(f"checkpoint {path} ({kind(config)}): part '{name}' ({PART_NAMES.get(name, name)}) "
+                                  f"{problem}: the file was damaged after it was written; restore it from a copy "
+                                  f"(it is {uses(config)})")
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -85,9 +160,11 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(f"checkpoint {path}: not a uavgnn checkpoint of this version (expected the keys "
                               f"{', '.join(REQUIRED)} with the config as YAML)")
     try:
-        ckpt["config"] = OmegaConf.to_container(OmegaConf.create(ckpt["config"]))
+        config = OmegaConf.to_container(OmegaConf.create(ckpt["config"]))
     except Exception as err:  # noqa: BLE001 - a damaged config string
         raise CheckpointError(f"checkpoint {path}: its stored config does not parse ({_first_line(err)})") from None
+    _verify_parts(path, ckpt, config)
+    ckpt["config"] = config
     return ckpt
 
 
@@ -96,13 +173,42 @@ def _first_line(err: Exception) -> str:
     return text[0][:200] if text else type(err).__name__
 
 
-def load_model(path: str | Path, device: torch.device | str = "cpu"
+def _named(config: dict[str, Any] | None, group: str, default: str) -> str:
+    """``config[group].name`` of a stored config (``default`` where it is missing: saved before the group)."""
+    node = config.get(group) if isinstance(config, dict) else None
+    return str(node.get("name", default)) if isinstance(node, dict) else default
+
+
+def kind(config: dict[str, Any] | None) -> str:
+    """What a checkpoint holds, from its stored config: ``algorithm=masac, model=mlp``."""
+    return f"algorithm={_named(config, 'algorithm', 'imitation')}, model={_named(config, 'model', '?')}"
+
+
+def uses(config: dict[str, Any] | None) -> str:
+    """What takes a checkpoint of this kind, for the error messages that refuse it elsewhere."""
+    algorithm = _named(config, "algorithm", "imitation")
+    if algorithm in POLICY_ALGORITHMS:
+        return ("an assignment policy: mode=eval ckpt=, mode=solve solver=model ckpt= and algorithm.init_from= take "
+                "it")
+    also = " or algorithm=dynamics algorithm.rollout_policy=" if algorithm in ("masac", "coma") else ""
+    return f"an algorithm={algorithm} run's checkpoint: resume=auto hydra.run.dir=<its run>{also} takes it"
+
+
+def require_policy(ckpt: dict[str, Any], path: str | Path, taker: str) -> None:
+    """``taker`` (``mode=eval ckpt``, ...) needs a TransformerGNN assignment policy: refuse any other kind."""
+    if _named(ckpt["config"], "algorithm", "imitation") not in POLICY_ALGORITHMS:
+        raise CheckpointError(f"checkpoint {path} ({kind(ckpt['config'])}): {taker}= takes an assignment policy "
+                              f"(algorithm=imitation or reinforce); this is {uses(ckpt['config'])}")
+
+
+def load_model(path: str | Path, device: torch.device | str = "cpu", taker: str = "ckpt"
                ) -> tuple[TransformerGNN, GraphSettings, dict[str, Any]]:
     """The trained model of a checkpoint (architecture from its stored config), the graph settings it was
-    trained with (use them to build its graphs) and its config."""
+    trained with (use them to build its graphs) and its config; ``taker`` names what asked (for errors)."""
     ckpt = load_checkpoint(path, device)
+    require_policy(ckpt, path, taker)
     model = model_from_config(SimpleNamespace(**ckpt["config"]["model"])).to(device)
-    load_weights(model, ckpt, path)
+    load_weights(model, ckpt["policy"], path, ckpt["config"])
     try:
         graph = GraphSettings(**{"features": "rel-v2", **ckpt["graph"]})  # rel-v2: before the set was recorded
     except (KeyError, TypeError) as err:
@@ -111,17 +217,19 @@ def load_model(path: str | Path, device: torch.device | str = "cpu"
     return model.eval(), graph, ckpt["config"]
 
 
-def load_weights(model: torch.nn.Module, ckpt: dict[str, Any], path: str | Path) -> None:
-    """The checkpoint's policy weights into ``model`` (built from its stored config), or a one-line error naming
-    the first mismatch, e.g. weights saved before this version changed the networks' inputs."""
+def load_weights(module: torch.nn.Module | Any, state: Any, path: str | Path, config: dict[str, Any] | None,
+                 part: str = "weights") -> None:
+    """The one way weights (or an optimiser's state: anything with ``load_state_dict``) get loaded: ``state``
+    into ``module``, or a one-line ``CheckpointError`` naming the checkpoint's kind, the first mismatch and
+    what takes such a checkpoint (e.g. weights saved before this version changed the networks' inputs)."""
     try:
-        model.load_state_dict(ckpt["policy"])
-    except (RuntimeError, TypeError, AttributeError) as err:
-        lines = [line.strip() for line in str(err).strip().splitlines()]
+        module.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError, KeyError, ValueError, IndexError) as err:
+        lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
         detail = (lines[1] if len(lines) > 1 else lines[0] if lines else type(err).__name__)[:200]
-        raise CheckpointError(f"checkpoint {path}: its weights do not fit the networks of its config in this "
-                              f"version ({detail}); retrain it, or use the uavgnn version it was trained with"
-                              ) from None
+        raise CheckpointError(f"checkpoint {path} ({kind(config)}): its {part} do not fit the networks this run "
+                              f"builds ({detail}); it is {uses(config)}, with the uavgnn version it was trained "
+                              "with") from None
 
 
 def _check_features(path: str | Path, features: str) -> None:
@@ -154,13 +262,14 @@ def find_resume_checkpoint(out_dir: Path) -> Path | None:
 def load_initial_policy(model: TransformerGNN, path: str, model_cfg, device: torch.device) -> None:
     """Start from a checkpoint's policy (``algorithm.init_from``), e.g. imitation weights to fine-tune."""
     ckpt = load_checkpoint(Path(path), device)
+    require_policy(ckpt, path, "algorithm.init_from")
     if "graph" in ckpt:
         _check_features(path, ckpt["graph"].get("features", "rel-v2"))
     stored = ckpt["config"]["model"]
-    differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored[key]})"
-              for key in ("hidden", "heads", "layers", "ffn_mult") if stored[key] != model_cfg[key]]
+    differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored.get(key)})"
+              for key in ("hidden", "heads", "layers", "ffn_mult") if stored.get(key) != model_cfg[key]]
     if differ:
         raise ConfigError(f"algorithm.init_from={path} was trained with another architecture: {', '.join(differ)}; "
-                          f"use model={stored['name']}")
-    model.load_state_dict(ckpt["policy"])
+                          f"use model={stored.get('name')}")
+    load_weights(model, ckpt["policy"], path, ckpt["config"])
     log.info("algorithm.init_from: starting from the policy of %s", path)

@@ -43,8 +43,7 @@ class Recovery:
         log.warning("%s: rolled back to step %d of %s with the LR scale lowered to %.3g (rollback %d of %d)",
                     reason, self.state.step, last, lr_scale, rollbacks, self.cfg.train.max_rollbacks)
         self.bar.reset(total=self.cfg.train.steps)
-        self.bar.update(self.state.step)
-        self.window = dict.fromkeys(self.window, 0.0)
+        self.bar.update(self.state.step)  # the log window is the checkpoint's, as the history's kept rows are
         self.work.restart(self.state.step, self.state.batch_size)
 
     def skip_non_finite(self) -> None:

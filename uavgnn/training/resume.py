@@ -16,7 +16,9 @@ from typing import Any
 
 from uavgnn.config import flatten
 from uavgnn.errors import ConfigError, RunDirectoryError
-from uavgnn.training.checkpoint import BEST, LAST, find_resume_checkpoint
+from uavgnn.loggers import HISTORY_FILE, read_history
+from uavgnn.run_dir import held_run_files, leftovers
+from uavgnn.training.checkpoint import LAST, find_resume_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -27,23 +29,28 @@ SAFE = ("train.steps", "train.eval_every", "train.ckpt_every", "train.log_every"
         "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir", "optim.prefetch", "optim.graph_cache",
         "eval.", "solve.", "profile.", "benchmark.", "algorithm.init_from", "resume", "mode", "ckpt", "path", "action",
         "solver")
-RUN_FILES = ("metrics.jsonl", LAST, BEST, "summary.json")
 
 
 def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = True) -> Path | None:
     """``resume=auto``: this run directory's ``last.pt`` if any; ``true``: it must exist; ``false``: none.
-    A fresh run refuses a directory that already holds a run's files (it would mix two histories)."""
+    A fresh start refuses a directory holding anything it could overwrite: another run (continue it with
+    ``resume=auto``), a run without ``last.pt`` (its history and results would be lost), or other files."""
     mode = str(resume).lower()
     if mode not in ("false", "none", "no", "true", "auto", "yes"):
         raise ConfigError(f"resume: expected false, true or auto, got {resume!r}")
     found = find_resume_checkpoint(out_dir) if mode in ("true", "auto", "yes") else None
     if found is None and mode in ("true", "yes"):
         raise ConfigError(f"resume=true but {out_dir} has no {LAST}; pass hydra.run.dir=<the run to resume>")
-    held = [name for name in RUN_FILES if (out_dir / name).exists()]
-    if refuse_existing_run and found is None and held and mode in ("false", "none", "no"):
-        raise RunDirectoryError(f"{out_dir} already holds a run ({', '.join(held)}): continue it with resume=auto, "
-                                "or start a new run in another directory (hydra.run.dir=...)")
-    return found
+    left = leftovers(out_dir) if found is None and refuse_existing_run else []
+    if not left:
+        return found
+    shown = ", ".join(left[:6]) + (", ..." if len(left) > 6 else "")
+    if (out_dir / LAST).is_file():
+        raise RunDirectoryError(f"{out_dir} already holds a run ({shown}): continue it with resume=auto, or start "
+                                "a new run in another directory (hydra.run.dir=...)")
+    what = "a run without a last.pt to continue" if held_run_files(out_dir) else "files"
+    raise RunDirectoryError(f"{out_dir} already holds {what} ({shown}): a new run there would overwrite them; start "
+                            "it in another directory (hydra.run.dir=...)")
 
 
 def _is_safe(key: str) -> bool:
@@ -72,3 +79,17 @@ def check_resume_config(path: Path, stored: dict[str, Any], new: dict[str, Any])
         log.warning("resume: applying changed settings %s",
                     ", ".join(f"{key}={now} (was {old})" for key, (old, now) in safe.items()))
     return safe
+
+
+def check_history(out_dir: Path, path: Path, ckpt: dict[str, Any]) -> None:
+    """The history must still hold every row the checkpoint saw written: fewer means it was cut or damaged
+    after the fact (not a line torn by a kill), and continuing would leave a hole in the run's record."""
+    history = out_dir / HISTORY_FILE
+    if not history.exists():
+        return  # moved aside on purpose: the continued history starts at the checkpoint
+    step, recorded = ckpt["state"]["step"], ckpt.get("history_rows")
+    kept = sum(1 for row in read_history(out_dir) if row.get("step", 0) <= step)
+    if isinstance(recorded, int) and kept < recorded:
+        raise RunDirectoryError(f"{history} is damaged: it holds {kept} rows up to step {step}, but {path} was "
+                                f"written after {recorded}; restore it from a copy, or move it aside to continue "
+                                "with a history that starts at the checkpoint")

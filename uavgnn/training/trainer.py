@@ -35,14 +35,14 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from uavgnn import distributed
 from uavgnn.algorithms import make_algorithm, make_model, step_loss
 from uavgnn.console import echo, progress
-from uavgnn.errors import Interrupted
+from uavgnn.errors import CheckpointError, Interrupted
 from uavgnn.loggers import MetricLogger
 from uavgnn.perf import device_memory_mb, peak_memory_mb
 from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device, seed_everything
 from uavgnn.storage import save_torch
 from uavgnn.training.batch_size import resolve_batch_size
-from uavgnn.training.checkpoint import (BEST, LAST, load_checkpoint, load_initial_policy, rng_state, save_checkpoint,
-                                       set_rng_state, weights_norm, weights_problem)
+from uavgnn.training.checkpoint import (BEST, LAST, kind, load_checkpoint, load_initial_policy, load_weights, rng_state,
+                                       save_checkpoint, set_rng_state, weights_norm, weights_problem)
 from uavgnn.training.curriculum import CurriculumState, curriculum_step
 from uavgnn.training.recovery import Recovery
 from uavgnn.training.schedule import lr_factor
@@ -51,6 +51,7 @@ from uavgnn.training.stop import StopRequest
 from uavgnn.training.workloads import make_workload
 
 log = logging.getLogger(__name__)
+WINDOW = ("loss", "n", "wait", "busy", "items")  # sums of every log window (plus the algorithm's stats)
 
 
 @dataclass
@@ -63,8 +64,11 @@ class StepDone:
 class Trainer(Recovery):
     """Owns the loop and everything algorithms share; ``fit()`` trains to ``train.steps``."""
 
-    def __init__(self, cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> None:
-        self.cfg, self.out_dir, self.logger = cfg, out_dir, logger
+    def __init__(self, cfg, out_dir: Path, resume_from: Path | None = None) -> None:
+        """Build everything and restore ``resume_from``; nothing is written anywhere until ``fit``, so a
+        checkpoint that does not fit is refused with the run directory as it was."""
+        self.cfg, self.out_dir = cfg, out_dir
+        self.logger: MetricLogger | None = None  # fit's
         self.device = prepare_device(cfg)
         seed_everything(cfg.seed)
         self.dtype = amp_dtype(cfg, self.device)
@@ -82,6 +86,7 @@ class Trainer(Recovery):
                     if cfg.train.ema_decay > 0 else None)
         self.policy = self.ema.module if self.ema is not None else self.model  # evaluated, checkpointed, shipped
         self.state, self.cur = TrainState(), CurriculumState()
+        self.window = dict.fromkeys(WINDOW, 0.0)  # sums since the last log line (saved in last.pt: exact after resume)
         if resume_from is not None:
             self.restore(resume_from)
             log.info("resumed from %s at step %d", resume_from, self.state.step)
@@ -97,13 +102,12 @@ class Trainer(Recovery):
             log.info("data parallel: %d processes, global batch %d = %d per rank", self.ctx.world_size,
                      self.state.batch_size, self.state.batch_size // self.ctx.world_size)
         self.work.restart(self.state.step, self.state.batch_size)
-        self.window: dict[str, float] = {}
         self.bar = None  # the progress bar while training runs
 
     # -- the loop -------------------------------------------------------------------------------------------
 
-    def fit(self) -> TrainResult:
-        cfg, state = self.cfg, self.state
+    def fit(self, logger: MetricLogger) -> TrainResult:
+        cfg, state, self.logger = self.cfg, self.state, logger
         self.logger.log({"model/params": self.model.num_parameters()}, step=state.step)
         if cfg.algorithm.init_from and state.step == 0:  # the starting policy is the one to beat: best.pt until then
             val = self.validate(len(self.sizes) - 1 if len(self.sizes) == 1 else self.cur.stage)
@@ -113,7 +117,6 @@ class Trainer(Recovery):
             log.info("starting policy: val optimality_gap %.4f", val["val/optimality_gap"])
         speeds: list[float] = []
         val: dict[str, float] = {}
-        self.window = dict.fromkeys(("loss", "n", "wait", "busy", "items"), 0.0)
         self.bar = progress(total=cfg.train.steps, initial=state.step, desc="train", unit="step",
                             disable=not self.ctx.is_main)
         self.model.train()
@@ -291,25 +294,33 @@ class Trainer(Recovery):
                 "ema": self.ema.state_dict() if self.ema is not None else None,
                 "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
                 "algorithm": self.algorithm.state_dict(), "state": asdict(self.state), "rng": rng_state(),
-                "data": data,
+                "data": data, "window": dict(self.window), "history_rows": self.logger.rows,
                 **self.work.checkpoint_extras()}, self.cfg)
         return None
 
     def restore(self, path: Path) -> None:
-        """Everything a checkpoint holds: weights, optimiser, algorithm, counters, RNG (resume and rollback)."""
+        """Everything a checkpoint holds: weights, optimiser, algorithm, counters, RNG (resume and rollback).
+        Each part goes through ``load_weights``: one that does not fit is a one-line error naming it."""
         ckpt = load_checkpoint(path, self.device)
-        self.model.load_state_dict(ckpt["model"])
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.scaler.load_state_dict(ckpt["scaler"])
+        config = ckpt["config"]
+        load_weights(self.model, ckpt["model"], path, config)
+        load_weights(self.optimizer, ckpt["optimizer"], path, config, "optimiser state")
+        load_weights(self.scaler, ckpt["scaler"], path, config, "gradient-scaler state")
         if self.ema is not None:
-            self.ema.load_state_dict(ckpt["ema"])
-        self.algorithm.load_state_dict(ckpt.get("algorithm", {}))
+            load_weights(self.ema, ckpt["ema"], path, config, "moving-average weights")
+        load_weights(self.algorithm, ckpt.get("algorithm", {}), path, config, "algorithm state")
         own = rank_data_path(path, self.ctx.rank)
-        self.work.load_state_dict(torch.load(own, map_location=self.device, weights_only=True)
-                                  if self.ctx.rank > 0 and own.exists() else ckpt.get("data", {}))
-        self.state = TrainState(**ckpt["state"])
-        self.cur = CurriculumState(**self.state.curriculum)
-        set_rng_state(ckpt["rng"])
+        data = (torch.load(own, map_location=self.device, weights_only=True) if self.ctx.rank > 0 and own.exists()
+                else ckpt.get("data", {}))
+        load_weights(self.work, data, path, config, "environment and replay state")
+        try:
+            self.state = TrainState(**ckpt["state"])
+            self.cur = CurriculumState(**self.state.curriculum)
+            set_rng_state(ckpt["rng"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise CheckpointError(f"checkpoint {path} ({kind(config)}): its training counters do not fit this "
+                                  f"version ({type(err).__name__}: {err})") from None
+        self.window = {**dict.fromkeys(WINDOW, 0.0), **ckpt.get("window", {})}
 
 
 def rank_data_path(path: Path, rank: int) -> Path:
@@ -319,4 +330,4 @@ def rank_data_path(path: Path, rank: int) -> Path:
 
 def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
     """Train with ``cfg.algorithm`` in the shared loop (see ``Trainer``)."""
-    return Trainer(cfg, out_dir, logger, resume_from).fit()
+    return Trainer(cfg, out_dir, resume_from).fit(logger)

@@ -1,0 +1,67 @@
+"""Memory estimates checked before an allocation: a request that cannot fit is refused with its estimate and
+the limit, in one line, instead of growing for minutes and dying (or taking the machine down with it).
+
+``available_bytes`` is what the device can still give: on a GPU, CUDA's free memory; on the host, the
+kernel's ``MemAvailable`` (cache it can drop included), capped by the container's cgroup limit.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from uavgnn.errors import MemoryBudgetError
+
+USABLE = 0.8  # of the available memory, what one allocation may take (the rest: Python, libraries, the OS)
+CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),  # cgroup v2
+                ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+
+
+def host_available_bytes() -> int:
+    """Bytes the host can still give this process (``MemAvailable``, within the cgroup's limit)."""
+    available = _meminfo_available()
+    for limit_file, usage_file in CGROUP_FILES:
+        try:
+            limit, usage = Path(limit_file).read_text().strip(), Path(usage_file).read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and usage.isdigit():
+            available = min(available, max(int(limit) - int(usage), 0))
+        break
+    return available
+
+
+def _meminfo_available() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 2**63 - 1  # no way to know: refuse nothing
+
+
+def available_bytes(device: object = "cpu") -> int:
+    """Free memory of ``device`` (a torch device or its name): CUDA's free bytes, else the host's."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    return host_available_bytes()
+
+
+def gigabytes(n: float) -> str:
+    return f"{n / 2**30:.1f} GB" if n >= 2**27 else f"{n / 2**20:.0f} MB"
+
+
+def check_fits(what: str, need: float, fix: str, device: object = "cpu") -> None:
+    """Refuse ``what`` (e.g. ``env.n_envs=100000000: the environments``) if its estimated ``need`` in bytes is
+    more than ``USABLE`` of what ``device`` has available, naming both and ``fix``."""
+    available = available_bytes(device)
+    if need > USABLE * available:
+        where = device if str(device).startswith("cuda") else "this machine"
+        raise MemoryBudgetError(f"{what} would need about {gigabytes(need)} of memory, but {gigabytes(available)} "
+                                f"is available on {where} (at most {USABLE:.0%} of it is used at once): {fix}")

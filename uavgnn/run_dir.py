@@ -1,0 +1,90 @@
+"""A run directory is written only once its run is accepted: a refused run leaves the directory as it was.
+
+Hydra writes ``.hydra/`` (config, overrides) and opens ``run.log`` before any of uavgnn's checks, so a fresh
+run refused a directory that holds a run, or a refused resume, used to rewrite the record of the run it
+refused to touch. Here Hydra writes nothing itself (``hydra.output_subdir: null``; ``run.log`` is a
+``console.RunLogHandler`` that keeps its lines in memory); ``accept`` writes Hydra's record and starts
+``run.log`` once the mode has decided to go ahead: at once in a directory that holds no run, after every
+resume check in one that does. A directory this process created and never accepted is removed at the end.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from uavgnn import run_lock
+from uavgnn.console import start_run_log
+from uavgnn.storage import atomic_write
+
+RUN_FILES = ("metrics.jsonl", "last.pt", "best.pt", "summary.json")  # what makes a directory hold a run
+HYDRA_RECORD = ".hydra"
+BOOKKEEPING = {HYDRA_RECORD, "run.log", run_lock.LOCK_FILE}  # what every accepted run directory holds
+
+_accepted: set[Path] = set()
+_created: set[Path] = set()
+
+
+def held_run_files(directory: Path) -> list[str]:
+    """The files of ``RUN_FILES`` that ``directory`` holds (a run lives there when any does)."""
+    return [name for name in RUN_FILES if (directory / name).exists()]
+
+
+def leftovers(directory: Path) -> list[str]:
+    """What ``directory`` holds besides the bookkeeping of a run (``.hydra``, ``run.log``, the lock) and an
+    empty history: anything a fresh run there could overwrite, so it must start elsewhere."""
+    if not directory.is_dir():
+        return []
+    return sorted(p.name for p in directory.iterdir()
+                  if p.name not in BOOKKEEPING and not (p.name == RUN_FILES[0] and p.is_file() and p.stat().st_size == 0))
+
+
+def note_created(directory: Path) -> None:
+    """Remember which of ``directory`` and its parents this process is about to create (they do not exist
+    yet): if the run is never accepted, ``discard_unaccepted`` removes them again, and nothing else."""
+    directory = directory.resolve()
+    while not directory.exists():
+        _created.add(directory)
+        directory = directory.parent
+
+
+def is_accepted(directory: Path) -> bool:
+    return directory.resolve() in _accepted
+
+
+def accept(directory: Path, cfg: DictConfig) -> None:
+    """The run goes ahead in ``directory``: write Hydra's record of it (``.hydra/config.yaml``, ``hydra.yaml``,
+    ``overrides.yaml``, each atomically) and start ``run.log`` with what was said so far."""
+    directory = directory.resolve()
+    if directory in _accepted:
+        return
+    if HydraConfig.initialized():
+        hydra_cfg = HydraConfig.instance().cfg
+        record = directory / HYDRA_RECORD
+        record.mkdir(parents=True, exist_ok=True)
+        for name, content in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
+                              ("overrides.yaml", hydra_cfg.hydra.overrides.task)):
+            atomic_write(record / name, OmegaConf.to_yaml(content).encode())
+    start_run_log()
+    _accepted.add(directory)
+
+
+def discard_unaccepted(directory: Path) -> None:
+    """Remove ``directory`` if this process created it, never accepted a run there and nothing but
+    bookkeeping is inside; then the parents this process created that are left empty (``outputs/<date>``)."""
+    directory = directory.resolve()
+    if directory in _accepted or directory not in _created or not directory.is_dir():
+        return
+    if {p.name for p in directory.iterdir()} - BOOKKEEPING:
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+    for parent in directory.parents:
+        if parent not in _created:
+            break
+        try:
+            parent.rmdir()
+        except OSError:  # not empty: another run lives there now
+            break

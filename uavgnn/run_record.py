@@ -1,0 +1,106 @@
+"""Reading finished runs back (a sweep's jobs or any run directories): config, final metrics, history.
+
+A file that cannot be read - a truncated ``summary.json``, a ``summary.json`` that is not an object, a torn
+middle line of ``metrics.jsonl``, a broken ``.hydra/config.yaml`` - makes its run ``damaged``, named with the file
+and the problem, instead of stopping whatever reads it (``mode=compare``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from uavgnn.config import flatten
+from uavgnn.console import echo
+from uavgnn.errors import RunDirectoryError
+from uavgnn.loggers import read_history
+
+
+@dataclass
+class Run:
+    name: str
+    directory: Path
+    status: str  # ok | failed | incomplete | damaged (a file of it unreadable: ``error`` says which)
+    config: dict[str, Any]  # flattened: {"model.hidden": 64, ...}
+    metrics: dict[str, float]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    error: str = ""
+
+
+def is_run(directory: Path) -> bool:
+    return any((directory / f).exists() for f in ("summary.json", "failed.json", "metrics.jsonl", ".hydra"))
+
+
+def find_runs(paths: list[Path]) -> list[Path]:
+    """Run directories among ``paths``: each path itself, or (a sweep) its run subdirectories."""
+    runs: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            raise FileNotFoundError(f"path: {path} is not a directory")
+        if is_run(path) and not (path / "multirun.yaml").exists():
+            runs.append(path)
+        else:
+            runs += sorted((p for p in path.iterdir() if p.is_dir() and is_run(p)),
+                           key=lambda p: (len(p.name), p.name))
+    if not runs:
+        raise FileNotFoundError(f"path: no run directories under {', '.join(map(str, paths))}")
+    return runs
+
+
+def load_run(directory: Path) -> Run:
+    """A run's config, final metrics and history; a file that cannot be read (truncated ``summary.json``, a
+    torn middle line of ``metrics.jsonl``, ...) makes the run ``damaged``, named with the file and the problem,
+    instead of stopping the comparison."""
+    config_path = directory / ".hydra" / "config.yaml"
+    config, problem = _read(config_path, lambda: flatten(OmegaConf.to_container(OmegaConf.load(config_path),
+                                                                                resolve=False)), {})
+    history, history_problem = _read(directory / "metrics.jsonl", lambda: read_history(directory), [])
+    problem = problem or history_problem
+    metrics: dict[str, float] = {}
+    status, error = "incomplete", ""
+    if (directory / "summary.json").exists():
+        summary, summary_problem = _read(directory / "summary.json", lambda: _object(directory / "summary.json"), {})
+        problem = problem or summary_problem
+        metrics["best_val_optimality_gap"] = summary.get("best_val_optimality_gap", math.nan)
+        for key in ("test/optimality_gap", "test/reward", "test/completion_score"):
+            metrics[key] = summary.get(key, math.nan)
+        status = "ok"
+    elif (directory / "failed.json").exists():
+        failed, failed_problem = _read(directory / "failed.json", lambda: _object(directory / "failed.json"), {})
+        status, error, problem = "failed", str(failed.get("error", "")), problem or failed_problem
+    if problem:
+        echo(f"compare: {directory.name} is damaged: {problem}; listed as damaged", err=True)
+        return Run(directory.name, directory, "damaged", config, {}, [], problem)
+    speeds = [r["perf/graphs_per_s"] for r in history if "perf/graphs_per_s" in r]
+    memory = [r["perf/peak_mem_mb"] for r in history if "perf/peak_mem_mb" in r]
+    if status == "ok":
+        metrics["graphs_per_s"] = statistics.median(speeds) if speeds else math.nan
+        metrics["peak_mem_mb"] = max(memory) if memory else math.nan
+    return Run(directory.name, directory, status, config, metrics, history, error)
+
+
+def _object(path: Path) -> dict[str, Any]:
+    value = json.loads(path.read_text())
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _read(path: Path, parse: Any, empty: Any) -> tuple[Any, str]:
+    """``parse()`` of a run file, or ``empty`` and what is wrong with it (named with the file)."""
+    if not path.exists():
+        return empty, ""
+    try:
+        return parse(), ""
+    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError, RunDirectoryError,
+            OmegaConfBaseException) as err:
+        detail = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+        return empty, f"{path.name}: {detail}"

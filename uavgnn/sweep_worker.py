@@ -1,0 +1,62 @@
+"""A sweep's worker processes end with the sweep.
+
+A launcher such as joblib runs jobs in worker processes of its own. When the sweep's main process is killed,
+those workers used to train on, holding their run directories' locks, and after a SIGTERM they went back to
+the launcher for more work. Here a job that runs in such a worker (its pid is not the main process's, which
+``mark_main`` records in the environment the workers inherit) watches its parent: when the parent is gone,
+the worker sends itself SIGTERM, so training stops at the end of the step with ``last.pt`` written, exactly
+as a SIGTERM from a user would; and a worker whose job was interrupted exits instead of taking the next one
+(``exit_worker``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+MAIN_PID_ENV = "UAVGNN_MAIN_PID"
+POLL_S = 0.5
+
+_watching = False
+
+
+def mark_main() -> None:
+    """This process is the one the user started (called by the entry point before Hydra runs)."""
+    os.environ[MAIN_PID_ENV] = str(os.getpid())
+
+
+def in_worker() -> bool:
+    """Whether this process is a launcher's worker: started by a uavgnn main process, but not it."""
+    main = os.environ.get(MAIN_PID_ENV)
+    return main is not None and main != str(os.getpid())
+
+
+def watch_sweep() -> None:
+    """In a worker: SIGTERM this process as soon as the process that started it is gone (a no-op elsewhere)."""
+    global _watching
+    if _watching or not in_worker():
+        return
+    _watching = True
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(POLL_S)
+        logging.getLogger(__name__).warning("the sweep's main process %d is gone: stopping this job", parent)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="uavgnn-sweep-watch", daemon=True).start()
+
+
+def exit_worker(code: int) -> None:
+    """End a worker process whose job was interrupted, instead of returning it to the launcher for more work."""
+    if not in_worker():
+        return
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
