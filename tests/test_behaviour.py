@@ -30,6 +30,40 @@ REINFORCE = {
 }
 
 
+# issue 31: the curves of the environment and dynamics algorithms, recorded before the plug-in restructuring (commit
+# 45f13ae, one CPU thread); each run's settings, its validation metric and the columns of its test table
+RL = ["model.hidden=16", "env.val_episodes=8", "train.log_every=5", "train.ckpt_every=10", "train.eval_every=10"]
+PINNED = {
+    "masac": (["algorithm=masac", "model=mlp", "env.n_envs=8", "algorithm.learning_starts=16", "algorithm.buffer_size=256",
+               "hardware.batch_size=16", "train.steps=20", "algorithm.critic_hidden=16", "train.warmup_steps=0", *RL],
+              "val/planner_gap", ("method", "return", "of_planner"),
+              {"val": [(10, 0.9728141889636822), (20, 0.9726118478686498)],
+               "loss": [(5, -21.980236434936522), (10, -22.008296966552734), (15, -22.323674774169923),
+                        (20, -22.479220962524415)],
+               "test": [("masac", -0.0755, -0.0136), ("scripted planner", 5.5529, 1.0),
+                        ("nearest target", 5.2545, 0.9463), ("random", -1.3214, -0.238)]}),
+    "coma": (["experiment=coma", "env.val_episodes=8", "hardware.batch_size=4", "algorithm.minibatches=2",
+              "algorithm.data_passes=2", "train.steps=12", "train.eval_every=6", "train.log_every=3", "train.ckpt_every=6"],
+             "val/planner_gap", ("method", "return", "of_planner"),
+             {"val": [(6, 0.7713173442780065), (12, 0.8896137525353871)],
+              "loss": [(3, 0.20717916886011759), (6, 0.18922596673170725), (9, 0.17578090478976569),
+                       (12, 0.0301895954956611)],
+              "test": [("coma", 0.1446, 0.026), ("scripted planner", 5.5529, 1.0), ("nearest target", 5.2545, 0.9463),
+                       ("random", 0.5857, 0.1055)]}),
+    "dynamics": (["algorithm=dynamics", "algorithm.train_envs=4", "algorithm.eval_envs=2", "algorithm.rollout_steps=60",
+                  "algorithm.window=16", "algorithm.burn_in=4", "model.hidden=8", "model.layers=2",
+                  "hardware.batch_size=16", "train.steps=20", "train.log_every=5", "train.eval_every=10",
+                  "train.ckpt_every=10", "train.warmup_steps=0"],
+                 "val/k_step_rmse", ("split", "method", "k_step_rmse"),
+                 {"val": [(10, 0.541149914264679), (20, 0.5395107269287109)],
+                  "loss": [(5, 1.3626111507415772), (10, 1.1459495186805726), (15, 1.175644052028656),
+                           (20, 1.2484054088592529)],
+                  "test": [("test", "tcn", 0.6824826598167419), ("test", "constant_velocity", 0.6453096270561218),
+                           ("test_ood", "tcn", 0.4633687138557434),
+                           ("test_ood", "constant_velocity", 0.4685077965259552)]}),
+}
+
+
 def curves(run: Path) -> dict[str, list]:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     test = json.loads((run / "summary.json").read_text())["test"]
@@ -59,6 +93,24 @@ def test_same_seed_same_curves_and_test_table_as_before_the_restructuring(tmp_pa
             cwd=tmp_path)
     got = curves(tmp_path / "reinforce")
     assert same(got["val"], REINFORCE["val"]) and same(got["loss"], REINFORCE["loss"]), got
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", sorted(PINNED))
+def test_the_environment_and_dynamics_algorithms_keep_their_curves(tmp_path, algorithm) -> None:
+    """Same seed, same losses, validation metric and test table as recorded before the plug-in restructuring."""
+    overrides, metric, columns, want = PINNED[algorithm]
+    run_cli("hardware.threads=1", "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}", *overrides,
+            f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    test = json.loads((tmp_path / "run" / "summary.json").read_text())["test"]
+    got = {"val": [(r["step"], r[metric]) for r in rows if metric in r],
+           "loss": [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r],
+           "test": [tuple(r[c] for c in columns) for r in test]}
+    assert same(got["val"], want["val"]) and same(got["loss"], want["loss"]), got
+    assert len(got["test"]) == len(want["test"]) and all(
+        a == (pytest.approx(b, rel=1e-6, abs=1e-9) if isinstance(b, float) else b)
+        for row, wanted in zip(got["test"], want["test"]) for a, b in zip(row, wanted)), got
 
 
 def test_size_limits_of_the_package() -> None:
