@@ -24,7 +24,8 @@ from torch_geometric.data import Batch
 from uavgnn.inference import CHUNK_EDGES, spatial_order
 from uavgnn.models import TransformerGNN
 from uavgnn.problem.graphs import build_graph, message_edges
-from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.training.checkpoint import load_model
 
 

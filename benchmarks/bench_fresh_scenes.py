@@ -38,7 +38,8 @@ from uavgnn.perf import synchronize  # noqa: E402
 from uavgnn.problem.graphs import build_graph, build_graph_batch  # noqa: E402
 from uavgnn.problem.neighbours import grid_neighbours, kdtree_neighbours  # noqa: E402
 from uavgnn.problem.scene_batch import SceneBatch, generate_scene_batch  # noqa: E402
-from uavgnn.problem.scenes import SceneDistribution, generate_scenes  # noqa: E402
+from uavgnn.problem.generator import generate_scenes  # noqa: E402
+from uavgnn.problem.scenes import SceneDistribution  # noqa: E402
 from uavgnn.report import format_table, write_json  # noqa: E402
 from uavgnn.runtime import maybe_compile  # noqa: E402
 

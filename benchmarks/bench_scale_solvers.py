@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from uavgnn.errors import ProblemTooLarge
-from uavgnn.problem.scenes import Scene, SceneDistribution, generate_scenes
+from uavgnn.problem.scenes import Scene, SceneDistribution
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.report import format_table, write_json
 from uavgnn.solvers import solve, solve_milp
 from uavgnn.solvers.guided import solve_guided

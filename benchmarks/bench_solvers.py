@@ -20,7 +20,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from uavgnn.problem.scenes import SceneDistribution, generate_scenes  # noqa: E402
+from uavgnn.problem.generator import generate_scenes  # noqa: E402
+from uavgnn.problem.scenes import SceneDistribution  # noqa: E402
 from uavgnn.report import format_table, write_json  # noqa: E402
 from uavgnn.solvers import ProblemTooLarge, solve  # noqa: E402
 

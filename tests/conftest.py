@@ -13,7 +13,8 @@ import torch
 
 from uavgnn.data.store import GraphStore
 from uavgnn.problem.graphs import build_graph
-from uavgnn.problem.scenes import Scene, SceneDistribution, generate_scenes
+from uavgnn.problem.scenes import Scene, SceneDistribution
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.solvers import solve_milp
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -113,7 +113,7 @@ def test_splits_have_disjoint_seeds() -> None:
 
 def test_labels_from_worker_processes_equal_labels_solved_in_process() -> None:
     from uavgnn.data.labels import INLINE_BELOW, solve_labels
-    from uavgnn.problem.scenes import generate_scenes
+    from uavgnn.problem.generator import generate_scenes
 
     scenes = generate_scenes(DIST, 6, INLINE_BELOW + 6, seed=11)  # enough to use the worker pool
     pooled, inline = solve_labels(scenes, 5.0, workers=2), solve_labels(scenes, 5.0, workers=1)

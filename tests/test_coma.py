@@ -10,7 +10,8 @@ import torch
 from conftest import ROOT, straight_and_resumed
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms.coma import COMAAgents, COMASettings, Episodes, td_lambda_targets
+from uavgnn.algorithms.coma import COMAAgents, COMASettings, td_lambda_targets
+from uavgnn.envs.on_policy import Episodes
 from uavgnn.algorithms.coma_naive import naive_loss
 from uavgnn.config import register_configs
 from uavgnn.envs.uav_env import HEADINGS, EnvSettings, UAVEnv

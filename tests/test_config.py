@@ -16,7 +16,8 @@ from uavgnn.errors import ConfigError
 from uavgnn.modes.solve import run_solve
 from uavgnn.modes.train import run_train
 from uavgnn.problem.scene_io import save_scene
-from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.validation import validate
 
 CONF = ROOT / "conf"

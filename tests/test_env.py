@@ -13,7 +13,8 @@ from uavgnn.envs.policies import random_policy, run_episodes, scripted_planner
 from uavgnn.envs.render import episode_gif, plot_episodes
 from uavgnn.envs.uav_env import EnvSettings, UAVEnv
 from uavgnn.problem.scene_batch import generate_scene_batch
-from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.problem.generator import generate_scenes
 
 CPU = torch.device("cpu")
 

@@ -8,7 +8,8 @@ from uavgnn.problem.graphs import (EDGE_DIM, NODE_DIM, adaptive_k, build_graph, 
                                    message_edges)
 from uavgnn.problem.neighbours import grid_neighbours, kdtree_neighbours
 from uavgnn.problem.scene_batch import SceneBatch
-from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs, generate_scenes
+from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.solvers import solve_milp
 
 

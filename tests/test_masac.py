@@ -157,7 +157,7 @@ def test_prefetch_draws_each_batch_one_collection_ahead_from_the_host_buffer(tmp
 
 
 def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
-    from uavgnn.envs.graph_obs import observation_graph
+    from uavgnn.problem.observation import observation_graph
     from uavgnn.envs.uav_env import EnvSettings, UAVEnv
     from uavgnn.problem.scenes import SceneDistribution
 

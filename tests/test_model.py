@@ -213,7 +213,8 @@ def test_huge_scene_node_reordering_gives_the_same_assignment(monkeypatch) -> No
     the caller's numbering and equals the unordered one."""
     from uavgnn import inference
     from uavgnn.problem.graphs import GraphSettings
-    from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+    from uavgnn.problem.scenes import SceneDistribution
+    from uavgnn.problem.generator import generate_scenes
 
     torch.manual_seed(0)
     model = TransformerGNN(hidden=32, heads=2, layers=2)

@@ -19,7 +19,8 @@ from uavgnn.models.choices import imitation_loss
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.perf import ActivationMeter
 from uavgnn.problem.graphs import build_graph, message_edges
-from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.training.batch_size import find_batch_size, step_memory_mb
 
 TINY = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",

@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs, generate_scenes
+from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
+from uavgnn.problem.generator import generate_scenes
 
 
 @pytest.mark.parametrize("positions", ["uniform", "clustered"])

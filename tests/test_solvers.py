@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from uavgnn.problem.metrics import assignment_metrics
-from uavgnn.problem.scenes import Scene, SceneDistribution, generate_scenes
+from uavgnn.problem.scenes import Scene, SceneDistribution
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.solvers import ProblemTooLarge, solve, solve_lap, solve_milp
 
 

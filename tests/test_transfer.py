@@ -9,7 +9,8 @@ from conftest import run_cli
 from wandb_records import media, run_record, summary
 
 from uavgnn.problem.metrics import assignment_metrics
-from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.solvers import solve_greedy, solve_milp
 
 

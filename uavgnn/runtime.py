@@ -59,6 +59,13 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContext
     return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
 
 
+def unwrap(model: nn.Module) -> nn.Module:
+    """The model inside DDP / ``torch.compile`` wrappers (what holds the algorithm's own methods)."""
+    while hasattr(model, "_orig_mod") or isinstance(model, nn.parallel.DistributedDataParallel):
+        model = getattr(model, "_orig_mod", None) or model.module
+    return model
+
+
 def maybe_compile(model: nn.Module, enabled: bool) -> nn.Module:
     """``torch.compile(dynamic=True)`` when enabled; any failure falls back to eager with a warning."""
     if not enabled:

@@ -64,10 +64,3 @@ def step_loss(algorithm: Algorithm, device: torch.device, dtype: torch.dtype | N
             return algorithm.training_step(model, batch, k, 0).loss
 
     return loss_of
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The model inside DDP / ``torch.compile`` wrappers (what holds the algorithm's own methods)."""
-    while hasattr(model, "_orig_mod") or isinstance(model, nn.parallel.DistributedDataParallel):
-        model = getattr(model, "_orig_mod", None) or model.module
-    return model

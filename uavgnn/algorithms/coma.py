@@ -24,15 +24,17 @@ losses and gradients.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from uavgnn.algorithms.base import Algorithm, StepOutput, unwrap
+from uavgnn.algorithms.base import Algorithm, StepOutput
+from uavgnn.envs.on_policy import Episodes
 from uavgnn.models.agent_stack import mlp_net
+from uavgnn.runtime import unwrap
 
 
 @dataclass
@@ -51,28 +53,6 @@ class COMASettings:
 
     def critic_inputs(self) -> int:
         return self.state_dim + self.n_agents * self.n_actions + self.n_agents
-
-
-@dataclass
-class Episodes:
-    """B episodes of T steps from E parallel environments (steps after an episode's end are masked)."""
-
-    obs: torch.Tensor  # (B, T, N, obs_dim)
-    state: torch.Tensor  # (B, T, state_dim)
-    avail: torch.Tensor  # (B, T, N, A) bool: feasible actions
-    action: torch.Tensor  # (B, T, N) long
-    reward: torch.Tensor  # (B, T, N) training reward
-    done: torch.Tensor  # (B, T) 1.0 where the episode ended at this step
-    mask: torch.Tensor  # (B, T) 1.0 where the step belongs to the episode
-
-    def __len__(self) -> int:
-        return self.obs.shape[0]
-
-    def index(self, ids: torch.Tensor) -> Episodes:
-        return Episodes(*(getattr(self, f.name)[ids] for f in fields(self)))
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def first_layer(layer: nn.Linear, state: torch.Tensor, action: torch.Tensor, n_actions: int) -> torch.Tensor:

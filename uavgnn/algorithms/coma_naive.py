@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from uavgnn.algorithms.coma import COMAAgents, Episodes
+from uavgnn.algorithms.coma import COMAAgents
+from uavgnn.envs.on_policy import Episodes
 
 
 def naive_loss(agents: COMAAgents, ep: Episodes) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

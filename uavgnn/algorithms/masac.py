@@ -31,10 +31,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from uavgnn.algorithms.base import Algorithm, StepOutput, unwrap
+from uavgnn.algorithms.base import Algorithm, StepOutput
 from uavgnn.envs.replay import Transitions
 from uavgnn.models.agent_stack import AgentStack, mlp_net
 from uavgnn.models.graph_actor import GraphActor
+from uavgnn.runtime import unwrap
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 

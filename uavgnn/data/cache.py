@@ -50,7 +50,8 @@ from uavgnn.data.labels import solve_labels, status_counts
 from uavgnn.data.store import GraphStore
 from uavgnn.errors import StorageError
 from uavgnn.problem.graphs import FEATURE_SET, build_graph
-from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.report import count
 from uavgnn.storage import atomic_write, save_torch, storage_error, system_path_problem
 

@@ -28,13 +28,12 @@ import torch
 from torch import nn
 
 from uavgnn import distributed
-from uavgnn.algorithms.base import unwrap
 from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.rl_workload import RLWorkload
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.runtime import keep_on_device
+from uavgnn.runtime import keep_on_device, unwrap
 
 
 class Experience(RLWorkload):

@@ -13,17 +13,39 @@ the same steps. Validation: the greedy policy against the scripted planner
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 from torch import nn
 
 from uavgnn import distributed
-from uavgnn.algorithms.base import unwrap
-from uavgnn.algorithms.coma import Episodes
 from uavgnn.envs.rl_workload import RLWorkload
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.errors import ConfigError
+from uavgnn.runtime import unwrap
+
+
+@dataclass
+class Episodes:
+    """B episodes of T steps from E parallel environments (steps after an episode's end are masked)."""
+
+    obs: torch.Tensor  # (B, T, N, obs_dim)
+    state: torch.Tensor  # (B, T, state_dim)
+    avail: torch.Tensor  # (B, T, N, A) bool: feasible actions
+    action: torch.Tensor  # (B, T, N) long
+    reward: torch.Tensor  # (B, T, N) training reward
+    done: torch.Tensor  # (B, T) 1.0 where the episode ended at this step
+    mask: torch.Tensor  # (B, T) 1.0 where the step belongs to the episode
+
+    def __len__(self) -> int:
+        return self.obs.shape[0]
+
+    def index(self, ids: torch.Tensor) -> Episodes:
+        return Episodes(*(getattr(self, f.name)[ids] for f in fields(self)))
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class EpisodeWorkload(RLWorkload):

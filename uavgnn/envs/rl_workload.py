@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from uavgnn.algorithms.base import unwrap
 from uavgnn.config import env_settings, scene_distribution
 from uavgnn.envs.evaluation import PlannerValidation
 from uavgnn.envs.uav_env import Step
+from uavgnn.runtime import unwrap
 
 MAX_AGENTS_LOGGED = 16  # per-agent returns get their own curves up to this many UAVs (min/max always)
 

@@ -32,6 +32,7 @@ import torch
 
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.memory import check_fits
+from uavgnn.problem.observation import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES, SELF_FEATURES
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
 
@@ -40,7 +41,6 @@ _ANGLES = torch.arange(8) * (torch.pi / 4)
 HEADINGS = torch.cat([torch.zeros(1, 2), torch.stack([_ANGLES.cos(), _ANGLES.sin()], 1)])
 N_DISCRETE = HEADINGS.shape[0]
 UAV_FEATURES, TARGET_FEATURES = 5, 5  # per UAV and per target in the global state
-SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES = 6, 7, 5  # in a UAV's observation
 
 
 @dataclass

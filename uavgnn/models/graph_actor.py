@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from uavgnn.envs.graph_obs import GRAPH_EDGE_FEATURES, GRAPH_NODE_FEATURES, observation_graph
+from uavgnn.problem.observation import GRAPH_EDGE_FEATURES, GRAPH_NODE_FEATURES, observation_graph
 from uavgnn.models.transformer_gnn import GraphTransformerLayer, mlp
 
 

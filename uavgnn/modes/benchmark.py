@@ -54,7 +54,7 @@ from uavgnn.modes.benchmark_report import measure, noisy_figures, print_report, 
 from uavgnn.perf import ActivationMeter, peak_memory_mb, synchronize
 from uavgnn.plots import plot_benchmark
 from uavgnn.problem.graphs import GraphSettings
-from uavgnn.problem.scenes import generate_scenes
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.report import count, write_json
 from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
 from uavgnn.solvers import solve

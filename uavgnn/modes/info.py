@@ -68,7 +68,8 @@ def _tiny_step(device: torch.device, amp: torch.dtype | None = None, compiled: b
     from uavgnn.models import TransformerGNN
     from uavgnn.models.policy import policy_log_probs
     from uavgnn.problem.graphs import build_graph
-    from uavgnn.problem.scenes import SceneDistribution, generate_scenes
+    from uavgnn.problem.scenes import SceneDistribution
+    from uavgnn.problem.generator import generate_scenes
     from uavgnn.runtime import autocast
 
     batch = Batch.from_data_list([build_graph(s) for s in generate_scenes(SceneDistribution(), 8, 4, 0)]).to(device)
@@ -82,7 +83,8 @@ def _tiny_step(device: torch.device, amp: torch.dtype | None = None, compiled: b
 def _marl_update(device: torch.device, algorithm: str) -> None:
     """A few steps of the UAV environment, then one MASAC (continuous) or COMA (discrete) update on their data:
     the environment check of reference/003, for both MARL algorithms."""
-    from uavgnn.algorithms.coma import COMAAgents, COMASettings, Episodes
+    from uavgnn.algorithms.coma import COMAAgents, COMASettings
+    from uavgnn.envs.on_policy import Episodes
     from uavgnn.algorithms.masac import MASACAgents, MASACSettings
     from uavgnn.envs.replay import Transitions
     from uavgnn.envs.uav_env import EnvSettings, UAVEnv

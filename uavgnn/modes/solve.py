@@ -21,7 +21,8 @@ from uavgnn.errors import ConfigError
 from uavgnn.inference import solve_with_model
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
 from uavgnn.problem.scene_io import load_scene, save_scene
-from uavgnn.problem.scenes import Scene, generate_scenes
+from uavgnn.problem.scenes import Scene
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.report import count, format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device
 from uavgnn.solvers import solve, solve_milp

@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from scipy.spatial import cKDTree
 
 from uavgnn.memory import check_fits
@@ -69,53 +68,6 @@ class SceneDistribution:
 
     def side(self, n_uav: int) -> float:
         return math.sqrt((n_uav + self.n_targets(n_uav)) / self.density)
-
-
-def generate_scenes(dist: SceneDistribution, n_uav: int, count: int, seed: int) -> list[Scene]:
-    """``count`` scenes of ``n_uav`` UAVs, drawn at once with numpy (no per-scene loop
-    beyond wrapping the arrays). The same (dist, n_uav, count, seed) gives the same scenes."""
-    if n_uav < 1 or count < 0:
-        raise ValueError(f"generate_scenes: need n_uav >= 1 and count >= 0, got n_uav={n_uav}, count={count}")
-    if dist.positions == "mixed":
-        return _mixed_scenes(dist, n_uav, count, seed)
-    rng = np.random.default_rng(seed)
-    n_target = dist.n_targets(n_uav)
-    side = dist.side(n_uav)
-    if dist.positions == "uniform":
-        uav_pos = rng.uniform(0.0, side, size=(count, n_uav, 2))
-        target_pos = rng.uniform(0.0, side, size=(count, n_target, 2))
-    elif dist.positions == "clustered":
-        n_clusters = max(1, math.ceil(n_target / dist.cluster_size))
-        centres = rng.uniform(0.0, side, size=(count, n_clusters, 2))
-        scene_idx = np.arange(count)[:, None]
-        target_cluster = rng.integers(0, n_clusters, size=(count, n_target))
-        uav_cluster = rng.integers(0, n_clusters, size=(count, n_uav))
-        target_pos = centres[scene_idx, target_cluster] + rng.normal(0.0, dist.cluster_std, (count, n_target, 2))
-        uav_pos = centres[scene_idx, uav_cluster] + rng.normal(0.0, dist.uav_spread, (count, n_uav, 2))
-        np.clip(target_pos, 0.0, side, out=target_pos)
-        np.clip(uav_pos, 0.0, side, out=uav_pos)
-    else:
-        raise ValueError(f"task.positions: unknown distribution {dist.positions!r} "
-                         "(expected 'uniform', 'clustered' or 'mixed')")
-    uav_range = rng.uniform(dist.range_min, dist.range_max, size=(count, n_uav))
-    need = rng.integers(dist.need_min, dist.need_max + 1, size=(count, n_target))
-    value = need * rng.uniform(dist.value_min, dist.value_max, size=(count, n_target))
-    return [Scene(uav_pos[s], uav_range[s], target_pos[s], need[s], value[s], float(dist.lam))
-            for s in range(count)]
-
-
-MIXED_CHUNK = 16  # task=mixed: scenes per draw of the target ratio (one target count per drawn batch)
-
-
-def _mixed_scenes(dist: SceneDistribution, n_uav: int, count: int, seed: int) -> list[Scene]:
-    """``task=mixed`` comes from the torch generator (one definition of the distribution), in chunks so that
-    the target ratio varies across a split."""
-    from uavgnn.problem.scene_batch import generate_scene_batch  # scene_batch imports this module
-
-    generator = torch.Generator().manual_seed(seed)
-    return [scene for start in range(0, count, MIXED_CHUNK)
-            for scene in generate_scene_batch(dist, n_uav, min(MIXED_CHUNK, count - start), generator,
-                                              torch.device("cpu")).to_scenes()]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
-"""UAV observations as a batched PyG graph: each UAV with the targets and UAVs it sees.
+"""What a UAV observes, and the same as a batched PyG graph: each UAV with the targets and UAVs it sees.
 
-Built from the fixed-size observation (``UAVEnv.observe``), so the replay
+The layout of the fixed-size observation is the contract between the environment that fills it
+(``UAVEnv.observe``) and the networks that read it (``GraphActor``), so it lives here, below both.
+The graph is built from that observation, so the replay
 buffer stores one tensor per UAV and a graph actor rebuilds its graphs on the
 fly: one node per UAV (its own features), one per seen target and per seen
 neighbour, edges from each seen entity to the UAV carrying their relative
@@ -14,8 +16,7 @@ from __future__ import annotations
 import torch
 from torch_geometric.data import Data
 
-from uavgnn.envs.uav_env import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES, SELF_FEATURES
-
+SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES = 6, 7, 5  # per UAV: its own, per seen target, per seen UAV
 NODE_TYPES = 3  # the UAV itself, a seen target, a seen UAV
 GRAPH_NODE_FEATURES = max(SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES) + NODE_TYPES
 GRAPH_EDGE_FEATURES = 2  # relative position (x, y) of the seen entity, in square sides
