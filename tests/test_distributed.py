@@ -17,6 +17,7 @@ from wandb_records import run_record
 
 from uavgnn import distributed
 from uavgnn.data.loader import ShardedBatchSampler
+from uavgnn.training.checkpoint import load_part
 
 DEBUG = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
          "data.test_scenes=8", "hardware.batch_size=16", "train.steps=12", "train.eval_every=6",
@@ -135,11 +136,11 @@ def test_masac_under_torchrun_steps_its_own_environments_and_resumes(tmp_path) -
     run = tmp_path / "ddp"
     torchrun(*masac, "train.steps=4", f"hydra.run.dir={run}", cwd=tmp_path)
     rank0 = torch.load(run / "last.pt", weights_only=True)["data"]
-    rank1 = torch.load(run / "last.rank1.data.pt", weights_only=True)
+    rank1 = load_part(run / "last.rank1.data.pt")  # verified against its checksum
     assert rank0["env_steps"] == rank1["env_steps"] == 4 * 4  # 4 envs per rank, one step per update
     assert not torch.equal(rank0["buffer"]["data"]["obs"], rank1["buffer"]["data"]["obs"])  # its own environments
     torchrun(*masac, "train.steps=8", "resume=auto", f"hydra.run.dir={run}", cwd=tmp_path)
-    resumed = torch.load(run / "last.rank1.data.pt", weights_only=True)
+    resumed = load_part(run / "last.rank1.data.pt")
     assert resumed["env_steps"] == 8 * 4  # rank 1 went on from its own saved environments, not rank 0's
     torch.testing.assert_close(resumed["buffer"]["data"]["obs"][:16], rank1["buffer"]["data"]["obs"])
     assert [row["step"] for row in history(run) if "train/loss" in row] == [2, 4, 6, 8]
@@ -155,7 +156,7 @@ def test_coma_under_torchrun_collects_its_own_episodes(tmp_path) -> None:
              "train.steps=4", "train.eval_every=4", "train.ckpt_every=4", "train.log_every=2", "hardware.threads=1",
              f"hydra.run.dir={run}", cwd=tmp_path)
     rank0 = torch.load(run / "last.pt", weights_only=True)["data"]
-    rank1 = torch.load(run / "last.rank1.data.pt", weights_only=True)
+    rank1 = load_part(run / "last.rank1.data.pt")  # verified against its checksum
     assert rank0["episodes"]["obs"].shape[0] == rank1["episodes"]["obs"].shape[0] == 4 * 2  # 4 per minibatch
     assert rank0["env_steps"] == rank1["env_steps"] == 2 * 8 * 14  # two collections of 8 episodes, 14 steps
     assert not torch.equal(rank0["episodes"]["obs"], rank1["episodes"]["obs"])

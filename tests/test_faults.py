@@ -47,10 +47,10 @@ from uavgnn.modes.train import run_train
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_io import load_scene
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
-from uavgnn.storage import system_path_problem
+from uavgnn.storage import atomic_write, system_path_problem
 from uavgnn.training.checkpoint import load_checkpoint, load_model, part_checksums, weights_norm
 from uavgnn.training.resume import check_resume_config, config_changes, resume_checkpoint
-from uavgnn.training.trainer import train
+from uavgnn.training.trainer import Trainer, train
 from uavgnn.validation import RANGES, validate
 
 SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
@@ -455,7 +455,10 @@ def test_a_torn_last_history_line_is_dropped_but_a_torn_middle_is_an_error(tmp_p
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "a": 1}\n{"step": 2, "a"')
     assert read_history(tmp_path) == [{"step": 1, "a": 1}]
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "a"\n{"step": 2}\n')
-    with pytest.raises(RunDirectoryError, match="damaged: line 1 is not JSON"):
+    with pytest.raises(RunDirectoryError, match="damaged: line 1 is not a JSON object"):
+        read_history(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n5\n')  # valid JSON, but not a row
+    with pytest.raises(RunDirectoryError, match="damaged: line 2 is not a JSON object"):
         read_history(tmp_path)
 
 
@@ -708,7 +711,7 @@ def test_cache_clear_refuses_a_checkout_home_root_or_system_directory(tmp_path, 
     assert snapshot(checkout) == before
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
-    for root, reason in (("/", "is the root directory"), ("/usr", "system directory /usr"),
+    for root, reason in (("/", "is the root directory"), ("/usr", "/usr is a system directory"),
                          (str(tmp_path / "home"), "is a home directory")):
         with pytest.raises(StorageError, match=re.escape(reason)):
             clear(root, force=True)
@@ -747,7 +750,7 @@ def test_refused_runs_leave_the_run_directory_byte_identical(tmp_path, finished_
     before = snapshot(run)
     attempts = {"fresh run": ["model=small"], "changed seed": ["resume=auto", "seed=3"],
                 "mode=eval": ["mode=eval", f"ckpt={run / 'best.pt'}"],
-                "mode=solve": ["mode=solve", "solver=greedy"]}
+                "mode=solve": ["mode=solve", "solver=greedy"], "mode=compare": ["mode=compare", f"path=[{run},{run}]"]}
     for what, extra in attempts.items():
         proc = run_cli(*small(tmp_path, run, "train.steps=10", *extra), cwd=tmp_path, check=False)
         assert proc.returncode == 2 and one_error_line(proc, "error:"), what
@@ -757,6 +760,74 @@ def test_refused_runs_leave_the_run_directory_byte_identical(tmp_path, finished_
     proc = run_cli(*small(tmp_path, run, "train.steps=10", "resume=auto"), cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "would run code" in one_error_line(proc, "error:")
     assert snapshot(run) == before and not hostile[1].exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_jobs_refuse_their_directories_fails_and_leaves_them_untouched(tmp_path, finished_run) -> None:
+    """Review of issue 30: a sweep re-run into a sweep directory whose jobs hold runs refused every job without a
+    record, and exited 0. The refusals are now recorded beside the jobs and the sweep fails, naming them."""
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1"):
+        shutil.copytree(finished_run / "run", sweep / job)
+    before = snapshot(sweep)
+    proc = run_cli("-m", *SMALL, f"data.cache_dir={tmp_path / 'cache'}", "seed=0,1", f"hydra.sweep.dir={sweep}",
+                   cwd=tmp_path, check=False)
+    assert proc.returncode == 1 and "2 of 2 jobs failed" in proc.stderr and "Traceback" not in proc.stderr
+    assert "job 0: RunDirectoryError" in proc.stderr and "already holds a run" in proc.stderr
+    assert {k: v for k, v in snapshot(sweep).items() if k.startswith(("0", "1"))} == before
+    assert sorted(p.name for p in sweep.glob("failed-*.json")) == ["failed-0.json", "failed-1.json"]
+
+
+def test_rewritten_files_keep_their_permissions(tmp_path) -> None:
+    """Review of issue 30: mkstemp's 0600 survived the rename, so a rewritten history or config lost its
+    readers on a shared cluster directory. A rewrite keeps the file's mode; a new file gets 0666 less the umask."""
+    shared = tmp_path / "metrics.jsonl"
+    shared.write_text("old")
+    shared.chmod(0o644)
+    atomic_write(shared, b"new")
+    created = tmp_path / "new.json"
+    atomic_write(created, b"{}")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert shared.read_bytes() == b"new" and shared.stat().st_mode & 0o777 == 0o644
+    assert created.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+@pytest.mark.slow
+def test_a_second_sigterm_ends_a_run_stuck_in_a_long_computation_at_once(tmp_path) -> None:
+    """Review of issue 30: Python runs a SIGTERM handler only between bytecodes, so a run inside a long MILP solve
+    ignored SIGTERM until the solver returned. A second signal now ends it at once, saying so."""
+    proc = start("mode=solve", "solver=milp", "solve.n_uav=3000", "solve.time_limit=120", "solve.gap_reference=false",
+                 "logger=none", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    wait_for(lambda: "scene: 3,000 UAVs" in (tmp_path / "bg.out").read_text() or proc.poll() is not None,
+             "the solver to start")
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    began = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    err = (tmp_path / "bg.err").read_text()
+    assert proc.returncode == 143 and time.perf_counter() - began < 5, err[-2000:]
+    assert "interrupted by SIGTERM (a second signal): exiting now" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_process_group_leaves_no_worker_traceback(tmp_path) -> None:
+    """Review of issue 30: a SIGTERM to the process group (scancel, kill -- -pgid) also kills the loader's workers,
+    and the step under way failed with a traceback. The run now stops at the last completed step, with last.pt."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *small(tmp_path, run, "train.steps=100000",
+                                                                          "hardware.loader=pyg", "hardware.num_workers=2",
+                                                                          "train.ckpt_every=100000")],
+                            cwd=tmp_path, stdout=(tmp_path / "bg.out").open("w"), stderr=(tmp_path / "bg.err").open("w"),
+                            start_new_session=True)
+    wait_for(lambda: (run / "metrics.jsonl").exists() and logged(run), "training to start")
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)
+    err = (tmp_path / "bg.err").read_text()
+    assert proc.returncode == 143 and "Traceback" not in err and "interrupted by SIGTERM at step" in err, err[-3000:]
+    assert torch.load(run / "last.pt", weights_only=True)["state"]["step"] > 0
 
 
 @pytest.mark.slow
@@ -1053,7 +1124,7 @@ def test_compare_lists_damaged_runs_instead_of_failing(tmp_path, finished_run) -
     assert damaged == {"a", "b", "c", "d"}
     report = (sweep / "comparison.md").read_text()
     assert "Damaged runs:" in report and "- b: summary.json: expected a JSON object" in report
-    assert "line 2 is not JSON" in report and "config.yaml" in report
+    assert "line 2 is not a JSON object" in report and "config.yaml" in report
 
 
 def test_memory_estimates_refuse_before_allocating(tmp_path) -> None:
@@ -1101,36 +1172,60 @@ def test_system_directories_are_refused_as_run_sweep_or_cache_directories(tmp_pa
     """Audit 10: as root, hydra.run.dir=/etc wrote checkpoints, logs and a picture into /etc."""
     for override, key in (("hydra.run.dir=/etc", "hydra.run.dir=/etc"),
                           ("hydra.run.dir=/usr/share/uavgnn-drill", "hydra.run.dir=/usr/share/uavgnn-drill"),
-                          ("data.cache_dir=/var/lib/uavgnn-drill", "data.cache_dir=/var/lib/uavgnn-drill")):
+                          ("data.cache_dir=/usr/lib/uavgnn-drill", "data.cache_dir=/usr/lib/uavgnn-drill")):
         proc = run_cli(*SMALL, override, *([] if "hydra" in override else [f"hydra.run.dir={tmp_path / 'r'}"]),
                        cwd=tmp_path, check=False)
         line = one_error_line(proc, "error:")
         assert proc.returncode == 2 and key in line and "system directory" in line, line
-    assert not Path("/usr/share/uavgnn-drill").exists() and not Path("/var/lib/uavgnn-drill").exists()
+    assert not Path("/usr/share/uavgnn-drill").exists() and not Path("/usr/lib/uavgnn-drill").exists()
     proc = run_cli("-m", *SMALL, "seed=0,1", "hydra.sweep.dir=/boot/uavgnn-drill", cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "hydra.sweep.dir=/boot/uavgnn-drill" in one_error_line(proc, "error:")
-    assert system_path_problem(tmp_path) is None and system_path_problem("/var/tmp/x") is None
+
+
+def test_system_paths_are_the_systems_own_trees_not_every_path_below_usr_or_var() -> None:
+    """Review of issue 30: a rule refusing all of /usr and /var refused Docker's /usr/src/app, Jenkins'
+    /var/lib/jenkins/workspace and Fedora Atomic's /var/home; those are allowed, the system's own are not."""
+    for refused in ("/", "/etc/x", "/usr", "/usr/src", "/usr/lib/x", "/usr/local/bin/x", "/var", "/var/lib",
+                    "/run/user", "/boot/x", "/dev/null", "/proc/1"):
+        assert system_path_problem(refused), refused
+    for allowed in ("/usr/src/app/outputs", "/var/lib/jenkins/workspace", "/var/home/alice/runs", "/run/user/1000/x",
+                    "/dev/shm/cache", "/var/tmp/x", "/usr/local/src/p", "/tmp/x", "/home/alice/x"):
+        assert system_path_problem(allowed) is None, allowed
 
 
 # ---------------------------------------------------------------- the partial items: statistics, signals, wandb
 
-def test_the_first_history_row_after_a_resume_averages_the_whole_window(tmp_path, monkeypatch) -> None:
-    """Audit 11: after a resume the first row averaged only the new process's steps. A SIGTERM at step 7 (rows
-    every 5) now saves the log window in last.pt, and the resumed history equals the uninterrupted one."""
-    real, calls = imitation.batch_imitation_loss, {"n": 0}
+def window_cfg(tmp_path: Path, algorithm: str):
+    """Short runs of 12 steps with rows every 5 (no evaluation, no checkpoint before the end)."""
+    if algorithm == "imitation":
+        cfg = tiny_cfg(tmp_path, "train.schedule=plateau")
+    elif algorithm == "masac":
+        cfg = masac_cfg(tmp_path)
+    else:
+        cfg = compose_cfg("experiment=coma", "logger=jsonl", "env.val_episodes=4", "hardware.batch_size=4",
+                          "algorithm.minibatches=2", "algorithm.data_passes=2", "train.schedule=plateau")
+    with open_dict(cfg):
+        cfg.train.update(steps=12, ckpt_every=1000, log_every=5, eval_every=1000)
+    return cfg
 
-    def loss(runner, batch, k):
+
+@pytest.mark.parametrize("algorithm", ["imitation", "masac", "coma"])
+def test_the_first_history_row_after_a_resume_averages_the_whole_window(tmp_path, monkeypatch, algorithm) -> None:
+    """Audit 11: after a resume the first row averaged only the new process's steps (and could lack the
+    per-agent keys). A SIGTERM at step 7 (rows every 5) now saves the log windows - the loop's and the
+    environments' - in last.pt: the resumed history equals the uninterrupted one, key for key."""
+    real, calls = Trainer.algorithm_step, {"n": 0, "stop": False}
+
+    def step(self, batch, k):
         calls["n"] += 1
-        if calls["n"] == 6 and stop_at_7:
+        if calls["n"] == 6 and calls["stop"]:
             signal.raise_signal(signal.SIGTERM)  # a real signal: seen after the step, the run stops at the next
-        return real(runner, batch, k)
+        return real(self, batch, k)
 
-    monkeypatch.setattr(imitation, "batch_imitation_loss", loss)
+    monkeypatch.setattr(Trainer, "algorithm_step", step)
 
     def run(name: str, resume: bool = False) -> list[dict]:
-        cfg = tiny_cfg(tmp_path, "train.schedule=plateau")
-        with open_dict(cfg):
-            cfg.train.update(steps=12, ckpt_every=1000, log_every=5, eval_every=1000)
+        cfg = window_cfg(tmp_path, algorithm)
         out = tmp_path / name
         out.mkdir(exist_ok=True)
         logger = MetricLogger(out, cfg.logger, config={}, resume_step=7 if resume else None)
@@ -1142,11 +1237,10 @@ def test_the_first_history_row_after_a_resume_averages_the_whole_window(tmp_path
             logger.finish()
         return [{k: v for k, v in r.items() if k.startswith("train/")} for r in read_history(out) if "train/loss" in r]
 
-    stop_at_7 = False
     straight = run("straight")
-    stop_at_7, calls["n"] = True, 0
-    assert len(run("resumed")) == 1  # the row at step 5; steps 6-7 wait in the saved window
-    stop_at_7 = False
+    calls.update(n=0, stop=True)
+    assert len(run("resumed")) == 1  # the row at step 5; steps 6-7 wait in the saved windows
+    calls["stop"] = False
     resumed = run("resumed", resume=True)
     assert len(straight) == 3 and resumed == straight  # rows at 5, 10, 12: the same means, the same keys
 

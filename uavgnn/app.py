@@ -5,28 +5,21 @@ is removed again."""
 from __future__ import annotations
 
 import importlib
-import os
-import signal
-import sys
-import threading
 import traceback
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from uavgnn import distributed, run_dir, run_lock, sweep_worker
+from uavgnn import distributed, run_dir, run_lock, signals, sweep_worker
 from uavgnn.console import attach_run_log, echo
 from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, MemoryBudgetError, ProblemTooLarge,
                            RunDirectoryError, SceneFileError, StorageError, TrainingDiverged)
 from uavgnn.report import write_json
 from uavgnn.validation import validate
 
-REDELIVER_S = 0.05  # a SIGTERM whose exception Python dropped is sent again this much later
 REPORTS_ELSEWHERE = ("cache", "compare")  # they accept their own directory only when they write into it
 USER_ERRORS = (ConfigError, SceneFileError, ProblemTooLarge, MemoryBudgetError, TrainingDiverged, CheckpointError,
                StorageError, RunDirectoryError, FileNotFoundError)
@@ -38,7 +31,7 @@ def run_mode(cfg: DictConfig) -> float | None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     attach_run_log()
     sweep = HydraConfig.get().mode == RunMode.MULTIRUN
-    previous = _on_sigterm(cfg.mode)  # a one-line stop in every phase, not a silent exit 143
+    restore_signals = signals.install(cfg.mode)  # a one-line stop in every phase, not a silent exit 143
     try:
         if sweep:
             return _sweep_job(cfg, out_dir)
@@ -55,39 +48,16 @@ def run_mode(cfg: DictConfig) -> float | None:
         echo("interrupted (Ctrl-C)", err=True)
         raise SystemExit(130) from None
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-            sys.unraisablehook = sys.__unraisablehook__
+        restore_signals()
         _finish(out_dir)
 
 
-def _on_sigterm(mode: str) -> object:
-    """SIGTERM outside the training loop (which stops at the end of a step on its own) raises ``Interrupted``:
-    the run ends with one line saying so. Returns the handler it replaced (None off the main thread).
-
-    Python drops an exception raised where it cannot propagate (e.g. in the at-fork callbacks ``logging``
-    registers, when a label worker is forked): ``_redeliver`` catches that one and sends the signal again a
-    moment later, from another thread, so it lands on a line that can raise."""
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(f"interrupted by SIGTERM (mode={mode})", 143)
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    sys.unraisablehook = _redeliver
-    return signal.signal(signal.SIGTERM, stop)
-
-
-def _redeliver(unraisable: Any) -> None:
-    if isinstance(unraisable.exc_value, Interrupted):
-        threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signal.SIGTERM)).start()
-    else:
-        sys.__unraisablehook__(unraisable)
-
-
 def _finish(out_dir: Path) -> None:
-    """Give up the directory's lock; remove the directory if this process created it for a run never accepted."""
-    run_lock.release(out_dir, run_dir.is_accepted(out_dir))
+    """Remove the directory if this process created it for a run never accepted (while still holding its lock,
+    so no other process can have claimed it meanwhile), then give the lock up."""
+    accepted = run_dir.is_accepted(out_dir)
     run_dir.discard_unaccepted(out_dir)
+    run_lock.release(out_dir, accepted)
 
 
 def _sweep_job(cfg: DictConfig, out_dir: Path) -> float | None:
@@ -97,12 +67,13 @@ def _sweep_job(cfg: DictConfig, out_dir: Path) -> float | None:
         raise  # a signal stops the whole sweep, not just this job
     except Exception as err:  # noqa: BLE001 - one job's failure must not stop the sweep
         echo(f"job failed: {type(err).__name__}: {err}", err=True)
-        if run_dir.leftovers(out_dir) and not run_dir.is_accepted(out_dir):
-            return float("nan")  # the directory holds another run's files: they stay as they are
-        run_dir.accept(out_dir, cfg)
-        write_json(out_dir / "failed.json", {"error": f"{type(err).__name__}: {err}",
-                                             "traceback": traceback.format_exc(),
-                                             "config": OmegaConf.to_container(cfg, resolve=False)})
+        record = {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc(),
+                  "config": OmegaConf.to_container(cfg, resolve=False)}
+        if run_dir.leftovers(out_dir) and not run_dir.is_accepted(out_dir):  # another run's files: left as they are;
+            write_json(run_dir.refused_job_record(out_dir), record)  # the sweep still counts the job as failed
+        else:
+            run_dir.accept(out_dir, cfg)
+            write_json(out_dir / "failed.json", record)
         return float("nan")
 
 
@@ -118,11 +89,11 @@ def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
     distributed.quiet_other_ranks()
     check_resolvable(cfg)
     validate(cfg)
-    if cfg.mode not in REPORTS_ELSEWHERE:
+    if cfg.mode not in (*REPORTS_ELSEWHERE, "train"):  # train accepts once every resume check has passed
         left = run_dir.leftovers(out_dir)
-        if not left and distributed.context().is_main:
+        if not left:
             run_dir.accept(out_dir, cfg)
-        elif left and cfg.mode != "train":  # train decides itself: a resume may continue the run held there
+        else:
             raise RunDirectoryError(f"{out_dir} already holds {', '.join(left[:6])}{', ...' if len(left) > 6 else ''}: "
                                     f"mode={cfg.mode} writes its results into a directory of its own; leave out "
                                     "hydra.run.dir or choose another")

@@ -61,14 +61,18 @@ def resolved(config: DictConfig, key: str) -> str:
 
 
 def failed_jobs(sweep_dir: Path) -> list[tuple[str, str]]:
-    """(job directory name, error) of every job of a sweep that wrote ``failed.json``."""
+    """(job directory name, error) of every job of a sweep that wrote ``failed.json``, or that refused its
+    directory (``<sweep dir>/failed-<job>.json``: the directory held another run's files)."""
+    records = {path.parent.name: path for path in sweep_dir.glob("*/failed.json")}
+    records.update({path.stem[len(run_dir.REFUSED_PREFIX):]: path
+                    for path in sweep_dir.glob(f"{run_dir.REFUSED_PREFIX}*.json")})
     found = []
-    for path in sorted(sweep_dir.glob("*/failed.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
+    for name in sorted(records, key=lambda n: (len(n), n)):
         try:
-            error = json.loads(path.read_text()).get("error", "unknown error")
+            error = json.loads(records[name].read_text()).get("error", "unknown error")
         except (OSError, ValueError, AttributeError):
-            error = "failed (failed.json unreadable)"
-        found.append((path.parent.name, error))
+            error = f"failed ({records[name].name} unreadable)"
+        found.append((name, error))
     return found
 
 
@@ -95,7 +99,7 @@ class RunChecks(Callback):
         failed = failed_jobs(sweep_dir)
         if not failed:
             return
-        jobs = sum(1 for p in sweep_dir.iterdir() if (p / ".hydra").is_dir())
+        jobs = len({p.name for p in sweep_dir.iterdir() if (p / ".hydra").is_dir()} | {name for name, _ in failed})
         lines = "\n".join(f"  job {name}: {error}" for name, error in failed)
         print(f"sweep {sweep_dir}: {len(failed)} of {count(jobs, 'job')} failed (details in each failed.json):"
               f"\n{lines}",

@@ -57,8 +57,12 @@ def start_run_log() -> None:
 def attach_run_log() -> None:
     """Send echoed text to the root logger's file handlers (Hydra's ``run.log``); call after Hydra set up logging."""
     logging.raiseExceptions = False  # a full disk must not turn every later log line into a traceback
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler) and handler not in _run_log.handlers:
+    files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    for handler in list(_run_log.handlers):  # an earlier job's run.log (a sweep in one process): not this job's
+        if handler not in files:
+            _run_log.removeHandler(handler)
+    for handler in files:
+        if handler not in _run_log.handlers:
             _run_log.addHandler(handler)
 
 

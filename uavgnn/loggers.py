@@ -125,11 +125,15 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
     rows = []
     for i, line in enumerate(lines):
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
-            if i < len(lines) - 1:
-                raise RunDirectoryError(f"{path} is damaged: line {i + 1} is not JSON (only a torn last line, from a "
-                                        "kill while writing it, is tolerated)") from None
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            if i < len(lines) - 1 or row is not None:
+                raise RunDirectoryError(f"{path} is damaged: line {i + 1} is not a JSON object (only a torn last line, "
+                                        "from a kill while writing it, is tolerated)")
             log.warning("%s: dropping a torn last line (the run was killed while writing it)", path)
     return rows
 

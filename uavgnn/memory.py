@@ -1,8 +1,9 @@
 """Memory estimates checked before an allocation: a request that cannot fit is refused with its estimate and
 the limit, in one line, instead of growing for minutes and dying (or taking the machine down with it).
 
-``available_bytes`` is what the device can still give: on a GPU, CUDA's free memory; on the host, the
-kernel's ``MemAvailable`` (cache it can drop included), capped by the container's cgroup limit.
+``available_bytes`` is what the device can still give: on a GPU, CUDA's free memory plus what PyTorch's
+allocator holds unused; on the host, the kernel's ``MemAvailable`` (cache it can drop included), capped by
+the container's cgroup limit (less its usage, reclaimable file cache not counted as used).
 """
 
 from __future__ import annotations
@@ -13,22 +14,36 @@ from pathlib import Path
 from uavgnn.errors import MemoryBudgetError
 
 USABLE = 0.8  # of the available memory, what one allocation may take (the rest: Python, libraries, the OS)
-CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),  # cgroup v2
-                ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat"),
+                ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+                 "/sys/fs/cgroup/memory/memory.stat"))  # cgroup v2, v1
 
 
 def host_available_bytes() -> int:
     """Bytes the host can still give this process (``MemAvailable``, within the cgroup's limit)."""
     available = _meminfo_available()
-    for limit_file, usage_file in CGROUP_FILES:
+    for limit_file, usage_file, stat_file in CGROUP_FILES:
         try:
             limit, usage = Path(limit_file).read_text().strip(), Path(usage_file).read_text().strip()
         except OSError:
             continue
         if limit.isdigit() and usage.isdigit():
-            available = min(available, max(int(limit) - int(usage), 0))
+            used = int(usage) - _reclaimable(Path(stat_file))
+            available = min(available, max(int(limit) - used, 0))
         break
     return available
+
+
+def _reclaimable(stat_file: Path) -> int:
+    """File cache a cgroup can drop (``inactive_file`` of its ``memory.stat``; 0 if unreadable)."""
+    try:
+        for line in stat_file.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key in ("inactive_file", "total_inactive_file") and value.strip().isdigit():
+                return int(value)
+    except OSError:
+        pass
+    return 0
 
 
 def _meminfo_available() -> int:
@@ -49,7 +64,9 @@ def available_bytes(device: object = "cpu") -> int:
     if str(device).startswith("cuda"):
         import torch
 
-        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+        device = torch.device(device)
+        unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)  # the allocator's own
+        return int(torch.cuda.mem_get_info(device)[0]) + unused
     return host_available_bytes()
 
 

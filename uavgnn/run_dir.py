@@ -16,13 +16,15 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from uavgnn import run_lock
+from uavgnn import distributed, run_lock
 from uavgnn.console import start_run_log
 from uavgnn.storage import atomic_write
 
 RUN_FILES = ("metrics.jsonl", "last.pt", "best.pt", "summary.json")  # what makes a directory hold a run
 HYDRA_RECORD = ".hydra"
 BOOKKEEPING = {HYDRA_RECORD, "run.log", run_lock.LOCK_FILE}  # what every accepted run directory holds
+FILE_MANAGER_NOTES = {".DS_Store", "Thumbs.db", "desktop.ini"}  # written by macOS and Windows into any folder seen
+REFUSED_PREFIX = "failed-"  # <sweep dir>/failed-<job>.json: a job that refused its directory
 
 _accepted: set[Path] = set()
 _created: set[Path] = set()
@@ -34,12 +36,19 @@ def held_run_files(directory: Path) -> list[str]:
 
 
 def leftovers(directory: Path) -> list[str]:
-    """What ``directory`` holds besides the bookkeeping of a run (``.hydra``, ``run.log``, the lock) and an
-    empty history: anything a fresh run there could overwrite, so it must start elsewhere."""
+    """What ``directory`` holds besides the bookkeeping of a run (``.hydra``, ``run.log``, the lock), an empty
+    history and a file manager's notes: anything a fresh run there could overwrite, so it must start elsewhere."""
     if not directory.is_dir():
         return []
     return sorted(p.name for p in directory.iterdir()
-                  if p.name not in BOOKKEEPING and not (p.name == RUN_FILES[0] and p.is_file() and p.stat().st_size == 0))
+                  if p.name not in BOOKKEEPING | FILE_MANAGER_NOTES
+                  and not (p.name == RUN_FILES[0] and p.is_file() and p.stat().st_size == 0))
+
+
+def refused_job_record(directory: Path) -> Path:
+    """Where a sweep job refused its directory (it holds another run's files) records the failure: beside it,
+    in the sweep's directory, so the sweep counts it without writing into the directory it refused."""
+    return directory.parent / f"{REFUSED_PREFIX}{directory.name}.json"
 
 
 def note_created(directory: Path) -> None:
@@ -57,11 +66,12 @@ def is_accepted(directory: Path) -> bool:
 
 def accept(directory: Path, cfg: DictConfig) -> None:
     """The run goes ahead in ``directory``: write Hydra's record of it (``.hydra/config.yaml``, ``hydra.yaml``,
-    ``overrides.yaml``, each atomically) and start ``run.log`` with what was said so far."""
+    ``overrides.yaml``, each atomically; rank 0 of a data-parallel run) and start ``run.log`` with what was said
+    so far."""
     directory = directory.resolve()
     if directory in _accepted:
         return
-    if HydraConfig.initialized():
+    if HydraConfig.initialized() and distributed.context().is_main:
         hydra_cfg = HydraConfig.instance().cfg
         record = directory / HYDRA_RECORD
         record.mkdir(parents=True, exist_ok=True)

@@ -41,24 +41,39 @@ def hold(directory: Path) -> None:
     if directory in _held:
         return
     path = directory / LOCK_FILE
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        existed = path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as err:
-        raise storage_error(directory, err) from None
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.read(fd, 400).decode(errors="replace").strip() or "another process"
+    for _ in range(3):  # a holder that was just removing its directory may have unlinked the file we opened
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            existed = path.exists()
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise storage_error(directory, err) from None
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 400).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunDirectoryError(f"{directory} is in use by {holder}: wait for it to finish, or run in another "
+                                    "directory (hydra.run.dir=...)") from None
+        if _still_named(fd, path):
+            break
         os.close(fd)
-        raise RunDirectoryError(f"{directory} is in use by {holder}: wait for it to finish, or run in another "
-                                "directory (hydra.run.dir=...)") from None
+    else:
+        raise RunDirectoryError(f"{directory} keeps being removed while it is locked: run in another directory")
     previous = os.read(fd, 4096) if existed else None
     os.lseek(fd, 0, os.SEEK_SET)
     os.ftruncate(fd, 0)
     os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}".encode())
     _held[directory] = _Held(fd, previous)
+
+
+def _still_named(fd: int, path: Path) -> bool:
+    """Whether ``path`` is still the file open at ``fd`` (not unlinked or replaced since it was opened)."""
+    try:
+        opened, named = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino)
 
 
 def release(directory: Path, accepted: bool = True) -> None:

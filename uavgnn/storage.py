@@ -20,6 +20,8 @@ from typing import Any
 from uavgnn.errors import StorageError
 
 TEMP_SUFFIX = ".tmp"
+_UMASK = os.umask(0o022)  # read once (setting it is the only way), then put back
+os.umask(_UMASK)
 
 
 def storage_error(path: Path | str, err: OSError) -> StorageError:
@@ -36,20 +38,16 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to a temp file, flush it to the disk and rename it onto ``path``: readers, and a machine
     that loses power, see the old file or the new one, never half of one. Any OS error removes the temp file
     and becomes a ``StorageError`` naming ``path``."""
-    tmp = None
+    with replacing(path) as tmp, tmp.open("wb") as f:
+        f.write(data)
+
+
+def _file_mode(path: Path) -> int:
+    """The permissions ``path`` has, or a new file's (0666 less the umask): a rewrite keeps what readers had."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_directory(path.parent)
-    except OSError as err:
-        raise storage_error(path, err) from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_UMASK
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -78,18 +76,25 @@ def save_torch(path: Path, payload: Any) -> None:
 
 @contextmanager
 def replacing(path: Path) -> Iterator[Path]:
-    """A temp path beside ``path`` for writers that need a file name (an animation, an NPZ): renamed onto
-    ``path`` when the block succeeds, removed when it fails, so ``path`` is never half written."""
+    """A temp path beside ``path`` to write by any means (``atomic_write``, an animation, an NPZ): when the
+    block succeeds it is flushed to the disk, given ``path``'s permissions and renamed onto it, so readers and
+    a machine that loses power see the old file or the new one, never half of one; when it fails it is
+    removed. Any OS error becomes a ``StorageError`` naming ``path``."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX + path.suffix)
-    os.close(fd)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX + path.suffix)
+        os.close(fd)
         yield Path(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, _file_mode(path))
         os.replace(tmp, path)
+        _fsync_directory(path.parent)
     except OSError as err:
         raise storage_error(path, err) from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
@@ -120,26 +125,32 @@ def check_writable(directory: Path) -> None:
         raise storage_error(directory, err) from None
 
 
-# Directories of the operating system: a run or a cache there could overwrite what the machine runs on
-# (as root nothing stops it). Below them, a few places are meant for users' files: temp and shared-memory
-# directories, removable drives, macOS's per-user temp folders.
-SYSTEM_DIRECTORIES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
-                      "/sbin", "/sys", "/usr", "/var", "/System", "/Library", "/private/etc", "/private/var")
-USER_PLACES_UNDER_SYSTEM = ("/var/tmp", "/dev/shm", "/run/media", "/var/folders", "/private/var/folders",
-                            "/private/var/tmp")
+# The operating system's own trees: a run or a cache anywhere in them could overwrite what the machine runs on
+# (as root nothing stops it). /dev/shm, the one place under them meant for users' files, is allowed.
+SYSTEM_TREES = ("/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev",
+                "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/include",
+                "/usr/share", "/usr/local/bin", "/usr/local/sbin", "/usr/local/lib", "/usr/local/include",
+                "/usr/local/share", "/usr/local/etc", "/System", "/Library", "/private/etc")
+USER_PLACES_IN_SYSTEM_TREES = ("/dev/shm",)
+# Directories that hold the system's and other users' directories: refused themselves and their first level
+# (/var/lib, /run/user, /usr/src), allowed deeper (/var/lib/jenkins/workspace, /usr/src/app, /var/home/alice).
+SYSTEM_PARENTS = ("/usr", "/usr/local", "/var", "/run", "/private/var")
 
 
 def system_path_problem(path: Path | str) -> str | None:
-    """Why ``path`` (symlinks resolved) must not receive uavgnn's files, or None: the root directory or a
-    directory of the operating system."""
+    """Why ``path`` (symlinks resolved) must not receive uavgnn's files, or None: the root directory, a
+    directory of the operating system's own trees, or one that holds the system's and users' directories."""
     resolved = Path(path).expanduser().resolve()
     if resolved == Path(resolved.anchor):
         return f"{resolved} is the root directory"
-    for place in USER_PLACES_UNDER_SYSTEM:
-        if resolved.is_relative_to(place):
-            return None
-    for system in SYSTEM_DIRECTORIES:
-        if resolved.is_relative_to(system):
-            return (f"{resolved} is the system directory {system}" if resolved == Path(system)
-                    else f"{resolved} is inside the system directory {system}")
+    if any(resolved.is_relative_to(place) for place in USER_PLACES_IN_SYSTEM_TREES):
+        return None
+    for tree in SYSTEM_TREES:
+        if resolved.is_relative_to(tree):
+            return (f"{resolved} is the system directory {tree}" if resolved == Path(tree)
+                    else f"{resolved} is inside the system directory {tree}")
+    for parent in SYSTEM_PARENTS:
+        if resolved == Path(parent) or resolved.parent == Path(parent):
+            return f"{resolved} is a system directory (directly in {parent})" if resolved != Path(parent) else \
+                f"{resolved} is a system directory"
     return None

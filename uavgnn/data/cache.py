@@ -44,7 +44,7 @@ import numpy as np
 import scipy
 import torch
 import torch_geometric
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from uavgnn.data.labels import solve_labels, status_counts
 from uavgnn.data.store import GraphStore
@@ -312,9 +312,17 @@ def clear_cache(cache_dir: str | Path) -> int:
         raise StorageError(f"data.cache_dir={cache_dir}: {refusal}: not clearing it")
     removed = 0
     for entry in [p for p in root.glob("*") if is_cache_entry(p)]:
+        lock = FileLock(str(entry) + ".lock")
         try:
-            with FileLock(str(entry) + ".lock"):
+            try:
+                lock.acquire(timeout=1)
+            except Timeout:
+                log.warning("cache %s is being built by another process: waiting for it to finish", entry.name)
+                lock.acquire()
+            try:
                 shutil.rmtree(entry)
+            finally:
+                lock.release()
         except OSError as err:
             raise StorageError(f"{storage_error(entry, err)} (removed {count(removed, 'cache')} before it)") from None
         removed += 1

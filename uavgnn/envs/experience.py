@@ -131,7 +131,7 @@ class Experience(RLWorkload):
     def state_dict(self) -> dict[str, Any]:
         ahead = None if self.ahead is None else (self.ahead[0], self.ahead[1].index, self.ahead[1].weight)
         return {"env": self.env.state_dict(), "buffer": self.buffer.state_dict(), "obs": self.obs,
-                "state": self.state, "env_steps": self.env_steps, "ahead": ahead}
+                "state": self.state, "env_steps": self.env_steps, "ahead": ahead, "window": self.window_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env.load_state_dict(state["env"])
@@ -142,6 +142,7 @@ class Experience(RLWorkload):
             index = state["ahead"][1]
             if index.numel() and not (0 <= int(index.min()) and int(index.max()) < len(self.buffer)):
                 raise ValueError(f"the batch drawn ahead: slots beyond the replay buffer's {len(self.buffer)}")
+        self.load_window(state.get("window"))
         self.obs, self.state = state["obs"].to(self.device), state["state"].to(self.device)
         self.env_steps = state["env_steps"]
         self.ahead = None

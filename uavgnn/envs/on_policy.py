@@ -119,11 +119,12 @@ class EpisodeWorkload(RLWorkload):
         self.collected()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"env": self.env.state_dict(), "env_steps": self.env_steps,
+        return {"env": self.env.state_dict(), "env_steps": self.env_steps, "window": self.window_state(),
                 "episodes": None if self.episodes is None else self.episodes.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env.load_state_dict(state["env"])
+        self.load_window(state.get("window"))
         self.env_steps = state["env_steps"]
         if state["episodes"] is not None:
             self.episodes = Episodes(**{k: v.to(self.device) for k, v in state["episodes"].items()})

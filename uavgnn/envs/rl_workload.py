@@ -12,6 +12,7 @@ from torch import nn
 
 from uavgnn.config import env_settings, scene_distribution
 from uavgnn.envs.evaluation import PlannerValidation
+from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.uav_env import Step
 from uavgnn.runtime import unwrap
 
@@ -48,6 +49,21 @@ class RLWorkload:
         w["collisions"] = w["collisions"] + (step.collisions if live is None else step.collisions * live).sum()
         w["env_steps"] += len(ended)
         self.env_steps += len(ended)
+
+    def window_state(self) -> dict[str, Any]:
+        """The log window so far, for ``last.pt``: a resumed run's first row averages the whole window."""
+        return {**self._window, "started": None}
+
+    def load_window(self, saved: dict[str, Any] | None) -> None:
+        """Restore ``window_state`` (checked: the same statistics, finite; none in checkpoints before it)."""
+        empty = self._empty_window()
+        if saved is None:
+            self._window = empty
+            return
+        tensors = {k: v for k, v in empty.items() if isinstance(v, torch.Tensor)}
+        check_tensors("log window", {k: saved.get(k) for k in tensors}, {k: v.shape for k, v in tensors.items()})
+        self._window = {**empty, **{k: (saved[k].to(self.device) if k in tensors else saved[k])
+                                    for k in empty if k != "started"}}
 
     def collected(self) -> None:
         """Close a collection: its time counts as environment time."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from uavgnn import run_dir
 from uavgnn.config import Config
 from uavgnn.console import echo
-from uavgnn.errors import ConfigError
+from uavgnn.errors import ConfigError, RunDirectoryError
 from uavgnn.report import format_table
 from uavgnn.sweep_report import METRICS, compare_runs
 
@@ -21,6 +21,10 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
     paths = [Path(p) for p in cfg.path] if not isinstance(cfg.path, str) else [Path(cfg.path)]
     target = paths[0] if len(paths) == 1 else out_dir
     if target == out_dir:
+        left = run_dir.leftovers(out_dir)
+        if left:
+            raise RunDirectoryError(f"{out_dir} already holds {', '.join(left[:6])}: mode=compare writes its report "
+                                    "into a directory of its own; leave out hydra.run.dir or choose another")
         run_dir.accept(out_dir, cfg)
     rows = compare_runs(paths, target)
     columns = [c for c in rows[0] if c not in ("error", "label", "group") and not c.endswith("_std")]

@@ -128,8 +128,8 @@ def _train_and_test(cfg: Config, out_dir: Path) -> float:
         safe_changes = check_resume_config(resume_from, stored["config"], OmegaConf.to_container(cfg, resolve=True))
         check_history(out_dir, resume_from, stored)
     trainer = Trainer(cfg, out_dir, resume_from)  # restores every part of the checkpoint, writes nothing
+    run_dir.accept(out_dir, cfg)  # every check passed: the run writes from here on
     if main:
-        run_dir.accept(out_dir, cfg)
         remove_stale_temps(out_dir)
     logger = open_logger(cfg, out_dir, resume_step=resume_step, enabled=main)
     try:

@@ -44,7 +44,8 @@ PART_NAMES = {"model": "weights", "policy": "policy weights", "ema": "moving-ave
               "optimizer": "optimiser state", "scaler": "gradient-scaler state", "algorithm": "algorithm state",
               "state": "training counters", "rng": "random-number states", "config": "config",
               "data.env": "environment state", "data.buffer": "replay buffer", "data.episodes": "episodes",
-              "data.obs": "current observations", "data.state": "current environment state"}
+              "data.obs": "current observations", "data.state": "current environment state",
+              "data.window": "log window", "window": "log window", "history_rows": "history length"}
 POLICY_ALGORITHMS = ("imitation", "reinforce")  # their checkpoints hold a TransformerGNN assignment policy
 
 
@@ -136,6 +137,25 @@ def _verify_parts(path: Path, ckpt: dict[str, Any], config: dict[str, Any]) -> N
             raise CheckpointError(f"checkpoint {path} ({kind(config)}): part '{name}' ({PART_NAMES.get(name, name)}) "
                                   f"{problem}: the file was damaged after it was written; restore it from a copy "
                                   f"(it is {uses(config)})")
+
+
+def save_part(path: Path, value: Any) -> None:
+    """A part of a checkpoint in a file of its own (a data-parallel rank's environments), with its checksum."""
+    save_torch(path, {"part": value, CHECKSUMS: part_checksums({"part": value})})
+
+
+def load_part(path: Path, map_location: str | torch.device = "cpu") -> Any:
+    """What ``save_part`` wrote, verified; anything else is a one-line ``CheckpointError`` naming the file."""
+    try:
+        saved = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # noqa: BLE001 - truncated, text, hostile: all one clear line
+        raise CheckpointError(f"checkpoint part {path}: unreadable, truncated or not ours "
+                              f"({type(err).__name__}: {_first_line(err)})") from None
+    if not (isinstance(saved, dict) and "part" in saved and saved.get(CHECKSUMS) == part_checksums(
+            {"part": saved["part"]})):
+        raise CheckpointError(f"checkpoint part {path}: fails its checksum or is not ours: the file was damaged "
+                              "after it was written; restore it from a copy")
+    return saved["part"]
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

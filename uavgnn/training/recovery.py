@@ -15,7 +15,7 @@ import logging
 
 import torch
 
-from uavgnn.errors import TrainingDiverged
+from uavgnn.errors import Interrupted, TrainingDiverged
 from uavgnn.training.checkpoint import LAST, load_checkpoint, weights_norm
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,20 @@ class Recovery:
         self.bar.reset(total=self.cfg.train.steps)
         self.bar.update(self.state.step)  # the log window is the checkpoint's, as the history's kept rows are
         self.work.restart(self.state.step, self.state.batch_size)
+
+    def stop_mid_step(self, stop, err: Exception) -> None:
+        """A signalled run whose step under way failed (a SIGTERM to the process group also kills the loader's
+        workers): stop at the last completed step with its ``last.pt``, or, if the failure came inside the
+        update, keep the ``last.pt`` already written (its weights and counters agree)."""
+        self.bar.close()
+        cause = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}"
+        last = self.out_dir / LAST
+        if not self.updating and not self.checkpoint(last):
+            raise Interrupted(f"interrupted by {stop.requested} at step {self.state.step} (the step under way stopped "
+                              f"with it: {cause}): {last} saved", stop.exit_code)
+        kept = f"{last} (step {load_checkpoint(last)['state']['step']}) kept" if last.exists() else "no checkpoint yet"
+        raise Interrupted(f"interrupted by {stop.requested} in step {self.state.step + 1} ({cause}): {kept}",
+                          stop.exit_code)
 
     def skip_non_finite(self) -> None:
         state = self.state

@@ -2,8 +2,8 @@
 
 The handler only records the signal; the loop checks it after each step,
 writes ``last.pt`` and raises ``Interrupted`` with the command that resumes.
-A second signal restores the default behaviour, so pressing Ctrl-C twice
-still ends a stuck run at once.
+A second signal ends the run at once, wherever it is (``uavgnn.signals``), so
+pressing Ctrl-C twice still leaves a stuck run.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import signal
 import threading
 from types import FrameType
 
-EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the shell's 128 + signal number
+from uavgnn import signals
+from uavgnn.signals import EXIT_CODES
 
 
 class StopRequest:
@@ -31,17 +32,18 @@ class StopRequest:
         return EXIT_CODES.get(self.signal, 1)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.signal = signal.Signals(signum)
-        for sig, handler in self._previous.items():  # a second signal acts at once
-            signal.signal(sig, handler)
+        self.signal = self.signal or signal.Signals(signum)
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():  # signals can only be caught there
             for sig in EXIT_CODES:
                 self._previous[sig] = signal.signal(sig, self._handle)
+        self._graceful = signals.graceful()
+        self._graceful.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._graceful.__exit__(*exc)
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()

@@ -39,10 +39,10 @@ from uavgnn.errors import CheckpointError, Interrupted
 from uavgnn.loggers import MetricLogger
 from uavgnn.perf import device_memory_mb, peak_memory_mb
 from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device, seed_everything
-from uavgnn.storage import save_torch
 from uavgnn.training.batch_size import resolve_batch_size
-from uavgnn.training.checkpoint import (BEST, LAST, kind, load_checkpoint, load_initial_policy, load_weights, rng_state,
-                                       save_checkpoint, set_rng_state, weights_norm, weights_problem)
+from uavgnn.training.checkpoint import (BEST, LAST, kind, load_checkpoint, load_initial_policy, load_part, load_weights,
+                                       rng_state, save_checkpoint, save_part, set_rng_state, weights_norm,
+                                       weights_problem)
 from uavgnn.training.curriculum import CurriculumState, curriculum_step
 from uavgnn.training.recovery import Recovery
 from uavgnn.training.schedule import lr_factor
@@ -87,6 +87,7 @@ class Trainer(Recovery):
         self.policy = self.ema.module if self.ema is not None else self.model  # evaluated, checkpointed, shipped
         self.state, self.cur = TrainState(), CurriculumState()
         self.window = dict.fromkeys(WINDOW, 0.0)  # sums since the last log line (saved in last.pt: exact after resume)
+        self.updating = False  # inside the optimiser update of a step
         if resume_from is not None:
             self.restore(resume_from)
             log.info("resumed from %s at step %d", resume_from, self.state.step)
@@ -123,7 +124,12 @@ class Trainer(Recovery):
         with StopRequest() as stop:  # SIGINT/SIGTERM: finish the step, write last.pt, raise Interrupted
             tick = time.perf_counter()
             while self.state.step < cfg.train.steps:
-                done = self.train_step(tick, stop.requested is not None)
+                try:
+                    done = self.train_step(tick, stop.requested is not None)
+                except Exception as err:  # noqa: BLE001 - a signal to the process group may kill the loader's workers
+                    if stop.requested is None:
+                        raise
+                    self.stop_mid_step(stop, err)
                 tick = time.perf_counter()
                 if done is None:  # skipped: non-finite loss, out of memory, rolled back
                     continue
@@ -192,6 +198,7 @@ class Trainer(Recovery):
             return self.out_of_memory(err)
         self.scaler.unscale_(self.optimizer)
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.train.grad_clip)
+        self.updating = True  # from here to the new step count the weights and the counters disagree
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.algorithm.after_step(self.model)
@@ -199,6 +206,7 @@ class Trainer(Recovery):
         if self.ema is not None:
             self.ema.update_parameters(self.model)
         state.step += 1
+        self.updating = False
         done = time.perf_counter()
         for name, value in (("loss", loss_value), *stats.items(), ("n", 1), ("wait", got_batch - tick),
                             ("busy", done - tick), ("items", self.work.items(batch) * self.ctx.world_size)):
@@ -287,7 +295,7 @@ class Trainer(Recovery):
         self.good_norm = norm
         data = self.work.state_dict() if path.name == LAST else {}  # environments, replay: what resume needs
         if self.ctx.enabled and not self.ctx.is_main and data:  # each rank's own environments and buffer
-            save_torch(rank_data_path(path, self.ctx.rank), data)
+            save_part(rank_data_path(path, self.ctx.rank), data)
         if self.ctx.is_main:
             save_checkpoint(path, {
                 "model": self.model.state_dict(), "policy": self.policy.state_dict(),
@@ -310,8 +318,7 @@ class Trainer(Recovery):
             load_weights(self.ema, ckpt["ema"], path, config, "moving-average weights")
         load_weights(self.algorithm, ckpt.get("algorithm", {}), path, config, "algorithm state")
         own = rank_data_path(path, self.ctx.rank)
-        data = (torch.load(own, map_location=self.device, weights_only=True) if self.ctx.rank > 0 and own.exists()
-                else ckpt.get("data", {}))
+        data = load_part(own, self.device) if self.ctx.rank > 0 and own.exists() else ckpt.get("data", {})
         load_weights(self.work, data, path, config, "environment and replay state")
         try:
             self.state = TrainState(**ckpt["state"])
