@@ -22,7 +22,7 @@ from bench_masac import median_time
 from uavgnn.algorithms.coma import COMAAgents, COMASettings
 from uavgnn.envs.on_policy import Episodes
 from uavgnn.algorithms.coma_naive import naive_loss
-from uavgnn.envs.uav_env import N_DISCRETE, EnvSettings
+from uavgnn.envs.settings import N_DISCRETE, EnvSettings
 from uavgnn.problem.scenes import SceneDistribution
 
 

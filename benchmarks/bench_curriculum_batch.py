@@ -25,7 +25,7 @@ from uavgnn.modes.benchmark import random_batches, timed_steps
 from uavgnn.problem.graphs import adaptive_k
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import format_table, write_json
-from uavgnn.training.curriculum import stage_batch_size
+from uavgnn.data.stages import stage_batch_size
 
 
 def main() -> None:

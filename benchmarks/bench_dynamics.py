@@ -28,7 +28,7 @@ from hydra import compose, initialize_config_dir
 from torch.utils.data import DataLoader
 
 from uavgnn.algorithms import make_algorithm, make_model
-from uavgnn.config import register_configs
+from uavgnn.algorithms import register_configs
 from uavgnn.dynamics.windows import NaiveWindows, collate_naive
 from uavgnn.dynamics.workload import TrajectoryWorkload
 
@@ -57,7 +57,7 @@ def samples_per_s(batches, steps: int, batch_size: int, train_step=None) -> floa
 def pipeline(cfg, repeats: int, steps: int) -> dict[str, object]:
     device = torch.device("cpu")
     algorithm = make_algorithm(cfg, device)
-    work = TrajectoryWorkload(cfg, algorithm, device)
+    work = TrajectoryWorkload(cfg, device)
     model = make_model(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
     batch_size = cfg.hardware.batch_size

@@ -21,12 +21,12 @@ import time
 import torch
 from torch_geometric.data import Batch
 
-from uavgnn.inference import CHUNK_EDGES, spatial_order
+from uavgnn.inference.scene import CHUNK_EDGES, spatial_order
 from uavgnn.models import TransformerGNN
 from uavgnn.problem.graphs import build_graph, message_edges
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.problem.generator import generate_scenes
-from uavgnn.training.checkpoint import load_model
+from uavgnn.algorithms.scene_policy import load_policy
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, nargs="+", default=[CHUNK_EDGES])
     parser.add_argument("--spatial-order", action="store_true")
     args = parser.parse_args()
-    model = load_model(args.ckpt)[0] if args.ckpt else TransformerGNN(64, 2, 2).eval()
+    model = load_policy(args.ckpt)[0] if args.ckpt else TransformerGNN(64, 2, 2).eval()
     dist = SceneDistribution()
     scene = generate_scenes(dist, round(args.nodes / (1 + dist.target_ratio)), 1, 5)[0]
     if args.spatial_order:

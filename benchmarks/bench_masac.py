@@ -33,11 +33,12 @@ from hydra import compose, initialize_config_dir
 from uavgnn.algorithms import make_model
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings
 from uavgnn.algorithms.masac_naive import NaiveMASAC
-from uavgnn.config import register_configs
+from uavgnn.algorithms import register_configs
 from uavgnn.envs.experience import Experience
 from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
-from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.settings import EnvSettings
 from uavgnn.problem.scenes import SceneDistribution
 
 ROOT = Path(__file__).resolve().parents[1]

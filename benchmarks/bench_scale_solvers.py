@@ -24,9 +24,9 @@ from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.report import format_table, write_json
 from uavgnn.solvers import solve, solve_milp
-from uavgnn.solvers.guided import solve_guided
+from uavgnn.inference.guided import solve_guided
 from uavgnn.solvers.min_cost_flow import relaxed_assignment
-from uavgnn.training.checkpoint import load_model
+from uavgnn.algorithms.scene_policy import load_policy
 
 
 def relaxation_bound(scene: Scene) -> tuple[float, float]:
@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("outputs/benchmarks"))
     args = parser.parse_args()
-    model, graph, _ = load_model(args.ckpt)
+    model, graph, _ = load_policy(args.ckpt)
     rows = []
     for n_uav in args.sizes:
         scene = generate_scenes(SceneDistribution(), n_uav, 1, args.seed)[0]

@@ -18,7 +18,7 @@ import statistics
 
 import torch
 
-from uavgnn.envs.evaluation import compare_checkpoints
+from uavgnn.algorithms.env_policy import compare_checkpoints
 from uavgnn.errors import CheckpointError
 from uavgnn.report import count, format_table, markdown_table
 

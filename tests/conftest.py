@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +28,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 @pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR"):
         (tmp_path / var.lower()).mkdir()
         monkeypatch.setenv(var, str(tmp_path / var.lower()))
@@ -34,7 +36,27 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    return tmp_path
+    yield tmp_path
+    for pid in children(os.getpid()):  # a test that failed mid-way leaves no training run behind
+        try:
+            os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def children(pid: int) -> list[int]:
+    """The programs (``run.py``, torchrun) ``pid`` started that still run (Linux ``/proc``): none once a test
+    has ended, unless it failed before stopping them."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid and (str(ROOT / "run.py") in command or "torch.distributed.run" in command):
+            found.append(int(entry.name))
+    return found
 
 
 @pytest.fixture

@@ -16,10 +16,10 @@ from conftest import ROOT
 from uavgnn.app import MODES
 from uavgnn.console import launched_as, progress
 from uavgnn.errors import ConfigError
-from uavgnn.evaluation.scoring import Evaluation
+from uavgnn.scoring.policy import Evaluation
 from uavgnn.loggers import RUN_ID_FILE, run_id
 from uavgnn.modes.cache import clear
-from uavgnn.modes.train import first_difference, model_vs_milp_picture
+from uavgnn.algorithms.scene_policy import first_difference, model_vs_milp_picture
 from uavgnn.report import TABLE_WIDTH, count, format_table
 
 GROUPS = ("experiment", "algorithm", "model", "hardware", "optim", "task", "env", "curriculum", "logger", "benchmark")

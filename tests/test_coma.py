@@ -10,14 +10,15 @@ import torch
 from conftest import ROOT, straight_and_resumed
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms.coma import COMAAgents, COMASettings, td_lambda_targets
+from uavgnn.algorithms.coma import COMAAgents, COMASettings, coma_loss, td_lambda_targets
 from uavgnn.envs.on_policy import Episodes
 from uavgnn.algorithms.coma_naive import naive_loss
-from uavgnn.config import register_configs
-from uavgnn.envs.uav_env import HEADINGS, EnvSettings, UAVEnv
+from uavgnn.algorithms import register_configs
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.settings import HEADINGS, EnvSettings
 from uavgnn.errors import ConfigError
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.validation import validate
+from uavgnn.algorithms import check_config
 
 
 def test_td_lambda_returns_match_the_hand_worked_recursion() -> None:
@@ -52,7 +53,7 @@ def test_the_batched_update_has_the_losses_and_gradients_of_the_per_agent_loops(
         p.data += 0.1 * torch.randn_like(p)
     ep = random_episodes(6, 7, 3, s, dtype)
     params = [p for p in agents.parameters() if p.requires_grad]
-    batched, stats = agents(ep)
+    batched, stats = coma_loss(agents, ep)
     naive, naive_stats = naive_loss(agents, ep)
     torch.testing.assert_close(batched, naive, rtol=tol, atol=tol)
     torch.testing.assert_close(stats["critic_loss"], naive_stats["critic_loss"], rtol=tol, atol=tol)
@@ -97,11 +98,11 @@ def test_a_resumed_coma_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> N
 
 def test_coma_settings_are_checked_before_any_work() -> None:
     with pytest.raises(ConfigError, match="env.action='continuous' must be discrete"):
-        validate(compose_coma("env=default"))
+        check_config(compose_coma("env=default"))
     with pytest.raises(ConfigError, match="give a number, not auto"):
-        validate(compose_coma("hardware.batch_size=auto"))
+        check_config(compose_coma("hardware.batch_size=auto"))
     with pytest.raises(ConfigError, match="its shared actor is model=mlp"):
-        validate(compose_coma("model=tiny"))
+        check_config(compose_coma("model=tiny"))
 
 
 def test_coma_trains_and_is_compared_with_the_planner(tmp_path: Path) -> None:
@@ -117,25 +118,29 @@ def test_coma_trains_and_is_compared_with_the_planner(tmp_path: Path) -> None:
 
 
 def test_mode_info_checks_that_the_environment_and_both_marl_algorithms_run_here() -> None:
-    from uavgnn.modes.info import _marl_update, trial
+    from uavgnn.algorithms import algorithms
+    from uavgnn.modes.info import trial
 
-    for algorithm in ("masac", "coma"):
-        result = trial(algorithm, lambda: _marl_update(torch.device("cpu"), algorithm))
-        assert result["ok"], result["error"]
+    for name in ("masac", "coma"):  # each brings an update of its own to try (mode=info runs every one)
+        result = trial(name, lambda: algorithms()[name].self_check(torch.device("cpu")))
+        assert result["ok"] and result["error"] == "", result["error"]
 
 
 def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Path) -> None:
     from uavgnn.algorithms import make_model
-    from uavgnn.config import env_settings
-    from uavgnn.envs.evaluation import compare_checkpoints
+    from uavgnn.envs.settings import EnvSettings
+    from uavgnn.algorithms.env_policy import compare_checkpoints
     from uavgnn.errors import CheckpointError
-    from uavgnn.training.checkpoint import save_checkpoint
+    from uavgnn.checkpoints import save_checkpoint
 
     def checkpoint(name: str, cfg) -> str:
         save_checkpoint(tmp_path / name, {"policy": make_model(cfg).state_dict()}, cfg)
         return str(tmp_path / name)
 
-    masac_cfg = compose_coma("algorithm=masac", "model=mlp", "env=default")
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):  # another algorithm's keys
+        masac_cfg = compose("config", overrides=["algorithm=masac", "logger=jsonl", "env.val_episodes=8",
+                                                 "model.hidden=16", "algorithm.critic_hidden=16"])
     masac = checkpoint("masac.pt", masac_cfg)
     coma = checkpoint("coma.pt", compose_coma("env=goto", "seed=3"))
     rows = compare_checkpoints([masac, coma], episodes=16, horizon=6, device=torch.device("cpu"))
@@ -150,13 +155,14 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
         compare_checkpoints([coma, other], episodes=4, horizon=3, device=torch.device("cpu"))
     older = torch.load(masac, weights_only=True)  # as saved before the critics read the UAV's own observation
     critic_in = older["policy"]["critics.weights.0"]
-    older["policy"]["critics.weights.0"] = critic_in[..., : -env_settings(masac_cfg.env).obs_dim()]
+    older["policy"]["critics.weights.0"] = critic_in[..., : -EnvSettings.of(masac_cfg.env).obs_dim()]
     torch.save(older, tmp_path / "damaged.pt")
     with pytest.raises(CheckpointError, match=r"damaged.pt \(algorithm=masac, model=mlp\): part 'policy' \(policy "
                                               r"weights\) fails its checksum"):
         compare_checkpoints([str(tmp_path / "damaged.pt")], episodes=4, horizon=3, device=torch.device("cpu"))
     del older["checksums"]  # written before checksums: loaded, and its mismatch named
     torch.save(older, tmp_path / "older.pt")
-    with pytest.raises(CheckpointError, match=r"older.pt \(algorithm=masac, model=mlp\): its weights do not fit the "
-                                              r"networks this run builds \(size mismatch for critics.* resume=auto"):
+    with pytest.raises(CheckpointError, match=r"older.pt \(algorithm=masac, model=mlp: an environment policy; resume=auto .*\): "
+                                              r"its weights do not fit what this run builds \(size mismatch "
+                                              r"for critics"):
         compare_checkpoints([str(tmp_path / "older.pt")], episodes=4, horizon=3, device=torch.device("cpu"))

@@ -17,7 +17,7 @@ from conftest import run_cli
 from omegaconf import OmegaConf
 
 from uavgnn.run_record import find_runs, load_run
-from uavgnn.sweep_report import compare_runs, differing_keys
+from uavgnn.modes.sweep_report import compare_runs, differing_keys
 
 
 def make_run(root: Path, name: str, model: str, hidden: int, seed: int, gap: float | None, speed: float = 100.0) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,14 +12,14 @@ from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from uavgnn.config import register_configs
+from uavgnn.algorithms import algorithms, register_configs
 from uavgnn.errors import ConfigError
 from uavgnn.modes.solve import run_solve
 from uavgnn.modes.train import run_train
 from uavgnn.problem.scene_io import save_scene
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.problem.generator import generate_scenes
-from uavgnn.validation import validate
+from uavgnn.algorithms import check_config
 
 CONF = ROOT / "conf"
 GROUPS = ("task", "model", "hardware", "optim", "curriculum", "algorithm", "logger", "experiment")
@@ -39,7 +40,8 @@ def tiny(cfg, tmp_path: Path, cache_dir: Path):
         cfg.train.update(steps=4, eval_every=2, ckpt_every=2, log_every=2, warmup_steps=1)
         cfg.hardware.batch_size = 8
         cfg.env.update(n_envs=8, val_episodes=16)
-        cfg.algorithm.update(learning_starts=16, train_envs=4, eval_envs=2, rollout_steps=48)
+        shrink = {"learning_starts": 16, "train_envs": 4, "eval_envs": 2, "rollout_steps": 48}
+        cfg.algorithm.update({key: value for key, value in shrink.items() if key in cfg.algorithm})
         if cfg.curriculum.name != "none":
             cfg.curriculum.update(stages=[3, 6], replay=[0.0, 0.3], patience=1)
         if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
@@ -73,13 +75,15 @@ def test_model_sizes() -> None:
 def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -> None:
     overrides = [f"{group}={option}"]
     if (group, option) == ("model", "mlp"):  # MASAC's per-agent actors: algorithm=masac runs them
-        validate(compose_cfg("model=mlp", "algorithm=masac"))
-        with pytest.raises(ConfigError, match="model=mlp is MASAC's per-agent actor"):
-            validate(compose_cfg("model=mlp"))
+        check_config(compose_cfg("model=mlp", "algorithm=masac"))
+        with pytest.raises(ConfigError, match="model=mlp with algorithm=imitation: an assignment policy is a "
+                                              "TransformerGNN"):
+            check_config(compose_cfg("model=mlp"))
         return
     if (group, option) == ("model", "tcn"):  # the dynamics model: algorithm=dynamics runs it
-        with pytest.raises(ConfigError, match="model=tcn is the dynamics model"):
-            validate(compose_cfg("model=tcn"))
+        check_config(compose_cfg("model=tcn", "algorithm=dynamics"))
+        with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation"):
+            check_config(compose_cfg("model=tcn"))
         return
     if group != "logger":
         overrides.append("logger=jsonl")
@@ -88,7 +92,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         save_scene(tmp_path / "scene.json", scene)
         overrides += ["mode=solve", "solver=greedy", f"task.file={tmp_path / 'scene.json'}"]
     cfg = tiny(compose_cfg(*overrides), tmp_path, shared_cache)
-    validate(cfg)
+    check_config(cfg)
     if (group, option) == ("optim", "gpu"):
         assert cfg.optim.compile and cfg.optim.amp
         with open_dict(cfg):  # torch.compile on a CPU costs a minute; the benchmark and info tests compile already
@@ -147,23 +151,26 @@ def test_bad_config_fails_before_any_work_naming_the_key(override, message, tmp_
 
 
 def test_batch_size_and_checkpoint_layers_are_validated() -> None:
-    validate(compose_cfg("hardware.batch_size=auto"))
+    check_config(compose_cfg("hardware.batch_size=auto"))
     with pytest.raises(ConfigError, match="hardware.batch_size='big' must be a positive integer or 'auto'"):
-        validate(compose_cfg("hardware.batch_size=big"))
+        check_config(compose_cfg("hardware.batch_size=big"))
     with pytest.raises(ConfigError, match=r"optim.checkpoint_layers=\[0, 5\] must index the model's 2 layers"):
-        validate(compose_cfg("optim.checkpoint_layers=[0,5]"))
+        check_config(compose_cfg("optim.checkpoint_layers=[0,5]"))
 
 
 def test_the_schema_defaults_are_the_composed_default_config() -> None:
-    """One source of truth: ``OmegaConf.structured(Config())`` equals what ``python run.py`` composes, key by key,
-    and every group has a YAML file (a comment per key) that Hydra composes."""
+    """One source of truth: the schemas' defaults (``default_config``) equal what ``python run.py`` composes, key
+    by key, every algorithm's keys are its schema's, and every group has a YAML file (a comment per key)."""
     from omegaconf import OmegaConf
 
-    from uavgnn.config import Config, flatten
+    from uavgnn.algorithms import algorithms, default_config
+    from uavgnn.report import flatten
 
     composed = flatten(OmegaConf.to_container(compose_cfg(), resolve=True))
-    schema = flatten(OmegaConf.to_container(OmegaConf.structured(Config())))
+    schema = flatten(OmegaConf.to_container(default_config()))
     assert composed == schema
+    for name in algorithms():
+        assert compose_cfg(f"algorithm={name}").algorithm == default_config(name).algorithm, name
     for group in ("task", "model", "hardware", "optim", "curriculum", "algorithm", "logger", "data", "train", "eval",
                   "solve", "profile", "benchmark"):
         assert list((CONF / group).glob("*.yaml")), group
@@ -174,14 +181,15 @@ def test_the_schema_defaults_are_the_composed_default_config() -> None:
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "env").glob("*.yaml")))
 def test_every_env_preset_composes_and_steps(preset) -> None:
-    from uavgnn.config import env_settings, scene_distribution
+    from uavgnn.envs.settings import EnvSettings
+    from uavgnn.problem.scenes import SceneDistribution
     from uavgnn.envs.policies import random_policy
     from uavgnn.envs.uav_env import UAVEnv
 
     cfg = compose_cfg(f"env={preset}")
-    validate(cfg)
-    settings = env_settings(cfg.env)
-    env = UAVEnv(settings, scene_distribution(cfg.task), 4, torch.device("cpu"), seed=0)
+    check_config(cfg)
+    settings = EnvSettings.of(cfg.env)
+    env = UAVEnv(settings, SceneDistribution.of(cfg.task), 4, torch.device("cpu"), seed=0)
     obs, state = env.reset()
     step = env.step(random_policy(env))
     assert step.next_obs.shape == obs.shape == (4, settings.n_uav, settings.obs_dim())
@@ -199,12 +207,26 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
 ])
 def test_shifted_test_sets_and_mixed_scenes_are_validated(overrides, message) -> None:
     with pytest.raises(ConfigError, match=message):
-        validate(compose_cfg(*overrides))
+        check_config(compose_cfg(*overrides))
 
 
 def test_default_shifted_test_sets_are_all_run_and_valid() -> None:
     cfg = compose_cfg("+eval.shifts.needs_4={need_max:4}", "eval.shift_sets=[needs_4]")
-    validate(cfg)
+    check_config(cfg)
     assert set(cfg.eval.shifts) > {"needs_4", "clustered_2", "ranges_wide"} and cfg.eval.shift_sets == ["needs_4"]
     default = compose_cfg().eval
     assert list(default.shift_sets) == list(default.shifts)  # every defined set runs by default
+
+
+@pytest.mark.parametrize("algorithm, foreign", [("masac", "algorithm.samples=3"), ("imitation", "algorithm.tau=0.1"),
+                                                ("coma", "algorithm.buffer_size=10"), ("dynamics", "algorithm.gamma=0.9")])
+def test_an_algorithm_composes_its_own_keys_only(algorithm, foreign) -> None:
+    """``algorithm=<name>`` takes its schema: another algorithm's key is an error naming the key and the schema."""
+    from hydra.errors import ConfigCompositionException
+
+    key = foreign.split("=")[0]
+    with pytest.raises(ConfigCompositionException, match=f"Could not override '{key}'") as err:
+        compose_cfg(f"algorithm={algorithm}", foreign)
+    assert f"not in '{type(algorithms()[algorithm].config()).__name__}'" in str(err.value.__cause__)
+    assert set(compose_cfg(f"algorithm={algorithm}").algorithm) == {
+        f.name for f in dataclasses.fields(algorithms()[algorithm].config)}

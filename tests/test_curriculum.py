@@ -15,14 +15,8 @@ from conftest import ROOT, run_cli
 
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.training.curriculum import (
-    ADVANCE,
-    FALLBACK,
-    CurriculumSampler,
-    CurriculumState,
-    stage_batch_size,
-    update_curriculum,
-)
+from uavgnn.data.stages import CurriculumSampler, stage_batch_size
+from uavgnn.training.curriculum import ADVANCE, FALLBACK, CurriculumState, update_curriculum
 
 CONSERVATIVE = SimpleNamespace(stages=[4, 8, 12, 16], advance_threshold=0.8, consecutive_evaluations=5, patience=10,
                                performance_threshold=0.6, consecutive_failures=3, max_fallbacks=2,

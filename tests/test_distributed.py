@@ -17,7 +17,7 @@ from wandb_records import run_record
 
 from uavgnn import distributed
 from uavgnn.data.loader import ShardedBatchSampler
-from uavgnn.training.checkpoint import load_part
+from uavgnn.checkpoints import load_part
 
 DEBUG = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
          "data.test_scenes=8", "hardware.batch_size=16", "train.steps=12", "train.eval_every=6",

@@ -11,17 +11,18 @@ import torch
 from conftest import ROOT, straight_and_resumed
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms.dynamics import Estimate, dynamics_metrics, future, physics_residuals
-from uavgnn.config import register_configs
+from uavgnn.dynamics.kinematics import Estimate, dynamics_metrics, future, physics_residuals
+from uavgnn.algorithms import register_configs
 from uavgnn.dynamics.rollouts import RolloutSpec, load_rollouts, simulate
 from uavgnn.dynamics.windows import (NaiveWindows, TrajectoryWindows, Units, WindowBatch, collate_naive,
                                      feature_stats, window_starts)
 from uavgnn.envs.policies import random_policy, scripted_planner
-from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.settings import EnvSettings
 from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.models.tcn import TCN
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.validation import validate
+from uavgnn.algorithms import check_config
 
 WINDY = EnvSettings(n_uav=3, horizon=30, wind=0.05, drag=0.3)
 UNITS = Units.of(WINDY)
@@ -139,24 +140,30 @@ def compose_dynamics(tmp_path: Path, *overrides: str):
 
 def test_rollouts_are_cached_by_content(tmp_path) -> None:
     cfg = compose_dynamics(tmp_path)
-    first = load_rollouts(cfg, "train")
-    again = load_rollouts(cfg, "train")
+    first = load_rollouts(cfg, "train", scripted_planner, "scripted")
+    again = load_rollouts(cfg, "train", scripted_planner, "scripted")
     assert torch.equal(first["pos_obs"], again["pos_obs"]) and first["pos"].shape == (4 * 4, 61, 2)
     assert len(list((tmp_path / "cache").glob("rollouts-train-*/manifest.json"))) == 1
-    load_rollouts(compose_dynamics(tmp_path, "algorithm.rollout_policy=random"), "train")
-    load_rollouts(compose_dynamics(tmp_path, "algorithm.noise=0.02"), "train")
+    load_rollouts(cfg, "train", random_policy, "random")
+    load_rollouts(compose_dynamics(tmp_path, "algorithm.noise=0.02"), "train", scripted_planner, "scripted")
     assert len(list((tmp_path / "cache").glob("rollouts-train-*/manifest.json"))) == 3
-    ood = load_rollouts(cfg, "test_ood")
+    ood = load_rollouts(cfg, "test_ood", scripted_planner, "scripted")
     assert ood["disturbance"].norm(dim=-1).mean() > first["disturbance"].norm(dim=-1).mean()
 
 
 def test_dynamics_settings_are_checked_before_any_work(tmp_path) -> None:
     with pytest.raises(ConfigError, match="algorithm.burn_in=15 must be below"):
-        validate(compose_dynamics(tmp_path, "algorithm.burn_in=15"))
-    with pytest.raises(ConfigError, match="model=tcn is the dynamics model"):
-        validate(compose_dynamics(tmp_path, "algorithm=imitation", "model=tcn"))
-    with pytest.raises(ConfigError, match="rollout_policy='nope.pt' is not scripted, random or a MASAC"):
-        validate(compose_dynamics(tmp_path, "algorithm.rollout_policy=nope.pt"))
+        check_config(compose_dynamics(tmp_path, "algorithm.burn_in=15"))
+    with pytest.raises(ConfigError, match="model=mlp with algorithm=dynamics: use model=tcn"):
+        check_config(compose_dynamics(tmp_path, "model=mlp"))
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        tcn_policy = compose("config", overrides=["algorithm=imitation", "model=tcn"])
+    with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation: an assignment policy is a "
+                                          "TransformerGNN"):
+        check_config(tcn_policy)
+    with pytest.raises(ConfigError, match="rollout_policy='nope.pt' is not scripted, random or an environment"):
+        check_config(compose_dynamics(tmp_path, "algorithm.rollout_policy=nope.pt"))
 
 
 def test_a_resumed_dynamics_run_repeats_the_uninterrupted_one_and_reports(tmp_path) -> None:
@@ -189,34 +196,32 @@ def test_profile_mode_names_the_bottleneck_of_a_dynamics_step(tmp_path) -> None:
 
 
 def test_the_dataloader_path_gives_the_in_memory_batches(tmp_path) -> None:
-    from uavgnn.algorithms import make_algorithm
     from uavgnn.dynamics.workload import TrajectoryWorkload
 
     batches = {}
     for loader in ("memory", "pyg"):
         cfg = compose_dynamics(tmp_path, f"hardware.loader={loader}")
-        work = TrajectoryWorkload(cfg, make_algorithm(cfg, torch.device("cpu")), torch.device("cpu"))
+        work = TrajectoryWorkload(cfg, torch.device("cpu"), (scripted_planner, "scripted"))
         work.restart(3, 16)
-        batches[loader] = [work.next(step, 0, 16) for step in (3, 4)]
+        batches[loader] = [work.batch(step, 0, 16) for step in (3, 4)]
     for a, b in zip(batches["memory"], batches["pyg"]):
         assert torch.equal(a.x, b.x) and torch.equal(a.pos, b.pos)
 
 
 def test_a_masac_checkpoint_can_fly_the_rollouts(tmp_path) -> None:
-    from uavgnn.algorithms import make_model
-    from uavgnn.config import env_settings
-    from uavgnn.dynamics.rollouts import make_policy
-    from uavgnn.training.checkpoint import save_checkpoint
+    from uavgnn.algorithms import make_algorithm, make_model
+    from uavgnn.checkpoints import save_checkpoint
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         masac = compose("config", overrides=["algorithm=masac", "model.hidden=8", "algorithm.critic_hidden=8"])
     agents = make_model(masac)
     save_checkpoint(tmp_path / "best.pt", {"policy": agents.state_dict()}, masac)
-    settings = env_settings(compose_dynamics(tmp_path).env)
-    policy, policy_id = make_policy(str(tmp_path / "best.pt"), settings)
-    env = UAVEnv(settings, SceneDistribution(), 2, torch.device("cpu"), seed=0)
+    flown_by = f"algorithm.rollout_policy={tmp_path / 'best.pt'}"
+    dynamics = make_algorithm(compose_dynamics(tmp_path, flown_by), torch.device("cpu"))
+    policy, policy_id = dynamics.rollout_policy()
+    env = UAVEnv(EnvSettings.of(dynamics.cfg.env), SceneDistribution(), 2, torch.device("cpu"), seed=0)
     torch.testing.assert_close(policy(env), agents.act(env.observe(), None))
     assert len(policy_id) == 64  # the checkpoint's SHA-256 names it in the cache key
-    with pytest.raises(CheckpointError, match="needs a MASAC or COMA checkpoint for 8 UAVs"):
-        make_policy(str(tmp_path / "best.pt"), EnvSettings(n_uav=8))
+    with pytest.raises(CheckpointError, match="needs an environment policy for 8 UAVs with"):
+        make_algorithm(compose_dynamics(tmp_path, flown_by, "env.n_uav=8"), torch.device("cpu")).rollout_policy()

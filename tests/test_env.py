@@ -11,7 +11,8 @@ import torch
 from uavgnn.envs.evaluation import compare_policies
 from uavgnn.envs.policies import random_policy, run_episodes, scripted_planner
 from uavgnn.envs.render import episode_gif, plot_episodes
-from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.settings import EnvSettings
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.problem.generator import generate_scenes

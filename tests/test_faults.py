@@ -31,15 +31,18 @@ from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import ListConfig, OmegaConf, open_dict
 
-from uavgnn.algorithms import imitation
-from uavgnn.config import Config, register_configs
+from uavgnn.algorithms import MODEL_SCHEMAS, algorithms, check_config, imitation, register_configs
+from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.checkpoints import load_checkpoint, part_checksums, weights_norm
+from uavgnn.config import Config
 from uavgnn.data.cache import (BuildSettings, SplitSpec, cache_entries, clear_cache, foreign_entries, load_or_build,
                                verify)
 from uavgnn.envs.replay import ReplayBuffer
-from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.settings import EnvSettings
 from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, MemoryBudgetError, RunDirectoryError,
                            SceneFileError, StorageError, TrainingDiverged)
-from uavgnn.evaluation.methods import compare_on_split
+from uavgnn.scoring.methods import compare_on_split
 from uavgnn.loggers import MetricLogger, read_history
 from uavgnn.models import model_from_config
 from uavgnn.modes.cache import clear
@@ -48,10 +51,9 @@ from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_io import load_scene
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
 from uavgnn.storage import atomic_write, system_path_problem
-from uavgnn.training.checkpoint import load_checkpoint, load_model, part_checksums, weights_norm
 from uavgnn.training.resume import check_resume_config, config_changes, resume_checkpoint
 from uavgnn.training.trainer import Trainer, train
-from uavgnn.validation import RANGES, validate
+from uavgnn.validation import RANGES
 
 SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
          "data.test_scenes=8", "hardware.batch_size=8", "train.log_every=5", "train.warmup_steps=2", "logger=jsonl"]
@@ -128,6 +130,8 @@ def test_a_checkpoint_that_would_run_code_is_refused_on_every_path(tmp_path, hos
     assert not marker.exists()  # the payload never ran
     if path_kind == "resume":  # a refused resume leaves the run directory as it was: no log, no .hydra written
         assert sorted(p.name for p in run.iterdir()) == ["last.pt"]
+    elif path_kind == "init_from":  # checked before the run starts: no run directory made
+        assert not run.exists()
     else:
         assert "refused" in (run / "run.log").read_text()  # the console's error is in run.log too
 
@@ -144,7 +148,7 @@ def test_truncated_text_and_foreign_checkpoints_are_one_line_errors(tmp_path, ho
                          (text, "unreadable, truncated"), (foreign, "not a uavgnn checkpoint"),
                          (tmp_path / "missing.pt", "no such file")):
         with pytest.raises(CheckpointError) as err:
-            load_model(path)
+            load_policy(path)
         assert str(path) in str(err.value) and reason in str(err.value) and "\n" not in str(err.value)
     assert not marker.exists()
 
@@ -285,14 +289,14 @@ def blow_up_weights(monkeypatch, from_call: int, once: bool) -> None:
     real = imitation.batch_imitation_loss
     calls = {"n": 0, "fired": False}
 
-    def loss(runner, batch, k):
+    def loss(runner, batch):
         calls["n"] += 1
         if calls["n"] >= from_call and not (once and calls["fired"]):
             calls["fired"] = True
             with torch.no_grad():
                 for p in runner.parameters():
                     p.mul_(1e6)
-        return real(runner, batch, k)
+        return real(runner, batch)
 
     monkeypatch.setattr(imitation, "batch_imitation_loss", loss)
 
@@ -319,7 +323,7 @@ def test_divergence_without_rollbacks_left_keeps_the_last_good_checkpoint(tmp_pa
         ckpt = load_checkpoint(out / name)
         assert ckpt["state"]["step"] <= 10
         assert all(torch.isfinite(w).all() and w.abs().max() < 1e3 for w in ckpt["model"].values())
-    model, _, _ = load_model(out / "best.pt")
+    model, _, _ = load_policy(out / "best.pt")
     assert weights_norm(model) < 1e3
 
 
@@ -481,8 +485,19 @@ def numeric_keys(schema: type = Config, prefix: str = "") -> dict[str, type]:
     return found
 
 
-def out_of_range(key: str, kind: type) -> list:
-    valid = RANGES[key]
+def every_numeric_key() -> dict[str, tuple[str, type, object]]:
+    """Every numeric key of every schema -> (the algorithm that composes it, its type, its range): the shared
+    groups' and the model kinds' (``RANGES``), each algorithm's own (declared in its schema)."""
+    keys = {key: ("imitation", kind, RANGES.get(key)) for key, kind in numeric_keys().items()}
+    for schema in MODEL_SCHEMAS.values():
+        keys.update({key: ("imitation", kind, RANGES.get(key)) for key, kind in numeric_keys(schema, "model.").items()})
+    for name, algorithm in algorithms().items():
+        ranges = {f"algorithm.{f.name}": f.metadata.get("range") for f in dataclasses.fields(algorithm.config)}
+        keys.update({key: (name, kind, ranges[key]) for key, kind in numeric_keys(algorithm.config, "algorithm.").items()})
+    return keys
+
+
+def out_of_range(valid, kind: type) -> list:
     bad = []
     if math.isfinite(valid.low):
         bad.append(valid.low if valid.low_open else valid.low - 1)
@@ -494,21 +509,22 @@ def out_of_range(key: str, kind: type) -> list:
 
 
 def test_every_numeric_key_has_a_valid_range() -> None:
-    assert set(numeric_keys()) - HANDLED_ELSEWHERE == set(RANGES)
+    missing = [key for key, (_, _, valid) in every_numeric_key().items() if valid is None and key not in HANDLED_ELSEWHERE]
+    assert not missing and set(RANGES) <= set(every_numeric_key())
 
 
-@pytest.mark.parametrize("key", sorted(RANGES))
+@pytest.mark.parametrize("key", sorted(set(every_numeric_key()) - HANDLED_ELSEWHERE))
 def test_values_outside_each_range_are_rejected_naming_the_key(key) -> None:
-    base = compose_cfg()
-    validate(base)
-    kind = numeric_keys()[key]
+    algorithm, kind, valid = every_numeric_key()[key]
+    base = compose_cfg(f"algorithm={algorithm}")
+    check_config(base)
     is_list = isinstance(OmegaConf.select(base, key), ListConfig)
-    for value in out_of_range(key, kind):
+    for value in out_of_range(valid, kind):
         cfg = copy.deepcopy(base)
         OmegaConf.update(cfg, key, [value] if is_list else value)
         with pytest.raises(ConfigError) as err:
-            validate(cfg)
-        assert str(err.value).startswith(f"{key}=") and str(RANGES[key]) in str(err.value)
+            check_config(cfg)
+        assert str(err.value).startswith(f"{key}=") and str(valid) in str(err.value)
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -525,7 +541,7 @@ def test_values_outside_each_range_are_rejected_naming_the_key(key) -> None:
 ])
 def test_named_bad_values_fail_before_any_work(overrides, message) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        validate(compose_cfg(*overrides))
+        check_config(compose_cfg(*overrides))
 
 
 # ---------------------------------------------------------------- malformed scene files (generated fuzz)
@@ -1044,7 +1060,7 @@ def test_a_damaged_best_pt_or_checksum_table_is_refused_on_every_load(tmp_path, 
     shutil.copy(finished_run / "run" / "best.pt", best)
     flip_byte_of_largest_tensor(best)
     with pytest.raises(CheckpointError, match=r"part '(model|policy|ema|optimizer)' .* fails its checksum"):
-        load_model(best)
+        load_policy(best)
     ckpt = torch.load(finished_run / "run" / "best.pt", weights_only=True)
     ckpt["checksums"] = "gone"
     torch.save(ckpt, best)
@@ -1067,8 +1083,9 @@ def test_every_weight_load_names_the_checkpoints_kind_and_what_takes_it(tmp_path
     proc = run_cli(*small(tmp_path, tmp_path / "rl", "algorithm=reinforce", f"algorithm.init_from={dyn / 'best.pt'}"),
                    cwd=tmp_path, check=False)
     line = one_error_line(proc, "error:")
-    assert proc.returncode == 2 and "(algorithm=dynamics, model=tcn): algorithm.init_from= takes an assignment " \
-                                    "policy" in line and "resume=auto hydra.run.dir=<its run> takes it" in line
+    assert proc.returncode == 2 and "(algorithm=dynamics, model=tcn: a dynamics model; resume=auto " \
+                                    "hydra.run.dir=<its run> takes it): algorithm.init_from= takes an assignment " \
+                                    "policy (algorithm=imitation or reinforce)" in line
     proc = run_cli(*small(tmp_path, tmp_path / "ev", "mode=eval", f"ckpt={dyn / 'best.pt'}"), cwd=tmp_path,
                    check=False)
     assert proc.returncode == 2 and "mode=eval ckpt= takes an assignment policy" in one_error_line(proc, "error:")
@@ -1151,7 +1168,7 @@ def test_memory_estimates_refuse_before_allocating(tmp_path) -> None:
         ReplayBuffer(10**9, {"obs": (4, 49), "state": (31,), "next_obs": (4, 49), "next_state": (31,),
                              "action": (4, 2), "reward": (4,), "done": ()}, torch.device("cpu"))
     with pytest.raises(ConfigError, match=re.escape("env.n_envs=100000000 must be in [1, 1.04858e+06]")):
-        validate(compose_cfg("algorithm=masac", "model=mlp", "env.n_envs=100000000"))
+        check_config(compose_cfg("algorithm=masac", "model=mlp", "env.n_envs=100000000"))
 
 
 @pytest.mark.slow
@@ -1216,11 +1233,11 @@ def test_the_first_history_row_after_a_resume_averages_the_whole_window(tmp_path
     environments' - in last.pt: the resumed history equals the uninterrupted one, key for key."""
     real, calls = Trainer.algorithm_step, {"n": 0, "stop": False}
 
-    def step(self, batch, k):
+    def step(self, batch):
         calls["n"] += 1
         if calls["n"] == 6 and calls["stop"]:
             signal.raise_signal(signal.SIGTERM)  # a real signal: seen after the step, the run stops at the next
-        return real(self, batch, k)
+        return real(self, batch)
 
     monkeypatch.setattr(Trainer, "algorithm_step", step)
 
@@ -1328,8 +1345,8 @@ def test_checkpoints_of_the_wrong_kind_name_what_takes_them(tmp_path, finished_r
                    f"algorithm.rollout_policy={finished_run / 'run' / 'best.pt'}", f"hydra.run.dir={tmp_path / 'r'}",
                    cwd=tmp_path, check=False)
     line = one_error_line(proc, "error:")
-    assert proc.returncode == 2 and "(algorithm=imitation, model=tiny): an environment policy" in line
-    assert "mode=eval ckpt=" in line
+    assert proc.returncode == 2 and "(algorithm=imitation, model=tiny: an assignment policy; mode=eval ckpt=" in line
+    assert "algorithm.rollout_policy= takes an environment policy (algorithm=coma or masac)" in line
     (tmp_path / "afile").write_text("mine")
     proc = run_cli(*small(tmp_path, tmp_path / "afile"), cwd=tmp_path, check=False)
     assert proc.returncode == 2 and f"cannot write {tmp_path / 'afile'}" in one_error_line(proc, "error:")

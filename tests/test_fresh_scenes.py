@@ -7,22 +7,21 @@ import json
 import torch
 from conftest import ROOT
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 from torch_geometric.data import Batch
 
-from uavgnn.config import Config, register_configs
+from uavgnn.algorithms import default_config, register_configs
 from uavgnn.modes.train import run_train
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.training.fresh_scenes import FreshScenes, concat_batches
+from uavgnn.data.fresh_scenes import FreshScenes, concat_batches
 
 CPU = torch.device("cpu")
 
 
 def fresh_cfg(**curriculum):
-    cfg = OmegaConf.structured(Config)
-    cfg.data.source, cfg.algorithm.name, cfg.seed = "generated", "reinforce", 7
+    cfg = default_config("reinforce")
+    cfg.data.source, cfg.seed = "generated", 7
     cfg.data.update(k_max=6, uav_neighbours=4)
     if curriculum:
         cfg.curriculum.update(name="custom", **curriculum)

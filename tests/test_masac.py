@@ -10,9 +10,9 @@ from conftest import straight_and_resumed
 from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms import make_model
-from uavgnn.algorithms.masac import MASACAgents, MASACSettings
+from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
-from uavgnn.config import register_configs
+from uavgnn.algorithms import register_configs
 from uavgnn.envs.experience import Experience
 from uavgnn.envs.replay import ReplayBuffer, SumTree, Transitions
 from uavgnn.loggers import MetricLogger
@@ -43,7 +43,7 @@ def test_batched_update_has_the_losses_and_gradients_of_the_per_agent_loops(dtyp
     batch = random_batch(n, obs, state, b, dtype)
     noise, next_noise = torch.randn(2, n, b, 2, dtype=dtype).unbind(0)
     naive = NaiveMASAC(agents)
-    loss, stats, _ = agents(batch, noise, next_noise)
+    loss, stats, _ = masac_loss(agents, batch, noise, next_noise)
     loss.backward()
     totals = naive.update(batch, noise, next_noise, apply=False)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-10)
@@ -135,30 +135,34 @@ def test_a_resumed_masac_run_repeats_the_uninterrupted_one_exactly(tmp_path, hos
 
 
 def test_prefetch_draws_each_batch_one_collection_ahead_from_the_host_buffer(tmp_path) -> None:
-    """With the buffer on the host and ``optim.prefetch``, step k's batch is drawn (generator of (seed, k)) from
+    """With the buffer on the host and ``optim.prefetch``, step k's batch is drawn (the replay stream at k) from
     the buffer as it stood after step k - 1's collection; without prefetch, after step k's own."""
+    from uavgnn.randomness import stream
+
     def batches(*overrides: str) -> list[tuple[Transitions, int]]:
         cfg = compose_masac(tmp_path, "hardware.data_on_device=false", "seed=5", *overrides)
         work = Experience(cfg, make_model(cfg), torch.device("cpu"))
         out = []
         for step in range(3):
             filled = len(work.buffer)  # before this step's collection
-            out.append((work.next(step, 0, 32), filled))
+            work.collect(step)
+            out.append((work.batch(step, 0, 32), filled))
         return out
 
     ahead, fresh = batches("optim.prefetch=true"), batches("optim.prefetch=false")
     per_step = 8  # env.n_envs transitions per collection
     for step, ((early, filled), (late, _)) in enumerate(zip(ahead, fresh)):
         seen = per_step if step == 0 else filled  # step 0 has nothing drawn ahead: it samples after collecting
-        g = torch.Generator().manual_seed(5 * 1_000_003 + step)
+        g = stream(5, "replay", step)
         assert torch.equal(early.index, torch.randint(0, seen, (32,), generator=g))
-        g = torch.Generator().manual_seed(5 * 1_000_003 + step)
+        g = stream(5, "replay", step)
         assert torch.equal(late.index, torch.randint(0, filled + per_step, (32,), generator=g))
 
 
 def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
     from uavgnn.problem.observation import observation_graph
-    from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+    from uavgnn.envs.uav_env import UAVEnv
+    from uavgnn.envs.settings import EnvSettings
     from uavgnn.problem.scenes import SceneDistribution
 
     settings = EnvSettings(n_uav=3, obs_targets=4, obs_uavs=2)  # 3 UAVs see 2 targets (ratio 0.5) and 2 UAVs
@@ -173,7 +177,8 @@ def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
 
 
 def test_the_shared_graph_actor_treats_every_uav_alike_and_runs_on_any_swarm_size() -> None:
-    from uavgnn.envs.uav_env import EnvSettings, UAVEnv
+    from uavgnn.envs.uav_env import UAVEnv
+    from uavgnn.envs.settings import EnvSettings
     from uavgnn.problem.scenes import SceneDistribution
 
     small = EnvSettings(n_uav=4)

@@ -211,7 +211,7 @@ def test_argmax_with_repair_leaves_no_partial_target(store) -> None:
 def test_huge_scene_node_reordering_gives_the_same_assignment(monkeypatch) -> None:
     """Large scenes are put in Morton order before the build (memory locality); the answer is mapped back to
     the caller's numbering and equals the unordered one."""
-    from uavgnn import inference
+    from uavgnn.inference import scene as inference
     from uavgnn.problem.graphs import GraphSettings
     from uavgnn.problem.scenes import SceneDistribution
     from uavgnn.problem.generator import generate_scenes

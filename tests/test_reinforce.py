@@ -99,6 +99,7 @@ def test_steps_raise_the_expected_reward_of_the_policy(store, baseline) -> None:
 
     policy = FreeLogits()
     full = batch.clone()  # candidates beyond rank 8 are dropped by message_edges, as in training
+    full.k = 8
     full.cand_rank = torch.where(keep, full.cand_rank, torch.full_like(full.cand_rank, 99))
 
     def expected_reward() -> float:
@@ -110,7 +111,7 @@ def test_steps_raise_the_expected_reward_of_the_policy(store, baseline) -> None:
     optimizer = torch.optim.Adam(policy.parameters(), lr=0.1)
     before = expected_reward()
     for step in range(30):
-        loss, stats, n = reinforce_loss(policy, full, 8, samples=16, generator=torch.Generator().manual_seed(step),
+        loss, stats, n = reinforce_loss(policy, full, samples=16, generator=torch.Generator().manual_seed(step),
                                         baseline=baseline)
         optimizer.zero_grad()
         loss.backward()
@@ -128,14 +129,15 @@ def test_entropy_bonus_by_hand(store) -> None:
                              torch.tensor([0, 0, 2]), torch.tensor([True, True, True, False]))
     assert float(entropy) == pytest.approx((np.log(3) + np.log(2)) / 3)
     batch = store.gather(torch.arange(4))
+    batch.k = 8  # the candidate budget the step runs at
     model = FreeLogitsOf(batch)
-    plain, stats, _ = reinforce_loss(model, batch, 8, samples=4, generator=torch.Generator().manual_seed(1))
-    bonus, _, _ = reinforce_loss(model, batch, 8, samples=4, generator=torch.Generator().manual_seed(1),
+    plain, stats, _ = reinforce_loss(model, batch, samples=4, generator=torch.Generator().manual_seed(1))
+    bonus, _, _ = reinforce_loss(model, batch, samples=4, generator=torch.Generator().manual_seed(1),
                                  entropy_coef=0.5)
     assert float(bonus.detach()) == pytest.approx(float(plain.detach()) - 0.5 * float(stats["entropy"]), abs=1e-6)
     assert 0 < float(stats["entropy"]) < np.log(9)  # at most idle + 8 candidates, uniform
     # temperature 1/2 samples from pi^2 renormalised = the softmax of doubled logits: its entropy is logged
-    _, sharp, _ = reinforce_loss(model, batch, 8, samples=4, generator=torch.Generator().manual_seed(1),
+    _, sharp, _ = reinforce_loss(model, batch, samples=4, generator=torch.Generator().manual_seed(1),
                                  temperature=0.5)
     keep = batch.cand_rank < 8
     cand_uav = batch.cand_index[0, keep]
@@ -159,9 +161,10 @@ class FreeLogitsOf(torch.nn.Module):
 
 def test_reinforce_needs_a_sample_beyond_the_greedy_rollout(store) -> None:
     batch = store.gather(torch.arange(2))
+    batch.k = 8
     model = torch.nn.Linear(1, 1)
     with pytest.raises(ValueError, match="algorithm.samples=1"):
-        reinforce_loss(model, batch, 8, samples=1)
+        reinforce_loss(model, batch, samples=1)
 
 
 @pytest.mark.heavy  # trains a model first; config validation of init_from runs by default
@@ -180,12 +183,12 @@ def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> 
     from hydra import compose, initialize_config_dir
 
     from tests.conftest import ROOT
-    from uavgnn.config import register_configs
+    from uavgnn.algorithms import register_configs
     from uavgnn.errors import ConfigError
-    from uavgnn.validation import validate
+    from uavgnn.algorithms import check_config
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=["algorithm=reinforce", f"algorithm.init_from={tmp_path / 'nope.pt'}"])
     with pytest.raises(ConfigError, match="nope.pt: no checkpoint there"):
-        validate(cfg)
+        check_config(cfg)

@@ -14,11 +14,11 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from uavgnn import distributed, run_dir, run_lock, signals, sweep_worker
+from uavgnn.algorithms import check_config
 from uavgnn.console import attach_run_log, echo
 from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, MemoryBudgetError, ProblemTooLarge,
                            RunDirectoryError, SceneFileError, StorageError, TrainingDiverged)
 from uavgnn.report import write_json
-from uavgnn.validation import validate
 
 REPORTS_ELSEWHERE = ("cache", "compare")  # they accept their own directory only when they write into it
 USER_ERRORS = (ConfigError, SceneFileError, ProblemTooLarge, MemoryBudgetError, TrainingDiverged, CheckpointError,
@@ -88,7 +88,7 @@ def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
     """Run the mode; ``train`` returns its best validation gap (the value a sweeper minimises)."""
     distributed.quiet_other_ranks()
     check_resolvable(cfg)
-    validate(cfg)
+    check_config(cfg)
     if cfg.mode not in (*REPORTS_ELSEWHERE, "train"):  # train accepts once every resume check has passed
         left = run_dir.leftovers(out_dir)
         if not left:

@@ -10,8 +10,8 @@ import hydra
 from omegaconf import DictConfig
 
 from uavgnn import distributed, sweep_worker
+from uavgnn.algorithms import register_configs
 from uavgnn.app import run_mode
-from uavgnn.config import register_configs
 
 register_configs()
 

@@ -1,23 +1,24 @@
-"""Typed schemas of every config group, registered in Hydra's ConfigStore.
+"""Typed schemas of the config groups, registered in Hydra's ConfigStore (``register_configs``).
 
 ``conf/config.yaml`` lists ``uavgnn_schema`` first in its defaults, so every
-YAML file is merged onto these dataclasses: an unknown key (``model.hiden``)
-or a wrong type (``model.hidden=abc``, ``optim.amp=maybe``) fails at
-composition, naming the key, before any work starts. The dataclasses are
-plain Python too: ``OmegaConf.structured(Config())`` is a complete config
-(the defaults of the YAML files) for use from a notebook without Hydra.
+YAML file is merged onto these dataclasses: an unknown key (``train.stpes``)
+or a wrong type (``train.steps=abc``, ``optim.amp=maybe``) fails at
+composition, naming the key, before any work starts. The ``model`` and
+``algorithm`` groups take the schema of the option chosen: each model kind
+(``uavgnn.models``) and each algorithm (``uavgnn.algorithms``) declares its
+own, so ``algorithm=masac`` has MASAC's keys only. ``uavgnn.algorithms.default_config()``
+is a complete config (the defaults of the YAML files) for use without Hydra.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
-from dataclasses import dataclass, field, fields
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
 
 from hydra.core.config_store import ConfigStore
 
-from uavgnn.envs.uav_env import EnvSettings
+from uavgnn.envs.settings import EnvSettings
 from uavgnn.problem.scenes import SceneDistribution
 
 
@@ -50,16 +51,6 @@ class DataConfig:
     train_seed: int = 1_000_000  # base seeds of the splits: disjoint by construction
     val_seed: int = 2_000_000
     test_seed: int = 3_000_000
-
-
-@dataclass
-class ModelConfig:
-    name: str = "small"
-    hidden: int = 64
-    heads: int = 2
-    layers: int = 2
-    dropout: float = 0.0
-    ffn_mult: int = 2
 
 
 @dataclass
@@ -108,45 +99,6 @@ class TrainConfig:
     decoder: str = "greedy"  # argmax | greedy
     max_bad_steps: int = 5  # consecutive non-finite losses before rolling back to the last good checkpoint
     max_rollbacks: int = 2  # rollbacks (LR / 10 each) before training stops as diverged
-
-
-@dataclass
-class AlgorithmConfig:
-    name: str = "imitation"  # imitation: NLL of the MILP's choices | reinforce: policy gradient of the reward J
-    init_from: Optional[str] = None  # checkpoint whose policy starts training (fine-tuning); same model config
-    samples: int = 8  # reinforce: rollouts per scene, the first the greedy baseline
-    imitation_weight: float = 0.0  # reinforce: weight of the imitation loss kept alongside (0 = pure REINFORCE)
-    baseline: str = "greedy"  # reinforce: greedy (the deployed decode's J) | mean (the other samples' mean J, POMO)
-    gamma: float = 0.95  # masac: discount
-    tau: float = 0.005  # masac: Polyak step of the target critics
-    init_alpha: float = 0.2  # masac: initial entropy temperature
-    actor_lr_scale: float = 1.0  # masac: actor LR = train.lr x this (train.lr is the critics')
-    alpha_lr_scale: float = 1.0  # masac: temperature LR = train.lr x this
-    critic_hidden: int = 128  # masac: width of the centralised critics (actor widths: model.hidden/layers)
-    critic_layers: int = 2
-    buffer_size: int = 100_000  # masac: replay capacity (transitions of all agents of one env step)
-    learning_starts: int = 5_000  # masac: env steps of random actions before the policy acts
-    env_steps_per_update: int = 1  # masac: steps of all env.n_envs environments per training step
-    prioritized: bool = False  # masac: prioritized replay (sum-tree) instead of uniform
-    priority_alpha: float = 0.6  # masac: priority exponent
-    priority_beta: float = 0.4  # masac: importance-weight exponent at step 0, annealed to 1 at train.steps
-    td_lambda: float = 0.8  # coma: lambda of the critic's TD(lambda) targets
-    entropy_coef: float = 0.001  # coma, reinforce (0.01 in its preset): weight of the policy's entropy bonus
-    temperature: float = 1.0  # reinforce: rollouts from pi^(1/T); below 1 they stay nearer the greedy decode
-    target_update_every: int = 200  # coma: updates between copies of the critic into the target critic
-    minibatches: int = 5  # coma: minibatches of hardware.batch_size episodes per collection
-    data_passes: int = 5  # coma: passes over each collection (updates per collection = minibatches x passes)
-    lambda_physics: float = 0.5  # dynamics: weight of the kinematic-residual loss
-    rollout_policy: str = "scripted"  # dynamics: who flies the rollouts: scripted | random | a MASAC or COMA checkpoint path
-    rollout_steps: int = 200  # dynamics: steps each rollout environment is played (episodes auto-reset inside)
-    train_envs: int = 256  # dynamics: environments of the training split
-    eval_envs: int = 64  # dynamics: environments of each of val, test and test_ood
-    noise: float = 0.01  # dynamics: std of the observed positions
-    velocity_noise: float = 0.02  # dynamics: std of the measured velocity (a training label only)
-    window: int = 32  # dynamics: rows the TCN reads per training window
-    predict_steps: int = 5  # dynamics: future positions predicted at every row (k of the k-step error)
-    burn_in: int = 8  # dynamics: first rows of a window not scored (too little history)
-    ood_scale: float = 2.0  # dynamics: wind and drag of the test_ood split = env.wind / env.drag x this
 
 
 @dataclass
@@ -249,11 +201,11 @@ class Config:
     task: TaskConfig = field(default_factory=TaskConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: Any = None  # the schema of the chosen model kind (uavgnn/models: transformer_gnn, mlp, tcn)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    algorithm: Any = None  # the schema of the chosen algorithm (uavgnn/algorithms/<name>.py)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -262,32 +214,20 @@ class Config:
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
 
 
+GROUP_SCHEMAS: list[Callable[[ConfigStore], None]] = []  # the layers above add the schemas of their groups
+
+
 def register_configs() -> None:
-    """Attach the schemas to Hydra (called before ``@hydra.main`` composes)."""
-    ConfigStore.instance().store(name="uavgnn_schema", node=Config)
+    """Attach the schemas to Hydra (before ``@hydra.main`` or ``compose``): the root here, then the ``algorithm``
+    and ``model`` groups' that ``uavgnn.algorithms`` adds to ``GROUP_SCHEMAS`` when imported (each algorithm's
+    as ``algorithm/schema/<name>``, each model kind's as ``model/schema/<kind>``)."""
+    store = ConfigStore.instance()
+    store.store(name="uavgnn_schema", node=Config)
+    for store_group_schemas in GROUP_SCHEMAS:
+        store_group_schemas(store)
 
 
 # conf/hydra/launcher/joblib.yaml takes the plugin's n_jobs from the hardware preset and is meant to be
 # validated against the plugin's schema of the same name; Hydra 1.3 does that but warns on every compose
 # (sweep workers included, hence module level: they import this module, not run.py).
 warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/joblib' is validated against ConfigStore schema")
-
-
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested config container as ``{"model.hidden": 64, ...}``; lists as JSON text (hashable, comparable)."""
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: json.dumps(node) if isinstance(node, list) else node}
-
-
-def env_settings(env: EnvConfig) -> EnvSettings:
-    """The environment settings of a (possibly DictConfig) env node."""
-    return EnvSettings(**{f.name: getattr(env, f.name) for f in fields(EnvSettings)})
-
-
-def scene_distribution(task: TaskConfig) -> SceneDistribution:
-    """The generator parameters of a (possibly DictConfig) task node."""
-    return SceneDistribution(**{f.name: getattr(task, f.name) for f in fields(SceneDistribution)})

@@ -22,10 +22,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from uavgnn.config import flatten
 from uavgnn.console import echo
 from uavgnn.errors import RunDirectoryError
-from uavgnn.report import markdown_table
+from uavgnn.report import flatten, markdown_table
 from uavgnn.storage import atomic_write, storage_error
 
 log = logging.getLogger(__name__)

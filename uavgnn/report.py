@@ -16,7 +16,6 @@ from rich.table import Table
 
 from uavgnn.storage import atomic_write
 
-
 TABLE_WIDTH = 120  # characters: a wider table wraps its headers, then continues in blocks below (format_table)
 GAP = 2  # characters between columns
 
@@ -94,3 +93,13 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested config container as ``{"model.hidden": 64, ...}``; lists as JSON text (hashable, comparable)."""
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: json.dumps(node) if isinstance(node, list) else node}

@@ -18,10 +18,10 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from uavgnn.config import flatten
 from uavgnn.console import echo
 from uavgnn.errors import RunDirectoryError
 from uavgnn.loggers import read_history
+from uavgnn.report import flatten
 
 
 @dataclass

@@ -1,16 +1,17 @@
 """Value checks the schema's types cannot express, run before any work: each failure names the key.
 
 ``CHOICES`` lists the allowed strings, ``RANGES`` the valid interval of every
-numeric key (a test checks that no numeric key of the schema lacks one), and
-``validate`` adds the rules that relate several keys.
+numeric key of the shared groups, and each algorithm's schema gives its own
+keys' ranges where it declares them (``ranged``; a test checks that no numeric
+key lacks one). ``validate`` adds the rules that relate several keys; each
+algorithm adds its own (``Algorithm.check``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -29,11 +30,9 @@ CHOICES = {
     "hardware.precision": ("bf16", "fp16"),
     "train.schedule": ("cosine", "plateau"),
     "train.decoder": ("argmax", "greedy"),
-    "algorithm.name": ("imitation", "reinforce", "masac", "coma", "dynamics"),
     "env.action": ("continuous", "discrete", "goto"),
     "hardware.data_on_device": ("auto", "true", "false"),
     "data.source": ("cache", "generated"),
-    "algorithm.baseline": ("greedy", "mean"),
     "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),
     "eval.decoder": ("argmax", "greedy", "sample"),
     "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
@@ -85,24 +84,12 @@ RANGES: dict[str, Range] = {
                                               "max_bad_steps")},
     "train.lr": POSITIVE, "train.grad_clip": POSITIVE, "train.ema_decay": FRACTION,
     **{f"train.{key}": NON_NEGATIVE for key in ("weight_decay", "warmup_steps", "max_rollbacks")},
-    "algorithm.samples": AT_LEAST_1, "algorithm.imitation_weight": NON_NEGATIVE,
-    "algorithm.gamma": UNIT, "algorithm.tau": Range(0, 1, low_open=True),
-    **{f"algorithm.{key}": POSITIVE for key in ("init_alpha", "actor_lr_scale", "alpha_lr_scale", "priority_alpha")},
-    "algorithm.priority_beta": UNIT, "algorithm.learning_starts": NON_NEGATIVE,
-    **{f"algorithm.{key}": AT_LEAST_1 for key in ("critic_hidden", "critic_layers", "buffer_size",
-                                                  "env_steps_per_update")},
     **{f"env.{key}": AT_LEAST_1 for key in ("n_uav", "horizon", "val_episodes", "obs_targets", "obs_uavs")},
     "env.n_envs": Range(1, MAX_ENVS),
     **{f"env.{key}": POSITIVE for key in ("dt", "max_speed", "max_accel", "service_radius")},
     **{f"env.{key}": NON_NEGATIVE for key in ("collision_radius", "appear_steps", "collision_penalty",
                                               "exhausted_penalty", "approach_reward")},
     "env.team_weight": UNIT, "env.wind": NON_NEGATIVE, "env.drag": NON_NEGATIVE,
-    "algorithm.td_lambda": UNIT, "algorithm.entropy_coef": NON_NEGATIVE, "algorithm.temperature": POSITIVE,
-    **{f"algorithm.{key}": AT_LEAST_1 for key in ("target_update_every", "minibatches", "data_passes")},
-    "algorithm.lambda_physics": NON_NEGATIVE, "algorithm.noise": NON_NEGATIVE, "algorithm.velocity_noise": NON_NEGATIVE,
-    "algorithm.ood_scale": POSITIVE, "algorithm.burn_in": AT_LEAST_1,
-    **{f"algorithm.{key}": AT_LEAST_1 for key in ("rollout_steps", "train_envs", "eval_envs", "window",
-                                                  "predict_steps")},
     "curriculum.advance_threshold": UNIT, "curriculum.performance_threshold": UNIT,
     **{f"curriculum.{key}": AT_LEAST_1 for key in ("consecutive_evaluations", "patience", "consecutive_failures",
                                                    "node_budget")},
@@ -119,9 +106,24 @@ RANGES: dict[str, Range] = {
 }
 
 
+def ranged(default: Any, valid: Range) -> Any:
+    """A schema field whose value must lie in ``valid`` (checked by ``check_ranges``): ranges are declared
+    where the key is, in each algorithm's config."""
+    return field(default=default, metadata={"range": valid})
+
+
+def schema_ranges(node: Any, prefix: str) -> dict[str, Range]:
+    """The ``ranged`` fields of a structured config node (an algorithm's schema), as dotted keys."""
+    schema = OmegaConf.get_type(node) if OmegaConf.is_config(node) else None
+    if not (isinstance(schema, type) and is_dataclass(schema)):
+        return {}
+    return {f"{prefix}.{f.name}": f.metadata["range"] for f in fields(schema) if "range" in f.metadata}
+
+
 def check_ranges(cfg) -> None:
-    """Every numeric key within its ``RANGES`` entry; raises ConfigError naming the first key that is not."""
-    for key, valid in RANGES.items():
+    """Every numeric key within its range (``RANGES``, and the algorithm schema's); raises ConfigError naming the
+    first key that is not."""
+    for key, valid in {**RANGES, **schema_ranges(OmegaConf.select(cfg, "algorithm"), "algorithm")}.items():
         value = OmegaConf.select(cfg, key)
         if value is None:  # an Optional key left unset (the schema decides where None is allowed)
             continue
@@ -159,34 +161,7 @@ def validate(cfg) -> None:
     if layers is not None and any(not 0 <= i < cfg.model.layers for i in layers):
         raise ConfigError(f"optim.checkpoint_layers={list(layers)} must index the model's "
                           f"{cfg.model.layers} layers (0..{cfg.model.layers - 1})")
-    if cfg.algorithm.init_from and not Path(cfg.algorithm.init_from).is_file():
-        raise ConfigError(f"algorithm.init_from={cfg.algorithm.init_from}: no checkpoint there")
-    if cfg.algorithm.name == "reinforce" and cfg.algorithm.samples < 2:
-        raise ConfigError(f"algorithm.samples={cfg.algorithm.samples} must be >= 2 (the greedy rollout and a sample)")
-    if cfg.algorithm.name == "reinforce" and cfg.algorithm.baseline == "mean" and cfg.algorithm.samples < 3:
-        raise ConfigError(f"algorithm.samples={cfg.algorithm.samples} must be >= 3 with algorithm.baseline=mean "
-                          "(the greedy rollout and two samples, each the other's baseline)")
-    if cfg.data.source == "generated":
-        check_generated(cfg)
-    if cfg.algorithm.name == "masac" and cfg.env.action != "continuous":
-        raise ConfigError(f"algorithm=masac acts with velocity commands: env.action={cfg.env.action!r} must be "
-                          "continuous")
-    if cfg.algorithm.name == "coma":
-        check_coma(cfg)
-    if cfg.model.name == "mlp" and cfg.algorithm.name not in ("masac", "coma", "dynamics"):
-        raise ConfigError(f"model=mlp with algorithm={cfg.algorithm.name}: model=mlp is MASAC's per-agent actor; "
-                          "imitation and reinforce need a TransformerGNN size (tiny|small|medium|large)")
-    if cfg.model.name == "tcn" and cfg.algorithm.name != "dynamics":
-        raise ConfigError(f"model=tcn with algorithm={cfg.algorithm.name}: model=tcn is the dynamics model of "
-                          "algorithm=dynamics")
-    if cfg.model.name == "mlp" and cfg.algorithm.name == "dynamics":
-        raise ConfigError("model=mlp with algorithm=dynamics: use model=tcn (or a size, tiny..large, for its width "
-                          "and depth)")
-    if cfg.algorithm.name == "dynamics" or cfg.mode == "rollouts":
-        check_dynamics(cfg)
     cur = cfg.curriculum
-    if cfg.algorithm.name in ("masac", "coma", "dynamics") and cur.name != "none":
-        raise ConfigError(f"algorithm={cfg.algorithm.name} trains on one environment size: use curriculum=none")
     if cur.name != "none":
         if list(cur.stages) != sorted(set(cur.stages)) or min(cur.stages) < 1 or cur.stages[-1] != cfg.data.n_uav:
             raise ConfigError(f"curriculum.stages={list(cur.stages)} must be increasing positive sizes ending at "
@@ -194,14 +169,10 @@ def validate(cfg) -> None:
         if len(cur.replay) != len(cur.stages) or not all(0 <= r < 1 for r in cur.replay) or cur.replay[0] != 0:
             raise ConfigError(f"curriculum.replay={list(cur.replay)} needs one fraction in [0, 1) per stage "
                               f"({len(cur.stages)}), the first 0 (no earlier stage)")
-    if cfg.model.hidden % cfg.model.heads:
+    if "heads" in cfg.model and cfg.model.hidden % cfg.model.heads:
         raise ConfigError(f"model.hidden={cfg.model.hidden} must be divisible by model.heads={cfg.model.heads}")
     check_task(cfg)
     check_shifts(cfg)
-    on_env = cfg.algorithm.name in ("masac", "coma", "dynamics") or cfg.mode == "rollouts"
-    if cfg.task.positions == "mixed" and on_env:
-        raise ConfigError(f"task=mixed with algorithm={cfg.algorithm.name}: the environment has one scene size and "
-                          "square for all its envs; use task=uniform or task=clustered")
 
 
 def check_task(cfg) -> None:
@@ -235,41 +206,3 @@ def check_shifts(cfg) -> None:
             check_task(shifted)
         except ConfigError as err:
             raise ConfigError(f"eval.shifts.{name}: {err}") from None
-
-
-def check_generated(cfg) -> None:
-    """Fresh scenes have no MILP labels and come from the task's generator."""
-    if cfg.algorithm.name != "reinforce":
-        raise ConfigError(f"data.source=generated with algorithm={cfg.algorithm.name}: fresh scenes have no MILP "
-                          "labels to imitate; use algorithm=reinforce (or data.source=cache)")
-    if cfg.algorithm.imitation_weight > 0:
-        raise ConfigError(f"data.source=generated with algorithm.imitation_weight={cfg.algorithm.imitation_weight}: "
-                          "fresh scenes have no MILP labels; set algorithm.imitation_weight=0")
-    if cfg.task.name == "file":
-        raise ConfigError("data.source=generated with task=file: fresh scenes come from a generator task "
-                          "(uniform, clustered or mixed)")
-
-
-def check_dynamics(cfg) -> None:
-    """The window arithmetic of ``algorithm=dynamics`` and the rollouts it reads."""
-    alg = cfg.algorithm
-    if alg.burn_in >= alg.window - 1:
-        raise ConfigError(f"algorithm.burn_in={alg.burn_in} must be below algorithm.window - 1 = {alg.window - 1} "
-                          "(rows left to score)")
-    if alg.window + alg.predict_steps > alg.rollout_steps + 1:
-        raise ConfigError(f"algorithm.window + algorithm.predict_steps = {alg.window + alg.predict_steps} rows do not "
-                          f"fit in algorithm.rollout_steps + 1 = {alg.rollout_steps + 1}")
-    if alg.rollout_policy not in ("scripted", "random") and not Path(alg.rollout_policy).is_file():
-        raise ConfigError(f"algorithm.rollout_policy={alg.rollout_policy!r} is not scripted, random or a MASAC "
-                          "or COMA checkpoint file")
-
-
-def check_coma(cfg) -> None:
-    """COMA acts with discrete actions through its MLP actor, on minibatches of a fixed number of episodes."""
-    if cfg.env.action not in ("discrete", "goto"):
-        raise ConfigError(f"algorithm=coma chooses discrete actions: env.action={cfg.env.action!r} must be discrete "
-                          "(env=discrete: headings) or goto (env=goto: targets)")
-    if cfg.model.name != "mlp":
-        raise ConfigError(f"algorithm=coma with model={cfg.model.name}: its shared actor is model=mlp")
-    if cfg.hardware.batch_size == "auto":
-        raise ConfigError("algorithm=coma: hardware.batch_size is episodes per minibatch; give a number, not auto")

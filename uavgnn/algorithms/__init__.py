@@ -1,65 +1,133 @@
-"""Training objectives that plug into the shared loop: ``algorithm=imitation|reinforce|masac|coma|dynamics``.
+"""The algorithm registry: every ``Algorithm`` subclass with a ``name`` in a module of this package.
 
-To add one: a file here with a subclass of ``Algorithm`` (see ``base.py``),
-an entry in ``make_algorithm``, a ``conf/algorithm/<name>.yaml`` and its name
-in ``uavgnn.validation.CHOICES``.
+The loop, the modes, validation and ``mode=info`` ask the registry, never an algorithm by name. To add one,
+write ``uavgnn/algorithms/<name>.py`` (a subclass of ``Algorithm`` with its config schema: ``base.py`` says
+what it declares) and ``conf/algorithm/<name>.yaml``; nothing else (ARCHITECTURE.md walks through it).
+Importing the registry adds the algorithm and model schemas to ``register_configs`` (re-exported here).
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from functools import cache
+from pathlib import Path
+from typing import Any
+
 import torch
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from uavgnn.algorithms.base import Algorithm, LossOf, StepOutput, step_loss
-from uavgnn.algorithms.coma import COMA, COMAAgents, COMASettings
-from uavgnn.algorithms.dynamics import Dynamics, output_size
-from uavgnn.algorithms.imitation import Imitation
-from uavgnn.algorithms.masac import MASAC, MASACAgents, MASACSettings
-from uavgnn.algorithms.reinforce import Reinforce
-from uavgnn.config import env_settings, scene_distribution
-from uavgnn.dynamics.windows import N_FEATURES, Units
-from uavgnn.models import model_from_config
-from uavgnn.models.tcn import TCN
+from uavgnn.algorithms.base import TAKERS, Algorithm
+from uavgnn.checkpoints import kind
+from uavgnn.config import GROUP_SCHEMAS, Config, register_configs
+from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.models.agent_stack import MLPConfig
+from uavgnn.models.tcn import TCNConfig
+from uavgnn.models.transformer_gnn import TransformerGNNConfig
+from uavgnn.validation import validate
 
-__all__ = ["Algorithm", "LossOf", "StepOutput", "make_algorithm", "make_model", "step_loss"]
+__all__ = ["MODEL_SCHEMAS", "DEFAULTS", "algorithms", "algorithm_class", "make_algorithm", "make_model",
+           "register_configs", "default_config", "stored_config", "describe", "require", "check_config"]
 
-
-def make_model(cfg) -> nn.Module:
-    """What ``cfg.algorithm`` trains: the TransformerGNN policy, MASAC's or COMA's agents sized by the environment, or
-    the dynamics TCN (width and depth from ``model.hidden``/``model.layers``)."""
-    if cfg.algorithm.name == "coma":
-        env, dist, alg = env_settings(cfg.env), scene_distribution(cfg.task), cfg.algorithm
-        return COMAAgents(COMASettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
-                                       cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
-                                       alg.gamma, alg.td_lambda, alg.entropy_coef))
-    if cfg.algorithm.name == "dynamics":
-        return TCN(N_FEATURES, output_size(cfg.algorithm.predict_steps), cfg.model.hidden, cfg.model.layers,
-                   cfg.model.dropout)
-    if cfg.algorithm.name == "masac":
-        env, dist, alg = env_settings(cfg.env), scene_distribution(cfg.task), cfg.algorithm
-        graph = (None if cfg.model.name == "mlp"
-                 else (env.obs_targets, env.obs_uavs, cfg.model.heads, cfg.model.ffn_mult))
-        return MASACAgents(MASACSettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
-                                         cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
-                                         alg.gamma, alg.init_alpha, graph))
-    return model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers)
+MODEL_SCHEMAS = {"transformer_gnn": TransformerGNNConfig, "mlp": MLPConfig, "tcn": TCNConfig}
+DEFAULTS = {"algorithm": "imitation", "model": ("transformer_gnn", "small")}  # conf/config.yaml's choices
 
 
-def make_algorithm(cfg, device: torch.device) -> Algorithm:
-    """The configured ``algorithm.name`` with its settings."""
-    if cfg.algorithm.name == "imitation":
-        return Imitation()
-    if cfg.algorithm.name == "reinforce":
-        return Reinforce(cfg.algorithm.samples, cfg.algorithm.imitation_weight, cfg.seed, device,
-                         cfg.algorithm.baseline, cfg.algorithm.entropy_coef, cfg.algorithm.temperature)
-    if cfg.algorithm.name == "masac":
-        alg = cfg.algorithm
-        return MASAC(alg.tau, alg.actor_lr_scale, alg.alpha_lr_scale, cfg.seed, device)
-    if cfg.algorithm.name == "coma":
-        return COMA(cfg.algorithm.target_update_every, cfg.algorithm.actor_lr_scale)
-    if cfg.algorithm.name == "dynamics":
-        alg = cfg.algorithm
-        return Dynamics(Units.of(env_settings(cfg.env)), alg.window, alg.predict_steps, alg.burn_in,
-                        alg.lambda_physics)
-    raise ValueError(f"algorithm.name: unknown algorithm {cfg.algorithm.name!r} (expected imitation, reinforce, "
-                     "masac, coma or dynamics)")
+@cache
+def algorithms() -> dict[str, type[Algorithm]]:
+    """Every algorithm of this package by name (each module imported once, on first use)."""
+    found: dict[str, type[Algorithm]] = {}
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        for value in vars(importlib.import_module(f"{__name__}.{module.name}")).values():
+            if (isinstance(value, type) and issubclass(value, Algorithm) and "name" in vars(value)
+                    and value.__module__ == f"{__name__}.{module.name}"):
+                found[value.name] = value
+    return dict(sorted(found.items()))
+
+
+def algorithm_class(name: str) -> type[Algorithm]:
+    if name not in algorithms():
+        raise ConfigError(f"algorithm.name: unknown algorithm {name!r} (expected {', '.join(algorithms())})")
+    return algorithms()[name]
+
+
+def make_algorithm(cfg: Any, device: torch.device) -> Algorithm:
+    """The configured ``algorithm`` with its settings."""
+    return algorithm_class(cfg.algorithm.name)(cfg, device)
+
+
+def make_model(cfg: Any) -> nn.Module:
+    """The networks the configured ``algorithm`` trains, sized by the config."""
+    return algorithm_class(cfg.algorithm.name).build_model(cfg)
+
+
+def _store_group_schemas(store: ConfigStore) -> None:
+    """Each algorithm's schema as ``algorithm/schema/<name>``, each model kind's as ``model/schema/<kind>``."""
+    for name, algorithm in algorithms().items():
+        store.store(group="algorithm/schema", name=name, node=algorithm.config)
+    for name, schema in MODEL_SCHEMAS.items():
+        store.store(group="model/schema", name=name, node=schema)
+
+
+GROUP_SCHEMAS.append(_store_group_schemas)  # config.register_configs() stores them with the root schema
+
+
+def default_config(algorithm: str = DEFAULTS["algorithm"]) -> DictConfig:
+    """A complete config without Hydra: every group's schema defaults, ``algorithm``'s keys and the small model
+    (the composed ``conf/config.yaml`` where the YAML files only repeat the defaults)."""
+    kind_name, size = DEFAULTS["model"]
+    cfg = OmegaConf.structured(Config)
+    cfg.algorithm = OmegaConf.structured(algorithm_class(algorithm).config)
+    cfg.model = OmegaConf.structured(MODEL_SCHEMAS[kind_name](name=size))
+    return cfg
+
+
+def stored_config(config: dict[str, Any]) -> DictConfig:
+    """A checkpoint's stored config on the schemas of this version: keys added since take their defaults, keys
+    no longer in a schema (saved before each algorithm and model kind had its own) are dropped."""
+    name = (config.get("algorithm") or {}).get("name", DEFAULTS["algorithm"])
+    cfg = default_config(name if name in algorithms() else DEFAULTS["algorithm"])
+    size = (config.get("model") or {}).get("name", DEFAULTS["model"][1])
+    cfg.model = OmegaConf.structured({"mlp": MLPConfig, "tcn": TCNConfig}.get(size, TransformerGNNConfig)(name=size))
+    return OmegaConf.merge(cfg, _known(cfg, config))
+
+
+def _known(schema: Any, stored: Any) -> Any:
+    """The part of ``stored`` whose keys the config ``schema`` has (recursively)."""
+    if not isinstance(stored, dict) or not isinstance(schema, DictConfig):
+        return stored
+    return {key: _known(schema[key], value) for key, value in stored.items() if key in schema}
+
+
+def describe(config: dict[str, Any] | None) -> str:
+    """A checkpoint's kind and what takes it, from its stored config: for the errors that refuse it."""
+    name = ((config or {}).get("algorithm") or {}).get("name", DEFAULTS["algorithm"])
+    product = algorithms()[name].produces if name in algorithms() else None
+    return f"{kind(config)}: " + (f"{_a(product)}; {TAKERS[product]}" if product else "an unknown algorithm")
+
+
+def _a(product: str) -> str:
+    """``product`` with its article: an assignment policy, a dynamics model."""
+    return ("an " if product[0] in "aeiou" else "a ") + product
+
+
+def require(ckpt: dict[str, Any], path: str | Path, product: str, taker: str) -> type[Algorithm]:
+    """The algorithm of a checkpoint ``taker`` (``mode=eval ckpt``, ...) reads, if it produces ``product``;
+    else a one-line ``CheckpointError`` naming the checkpoint's kind and what takes it."""
+    name = (ckpt["config"].get("algorithm") or {}).get("name", DEFAULTS["algorithm"])
+    if name not in algorithms() or algorithms()[name].produces != product:
+        makers = " or ".join(n for n, a in algorithms().items() if a.produces == product)
+        raise CheckpointError(f"checkpoint {path} ({describe(ckpt['config'])}): {taker}= takes {_a(product)} "
+                              f"(algorithm={makers})")
+    return algorithms()[name]
+
+
+def check_config(cfg: Any) -> None:
+    """Every check before any work: the shared groups' (``validation.validate``) and the algorithm's own."""
+    validate(cfg)
+    algorithm = algorithm_class(cfg.algorithm.name)
+    if cfg.curriculum.name != "none" and not algorithm.stages:
+        raise ConfigError(f"algorithm={algorithm.name} trains on one scene size: use curriculum=none")
+    algorithm.check(cfg)

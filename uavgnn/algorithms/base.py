@@ -1,27 +1,87 @@
-"""What an algorithm is to the shared training loop (``uavgnn.training.trainer.Trainer``).
+"""What an algorithm is: a plug-in declared in one file, which the loop, the modes and validation ask.
 
-The Trainer owns everything algorithms share: device and precision, DDP,
-compile, EMA, the optimiser and LR schedule, checkpoints and resume,
-evaluation cadence, logging, OOM halving, divergence rollback, signals and
-progress. An algorithm owns one thing: the loss of a batch. ``mode=profile``,
-``mode=benchmark`` and ``hardware.batch_size=auto`` call the same
-``training_step``, so they measure the step that actually trains.
+The shared loop (``uavgnn.training.trainer.Trainer``) owns what every algorithm needs: device and precision,
+DDP, compile, EMA, the optimisers and LR schedule, checkpoints and resume, logging, OOM halving, divergence
+rollback, signals and progress. An algorithm (a subclass of ``Algorithm`` in ``uavgnn/algorithms/<name>.py``,
+found by the registry in ``uavgnn.algorithms``) declares everything else, in one place:
+
+- ``name`` and ``config``: its structured config, the schema of ``algorithm/<name>`` (``algorithm=<name>``
+  composes its keys only: another algorithm's key is a typo error naming it);
+- ``build_model``: its networks; ``networks``: one optimiser each (its parameters, LR multiple and clip);
+- ``workload``: its data side (what each step trains on, how the policy is validated) and ``cadence``: how
+  often the loop collects new experience (off- and on-policy algorithms);
+- ``training_step``: the loss of a batch; ``after_step``: e.g. target networks;
+- ``score``: the validation metric that selects ``best.pt``, with its direction; ``check``: its config rules;
+- ``test``: the test phase after training (its tables and pictures); ``produces``: what its checkpoints are,
+  which says what else takes them.
+
+``mode=profile``, ``mode=benchmark`` and ``hardware.batch_size=auto`` call the same ``training_step``.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
 import torch
+from omegaconf import MISSING
 from torch import nn
-from torch_geometric.data import Batch
 
+from uavgnn.console import echo
+from uavgnn.errors import ConfigError
+from uavgnn.report import write_json
 from uavgnn.runtime import autocast
 
-LossOf = Callable[[nn.Module, Batch, int], torch.Tensor]  # (model, batch, k) -> a training step's loss
+LossOf = Callable[[nn.Module, Any], torch.Tensor]  # (model, batch) -> a training step's loss
+
+# what an algorithm's checkpoints are -> what takes them (for the errors that refuse them elsewhere)
+TAKERS = {"assignment policy": "mode=eval ckpt=, mode=solve solver=model ckpt= and algorithm.init_from= take it",
+          "environment policy": "resume=auto hydra.run.dir=<its run> and algorithm.rollout_policy= take it",
+          "dynamics model": "resume=auto hydra.run.dir=<its run> takes it"}
+
+
+@dataclass
+class AlgorithmConfig:
+    """The key every algorithm's schema has; each adds its own (``conf/algorithm/<name>.yaml`` picks it)."""
+
+    name: str = MISSING
+
+
+@dataclass(frozen=True)
+class Score:
+    """The validation metric that selects ``best.pt``: its key in the validation results and its direction."""
+
+    key: str
+    minimize: bool = True
+
+    @property
+    def worst(self) -> float:
+        return math.inf if self.minimize else -math.inf
+
+    def improves(self, value: float, best: float, tolerance: float = 1e-6) -> bool:
+        return value < best - tolerance if self.minimize else value > best + tolerance
+
+
+@dataclass(frozen=True)
+class Network:
+    """One optimiser's share of the model: its parameters, LR (``train.lr`` x ``lr_scale``) and gradient clip
+    (the largest global norm of its gradients; None: ``train.grad_clip``)."""
+
+    name: str
+    params: list[nn.Parameter]
+    lr_scale: float = 1.0
+    grad_clip: float | None = None
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """When the loop collects new experience: before every ``updates``-th update (0: never, a fixed dataset)."""
+
+    updates: int = 0
 
 
 @dataclass
@@ -32,17 +92,72 @@ class StepOutput:
     feedback: torch.Tensor | None = None  # per-item values for the data source (replay priorities)
 
 
+class Workload(Protocol):
+    """An algorithm's data side: what each step trains on and how the policy is validated."""
+
+    unit: str  # what an item is ("graphs", "samples", "episodes"): hardware.batch_size counts them per update
+    sizes: list[int]  # UAVs per curriculum stage
+
+    def collect(self, step: int) -> None: ...
+    def batch(self, step: int, stage: int, batch_size: int) -> Any: ...
+    def restart(self, step: int, batch_size: int) -> None: ...
+    def items(self, batch: Any) -> int: ...
+    def feedback(self, batch: Any, values: torch.Tensor | None) -> None: ...
+    def window_stats(self) -> dict[str, float]: ...
+    def validate(self, policy: nn.Module, stage: int, dtype: torch.dtype | None) -> dict[str, float]: ...
+    def describe(self, val: dict[str, float], stage: int, best: float) -> str: ...
+    def checkpoint_extras(self) -> dict[str, Any]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def probe_store(self) -> Any: ...
+
+
 class Algorithm(ABC):
-    """One objective, readable top to bottom in its own file; registered in ``uavgnn.algorithms.ALGORITHMS``."""
+    """One objective, readable top to bottom in its own file (see the module's docstring)."""
+
+    name: ClassVar[str]
+    config: ClassVar[type]
+    produces: ClassVar[str]  # a key of TAKERS
+    score: ClassVar[Score]
+    stages: ClassVar[bool] = False  # trains through curriculum stages of scene sizes
+    resume_safe: ClassVar[tuple[str, ...]] = ()  # its keys a resumed run may change (they never change a step)
+    restart_hint: ClassVar[str] = "start a new run in another directory (hydra.run.dir=...)"  # {path}: last.pt
+
+    def __init__(self, cfg: Any, device: torch.device) -> None:
+        self.cfg, self.device = cfg, device
+
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        """Its config rules beyond the schema's types and ranges; a ``ConfigError`` naming the key."""
+
+    @classmethod
+    @abstractmethod
+    def build_model(cls, cfg: Any) -> nn.Module:
+        """Its networks, sized by the config (a checkpoint's stored config rebuilds them)."""
+
+    def initialize(self, model: nn.Module) -> None:
+        """A new run's starting weights beyond the initialisation (e.g. a checkpoint to fine-tune); none here."""
+
+    @property
+    def starts_trained(self) -> bool:
+        """Whether ``initialize`` loads trained weights: the starting policy is then validated and is best.pt."""
+        return False
 
     @abstractmethod
-    def training_step(self, model: nn.Module, batch: Batch, k: int, step: int) -> StepOutput:
-        """The loss of ``batch`` at candidate budget ``k``; a pure function of (weights, batch, step),
-        so a resumed run repeats exactly what an uninterrupted one computes."""
+    def workload(self, model: nn.Module) -> Workload:
+        """Its data side."""
 
-    def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:
-        """The optimiser's parameter groups; each group's LR is ``train.lr`` x its ``lr_scale`` x the schedule."""
-        return [{"params": list(model.parameters()), "lr_scale": 1.0}]
+    def cadence(self) -> Cadence:
+        return Cadence()
+
+    def networks(self, model: nn.Module) -> list[Network]:
+        """One optimiser per network; one for the whole model by default."""
+        return [Network("model", list(model.parameters()))]
+
+    @abstractmethod
+    def training_step(self, model: nn.Module, batch: Any, step: int) -> StepOutput:
+        """The loss of ``batch``; a pure function of (weights, batch, step), so a resumed run repeats exactly
+        what an uninterrupted one computes."""
 
     def after_step(self, model: nn.Module) -> None:
         """Called after each optimiser step (e.g. target-network averaging); nothing by default."""
@@ -54,13 +169,56 @@ class Algorithm(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned (resume and rollback)."""
 
+    @abstractmethod
+    def test(self, result: Any, out_dir: Path, logger: Any) -> float:
+        """The test phase after training: tables, pictures, ``summary.json``; returns the best validation score."""
+
+    @classmethod
+    def self_check(cls, device: torch.device) -> bool:
+        """``mode=info``: one tiny update of its own on ``device`` (raises if it cannot run there); returns
+        whether it has one (the shared ones - a TransformerGNN step - are ``mode=info``'s own)."""
+        return False
+
+    def prepare(self) -> list[dict[str, Any]]:
+        """``mode=rollouts``: build its datasets ahead of training and describe them; most have none to build."""
+        raise ConfigError(f"mode=rollouts builds the datasets of algorithms that simulate them; algorithm={self.name} "
+                          "has none to build ahead")
+
+
+class AlgorithmStep(nn.Module):
+    """The algorithm's step as a module's forward, ``(batch, step) -> StepOutput``: what DDP wraps (it averages
+    the gradients of its forward's graph), while the loss stays the algorithm's (``training_step``)."""
+
+    def __init__(self, model: nn.Module, algorithm: Algorithm) -> None:
+        super().__init__()
+        self.model, self.algorithm = model, algorithm
+
+    def forward(self, batch: Any, step: int) -> StepOutput:
+        return self.algorithm.training_step(self.model, batch, step)
+
+
+def write_results(result: Any, out_dir: Path, logger: Any, rows: list[dict[str, Any]],
+                  test: dict[str, float]) -> float:
+    """What every test phase ends with: the table and the headline test figures on the dashboard, and
+    ``summary.json`` (the best validation score, by its name, the final validation, the test table, the
+    run's counts and speed); returns the best validation score."""
+    best = f"best_{result.score.key.replace('/', '_')}"
+    step = result.state.step
+    logger.table("test/methods", rows, step)
+    write_json(out_dir / "summary.json", {best: result.state.best, "final_val": result.val, "test": rows,
+                                          "steps": step, "params": result.model.num_parameters(), **test,
+                                          **result.perf})
+    logger.summary({f"best/{result.score.key}": result.state.best, **test, **result.perf})
+    echo(f"results in {out_dir}")
+    return float(result.state.best)
+
 
 def step_loss(algorithm: Algorithm, device: torch.device, dtype: torch.dtype | None) -> LossOf:
     """The algorithm's loss under autocast, as ``hardware.batch_size=auto``, ``mode=profile`` and
     ``mode=benchmark`` measure it (at step 0: what they time does not depend on the step)."""
 
-    def loss_of(model: nn.Module, batch: Batch, k: int) -> torch.Tensor:
+    def loss_of(model: nn.Module, batch: Any) -> torch.Tensor:
         with autocast(device, dtype):
-            return algorithm.training_step(model, batch, k, 0).loss
+            return algorithm.training_step(model, batch, 0).loss
 
     return loss_of

@@ -1,4 +1,4 @@
-"""COMA: counterfactual multi-agent policy gradients, every agent and time step batched (reference/003).
+"""``algorithm=coma``: counterfactual multi-agent policy gradients, every agent and step batched (reference/003).
 
 A shared actor (an MLP over the agent's observation and its one-hot id;
 infeasible headings masked out) and a centralised critic that, for agent a at
@@ -18,23 +18,31 @@ each UAV's training reward (``env.team_weight`` mixes in the team's), so the
 critic is per agent through its id. The target critic is copied from the
 critic every ``target_update_every`` updates. ``coma_naive.py`` holds the
 per-agent, per-step loops this replaces; a test checks both give the same
-losses and gradients.
+losses and gradients. The data side is on-policy episodes (``EpisodeWorkload``):
+one collection, then ``passes`` over it of ``minibatches`` updates each
+(``cadence``); actor and critic have an optimiser each (``networks``).
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from uavgnn.algorithms.base import Algorithm, StepOutput
-from uavgnn.envs.on_policy import Episodes
+from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
+from uavgnn.algorithms.env_policy import EnvPolicy
+from uavgnn.envs.on_policy import Episodes, EpisodeWorkload
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.errors import ConfigError
 from uavgnn.models.agent_stack import mlp_net
+from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.runtime import unwrap
+from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, ranged
 
 
 @dataclass
@@ -85,7 +93,7 @@ def td_lambda_targets(reward: torch.Tensor, done: torch.Tensor, next_q: torch.Te
 
 
 class COMAAgents(nn.Module):
-    """The shared actor, the centralised critic and its target copy; ``forward`` is the update's loss."""
+    """The shared actor, the centralised critic and its target copy."""
 
     def __init__(self, s: COMASettings) -> None:
         super().__init__()
@@ -121,57 +129,122 @@ class COMAAgents(nn.Module):
         critic = self.critic if critic is None else critic
         return critic[1:](first_layer(critic[0], state, action, self.s.n_actions))
 
-    def forward(self, ep: Episodes) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        s = self.s
-        taken = ep.action[..., None]
-        q = self.q_values(ep.state, ep.action)
-        q_taken = q.gather(-1, taken).squeeze(-1)  # (B, T, N)
-        with torch.no_grad():
-            target = self.q_values(ep.state, ep.action, self.target_critic).gather(-1, taken).squeeze(-1)
-            next_q = torch.cat([target[:, 1:], torch.zeros_like(target[:, :1])], 1)
-            returns = td_lambda_targets(ep.reward, ep.done, next_q, s.gamma, s.td_lambda)
-        weight = ep.mask[..., None].expand_as(q_taken)
-        count = weight.sum().clamp(min=1.0)
-        critic_loss = ((q_taken - returns).pow(2) * weight).sum() / count
-
-        logp = self.logits(ep.obs, ep.avail).log_softmax(-1)
-        pi = logp.exp()
-        baseline = (pi * q.detach()).sum(-1)  # sum_u pi(u) Q(u): the counterfactual baseline
-        advantage = (q_taken.detach() - baseline).detach()
-        entropy = -(pi * logp.masked_fill(~ep.avail, 0.0)).sum(-1)  # 0 log 0 = 0, with finite gradients
-        logp_taken = logp.gather(-1, taken).squeeze(-1)
-        actor_loss = -((advantage * logp_taken + s.entropy_coef * entropy) * weight).sum() / count
-        stats = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
-                 "advantage_mean": (advantage * weight).sum() / count,
-                 "advantage_std": ((advantage.pow(2) * weight).sum() / count).sqrt(),
-                 "entropy": (entropy.detach() * weight).sum() / count, "q": (q_taken.detach() * weight).sum() / count}
-        return critic_loss + actor_loss, stats
-
     @torch.no_grad()
     def sync_target(self) -> None:
         self.target_critic.load_state_dict(self.critic.state_dict())
 
 
-class COMA(Algorithm):
-    """The shared loop's view of COMA: one loss for actor and critic, a hard target update every N updates."""
+def coma_loss(agents: COMAAgents, ep: Episodes) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """(actor + critic loss, stats) of a batch of episodes."""
+    s = agents.s
+    taken = ep.action[..., None]
+    q = agents.q_values(ep.state, ep.action)
+    q_taken = q.gather(-1, taken).squeeze(-1)  # (B, T, N)
+    with torch.no_grad():
+        target = agents.q_values(ep.state, ep.action, agents.target_critic).gather(-1, taken).squeeze(-1)
+        next_q = torch.cat([target[:, 1:], torch.zeros_like(target[:, :1])], 1)
+        returns = td_lambda_targets(ep.reward, ep.done, next_q, s.gamma, s.td_lambda)
+    weight = ep.mask[..., None].expand_as(q_taken)
+    count = weight.sum().clamp(min=1.0)
+    critic_loss = ((q_taken - returns).pow(2) * weight).sum() / count
 
-    def __init__(self, target_update_every: int, actor_lr_scale: float) -> None:
-        self.target_update_every, self.actor_lr_scale = target_update_every, actor_lr_scale
+    logp = agents.logits(ep.obs, ep.avail).log_softmax(-1)
+    pi = logp.exp()
+    baseline = (pi * q.detach()).sum(-1)  # sum_u pi(u) Q(u): the counterfactual baseline
+    advantage = (q_taken.detach() - baseline).detach()
+    entropy = -(pi * logp.masked_fill(~ep.avail, 0.0)).sum(-1)  # 0 log 0 = 0, with finite gradients
+    logp_taken = logp.gather(-1, taken).squeeze(-1)
+    actor_loss = -((advantage * logp_taken + s.entropy_coef * entropy) * weight).sum() / count
+    stats = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
+             "advantage_mean": (advantage * weight).sum() / count,
+             "advantage_std": ((advantage.pow(2) * weight).sum() / count).sqrt(),
+             "entropy": (entropy.detach() * weight).sum() / count, "q": (q_taken.detach() * weight).sum() / count}
+    return critic_loss + actor_loss, stats
+
+
+@dataclass
+class COMAConfig(AlgorithmConfig):
+    name: str = "coma"
+    gamma: float = ranged(0.99, UNIT)  # discount
+    td_lambda: float = ranged(0.8, UNIT)  # TD(lambda) targets of the critic
+    entropy_coef: float = ranged(0.001, NON_NEGATIVE)  # entropy bonus (EPyMARL's coma: 0.001)
+    target_update_every: int = ranged(200, AT_LEAST_1)  # hard copy of the critic into its target, every N updates
+    actor_lr_scale: float = ranged(1.0, POSITIVE)  # actor LR = train.lr x this
+    critic_grad_clip: Optional[float] = ranged(None, POSITIVE)  # max gradient norm of the critic (null: train's)
+    actor_grad_clip: Optional[float] = ranged(None, POSITIVE)  # max gradient norm of the actor (null: train's)
+    critic_hidden: int = ranged(128, AT_LEAST_1)  # centralised critic width
+    critic_layers: int = ranged(2, AT_LEAST_1)  # centralised critic hidden layers
+    minibatches: int = ranged(5, AT_LEAST_1)  # minibatches of hardware.batch_size episodes per collection
+    data_passes: int = ranged(5, AT_LEAST_1)  # passes over each collection (updates = minibatches x passes)
+
+
+class COMA(EnvPolicy):
+    """The plug-in: one loss for actor and critic, a hard target update every ``target_update_every`` updates."""
+
+    name = "coma"
+    config = COMAConfig
+
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        super().check(cfg)
+        if cfg.env.action not in ("discrete", "goto"):
+            raise ConfigError(f"algorithm=coma chooses discrete actions: env.action={cfg.env.action!r} must be "
+                              "discrete (env=discrete: headings) or goto (env=goto: targets)")
+        if not cls.is_mlp(cfg):
+            raise ConfigError(f"algorithm=coma with model={cfg.model.name}: its shared actor is model=mlp")
+        if cfg.hardware.batch_size == "auto":
+            raise ConfigError("algorithm=coma: hardware.batch_size is episodes per minibatch; give a number, not auto")
+
+    @classmethod
+    def build_model(cls, cfg: Any) -> COMAAgents:
+        env, dist, alg = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task), cfg.algorithm
+        return COMAAgents(COMASettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
+                                       cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
+                                       alg.gamma, alg.td_lambda, alg.entropy_coef))
+
+    def __init__(self, cfg: Any, device: torch.device) -> None:
+        super().__init__(cfg, device)
         self.updates = 0
 
-    def training_step(self, model: nn.Module, batch: Episodes, k: int, step: int) -> StepOutput:
-        loss, stats = model(batch)
+    def workload(self, model: nn.Module) -> EpisodeWorkload:
+        return EpisodeWorkload(self.cfg, model, self.device, self.cfg.algorithm.minibatches)
+
+    def cadence(self) -> Cadence:
+        return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)
+
+    def training_step(self, model: nn.Module, batch: Episodes, step: int) -> StepOutput:
+        loss, stats = coma_loss(unwrap(model), batch)
         return StepOutput(loss, stats, batch.mask.sum() * batch.action.shape[-1])
 
-    def param_groups(self, model: nn.Module) -> list[dict]:
+    def networks(self, model: nn.Module) -> list[Network]:
         agents = unwrap(model)
-        return [{"params": list(agents.critic.parameters()), "lr_scale": 1.0},
-                {"params": list(agents.actor.parameters()), "lr_scale": self.actor_lr_scale}]
+        alg = self.cfg.algorithm
+        return [Network("critic", list(agents.critic.parameters()), 1.0, alg.critic_grad_clip),
+                Network("actor", list(agents.actor.parameters()), alg.actor_lr_scale, alg.actor_grad_clip)]
 
     def after_step(self, model: nn.Module) -> None:
         self.updates += 1
-        if self.updates % self.target_update_every == 0:
+        if self.updates % self.cfg.algorithm.target_update_every == 0:
             unwrap(model).sync_target()
+
+    @classmethod
+    def self_check(cls, device: torch.device) -> bool:
+        """Three steps of 8 environments of 4 UAVs (discrete actions), then one update on those episodes."""
+        dist, generator = SceneDistribution(), torch.Generator(device=device).manual_seed(0)
+        settings = EnvSettings(n_uav=4, action="discrete")
+        env = UAVEnv(settings, dist, 8, device, seed=0)
+        obs, state = env.reset()
+        agents = COMAAgents(COMASettings(4, settings.obs_dim(), settings.state_dim(dist), settings.action_dim(), 32, 2,
+                                         32, 2, 0.99, 0.8, 0.001)).to(device)
+        rows = []
+        for _ in range(3):
+            avail = env.available_actions()
+            action = agents.act(obs, avail, generator)
+            step = env.step(action)
+            rows.append((obs, state, avail, action, step.reward, step.done.float(), torch.ones(8, device=device)))
+            obs, state = step.obs, step.state
+        coma_loss(agents, Episodes(*(torch.stack(column, 1) for column in zip(*rows))))[0].backward()
+        return True
 
     def state_dict(self) -> dict[str, Any]:
         return {"updates": self.updates}

@@ -1,6 +1,6 @@
 """COMA the way a first implementation loops: per agent and per step (the reference ``coma.py`` replaces).
 
-The same losses as ``COMAAgents.forward`` - the critic evaluated agent by
+The same losses as ``coma_loss`` - the critic evaluated agent by
 agent on inputs built per agent, the counterfactual baseline per agent, and
 the TD(lambda) returns by the backward recursion over time, step by step -
 kept for the equivalence test and as the "before" of

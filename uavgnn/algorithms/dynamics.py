@@ -1,89 +1,123 @@
 """``algorithm=dynamics``: an implicit-state TCN trained on trajectories, with a physics loss (reference/004).
 
-At every row t the TCN (``uavgnn.models.tcn``) reads the observed positions
-and commands up to t and outputs, in the model's units (``Units``):
-``now`` (its estimate of the true position, as an offset from the observed
-one), ``ahead`` (the next ``predict_steps`` positions, offsets from the
-observed one), ``velocity`` v_t and ``disturbance`` d_t (the hidden
-acceleration of the coming step: wind and drag).
+The TCN's outputs at every row (``now``, ``ahead``, ``velocity``, ``disturbance``) and the known kinematics
+are defined in ``uavgnn.dynamics.kinematics``.
 
 data loss    = MSE(ahead, the observed future positions) + MSE(velocity, the measured velocity)
-physics loss = the residuals of the known kinematics, v_{t+1} = clip(v_t + r (a_t + d_t)) and p_{t+1} = p_t + v_{t+1}
-               (r = max_accel dt / max_speed; clip: the speed limit), between the estimates at t and t+1 and between the estimate and
-               the one-step prediction
+physics loss = the residuals of the known kinematics between the estimates at t and t+1 and between the
+               estimate and the one-step prediction
 loss         = data + lambda_physics * physics
 
 Nothing measures the disturbance: only the physics loss ties ``disturbance``
 to the motion, which is what makes the hidden state identifiable. Both losses
 use observed quantities only; the true positions, velocities and disturbances
-of the simulation score the model (``dynamics_metrics``).
+of the simulation score the model (``dynamics_metrics``). The data side is windows
+of cached rollouts (``TrajectoryWorkload``), flown by ``rollout_policy``;
+``mode=rollouts`` builds them ahead (``prepare``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
-from uavgnn.algorithms.base import Algorithm, StepOutput
-from uavgnn.dynamics.windows import Units, WindowBatch
-
-
-def output_size(predict_steps: int) -> int:
-    """now (2) + ahead (2 per step) + velocity (2) + disturbance (2)."""
-    return 2 * (predict_steps + 1) + 4
+from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Score, StepOutput, write_results
+from uavgnn.algorithms.env_policy import load_env_policy
+from uavgnn.console import echo
+from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions
+from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_residuals
+from uavgnn.dynamics.rollouts import SPLITS, load_rollouts
+from uavgnn.dynamics.windows import N_FEATURES, Units, WindowBatch, window_starts
+from uavgnn.dynamics.workload import TrajectoryWorkload
+from uavgnn.envs.policies import Policy, random_policy, scripted_planner
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.models.agent_stack import MLPConfig
+from uavgnn.models.tcn import TCN
+from uavgnn.report import format_table
+from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
 
 
 @dataclass
-class Estimate:
-    """The model's outputs at rows 0..window-1, in model units."""
-
-    now: torch.Tensor  # (B, W, 2)
-    ahead: torch.Tensor  # (B, W, K, 2)
-    velocity: torch.Tensor  # (B, W, 2)
-    disturbance: torch.Tensor  # (B, W, 2)
-
-    @classmethod
-    def of(cls, out: torch.Tensor, predict_steps: int) -> Estimate:
-        k = predict_steps
-        return cls(out[..., :2], out[..., 2:2 * k + 2].unflatten(-1, (k, 2)), out[..., 2 * k + 2:2 * k + 4],
-                   out[..., 2 * k + 4:])
-
-
-def future(x: torch.Tensor, window: int, steps: int) -> torch.Tensor:
-    """(B, window, steps, 2): rows t+1..t+steps of x (B, window + steps, 2) for every t < window."""
-    return torch.stack([x[:, j:j + window] for j in range(1, steps + 1)], 2)
-
-
-def clamp_speed(v: torch.Tensor) -> torch.Tensor:
-    """The speed limit, part of the known kinematics: at most 1 in model units (``env.max_speed``)."""
-    return v / v.norm(dim=-1, keepdim=True).clamp(min=1.0)
-
-
-def physics_residuals(est: Estimate, batch: WindowBatch, units: Units, window: int) -> torch.Tensor:
-    """(B, window-1, 6) kinematic residuals between rows t and t+1: velocity, position, one-step prediction."""
-    a = batch.accel[:, :window - 1]
-    v_next = clamp_speed(est.velocity[:, :-1] + units.accel_ratio * (a + est.disturbance[:, :-1]))
-    p_now = batch.pos_obs[:, :window] + est.now
-    r_velocity = est.velocity[:, 1:] - v_next
-    r_position = p_now[:, 1:] - p_now[:, :-1] - est.velocity[:, 1:]
-    r_step = est.ahead[:, :-1, 0] - est.now[:, :-1] - v_next
-    return torch.cat([r_velocity, r_position, r_step], -1)
+class DynamicsConfig(AlgorithmConfig):
+    name: str = "dynamics"
+    lambda_physics: float = ranged(0.5, NON_NEGATIVE)  # weight of the kinematic-residual loss (0: data loss only)
+    rollout_policy: str = "scripted"  # who flies the rollouts: scripted | random | an environment policy checkpoint
+    rollout_steps: int = ranged(200, AT_LEAST_1)  # steps per rollout environment (episodes auto-reset inside)
+    train_envs: int = ranged(256, AT_LEAST_1)  # environments of the training split (x env.n_uav sequences)
+    eval_envs: int = ranged(64, AT_LEAST_1)  # environments of each of val, test, test_ood
+    noise: float = ranged(0.01, NON_NEGATIVE)  # std of the observed positions
+    velocity_noise: float = ranged(0.02, NON_NEGATIVE)  # std of the measured velocity (a training label only)
+    window: int = ranged(32, AT_LEAST_1)  # rows the TCN reads per training window
+    predict_steps: int = ranged(5, AT_LEAST_1)  # future positions predicted at every row: the k of the k-step error
+    burn_in: int = ranged(8, AT_LEAST_1)  # first rows of a window not scored (too little history)
+    ood_scale: float = ranged(2.0, POSITIVE)  # test_ood: wind and drag x this (beyond anything seen in training)
 
 
 class Dynamics(Algorithm):
     """Data + lambda_physics x physics loss of a window batch, scored from row ``burn_in`` on."""
 
-    def __init__(self, units: Units, window: int, predict_steps: int, burn_in: int, lambda_physics: float) -> None:
-        self.units, self.window, self.k, self.burn_in = units, window, predict_steps, burn_in
-        self.lambda_physics = lambda_physics
+    name = "dynamics"
+    config = DynamicsConfig
+    produces = "dynamics model"
+    score = Score("val/k_step_rmse")
 
-    def estimate(self, model: nn.Module, batch: WindowBatch) -> Estimate:
-        return Estimate.of(model(batch.x[:, :self.window]), self.k)
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        """The window arithmetic, the rollouts it reads, a model with a width and a depth (not the MLP)."""
+        alg = cfg.algorithm
+        if OmegaConf.get_type(cfg.model) is MLPConfig:
+            raise ConfigError("model=mlp with algorithm=dynamics: use model=tcn (or a size, tiny..large, for its width "
+                              "and depth)")
+        if alg.burn_in >= alg.window - 1:
+            raise ConfigError(f"algorithm.burn_in={alg.burn_in} must be below algorithm.window - 1 = {alg.window - 1} "
+                              "(rows left to score)")
+        if alg.window + alg.predict_steps > alg.rollout_steps + 1:
+            raise ConfigError(f"algorithm.window + algorithm.predict_steps = {alg.window + alg.predict_steps} rows do "
+                              f"not fit in algorithm.rollout_steps + 1 = {alg.rollout_steps + 1}")
+        if alg.rollout_policy not in ("scripted", "random") and not Path(alg.rollout_policy).is_file():
+            raise ConfigError(f"algorithm.rollout_policy={alg.rollout_policy!r} is not scripted, random or an "
+                              "environment policy's checkpoint file (algorithm=masac or coma)")
+        if cfg.task.positions == "mixed":
+            raise ConfigError("task=mixed with algorithm=dynamics: the environment has one scene size and square for "
+                              "all its envs; use task=uniform or task=clustered")
 
-    def training_step(self, model: nn.Module, batch: WindowBatch, k: int, step: int) -> StepOutput:
-        est = self.estimate(model, batch)
+    @classmethod
+    def build_model(cls, cfg: Any) -> TCN:
+        return TCN(N_FEATURES, output_size(cfg.algorithm.predict_steps), cfg.model.hidden, cfg.model.layers,
+                   cfg.model.dropout)
+
+    def __init__(self, cfg: Any, device: torch.device) -> None:
+        super().__init__(cfg, device)
+        alg = cfg.algorithm
+        self.units, self.window, self.k = Units.of(EnvSettings.of(cfg.env)), alg.window, alg.predict_steps
+        self.burn_in, self.lambda_physics = alg.burn_in, alg.lambda_physics
+
+    def workload(self, model: nn.Module) -> TrajectoryWorkload:
+        return TrajectoryWorkload(self.cfg, self.device, self.rollout_policy())
+
+    def rollout_policy(self) -> tuple[Policy, str]:
+        """Who flies the rollouts, and what identifies it in their cache key: ``scripted``, ``random`` or an
+        environment policy's checkpoint (by its SHA-256) for the same number of UAVs and action mode."""
+        name, settings = self.cfg.algorithm.rollout_policy, EnvSettings.of(self.cfg.env)
+        if name in ("scripted", "random"):
+            return {"scripted": scripted_planner, "random": random_policy}[name], name
+        policy, config = load_env_policy(name, "algorithm.rollout_policy")
+        if config.env.n_uav != settings.n_uav or config.env.action != settings.action:
+            raise CheckpointError(f"algorithm.rollout_policy={name}: needs an environment policy for "
+                                  f"{settings.n_uav} UAVs with {settings.action} actions, got algorithm="
+                                  f"{config.algorithm.name} with env.n_uav={config.env.n_uav}, "
+                                  f"env.action={config.env.action}")
+        return policy, hashlib.sha256(Path(name).read_bytes()).hexdigest()
+
+    def training_step(self, model: nn.Module, batch: WindowBatch, step: int) -> StepOutput:
+        est = estimate(model, batch, self.window, self.k)
         w, b = self.window, self.burn_in
         target = future(batch.pos_obs, w, self.k) - batch.pos_obs[:, :w, None]
         position = (est.ahead - target)[:, b:].float().pow(2).mean()
@@ -94,29 +128,32 @@ class Dynamics(Algorithm):
                           {"data_loss": data.detach(), "physics_loss": physics.detach()},
                           torch.tensor(float(len(batch) * (w - b)), device=batch.x.device))
 
+    def test(self, result: Any, out_dir: Path, logger: Any) -> float:
+        """The best TCN against the constant-velocity baseline on the test splits (in and out of the training
+        disturbances), with the predicted-vs-true picture."""
+        alg, work = self.cfg.algorithm, result.workload
+        rows = compare_on_test(result.model, work)
+        echo(f"\nTest rollouts ({alg.rollout_policy} policy; test_ood: wind and drag x{alg.ood_scale})\n"
+             + format_table(rows))
+        logger.log_image("test/predictions", plot_predictions(result.model, work, "test_ood",
+                                                              out_dir / "predictions.png"), result.state.step)
+        test = {f"test/{row['split']}/{key}": value for row in rows if row["method"] == "tcn"
+                for key, value in row.items() if isinstance(value, float)}
+        return write_results(result, out_dir, logger, rows, test)
 
-@torch.no_grad()
-def dynamics_metrics(est: Estimate, batch: WindowBatch, units: Units, window: int, burn_in: int) -> dict[str, torch.Tensor]:
-    """Sums of squared errors (world units) over rows burn_in..window-1 and their count, for RMSEs:
-    k-step (the last predicted row) and mean-over-steps prediction error of the TCN and of the
-    constant-velocity baseline (last observed displacement, repeated), velocity and disturbance
-    estimation error, and the kinematic residual (in model units)."""
-    w, b, k = window, burn_in, est.ahead.shape[2]
-    p_obs = batch.pos_obs[:, :w, None]
-    truth = future(batch.pos, w, k)
-    steps = torch.arange(1, k + 1, device=truth.device, dtype=truth.dtype)[:, None]
-    last_step = (batch.pos_obs[:, 1:w] - batch.pos_obs[:, :w - 1])[:, :, None]  # rows 1..w-1 (b >= 1)
-    constant_velocity = batch.pos_obs[:, 1:w, None] + steps * last_step
-
-    def sq(error: torch.Tensor, unit: float) -> torch.Tensor:
-        return (error.float() * unit).pow(2).sum(-1)
-
-    tcn = sq(p_obs + est.ahead - truth, units.position)[:, b:]
-    baseline = sq(constant_velocity - truth[:, 1:], units.position)[:, b - 1:]
-    return {"k_step": tcn[..., -1].sum(), "pred": tcn.mean(-1).sum(),
-            "cv_k_step": baseline[..., -1].sum(), "cv_pred": baseline.mean(-1).sum(),
-            "velocity": sq(est.velocity - batch.vel[:, :w], units.velocity)[:, b:].sum(),
-            "disturbance": sq(est.disturbance - batch.disturbance[:, :w], units.accel)[:, b:].sum(),
-            "physics": physics_residuals(est, batch, units, w)[:, b:].float().pow(2).sum(-1).sum(),  # model units
-            "rows": torch.tensor(float(len(batch) * (w - b)), device=truth.device),
-            "physics_rows": torch.tensor(float(len(batch) * (w - 1 - b)), device=truth.device)}
+    def prepare(self) -> list[dict[str, Any]]:
+        """``mode=rollouts``: every split simulated (or found in the cache), one row each."""
+        cfg, alg = self.cfg, self.cfg.algorithm
+        policy = self.rollout_policy()
+        rows = []
+        for split in SPLITS:
+            payload = load_rollouts(cfg, split, *policy)
+            episode = payload["episode"]
+            rows.append({"split": split, "sequences": episode.shape[0], "rows": episode.shape[1],
+                         "episodes": int((episode[:, -1] + 1).sum()) // cfg.env.n_uav,
+                         "windows": len(window_starts(episode, alg.window + alg.predict_steps)),
+                         "disturbance_rms": float(payload["disturbance"].norm(dim=-1).pow(2).mean().sqrt()),
+                         "speed_mean": float(payload["vel"].norm(dim=-1).mean())})
+        echo(f"rollouts of the {alg.rollout_policy} policy ({cfg.env.n_uav} UAVs, env={cfg.env.name}) in "
+             f"{cfg.data.cache_dir}\n" + format_table(rows))
+        return rows

@@ -1,4 +1,4 @@
-"""MASAC: multi-agent soft actor-critic with every agent batched (the path-planning system of reference/002).
+"""``algorithm=masac``: multi-agent soft actor-critic with every agent batched (reference/002's path planning).
 
 Per-agent tanh-Gaussian actors (their own weights; or one shared graph-Transformer
 actor, ``GraphActor``, when ``model`` is a TransformerGNN size) and, per agent, twin
@@ -16,26 +16,40 @@ which the critics learn from faster (BENCHMARKS.md). One update, for all agents 
 The agents' weights are stacked (``AgentStack``: ``torch.func`` vmap), so each
 actor runs once per update (not n_agents^2 times) and each network family is
 one batched call; the three losses touch disjoint parameters (the critics are
-read through detached weights in L_pi), so their sum has one backward and one
-optimiser step - the same gradients as per-agent updates (tested against
-``masac_naive``). The policy noise comes in as tensors, so the update is a
-pure function of (weights, batch, noise).
+read through detached weights in L_pi), so their sum has one backward - the
+same gradients as per-agent updates (tested against ``masac_naive``) - and
+each network family its own optimiser step (``networks``). The policy noise
+comes in as tensors, so the update (``masac_loss``) is a pure function of
+(weights, batch, noise). The data side is off-policy replay (``Experience``):
+one collection of every environment before each update (``cadence``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 from torch import nn
 
-from uavgnn.algorithms.base import Algorithm, StepOutput
+from uavgnn import distributed
+from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
+from uavgnn.algorithms.env_policy import EnvPolicy
+from uavgnn.envs.experience import Experience
 from uavgnn.envs.replay import Transitions
-from uavgnn.models.agent_stack import AgentStack, mlp_net
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.errors import ConfigError
+from uavgnn.models.agent_stack import AgentStack, MLPConfig, mlp_net
 from uavgnn.models.graph_actor import GraphActor
+from uavgnn.models.transformer_gnn import TransformerGNNConfig
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.randomness import stream
 from uavgnn.runtime import unwrap
+from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -69,7 +83,7 @@ class MASACSettings:
 
 
 class MASACAgents(nn.Module):
-    """All agents' actors, twin critics, target critics (buffers) and temperatures; ``forward`` is the update's loss."""
+    """All agents' actors, twin critics, target critics (buffers) and temperatures."""
 
     def __init__(self, s: MASACSettings) -> None:
         super().__init__()
@@ -119,33 +133,6 @@ class MASACAgents(nn.Module):
         q = self.critics(inputs, weights=weights)
         return q.squeeze(-1).view(n, 2, *q.shape[1:-1])
 
-    def forward(self, batch: Transitions, noise: torch.Tensor, next_noise: torch.Tensor
-                ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
-        """(total loss, stats, |TD error| per transition) for agent-major noise (N, B, A) now and next."""
-        n, gamma = self.s.n_agents, self.s.gamma
-        alpha = self.log_alpha.exp().detach()
-        obs, next_obs = batch.obs.transpose(0, 1), batch.next_obs.transpose(0, 1)  # agent-major
-        with torch.no_grad():
-            next_action, next_logp = self.policy(next_obs, next_noise)
-            q_next = self.q_values(batch.next_state, next_obs, next_action.transpose(0, 1).flatten(1), self.targets())
-            soft_v = q_next.min(1).values - alpha[:, None] * next_logp
-            y = batch.reward.T + gamma * (1 - batch.done)[None] * soft_v  # (N, B)
-        q = self.q_values(batch.state, obs, batch.action.flatten(1))
-        td = q - y[:, None]
-        critic_loss = (batch.weight * td.pow(2)).mean(-1).sum()
-
-        action, logp = self.policy(obs, noise)
-        fixed = action.detach().transpose(0, 1)[None]  # (1, B, N, A)
-        own = torch.eye(n, device=action.device)[:, None, :, None]  # agent i's own block
-        joint = fixed + own * (action.transpose(0, 1)[None] - fixed)  # values = all actions, gradient = own only
-        frozen = [w.detach() for w in self.critics.weights]
-        q_pi = self.q_values(batch.state, obs, joint.flatten(2), frozen).min(1).values
-        actor_loss = (alpha[:, None] * logp - q_pi).mean(-1).sum()
-        alpha_loss = -(self.log_alpha[:, None] * (logp.detach() + self.target_entropy)).mean(-1).sum()
-        stats = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
-                 "alpha": alpha.mean(), "entropy": -logp.detach().mean(), "q": q.detach().mean()}
-        return critic_loss + actor_loss + alpha_loss, stats, td.detach().abs().mean((0, 1))
-
     @torch.no_grad()
     def update_targets(self, tau: float) -> None:
         """Polyak averaging: target <- (1 - tau) target + tau critic (one op per stacked tensor, not per agent)."""
@@ -153,30 +140,118 @@ class MASACAgents(nn.Module):
             target.lerp_(w, tau)
 
 
-class MASAC(Algorithm):
-    """The shared loop's view of MASAC: noise from a generator seeded by (seed, step) - resumable exactly."""
+def masac_loss(agents: MASACAgents, batch: Transitions, noise: torch.Tensor, next_noise: torch.Tensor
+               ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+    """(total loss, stats, |TD error| per transition) for agent-major noise (N, B, A) now and next."""
+    n, gamma = agents.s.n_agents, agents.s.gamma
+    alpha = agents.log_alpha.exp().detach()
+    obs, next_obs = batch.obs.transpose(0, 1), batch.next_obs.transpose(0, 1)  # agent-major
+    with torch.no_grad():
+        next_action, next_logp = agents.policy(next_obs, next_noise)
+        q_next = agents.q_values(batch.next_state, next_obs, next_action.transpose(0, 1).flatten(1), agents.targets())
+        soft_v = q_next.min(1).values - alpha[:, None] * next_logp
+        y = batch.reward.T + gamma * (1 - batch.done)[None] * soft_v  # (N, B)
+    q = agents.q_values(batch.state, obs, batch.action.flatten(1))
+    td = q - y[:, None]
+    critic_loss = (batch.weight * td.pow(2)).mean(-1).sum()
 
-    def __init__(self, tau: float, actor_lr_scale: float, alpha_lr_scale: float, seed: int,
-                 device: torch.device) -> None:
-        self.tau, self.seed, self.device = tau, seed, device
-        self.actor_lr_scale, self.alpha_lr_scale = actor_lr_scale, alpha_lr_scale
+    action, logp = agents.policy(obs, noise)
+    fixed = action.detach().transpose(0, 1)[None]  # (1, B, N, A)
+    own = torch.eye(n, device=action.device)[:, None, :, None]  # agent i's own block
+    joint = fixed + own * (action.transpose(0, 1)[None] - fixed)  # values = all actions, gradient = own only
+    frozen = [w.detach() for w in agents.critics.weights]
+    q_pi = agents.q_values(batch.state, obs, joint.flatten(2), frozen).min(1).values
+    actor_loss = (alpha[:, None] * logp - q_pi).mean(-1).sum()
+    alpha_loss = -(agents.log_alpha[:, None] * (logp.detach() + agents.target_entropy)).mean(-1).sum()
+    stats = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
+             "alpha": alpha.mean(), "entropy": -logp.detach().mean(), "q": q.detach().mean()}
+    return critic_loss + actor_loss + alpha_loss, stats, td.detach().abs().mean((0, 1))
 
-    def noise(self, model: MASACAgents, batch: Transitions, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + step)
-        shape = (2, model.s.n_agents, len(batch), model.s.action_dim)
+
+
+@dataclass
+class MASACConfig(AlgorithmConfig):
+    name: str = "masac"
+    gamma: float = ranged(0.95, UNIT)  # discount
+    tau: float = ranged(0.005, Range(0, 1, low_open=True))  # Polyak step of the target critics
+    init_alpha: float = ranged(0.2, POSITIVE)  # initial entropy temperature (learned per agent, target entropy -2)
+    actor_lr_scale: float = ranged(1.0, POSITIVE)  # actor LR = train.lr x this (train.lr is the critics')
+    alpha_lr_scale: float = ranged(1.0, POSITIVE)  # temperature LR = train.lr x this
+    critic_grad_clip: Optional[float] = ranged(None, POSITIVE)  # max gradient norm of the critics (null: train's)
+    actor_grad_clip: Optional[float] = ranged(None, POSITIVE)  # max gradient norm of the actors (null: train's)
+    alpha_grad_clip: Optional[float] = ranged(None, POSITIVE)  # max gradient norm of the temperatures (null: train's)
+    critic_hidden: int = ranged(128, AT_LEAST_1)  # centralised critic width
+    critic_layers: int = ranged(2, AT_LEAST_1)  # centralised critic hidden layers
+    buffer_size: int = ranged(100_000, AT_LEAST_1)  # replay capacity (one entry = all agents of one env step)
+    learning_starts: int = ranged(2_000, NON_NEGATIVE)  # env steps of random actions first
+    env_steps_per_update: int = ranged(1, AT_LEAST_1)  # steps of all env.n_envs environments per update
+    prioritized: bool = False  # prioritized replay (vectorised sum-tree) instead of uniform
+    priority_alpha: float = ranged(0.6, POSITIVE)  # priority exponent
+    priority_beta: float = ranged(0.4, UNIT)  # importance-weight exponent at step 0, annealed to 1 at train.steps
+
+
+class MASAC(EnvPolicy):
+    """The plug-in: the update's noise from its own stream of (seed, step, rank), so a resumed run repeats it."""
+
+    name = "masac"
+    config = MASACConfig
+
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        super().check(cfg)
+        if cfg.env.action != "continuous":
+            raise ConfigError(f"algorithm=masac acts with velocity commands: env.action={cfg.env.action!r} must be "
+                              "continuous")
+        if OmegaConf.get_type(cfg.model) not in (MLPConfig, TransformerGNNConfig):
+            raise ConfigError(f"model={cfg.model.name} with algorithm=masac: its actors are model=mlp (per agent) "
+                              "or a TransformerGNN size (one shared graph actor)")
+
+    @classmethod
+    def build_model(cls, cfg: Any) -> MASACAgents:
+        env, dist, alg = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task), cfg.algorithm
+        graph = None if cls.is_mlp(cfg) else (env.obs_targets, env.obs_uavs, cfg.model.heads, cfg.model.ffn_mult)
+        return MASACAgents(MASACSettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
+                                         cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
+                                         alg.gamma, alg.init_alpha, graph))
+
+    def workload(self, model: nn.Module) -> Experience:
+        return Experience(self.cfg, model, self.device)
+
+    def cadence(self) -> Cadence:
+        return Cadence(updates=1)
+
+    def noise(self, agents: MASACAgents, batch: Transitions, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        generator = stream(self.cfg.seed, "update_noise", step, distributed.context().rank, self.device)
+        shape = (2, agents.s.n_agents, len(batch), agents.s.action_dim)
         return torch.randn(shape, generator=generator, device=self.device).unbind(0)
 
-    def training_step(self, model: nn.Module, batch: Transitions, k: int, step: int) -> StepOutput:
-        noise, next_noise = self.noise(unwrap(model), batch, step)
-        loss, stats, td = model(batch, noise, next_noise)
+    def training_step(self, model: nn.Module, batch: Transitions, step: int) -> StepOutput:
+        agents = unwrap(model)
+        loss, stats, td = masac_loss(agents, batch, *self.noise(agents, batch, step))
         return StepOutput(loss, stats, torch.tensor(float(len(batch))), feedback=td)
 
-    def param_groups(self, model: nn.Module) -> list[dict]:
-        """Critics at ``train.lr``, actors and temperatures at their own multiples of it."""
-        agents = unwrap(model)
-        return [{"params": list(agents.critics.parameters()), "lr_scale": 1.0},
-                {"params": list(agents.actors.parameters()), "lr_scale": self.actor_lr_scale},
-                {"params": [agents.log_alpha], "lr_scale": self.alpha_lr_scale}]
+    def networks(self, model: nn.Module) -> list[Network]:
+        """Critics at ``train.lr``, actors and temperatures at their own multiples of it; each its own clip."""
+        agents, alg = unwrap(model), self.cfg.algorithm
+        return [Network("critics", list(agents.critics.parameters()), 1.0, alg.critic_grad_clip),
+                Network("actors", list(agents.actors.parameters()), alg.actor_lr_scale, alg.actor_grad_clip),
+                Network("temperatures", [agents.log_alpha], alg.alpha_lr_scale, alg.alpha_grad_clip)]
 
     def after_step(self, model: nn.Module) -> None:
-        unwrap(model).update_targets(self.tau)
+        unwrap(model).update_targets(self.cfg.algorithm.tau)
+
+    @classmethod
+    def self_check(cls, device: torch.device) -> bool:
+        """A step of 8 environments of 4 UAVs, then one update on those transitions."""
+        dist, generator = SceneDistribution(), torch.Generator(device=device).manual_seed(0)
+        settings = EnvSettings(n_uav=4, action="continuous")
+        env = UAVEnv(settings, dist, 8, device, seed=0)
+        obs, state = env.reset()
+        agents = MASACAgents(MASACSettings(4, settings.obs_dim(), settings.state_dim(dist), 2, 32, 2, 32, 2, 0.95,
+                                           0.2)).to(device)
+        action = agents.act(obs, generator)
+        step = env.step(action)
+        batch = Transitions(obs, state, action, step.reward, step.next_obs, step.next_state, step.done.float(),
+                            torch.ones(8, device=device), torch.arange(8, device=device))
+        masac_loss(agents, batch, *torch.randn(2, 4, 8, 2, device=device).unbind(0))[0].backward()
+        return True

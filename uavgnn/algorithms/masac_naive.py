@@ -6,7 +6,7 @@ target (n_agents^2 actor calls per update), then again on the current ones
 for i's actor loss; critic i, actor i and alpha i each get their own backward
 and optimiser step. ``update(apply=False)`` computes the same losses at fixed
 weights and leaves the gradients in place (nothing stepped), which is what
-``MASACAgents`` must match.
+``masac_loss`` must match.
 """
 
 from __future__ import annotations

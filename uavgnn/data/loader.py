@@ -22,6 +22,7 @@ from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
 from uavgnn.data.store import GraphStore
+from uavgnn.randomness import stream
 
 
 class ShardedBatchSampler(Sampler[list[int]]):
@@ -53,7 +54,7 @@ class ShardedBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         ids = torch.arange(self.size)
         if self.shuffle:
-            ids = ids[torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch))]
+            ids = ids[torch.randperm(self.size, generator=stream(self.seed, "scene_order", self.epoch))]
         per_rank = self.batch_size // self.world_size
         for start in range(0, len(self) * self.batch_size, self.batch_size):
             block = ids[start:start + self.batch_size]

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from uavgnn.dynamics.kinematics import estimate  # noqa: E402
 from uavgnn.dynamics.workload import TrajectoryWorkload  # noqa: E402
 from uavgnn.storage import save_figure  # noqa: E402
 
@@ -39,13 +40,12 @@ def compare_on_test(model: nn.Module, work: TrajectoryWorkload) -> list[dict[str
 def plot_predictions(model: nn.Module, work: TrajectoryWorkload, split: str, path: Path, windows: int = 3) -> Path:
     """For a few test windows: true path, noisy observations, the TCN's and the constant-velocity k-step
     predictions from every scored row (top); the TCN's disturbance estimate against the hidden truth (bottom)."""
-    alg, units = work.algorithm, work.algorithm.units
+    units, w, b, k = work.units, work.window, work.burn_in, work.predict_steps
     data = work.windows(split)
     ids = torch.linspace(0, len(data) - 1, windows).long()
     batch = data.gather(ids).to(work.device)
     model.eval()
-    est = alg.estimate(model, batch)
-    w, b, k = alg.window, alg.burn_in, alg.k
+    est = estimate(model, batch, w, k)
     fig, axes = plt.subplots(2, windows, figsize=(4.5 * windows, 8), squeeze=False)
     for col in range(windows):
         ax = axes[0, col]

@@ -20,7 +20,6 @@ on the CPU, so a key names the same tensors on every machine.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,15 +27,15 @@ from typing import Any
 
 import torch
 
-from uavgnn.config import env_settings, scene_distribution
 from uavgnn.data.cache import key_hash, load_or_build_payload
-from uavgnn.envs.evaluation import load_policy
-from uavgnn.envs.policies import Policy, random_policy, scripted_planner
-from uavgnn.envs.uav_env import EnvSettings, UAVEnv
-from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.envs.policies import Policy
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.errors import ConfigError
 from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.randomness import stream
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: observation noise from its own named stream
 SPLITS = ("train", "val", "test", "test_ood")
 RECORDED = ("pos", "vel", "accel", "disturbance")  # (S, T + 1, 2) each; S = envs x UAVs sequences
 
@@ -65,21 +64,6 @@ def split_specs(cfg) -> dict[str, RolloutSpec]:
                                     disturbance_scale=alg.ood_scale, **common)}
 
 
-def make_policy(name: str, settings: EnvSettings) -> tuple[Policy, str]:
-    """The rollout policy and what identifies it in the cache key: ``scripted``, ``random`` or a MASAC or COMA
-    checkpoint (identified by its SHA-256) for the same number of UAVs and action mode."""
-    if name == "scripted":
-        return scripted_planner, name
-    if name == "random":
-        return random_policy, name
-    policy, config = load_policy(name)
-    if config.env.n_uav != settings.n_uav or config.env.action != settings.action:
-        raise CheckpointError(f"algorithm.rollout_policy={name}: needs a MASAC or COMA checkpoint for "
-                              f"{settings.n_uav} UAVs with {settings.action} actions, got algorithm="
-                              f"{config.algorithm.name} with env.n_uav={config.env.n_uav}, env.action={config.env.action}")
-    return policy, hashlib.sha256(Path(name).read_bytes()).hexdigest()
-
-
 @torch.no_grad()
 def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, policy: Policy) -> dict[str, Any]:
     """Play the split (a loop over time only; environments and UAVs are batched) and add observation noise."""
@@ -98,7 +82,7 @@ def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, 
     out: dict[str, Any] = {name: value.permute(1, 2, 0, 3).reshape(-1, spec.steps + 1, 2).contiguous()
                            for name, value in rows.items()}
     out["episode"] = episode.T.repeat_interleave(settings.n_uav, 0)  # (S, T + 1): sequence s = env s // N
-    noise = torch.Generator().manual_seed(spec.seed + 1)
+    noise = stream(spec.seed, "observation_noise")
     out["pos_obs"] = out["pos"] + spec.noise * torch.randn(out["pos"].shape, generator=noise)
     out["vel_obs"] = out["vel"] + spec.velocity_noise * torch.randn(out["vel"].shape, generator=noise)
     out["side"] = torch.tensor(dist.side(settings.n_uav))
@@ -112,13 +96,13 @@ def rollout_key(spec: RolloutSpec, settings: EnvSettings, dist: SceneDistributio
             "distribution": dataclasses.asdict(dist), "policy": policy_id}
 
 
-def load_rollouts(cfg, split: str) -> dict[str, Any]:
-    """A split's trajectories from the cache, simulated (and cached) on a miss."""
+def load_rollouts(cfg, split: str, policy: Policy, policy_id: str) -> dict[str, Any]:
+    """A split's trajectories from the cache, simulated (and cached) on a miss; ``policy`` flies them and
+    ``policy_id`` names it in the cache key (``scripted``, ``random``, a checkpoint by its SHA-256)."""
     if split not in SPLITS:
         raise ConfigError(f"unknown rollout split {split!r} (expected one of {', '.join(SPLITS)})")
-    settings, dist = env_settings(cfg.env), scene_distribution(cfg.task)
+    settings, dist = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task)
     spec = split_specs(cfg)[split]
-    policy, policy_id = make_policy(cfg.algorithm.rollout_policy, settings)
     key = rollout_key(spec, settings, dist, policy_id)
 
     def build() -> tuple[dict[str, Any], dict, int, int]:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from uavgnn.envs.uav_env import EnvSettings
+from uavgnn.envs.settings import EnvSettings
 
 N_FEATURES = 6  # observed displacement (2), observed position / side (2), commanded acceleration (2)
 TARGETS = ("pos_obs", "pos", "vel_obs", "vel", "accel", "disturbance")  # per row, in model units

@@ -22,10 +22,12 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
 from uavgnn import distributed
-from uavgnn.algorithms.dynamics import Dynamics, dynamics_metrics
-from uavgnn.config import env_settings
+from uavgnn.dynamics.kinematics import dynamics_metrics, estimate
 from uavgnn.dynamics.rollouts import load_rollouts
 from uavgnn.dynamics.windows import TrajectoryWindows, Units, WindowBatch, feature_stats
+from uavgnn.envs.policies import Policy
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.randomness import stream
 from uavgnn.runtime import autocast, keep_on_device
 
 EVAL_BATCH = 1024  # windows per validation forward
@@ -41,7 +43,7 @@ class StepSampler(Sampler):
         self.rank, self.world_size = ctx.rank, ctx.world_size
 
     def ids(self, step: int) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+        generator = stream(self.seed, "windows", step)  # the global batch: every rank draws it, takes its share
         return torch.randint(self.n, (self.batch_size,), generator=generator)[self.rank::self.world_size]
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -58,12 +60,14 @@ def _as_is(batch: WindowBatch) -> WindowBatch:
 class TrajectoryWorkload:
     """Windows of the cached rollouts (``uavgnn.dynamics.rollouts``) for the TCN."""
 
-    score_key, unit = "val/k_step_rmse", "samples"
+    unit = "samples"
 
-    def __init__(self, cfg, algorithm: Dynamics, device: torch.device) -> None:
-        self.cfg, self.algorithm, self.device = cfg, algorithm, device
+    def __init__(self, cfg, device: torch.device, rollout_policy: tuple[Policy, str]) -> None:
+        """``rollout_policy``: who flies the rollouts, and its name in their cache key."""
+        self.cfg, self.device, self.rollout_policy = cfg, device, rollout_policy
         alg = cfg.algorithm
-        self.units = Units.of(env_settings(cfg.env))
+        self.window, self.burn_in, self.predict_steps = alg.window, alg.burn_in, alg.predict_steps
+        self.units = Units.of(EnvSettings.of(cfg.env))
         self.sizes = [cfg.env.n_uav]
         train = self.load("train")
         self.stats = feature_stats(train, self.units)  # the training split's normalisation, for every split
@@ -84,20 +88,17 @@ class TrajectoryWorkload:
 
     def load(self, split: str) -> dict[str, Any]:
         """A split's raw trajectories (``uavgnn.dynamics.rollouts``), from the cache."""
-        return load_rollouts(self.cfg, split)
+        return load_rollouts(self.cfg, split, *self.rollout_policy)
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 
     def probe_store(self) -> TrajectoryWindows:
         return self.train
 
-    def k(self, stage: int) -> int:
-        return 0  # no candidate budget
+    def collect(self, step: int) -> None:
+        """A dataset: nothing to collect."""
 
-    def step_k(self, step: int, stage: int) -> int:
-        return 0
-
-    def batches(self, start: int, batch_size: int) -> Iterator[WindowBatch]:
+    def host_batches(self, start: int, batch_size: int) -> Iterator[WindowBatch]:
         """The batches of steps ``start``, ``start + 1``, ... before their copy to the device: gathered in
         memory, or by a torch DataLoader with the hardware preset's knobs (``hardware.loader=pyg``)."""
         sampler = StepSampler(len(self.train), batch_size, self.cfg.seed, start)
@@ -110,9 +111,9 @@ class TrajectoryWorkload:
                                persistent_workers=hw.persistent_workers and hw.num_workers > 0))
 
     def restart(self, step: int, batch_size: int) -> None:
-        self._batches = self.batches(step, batch_size)
+        self._batches = self.host_batches(step, batch_size)
 
-    def next(self, step: int, stage: int, batch_size: int) -> WindowBatch:
+    def batch(self, step: int, stage: int, batch_size: int) -> WindowBatch:
         """The step's batch (the trainer calls ``restart`` first, and again after a rollback or a new size)."""
         return next(self._batches).to(self.device, non_blocking=True)
 
@@ -131,14 +132,14 @@ class TrajectoryWorkload:
     @torch.no_grad()
     def score(self, model: nn.Module, windows: TrajectoryWindows, dtype: torch.dtype | None = None) -> dict[str, float]:
         """RMSEs (world units) of the model and the constant-velocity baseline on every window of a split."""
-        alg, was_training = self.algorithm, model.training
+        was_training = model.training
         model.eval()
         sums: dict[str, torch.Tensor] = {}
         for ids in torch.arange(len(windows)).split(EVAL_BATCH):
             batch = windows.gather(ids).to(self.device)
             with autocast(self.device, dtype):
-                est = alg.estimate(model, batch)
-            for key, value in dynamics_metrics(est, batch, alg.units, alg.window, alg.burn_in).items():
+                est = estimate(model, batch, self.window, self.predict_steps)
+            for key, value in dynamics_metrics(est, batch, self.units, self.window, self.burn_in).items():
                 sums[key] = sums.get(key, 0.0) + value
         model.train(was_training)
         rows, physics_rows = sums.pop("rows"), sums.pop("physics_rows")

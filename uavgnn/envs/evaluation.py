@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 
-from uavgnn.envs.policies import (EpisodeScores, Policy, nearest_target, random_policy, run_episodes,
-                                  scripted_planner)
-from uavgnn.envs.uav_env import EnvSettings, UAVEnv
-from uavgnn.errors import CheckpointError
+from uavgnn.envs.policies import EpisodeScores, Policy, nearest_target, random_policy, run_episodes, scripted_planner
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.problem.scenes import SceneDistribution
 
 TEST_SEED = 3_000_017  # test episodes: fixed, disjoint from validation's
@@ -70,47 +66,3 @@ def compare_policies(policies: dict[str, Policy], settings: EnvSettings, dist: S
              "of_planner": round(summary["return"] / planner, 4) if planner else float("nan"),
              "time_s": round(times[name], 3)} for name, summary in summaries.items()]
     return rows, scores
-
-
-def load_policy(path: str | Path) -> tuple[Policy, Any]:
-    """A MASAC or COMA checkpoint as an environment policy (greedy actions), and the config it was trained with
-    (on the schema: keys added since it was saved take their defaults)."""
-    from uavgnn.algorithms import make_model  # imported only when a checkpoint is asked for
-    from uavgnn.config import Config
-    from uavgnn.training.checkpoint import kind, load_checkpoint, load_weights, uses
-
-    ckpt = load_checkpoint(path)
-    config = OmegaConf.merge(OmegaConf.structured(Config), ckpt["config"])
-    if config.algorithm.name not in ("masac", "coma"):
-        raise CheckpointError(f"checkpoint {path} ({kind(ckpt['config'])}): an environment policy (algorithm=masac "
-                              f"or coma) is needed here; this is {uses(ckpt['config'])}")
-    agents = make_model(config)
-    load_weights(agents, ckpt["policy"], path, ckpt["config"])
-    return agents.play, config
-
-
-def compare_checkpoints(paths: list[str], episodes: int, horizon: int, device: torch.device,
-                        seed: int = TEST_SEED) -> list[dict[str, Any]]:
-    """MASAC and COMA checkpoints, whatever their action mode, on the same scenes and horizon: each mode's
-    checkpoints next to the scripted planner, nearest targets and random actions in that mode
-    (``of_planner``: the share of that mode's planner). The checkpoints must share the UAV count and scenes."""
-    from uavgnn.config import env_settings, scene_distribution
-
-    by_mode: dict[str, tuple[EnvSettings, SceneDistribution, dict[str, Policy]]] = {}
-    first = None
-    for path in paths:
-        policy, config = load_policy(path)
-        settings = dataclasses.replace(env_settings(config.env), horizon=horizon)
-        dist = scene_distribution(config.task)
-        first = first or (path, settings.n_uav, dist)
-        if (settings.n_uav, dist) != first[1:]:
-            raise CheckpointError(f"{path}: trained on {settings.n_uav} UAVs of {dist}; {first[0]} on "
-                                  f"{first[1]} UAVs of {first[2]}: not the same episodes")
-        label = f"{config.algorithm.name} seed {config.seed} ({Path(path).parent.name})"
-        by_mode.setdefault(settings.action, (settings, dist, {}))[2][label] = policy
-    rows = []
-    for mode, (settings, dist, policies) in by_mode.items():
-        mode_rows, _ = compare_policies(policies, settings, dist, episodes, device, seed)
-        rows += [{"method": row["method"], "actions": mode, **{k: v for k, v in row.items() if k != "method"}}
-                 for row in mode_rows]
-    return rows

@@ -1,13 +1,14 @@
-"""The reinforcement-learning workload of the shared loop: environments, replay, validation episodes.
+"""The off-policy workload of the shared loop (``algorithm=masac``): environments, replay, validation episodes.
 
-Each training step first advances every environment ``env_steps_per_update``
+Before each training step the loop collects (the algorithm's cadence: one
+collection per update): every environment advances ``env_steps_per_update``
 steps with the current policy (uniform random actions for the first
-``learning_starts`` environment steps), stores the transitions, then samples
-the step's batch. Acting draws from the environments' own generator and
-sampling from a generator of (seed, step); both, with the environments and the
-buffer, are saved in ``last.pt``, so a resumed run repeats the same steps.
-Under ``torchrun`` each rank steps its own environments (seeded by rank) and
-DDP averages the gradients.
+``learning_starts`` environment steps) and the transitions are stored; then
+the step's batch is sampled. Acting draws from the exploration stream (saved in
+``last.pt`` with the environments and the buffer) and sampling from the replay
+stream of (seed, step, rank) (``uavgnn.randomness``), so a resumed run repeats
+the same steps. Under ``torchrun`` each rank steps its own environments (seeded
+by rank) and DDP averages the gradients.
 
 With the buffer on the host (``hardware.data_on_device`` false or too small a
 GPU) and ``optim.prefetch``, each step also samples the next step's batch
@@ -33,6 +34,7 @@ from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.rl_workload import RLWorkload
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.randomness import stream, stream_seed
 from uavgnn.runtime import keep_on_device, unwrap
 
 
@@ -45,7 +47,9 @@ class Experience(RLWorkload):
         super().__init__(cfg, model, device)
         alg = cfg.algorithm
         rank = distributed.context().rank
-        self.env = UAVEnv(self.settings, self.dist, cfg.env.n_envs, device, seed=cfg.seed * 7919 + rank)
+        self.env = UAVEnv(self.settings, self.dist, cfg.env.n_envs, device,
+                          seed=stream_seed(cfg.seed, "environment", rank=rank))
+        self.exploration = stream(cfg.seed, "exploration", rank=rank, device=device)  # saved with the buffer
         self.obs, self.state = self.env.reset()
         n, shapes = self.settings.n_uav, {"obs": (self.settings.n_uav, self.settings.obs_dim()),
                                           "state": (self.settings.state_dim(self.dist),)}
@@ -63,15 +67,21 @@ class Experience(RLWorkload):
     def probe_store(self) -> ReplayBuffer:
         """A buffer of random-policy transitions for ``hardware.batch_size=auto``'s trial steps."""
         if len(self.buffer) == 0:
-            self.collect(max(1, -(-self.cfg.hardware.max_batch_size // self.cfg.env.n_envs)), explore=True)
+            self.play(max(1, -(-self.cfg.hardware.max_batch_size // self.cfg.env.n_envs)), explore=True)
         return self.buffer
 
     def restart(self, step: int, batch_size: int) -> None:
         """Nothing to rewind: the environments and the buffer are restored with the checkpoint."""
 
-    def next(self, step: int, stage: int, batch_size: int) -> Transitions:
+    def collect(self, step: int) -> None:
+        """Advance every environment ``algorithm.env_steps_per_update`` steps with the current policy (random
+        actions for the first ``learning_starts`` environment steps) and store the transitions."""
         alg = self.cfg.algorithm
-        self.collect(alg.env_steps_per_update, explore=self.env_steps < alg.learning_starts)
+        self.play(alg.env_steps_per_update, explore=self.env_steps < alg.learning_starts)
+
+    def batch(self, step: int, stage: int, batch_size: int) -> Transitions:
+        """The step's share of ``batch_size`` transitions sampled from the buffer, on the training device (with
+        ``optim.prefetch`` from a host buffer: drawn and copied the step before)."""
         size = batch_size // distributed.context().world_size
         if self.ahead is not None and self.ahead[0] == step and len(self.ahead[1]) == size:
             batch = self.ahead[2]
@@ -87,9 +97,10 @@ class Experience(RLWorkload):
         return batch
 
     def sample(self, step: int, size: int) -> Transitions:
-        """Step ``step``'s batch from the buffer as it is now: a generator of (seed, step), beta annealed to 1."""
+        """Step ``step``'s batch from the buffer as it is now: the replay stream of (seed, step, rank), beta
+        annealed to 1."""
         alg = self.cfg.algorithm
-        generator = torch.Generator(device=self.buffer.device).manual_seed(self.cfg.seed * 1_000_003 + step)
+        generator = stream(self.cfg.seed, "replay", step, distributed.context().rank, self.buffer.device)
         beta = alg.priority_beta + (1.0 - alg.priority_beta) * min(1.0, step / max(1, self.cfg.train.steps))
         return self.buffer.sample(size, generator, beta)
 
@@ -113,11 +124,11 @@ class Experience(RLWorkload):
             self.buffer.update_priorities(batch.index, values)
 
     @torch.no_grad()
-    def collect(self, steps: int, explore: bool) -> None:
+    def play(self, steps: int, explore: bool) -> None:
         """Advance every environment ``steps`` steps and store the transitions."""
         agents = unwrap(self.model)
         for _ in range(steps):
-            action = random_policy(self.env) if explore else agents.act(self.obs, self.env.generator)
+            action = random_policy(self.env, self.exploration) if explore else agents.act(self.obs, self.exploration)
             step = self.env.step(action)
             self.buffer.add(obs=self.obs, state=self.state, action=action, reward=step.reward,
                             next_obs=step.next_obs, next_state=step.next_state, done=step.done.float())
@@ -131,7 +142,8 @@ class Experience(RLWorkload):
     def state_dict(self) -> dict[str, Any]:
         ahead = None if self.ahead is None else (self.ahead[0], self.ahead[1].index, self.ahead[1].weight)
         return {"env": self.env.state_dict(), "buffer": self.buffer.state_dict(), "obs": self.obs,
-                "state": self.state, "env_steps": self.env_steps, "ahead": ahead, "window": self.window_state()}
+                "state": self.state, "env_steps": self.env_steps, "ahead": ahead, "window": self.window_state(),
+                "exploration": self.exploration.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env.load_state_dict(state["env"])
@@ -143,6 +155,8 @@ class Experience(RLWorkload):
             if index.numel() and not (0 <= int(index.min()) and int(index.max()) < len(self.buffer)):
                 raise ValueError(f"the batch drawn ahead: slots beyond the replay buffer's {len(self.buffer)}")
         self.load_window(state.get("window"))
+        if "exploration" in state:  # saved before named streams: the continuation draws this version's stream
+            self.exploration.set_state(state["exploration"].cpu())
         self.obs, self.state = state["obs"].to(self.device), state["state"].to(self.device)
         self.env_steps = state["env_steps"]
         self.ahead = None

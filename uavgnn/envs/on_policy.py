@@ -1,14 +1,14 @@
 """The on-policy workload of the shared loop (``algorithm=coma``): episode batches from parallel environments.
 
-Every ``algorithm.minibatches x algorithm.data_passes`` training steps the
-current policy plays one full episode (``env.horizon`` steps, from a reset) in
-each of ``hardware.batch_size x minibatches`` environments (per rank under
-``torchrun``; actions sampled from the environments' own generator, infeasible
-headings masked); then each pass splits those episodes into ``minibatches`` of
-``hardware.batch_size`` in an order drawn from (seed, step). The environments
-and the current episodes are saved in ``last.pt``, so a resumed run repeats
-the same steps. Validation: the greedy policy against the scripted planner
-(``PlannerValidation``).
+When the loop collects (the algorithm's cadence: every ``minibatches x passes``
+updates) the current policy plays one full episode (``env.horizon`` steps, from
+a reset) in each of ``hardware.batch_size x minibatches`` environments (per rank
+under ``torchrun``; actions sampled from the environments' own generator,
+infeasible headings masked); each pass over them then splits the episodes into
+``minibatches`` of ``hardware.batch_size`` (the items of an update) in an order
+drawn from (seed, collection, pass). The environments and the current episodes
+are saved in ``last.pt``, so a resumed run repeats the same steps. Validation:
+the greedy policy against the scripted planner (``PlannerValidation``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from uavgnn import distributed
 from uavgnn.envs.rl_workload import RLWorkload
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.errors import ConfigError
+from uavgnn.randomness import stream, stream_seed
 from uavgnn.runtime import unwrap
 
 
@@ -49,45 +50,47 @@ class Episodes:
 
 
 class EpisodeWorkload(RLWorkload):
-    """On-policy episodes for COMA: collected every round, sliced into minibatches for several passes."""
+    """On-policy episodes: collected every round, sliced into minibatches for several passes."""
 
     unit = "episodes"
 
-    def __init__(self, cfg, model: nn.Module, device: torch.device) -> None:
+    def __init__(self, cfg, model: nn.Module, device: torch.device, minibatches: int) -> None:
+        """``minibatches``: updates per pass over a collection (each of ``hardware.batch_size`` episodes)."""
         super().__init__(cfg, model, device)
         ctx = distributed.context()
-        self.rank, self.world_size = ctx.rank, ctx.world_size
+        self.rank, self.world_size, self.minibatches = ctx.rank, ctx.world_size, minibatches
         self.env = self._make_env(cfg.hardware.batch_size)
         self.episodes: Episodes | None = None
+        self.collected_at = 0  # the step of the current collection
 
     def _n_envs(self, batch_size: int) -> int:
         """This rank's share of the episodes of one collection: every minibatch of the global ``batch_size``."""
-        return max(1, batch_size // self.world_size) * self.cfg.algorithm.minibatches
+        return max(1, batch_size // self.world_size) * self.minibatches
 
     def _make_env(self, batch_size: int) -> UAVEnv:
         return UAVEnv(self.settings, self.dist, self._n_envs(batch_size), self.device,
-                      seed=self.cfg.seed * 7919 + self.rank, count_key="hardware.batch_size x algorithm.minibatches")
+                      seed=stream_seed(self.cfg.seed, "environment", rank=self.rank), count_key="hardware.batch_size x algorithm.minibatches")
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 
     def probe_store(self):
-        """Never reached: validation refuses ``hardware.batch_size=auto`` for coma (a minibatch is episodes)."""
-        raise ConfigError("algorithm=coma takes a fixed hardware.batch_size (episodes per minibatch)")
+        """Never reached: validation refuses ``hardware.batch_size=auto`` here (a minibatch is episodes)."""
+        raise ConfigError("on-policy episodes take a fixed hardware.batch_size (episodes per minibatch)")
 
     def restart(self, step: int, batch_size: int) -> None:
         """A new batch size (out-of-memory halving) needs environments to match; episodes are recollected."""
         if self.env.n_envs != self._n_envs(batch_size):
             self.env, self.episodes = self._make_env(batch_size), None
 
-    def next(self, step: int, stage: int, batch_size: int) -> Episodes:
-        alg = self.cfg.algorithm
-        i = step % (alg.minibatches * alg.data_passes)
-        if self.episodes is None or i == 0:
-            self.collect()
-        data_pass, minibatch = divmod(i, alg.minibatches)
-        generator = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + step - i + data_pass)
+    def batch(self, step: int, stage: int, batch_size: int) -> Episodes:
+        """Minibatch ``step - collected_at`` of the current collection: pass ``// minibatches`` over it, in an
+        order drawn from (seed, collection, pass)."""
+        if self.episodes is None:  # after a new batch size (out-of-memory halving): recollect now
+            self.collect(step)
+        data_pass, minibatch = divmod(step - self.collected_at, self.minibatches)
+        generator = stream(self.cfg.seed, "minibatch_order", self.collected_at + data_pass * self.minibatches)
         order = torch.randperm(len(self.episodes), generator=generator).to(self.device)
-        size = len(self.episodes) // alg.minibatches
+        size = len(self.episodes) // self.minibatches
         return self.episodes.index(order[minibatch * size:(minibatch + 1) * size])
 
     def items(self, batch: Episodes) -> int:
@@ -97,7 +100,7 @@ class EpisodeWorkload(RLWorkload):
         """On-policy: nothing to feed back."""
 
     @torch.no_grad()
-    def collect(self) -> None:
+    def collect(self, step: int) -> None:
         """One episode in every environment with the current (sampling) policy."""
         env, agents = self.env, unwrap(self.model)
         obs, state = env.reset()
@@ -107,24 +110,28 @@ class EpisodeWorkload(RLWorkload):
         for _ in range(self.settings.horizon):
             avail = env.available_actions()
             action = agents.act(obs, avail, env.generator)
-            step = env.step(action)
-            ended = step.done & alive
+            outcome = env.step(action)
+            ended = outcome.done & alive
             for name, value in (("obs", obs), ("state", state), ("avail", avail), ("action", action),
-                                ("reward", step.reward), ("done", ended.float()), ("mask", alive.float())):
+                                ("reward", outcome.reward), ("done", ended.float()), ("mask", alive.float())):
                 rows[name].append(value)
-            self.record(step, ended, alive)
-            alive = alive & ~step.done
-            obs, state = step.obs, step.state
+            self.record(outcome, ended, alive)
+            alive = alive & ~outcome.done
+            obs, state = outcome.obs, outcome.state
         self.episodes = Episodes(*(torch.stack(rows[name], 1) for name in rows))
+        self.collected_at = step
         self.collected()
 
     def state_dict(self) -> dict[str, Any]:
         return {"env": self.env.state_dict(), "env_steps": self.env_steps, "window": self.window_state(),
+                "collected_at": self.collected_at,
                 "episodes": None if self.episodes is None else self.episodes.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "collected_at" not in state:
+            raise ValueError("saved before a collection recorded the step it started at")
         self.env.load_state_dict(state["env"])
         self.load_window(state.get("window"))
-        self.env_steps = state["env_steps"]
+        self.env_steps, self.collected_at = state["env_steps"], state["collected_at"]
         if state["episodes"] is not None:
             self.episodes = Episodes(**{k: v.to(self.device) for k, v in state["episodes"].items()})

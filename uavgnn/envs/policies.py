@@ -89,11 +89,12 @@ def nearest_target(env: UAVEnv) -> torch.Tensor:
     return _to_action(env, approach_velocity(env.pos, goal, env.cfg) * present[..., :1])
 
 
-def random_policy(env: UAVEnv) -> torch.Tensor:
+def random_policy(env: UAVEnv, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Uniform actions, drawn from ``generator`` (the environment's own by default)."""
+    generator = env.generator if generator is None else generator
     if env.cfg.action == "continuous":
-        return torch.rand(env.n_envs, env.n_uav, 2, generator=env.generator, device=env.device) * 2 - 1
-    return torch.randint(0, env.cfg.action_dim(), (env.n_envs, env.n_uav), generator=env.generator,
-                         device=env.device)
+        return torch.rand(env.n_envs, env.n_uav, 2, generator=generator, device=env.device) * 2 - 1
+    return torch.randint(0, env.cfg.action_dim(), (env.n_envs, env.n_uav), generator=generator, device=env.device)
 
 
 @dataclass

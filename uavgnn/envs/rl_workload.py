@@ -1,6 +1,6 @@
-"""What the environment workloads (``Experience`` for masac, ``EpisodeWorkload`` for coma) share: episode
-statistics gathered on the device and synced once per log line, validation against the scripted planner,
-and the loop interface items that do not apply to environments (no candidate budget)."""
+"""What the environment workloads (``Experience``: off-policy replay; ``EpisodeWorkload``: on-policy episodes)
+share: episode statistics gathered on the device and synced once per log line (saved in ``last.pt``), and
+validation against the scripted planner."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from uavgnn.config import env_settings, scene_distribution
 from uavgnn.envs.evaluation import PlannerValidation
 from uavgnn.envs.saved_state import check_tensors
+from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import Step
+from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.runtime import unwrap
 
 MAX_AGENTS_LOGGED = 16  # per-agent returns get their own curves up to this many UAVs (min/max always)
@@ -22,11 +23,9 @@ MAX_AGENTS_LOGGED = 16  # per-agent returns get their own curves up to this many
 class RLWorkload:
     """Base of the environment workloads; subclasses step ``self.env`` and call ``record`` per env step."""
 
-    score_key = "val/planner_gap"
-
     def __init__(self, cfg, model: nn.Module, device: torch.device) -> None:
         self.cfg, self.model, self.device = cfg, model, device
-        self.settings, self.dist = env_settings(cfg.env), scene_distribution(cfg.task)
+        self.settings, self.dist = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task)
         self.sizes = [self.settings.n_uav]
         self.env_steps = 0
         self.validation = PlannerValidation(self.settings, self.dist, cfg.env.val_episodes, device)
@@ -88,12 +87,6 @@ class RLWorkload:
             if len(agent) <= MAX_AGENTS_LOGGED:
                 stats.update({f"train/agent_return/{i}": value for i, value in enumerate(agent)})
         return stats
-
-    def k(self, stage: int) -> int:
-        return 0  # no candidate budget
-
-    def step_k(self, step: int, stage: int) -> int:
-        return 0
 
     def validate(self, policy: nn.Module, stage: int, dtype: torch.dtype | None) -> dict[str, float]:
         return self.validation(unwrap(policy).play)

@@ -31,60 +31,11 @@ from typing import Any
 import torch
 
 from uavgnn.envs.saved_state import check_tensors
+from uavgnn.envs.settings import HEADINGS, EnvSettings
 from uavgnn.memory import check_fits
-from uavgnn.problem.observation import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES, SELF_FEATURES
+from uavgnn.problem.observation import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
-
-# Discrete actions: stay, then 8 headings counter-clockwise from east.
-_ANGLES = torch.arange(8) * (torch.pi / 4)
-HEADINGS = torch.cat([torch.zeros(1, 2), torch.stack([_ANGLES.cos(), _ANGLES.sin()], 1)])
-N_DISCRETE = HEADINGS.shape[0]
-UAV_FEATURES, TARGET_FEATURES = 5, 5  # per UAV and per target in the global state
-
-
-@dataclass
-class EnvSettings:
-    """The ``env`` config group: sizes, dynamics, reward and observation settings."""
-
-    name: str = "default"
-    n_uav: int = 4  # UAVs per environment (targets: task.target_ratio of it)
-    n_envs: int = 64  # environments stepped together
-    horizon: int = 25  # steps per episode
-    action: str = "continuous"  # continuous: velocity in [-1, 1]^2 | discrete: stay, 8 headings | goto: stay, a target
-    dt: float = 1.0  # seconds per step
-    max_speed: float = 0.3  # distance per second
-    max_accel: float = 0.15  # change of velocity per second
-    service_radius: float = 0.25  # a UAV this close to a target serves it
-    collision_radius: float = 0.05  # UAVs closer than this collide
-    appear_steps: int = 0  # targets appear at a uniform step in [0, appear_steps) (0: all at the start)
-    collision_penalty: float = 0.1
-    exhausted_penalty: float = 0.5
-    approach_reward: float = 0.5  # weight of the progress-to-nearest-target hint (training reward only)
-    team_weight: float = 0.5  # share of the team's mean reward in each UAV's training reward
-    obs_targets: int = 4  # nearest open targets in a UAV's observation
-    obs_uavs: int = 3  # nearest other UAVs in a UAV's observation
-    wind: float = 0.0  # largest hidden wind acceleration of an episode (0: none)
-    drag: float = 0.0  # largest hidden per-UAV linear drag coefficient (0: none)
-
-    def n_targets(self, dist: SceneDistribution) -> int:
-        return dist.n_targets(self.n_uav)
-
-    def obs_dim(self) -> int:
-        return SELF_FEATURES + SEEN_TARGET_FEATURES * self.obs_targets + NEIGHBOUR_FEATURES * self.obs_uavs
-
-    def state_dim(self, dist: SceneDistribution) -> int:
-        return UAV_FEATURES * self.n_uav + TARGET_FEATURES * self.n_targets(dist) + 1
-
-    def action_dim(self) -> int:
-        """Continuous: 2 velocity components; discrete, goto: the number of actions."""
-        return {"continuous": 2, "discrete": N_DISCRETE}.get(self.action, 1 + self.obs_targets)
-
-    def bytes_per_env(self, dist: SceneDistribution) -> int:
-        """Peak memory of one environment while it is stepped: UAV-target distances and the observations
-        dominate (measured: 8.5 KB at 4 UAVs, 41 KB at 16, 274 KB at 64; this formula is 10-20% above)."""
-        n, m = self.n_uav, self.n_targets(dist)
-        return 4 * (20 * n * m + 12 * n * self.obs_dim() + self.state_dim(dist))
 
 
 @dataclass

@@ -12,12 +12,22 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from uavgnn.models.transformer_gnn import mlp
+
+
+@dataclass
+class MLPConfig:
+    """``model=mlp``: the MLP actors of the environment algorithms (per-agent weights, or one shared)."""
+
+    name: str = "mlp"
+    hidden: int = 128  # actor width
+    layers: int = 2  # actor hidden layers
 
 
 def mlp_net(inputs: int, hidden: int, layers: int, outputs: int) -> nn.Sequential:

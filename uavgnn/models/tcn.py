@@ -4,11 +4,23 @@ rows <= t only (the receptive field doubles with each block)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 KERNEL = 3
+
+
+@dataclass
+class TCNConfig:
+    """``model=tcn``: the dynamics model's size (a TransformerGNN size gives its hidden, layers and dropout too)."""
+
+    name: str = "tcn"
+    hidden: int = 64  # channels
+    layers: int = 3  # residual blocks, dilation 1, 2, 4: receptive field 29 rows (algorithm.window 32)
+    dropout: float = 0.0  # dropout after the first convolution of each block
 
 
 class CausalBlock(nn.Module):

@@ -9,8 +9,10 @@ per UAV. Every UAV of every graph in the batch is decided in one pass.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
+from omegaconf import MISSING
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import TransformerConv
@@ -122,6 +124,18 @@ class TransformerGNN(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+@dataclass
+class TransformerGNNConfig:
+    """``model=tiny|small|medium|large``: the TransformerGNN's size (conf/model/<size>.yaml picks the values)."""
+
+    name: str = MISSING
+    hidden: int = 64  # width of node embeddings
+    heads: int = 2  # attention heads per TransformerConv layer (hidden is split across them)
+    layers: int = 2  # TransformerConv layers (pre-norm, residual, FFN)
+    dropout: float = 0.0  # dropout in attention and FFN
+    ffn_mult: int = 2  # FFN width = ffn_mult * hidden
 
 
 def model_from_config(model_cfg, grad_checkpoint: bool = False,

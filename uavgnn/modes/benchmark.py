@@ -38,27 +38,29 @@ import torch
 from omegaconf import OmegaConf
 from torch_geometric.data import Batch
 
-from uavgnn.algorithms import Algorithm, LossOf, make_algorithm, step_loss
-from uavgnn.config import Config, scene_distribution
+from uavgnn.algorithms import make_algorithm
+from uavgnn.algorithms.base import Algorithm, LossOf, step_loss
+from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.data.cache import load_or_build
 from uavgnn.data.loader import make_loader
 from uavgnn.data.naive import NaiveSceneDataset, naive_loader
 from uavgnn.data.splits import build_settings, load_split, split_spec
 from uavgnn.data.store import GraphStore
-from uavgnn.inference import solve_with_model
+from uavgnn.inference.scene import solve_with_model
 from uavgnn.loggers import publish
 from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.modes.benchmark_report import measure, noisy_figures, print_report, section_rows
 from uavgnn.perf import ActivationMeter, peak_memory_mb, synchronize
 from uavgnn.plots import plot_benchmark
-from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.generator import generate_scenes
+from uavgnn.problem.graphs import GraphSettings
+from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import count, write_json
 from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
 from uavgnn.solvers import solve
-from uavgnn.training.checkpoint import load_model
 
 log = logging.getLogger(__name__)
 # the report's headline figures, (section, key), for the dashboard's run summary
@@ -72,10 +74,10 @@ def model_named(name: str, grad_checkpoint: bool = False) -> TransformerGNN:
 
 
 def train_step(loss_of: LossOf, runner: torch.nn.Module, model: TransformerGNN, optimizer: torch.optim.Optimizer,
-               batch: Batch, k: int) -> float:
+               batch: Batch) -> float:
     """One step of the configured algorithm (its loss, backward, AdamW); returns the activation MB it saved."""
     with ActivationMeter(model) as meter:
-        loss = loss_of(runner, batch, k)
+        loss = loss_of(runner, batch)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -98,7 +100,8 @@ def timed_steps(algorithm: Algorithm, model: TransformerGNN, batches: Callable[[
     for i in range(warmup + steps):
         start = time.perf_counter()
         batch = next(stream).to(device)
-        activation = train_step(loss_of, runner, model, optimizer, batch, k)
+        batch.k = k  # the candidate budget the step's batch carries
+        activation = train_step(loss_of, runner, model, optimizer, batch)
         if i >= warmup:
             times.append(time.perf_counter() - start)
             graphs.append(batch.num_graphs)
@@ -131,7 +134,7 @@ def bench_cache(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, A
     spec = split_spec(cfg, "train", count=cfg.benchmark.cache_scenes)
     work = out_dir / "benchmark-cache"
     shutil.rmtree(work, ignore_errors=True)
-    args = (spec, scene_distribution(cfg.task), build_settings(cfg), work)
+    args = (spec, SceneDistribution.of(cfg.task), build_settings(cfg), work)
     try:
         start = time.perf_counter()
         load_or_build(*args, workers=cfg.data.label_workers)
@@ -242,7 +245,7 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
 
 def benchmark_model(cfg: Config, device: torch.device) -> tuple[TransformerGNN, GraphSettings, str]:
     if cfg.ckpt:
-        model, graph, _ = load_model(cfg.ckpt, device, f"mode={cfg.mode} ckpt")
+        model, graph, _ = load_policy(cfg.ckpt, device, f"mode={cfg.mode} ckpt")
         return model, graph, f"trained ({cfg.ckpt})"
     return (model_from_config(cfg.model).to(device).eval(), GraphSettings.from_config(cfg.data),
             f"untrained {cfg.model.name} (timings only)")
@@ -250,7 +253,7 @@ def benchmark_model(cfg: Config, device: torch.device) -> tuple[TransformerGNN, 
 
 def bench_scaling(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
     model, graph, which = benchmark_model(cfg, device)
-    dist = scene_distribution(cfg.task)
+    dist = SceneDistribution.of(cfg.task)
     rows = []
     for nodes in sorted(cfg.benchmark.scaling_nodes):
         n_uav = max(1, round(nodes / (1 + dist.target_ratio)))
@@ -275,7 +278,7 @@ def bench_milp(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, An
     """Model (median of ``repeats`` runs; bf16 forward under ``optim.amp``) vs one MILP run per size."""
     model, graph, which = benchmark_model(cfg, device)
     dtype = amp_dtype(cfg, device)
-    dist = scene_distribution(cfg.task)
+    dist = SceneDistribution.of(cfg.task)
     rows = []
     for n_uav in cfg.benchmark.milp_uavs:
         scene = generate_scenes(dist, n_uav, 1, cfg.data.test_seed + n_uav)[0]

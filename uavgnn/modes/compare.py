@@ -11,8 +11,8 @@ from uavgnn import run_dir
 from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.errors import ConfigError, RunDirectoryError
+from uavgnn.modes.sweep_report import METRICS, compare_runs
 from uavgnn.report import format_table
-from uavgnn.sweep_report import METRICS, compare_runs
 
 
 def run_compare(cfg: Config, out_dir: Path) -> list[dict]:

@@ -36,18 +36,18 @@ import torch
 from omegaconf import OmegaConf, open_dict
 from torch import nn
 
+from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
-from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.loggers import publish
 from uavgnn.plots import plot_shifts, plot_transfer
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device
-from uavgnn.training.checkpoint import load_model
+from uavgnn.scoring.methods import compare_on_split
 
 log = logging.getLogger(__name__)
 TRANSFER_FAILED = 0.5  # the original guide's threshold on transfer_ratio
@@ -62,7 +62,7 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     if not cfg.ckpt:
         raise ConfigError("mode=eval needs ckpt=PATH (a best.pt or last.pt from a training run)")
     device = prepare_device(cfg)
-    model, graph, trained_cfg = load_model(cfg.ckpt, device, "mode=eval ckpt")
+    model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
     train_size = int(trained_cfg["data"]["n_uav"])
     scales = sorted({train_size, *cfg.eval.scales})
     rows = []

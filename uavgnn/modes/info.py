@@ -13,11 +13,14 @@ import os
 import platform
 import time
 import traceback
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from uavgnn.algorithms import algorithms
+from uavgnn.algorithms.base import Algorithm
 from uavgnn.config import Config
 from uavgnn.console import echo, launched_as
 from uavgnn.report import format_table, write_json
@@ -67,9 +70,9 @@ def _tiny_step(device: torch.device, amp: torch.dtype | None = None, compiled: b
 
     from uavgnn.models import TransformerGNN
     from uavgnn.models.policy import policy_log_probs
+    from uavgnn.problem.generator import generate_scenes
     from uavgnn.problem.graphs import build_graph
     from uavgnn.problem.scenes import SceneDistribution
-    from uavgnn.problem.generator import generate_scenes
     from uavgnn.runtime import autocast
 
     batch = Batch.from_data_list([build_graph(s) for s in generate_scenes(SceneDistribution(), 8, 4, 0)]).to(device)
@@ -80,40 +83,9 @@ def _tiny_step(device: torch.device, amp: torch.dtype | None = None, compiled: b
     (cand_logp.float().sum() + idle_logp.float().sum()).backward()
 
 
-def _marl_update(device: torch.device, algorithm: str) -> None:
-    """A few steps of the UAV environment, then one MASAC (continuous) or COMA (discrete) update on their data:
-    the environment check of reference/003, for both MARL algorithms."""
-    from uavgnn.algorithms.coma import COMAAgents, COMASettings
-    from uavgnn.envs.on_policy import Episodes
-    from uavgnn.algorithms.masac import MASACAgents, MASACSettings
-    from uavgnn.envs.replay import Transitions
-    from uavgnn.envs.uav_env import EnvSettings, UAVEnv
-    from uavgnn.problem.scenes import SceneDistribution
-
-    dist, generator = SceneDistribution(), torch.Generator(device=device).manual_seed(0)
-    env_cfg = EnvSettings(n_uav=4, action="continuous" if algorithm == "masac" else "discrete")
-    env = UAVEnv(env_cfg, dist, 8, device, seed=0)
-    obs, state = env.reset()
-    if algorithm == "masac":
-        agents = MASACAgents(MASACSettings(4, env_cfg.obs_dim(), env_cfg.state_dim(dist), 2, 32, 2, 32, 2, 0.95,
-                                           0.2)).to(device)
-        action = agents.act(obs, generator)
-        step = env.step(action)
-        batch = Transitions(obs, state, action, step.reward, step.next_obs, step.next_state, step.done.float(),
-                            torch.ones(8, device=device), torch.arange(8, device=device))
-        loss = agents(batch, *torch.randn(2, 4, 8, 2, device=device).unbind(0))[0]
-    else:
-        agents = COMAAgents(COMASettings(4, env_cfg.obs_dim(), env_cfg.state_dim(dist), env_cfg.action_dim(), 32, 2,
-                                         32, 2, 0.99, 0.8, 0.001)).to(device)
-        rows = []
-        for _ in range(3):
-            avail = env.available_actions()
-            action = agents.act(obs, avail, generator)
-            step = env.step(action)
-            rows.append((obs, state, avail, action, step.reward, step.done.float(), torch.ones(8, device=device)))
-            obs, state = step.obs, step.state
-        loss = agents(Episodes(*(torch.stack(column, 1) for column in zip(*rows))))[0]
-    loss.backward()
+def _has_self_check(algorithm: type[Algorithm]) -> bool:
+    """Whether an algorithm brings a check of its own (the base's does nothing)."""
+    return algorithm.self_check.__func__ is not Algorithm.self_check.__func__
 
 
 def rates(device: torch.device) -> dict[str, float]:
@@ -165,8 +137,8 @@ def run_info(cfg: Config, out_dir: Path) -> dict[str, Any]:
     trials = [trial(f"fp32 step on {device}", lambda: _tiny_step(device)),
               trial(f"AMP ({str(amp_dtype).split('.')[-1]}) step on {device}", lambda: _tiny_step(device, amp_dtype)),
               trial(f"torch.compile step on {device}", lambda: _tiny_step(device, compiled=True)),
-              trial(f"UAV environment + MASAC update on {device}", lambda: _marl_update(device, "masac")),
-              trial(f"UAV environment + COMA update on {device}", lambda: _marl_update(device, "coma"))]
+              *(trial(f"algorithm={name}: its own update on {device}", partial(algorithm.self_check, device))
+                for name, algorithm in algorithms().items() if _has_self_check(algorithm))]
     preset, why = recommend_preset(found)
     info = {"versions": versions(), "devices": found, "trials": trials, "rates": rates(device),
             "recommended": {"hardware": preset, "why": why,

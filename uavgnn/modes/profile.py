@@ -1,7 +1,8 @@
 """``mode=profile``: where a training step's time and memory go, and what to change.
 
 Runs ``profile.warmup`` + ``profile.steps`` training steps of the configured
-algorithm (its own ``training_step``: imitation, reinforce or dynamics), model, preset and toggles, timing each stage with the device synchronised at
+algorithm (its own ``training_step``, on its own data: those that train on a dataset, not on experience they
+collect), model, preset and toggles, timing each stage with the device synchronised at
 its borders: data wait (gather), host-to-device copy, forward (incl. loss),
 backward, optimizer step; plus the validation decode, amortised over
 ``train.eval_every`` steps. Reports ms/step and share per stage, throughput,
@@ -15,7 +16,6 @@ Writes ``profile.json`` and ``profile.png`` into the run directory.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import statistics
 import time
@@ -27,22 +27,18 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, record_function, schedule, tensorboard_trace_handler
 
-from uavgnn.algorithms import LossOf, make_algorithm, make_model, step_loss
+from uavgnn.algorithms import make_algorithm
+from uavgnn.algorithms.base import LossOf, Network, step_loss
 from uavgnn.config import Config
 from uavgnn.console import echo, progress
-from uavgnn.data.loader import make_loader
-from uavgnn.data.splits import load_split
-from uavgnn.dynamics.workload import TrajectoryWorkload
 from uavgnn.errors import ConfigError
-from uavgnn.evaluation.scoring import evaluate_model
 from uavgnn.loggers import publish
-from uavgnn.models import model_from_config
 from uavgnn.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak_memory_mb, synchronize
 from uavgnn.plots import plot_profile
-from uavgnn.problem.graphs import GraphSettings
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
-from uavgnn.training.trainer import resolve_batch_size
+from uavgnn.training.batch_size import resolve_batch_size
+from uavgnn.training.optimisers import Optimisers
 
 log = logging.getLogger(__name__)
 STAGES = ("data_wait", "h2d_copy", "forward", "backward", "optimizer", "eval_decode")
@@ -86,71 +82,45 @@ class Profiled:
     """What the stage timer runs: the configured model and loss, its batches (host or device), a validation."""
 
     model: torch.nn.Module
+    networks: list[Network]  # what the optimisers step, each with its LR multiple and clip
     loss_of: LossOf
     batches: Iterator[Any]
-    k: int
     batch_size: int
     eval_seconds: Callable[[], float]  # one validation pass, timed
     unit: str  # what a batch holds: graphs | samples
 
 
-def scene_setup(cfg: Config, device: torch.device, dtype: torch.dtype | None) -> Profiled:
-    """Imitation/reinforce: cached scene splits through the configured loader."""
-    train_store = load_split(cfg, "train")
-    val_store = load_split(cfg, "val")
-    model = model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers).to(device)
-    k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
-    loss_of = step_loss(make_algorithm(cfg, device), device, dtype)
-    batch_size = resolve_batch_size(cfg, model, loss_of, lambda: train_store, k, device)
-    loader = make_loader(train_store, cfg.hardware.loader, batch_size, shuffle=True, seed=cfg.seed,
-                         num_workers=cfg.hardware.num_workers, pin_memory=cfg.hardware.pin_memory,
-                         prefetch_factor=cfg.hardware.prefetch_factor,
-                         persistent_workers=cfg.hardware.persistent_workers, drop_last=True)
-    if len(loader) == 0:
-        raise ConfigError(f"data.train_scenes={len(train_store)} is smaller than hardware.batch_size={batch_size}")
-
-    def endless():
-        for epoch in itertools.count():
-            loader.batch_sampler.set_epoch(epoch)
-            yield from loader
-
-    def eval_seconds() -> float:
-        result = evaluate_model(model, val_store, cfg.train.decoder, k, device, amp_dtype=dtype)
-        return result.forward_s + result.decode_s
-
-    return Profiled(model, loss_of, endless(), k, batch_size, eval_seconds, "graphs")
-
-
-def dynamics_setup(cfg: Config, device: torch.device, dtype: torch.dtype | None) -> Profiled:
-    """algorithm=dynamics: trajectory windows, gathered in memory or through a DataLoader, as training does."""
-    model = make_model(cfg).to(device)
+def setup(cfg: Config, device: torch.device, dtype: torch.dtype | None) -> Profiled:
+    """The configured algorithm's model, loss and training batches (before their copy), as training has them."""
     algorithm = make_algorithm(cfg, device)
-    work = TrajectoryWorkload(cfg, algorithm, device)
+    if algorithm.cadence().updates:
+        raise ConfigError(f"mode=profile times steps on a fixed dataset; algorithm={cfg.algorithm.name} collects "
+                          f"experience as it trains: time it with benchmarks/bench_{cfg.algorithm.name}.py")
+    torch.manual_seed(cfg.seed)
+    model = algorithm.build_model(cfg).to(device)
+    work = algorithm.workload(model)
     loss_of = step_loss(algorithm, device, dtype)
-    batch_size = resolve_batch_size(cfg, model, loss_of, work.probe_store, 0, device)
+    batch_size = resolve_batch_size(cfg, model, loss_of, work.probe_store, device)
 
     def eval_seconds() -> float:
         start = time.perf_counter()
         work.validate(model, 0, dtype)
         return time.perf_counter() - start
 
-    return Profiled(model, loss_of, work.batches(0, batch_size), 0, batch_size, eval_seconds, "samples")
+    return Profiled(model, algorithm.networks(model), loss_of, work.host_batches(0, batch_size), batch_size,
+                    eval_seconds, work.unit)
 
 
 def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     """Time the configured algorithm's training step stage by stage, then report and plot."""
-    if cfg.algorithm.name in ("masac", "coma"):
-        raise ConfigError(f"mode=profile times imitation, reinforce and dynamics steps; for {cfg.algorithm.name} see "
-                          f"benchmarks/bench_{cfg.algorithm.name}.py (its step includes environment stepping)")
     device = prepare_device(cfg)
     dtype = amp_dtype(cfg, device)
-    torch.manual_seed(cfg.seed)
-    setup = (dynamics_setup if cfg.algorithm.name == "dynamics" else scene_setup)(cfg, device, dtype)
-    times, activation_mb = time_stages(cfg, setup, device, out_dir)
+    profiled = setup(cfg, device, dtype)
+    times, activation_mb = time_stages(cfg, profiled, device, out_dir)
     ms = {stage: 1000 * statistics.median(v) for stage, v in times.items()}
     # one validation every eval_every steps, spread over those steps
-    ms["eval_decode"] = 1000 * setup.eval_seconds() / cfg.train.eval_every
-    report = profile_report(cfg, device, ms, setup, activation_mb, out_dir)
+    ms["eval_decode"] = 1000 * profiled.eval_seconds() / cfg.train.eval_every
+    report = profile_report(cfg, device, ms, profiled, activation_mb, out_dir)
     write_json(out_dir / "profile.json", report)
     plot_profile(report, out_dir / "profile.png")
     headline = {key: value for key, value in report.items() if isinstance(value, (int, float, str))}
@@ -161,8 +131,8 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
 
 def time_stages(cfg: Config, setup: Profiled, device: torch.device, out_dir: Path) -> tuple[dict[str, list[float]], float]:
     """Seconds per stage of each measured step (after ``profile.warmup``) and the activation MB of a step."""
-    model, loss_of, batches, k = setup.model, setup.loss_of, setup.batches, setup.k
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    model, loss_of, batches = setup.model, setup.loss_of, setup.batches
+    optimisers = Optimisers(setup.networks, cfg.train.lr, cfg.train.weight_decay, cfg.train.grad_clip)
     scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype(cfg, device) == torch.float16)
     runner = maybe_compile(model, cfg.optim.compile)
 
@@ -191,19 +161,16 @@ def time_stages(cfg: Config, setup: Profiled, device: torch.device, out_dir: Pat
             # saved-tensor hooks slow the forward: activations are counted in the first (warm-up) step only
             meter = ActivationMeter(model) if step == 0 else contextlib.nullcontext()
             with record_function("forward"), meter:
-                loss = loss_of(runner, batch, k)
+                loss = loss_of(runner, batch)
                 synchronize(device)
             marks.append(time.perf_counter())
             with record_function("backward"):
-                optimizer.zero_grad(set_to_none=True)
+                optimisers.zero_grad()
                 scaler.scale(loss).backward()
                 synchronize(device)
             marks.append(time.perf_counter())
             with record_function("optimizer"):
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
-                scaler.step(optimizer)
-                scaler.update()
+                optimisers.step(scaler)
                 synchronize(device)
             marks.append(time.perf_counter())
             if step == 0:

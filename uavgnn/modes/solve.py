@@ -15,19 +15,19 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from uavgnn.config import Config, scene_distribution
+from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.errors import ConfigError
-from uavgnn.inference import solve_with_model
+from uavgnn.inference.guided import solve_guided
+from uavgnn.inference.scene import solve_with_model
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
 from uavgnn.problem.scene_io import load_scene, save_scene
-from uavgnn.problem.scenes import Scene
-from uavgnn.problem.generator import generate_scenes
+from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.report import count, format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device
 from uavgnn.solvers import solve, solve_milp
-from uavgnn.solvers.guided import solve_guided
-from uavgnn.training.checkpoint import load_model
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def load_or_generate_scene(cfg: Config) -> Scene:
     if cfg.task.file:
         scene, _ = load_scene(cfg.task.file)
         return scene
-    return generate_scenes(scene_distribution(cfg.task), cfg.solve.n_uav, 1, cfg.seed)[0]
+    return generate_scenes(SceneDistribution.of(cfg.task), cfg.solve.n_uav, 1, cfg.seed)[0]
 
 
 def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
@@ -47,7 +47,7 @@ def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
         if not cfg.ckpt:
             raise ConfigError(f"solver={cfg.solver} needs ckpt=PATH (a best.pt or last.pt from a training run)")
         device = prepare_device(cfg)
-        model, graph, _ = load_model(cfg.ckpt, device, f"mode={cfg.mode} ckpt")
+        model, graph, _ = load_policy(cfg.ckpt, device, f"mode={cfg.mode} ckpt")
         if cfg.solver == "model":
             result, timing = solve_with_model(model, scene, graph, cfg.eval.decoder, device, amp_dtype(cfg, device))
             log.info("model: build %.3f s, forward %.3f s, decode %.3f s", *timing.values())

@@ -8,7 +8,7 @@ locally (DESIGN §1); this is what lets a model trained small run large.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -62,6 +62,11 @@ class SceneDistribution:
     cluster_size: int = 4  # targets per Gaussian cluster (clustered only)
     cluster_std: float = 1.0  # spread of targets around a cluster centre
     uav_spread: float = 2.5  # spread of UAVs around cluster centres
+
+    @classmethod
+    def of(cls, node: object) -> SceneDistribution:
+        """The generator parameters of any object with these attributes (the ``task`` group's DictConfig)."""
+        return cls(**{f.name: getattr(node, f.name) for f in fields(cls)})
 
     def n_targets(self, n_uav: int) -> int:
         return max(1, math.ceil(n_uav * self.target_ratio))

@@ -15,7 +15,7 @@ BASELINES = ("milp", "greedy", "lap", "mcf")
 
 def solve(scene: Scene, solver: str, time_limit: float = 60.0) -> SolveResult:
     """Solve ``scene`` with ``solver`` in {milp, greedy, lap, mcf} (the model-based ones need a checkpoint:
-    ``uavgnn.inference``, ``uavgnn.solvers.guided``)."""
+    ``uavgnn.inference.scene``, ``uavgnn.inference.guided``)."""
     if solver == "milp":
         return solve_milp(scene, time_limit=time_limit)
     if solver == "greedy":

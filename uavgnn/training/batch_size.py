@@ -15,22 +15,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
 from uavgnn import distributed
 from uavgnn.algorithms.base import LossOf
-from uavgnn.data.store import GraphStore
 from uavgnn.perf import MIB, ActivationMeter, device_memory_mb
 
 log = logging.getLogger(__name__)
 SMALLEST = 8
 
 
-def step_memory_mb(model: nn.Module, loss_of: LossOf, store: GraphStore, batch_size: int, k: int,
-                   device: torch.device) -> float:
-    """Memory one training step (``loss_of``: the algorithm's own) of ``batch_size`` graphs needs on ``device``."""
+def step_memory_mb(model: nn.Module, loss_of: LossOf, store: Any, batch_size: int, device: torch.device) -> float:
+    """Memory one training step (``loss_of``: the algorithm's own) of ``batch_size`` items of ``store`` (``gather``,
+    ``len``) needs on ``device``."""
     ids = torch.arange(batch_size) % len(store)
     batch = store.gather(ids).to(device)
     if device.type == "cuda":
@@ -38,7 +38,7 @@ def step_memory_mb(model: nn.Module, loss_of: LossOf, store: GraphStore, batch_s
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
     with ActivationMeter(model) as meter:
-        loss = loss_of(model, batch, k)
+        loss = loss_of(model, batch)
     loss.backward()
     model.zero_grad(set_to_none=True)
     params = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -48,7 +48,7 @@ def step_memory_mb(model: nn.Module, loss_of: LossOf, store: GraphStore, batch_s
     return (4 * params + batch_bytes + meter.bytes) / MIB
 
 
-def find_batch_size(model: nn.Module, loss_of: LossOf, store: GraphStore, k: int, device: torch.device,
+def find_batch_size(model: nn.Module, loss_of: LossOf, store: Any, device: torch.device,
                     memory_fraction: float, memory_limit_mb: float = 0.0, cap: int = 4096) -> int:
     """The largest power-of-two batch (``SMALLEST`` .. ``cap``, at most the split's size) that fits."""
     budget = memory_fraction * (memory_limit_mb or device_memory_mb(device))
@@ -56,7 +56,7 @@ def find_batch_size(model: nn.Module, loss_of: LossOf, store: GraphStore, k: int
     chosen, size = 0, SMALLEST
     while size <= cap:
         try:
-            need = step_memory_mb(model, loss_of, store, size, k, device)
+            need = step_memory_mb(model, loss_of, store, size, device)
         except torch.cuda.OutOfMemoryError:
             model.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
@@ -73,13 +73,13 @@ def find_batch_size(model: nn.Module, loss_of: LossOf, store: GraphStore, k: int
     return chosen
 
 
-def resolve_batch_size(cfg, model: torch.nn.Module, loss_of: LossOf, store_of: Callable[[], GraphStore], k: int,
+def resolve_batch_size(cfg, model: torch.nn.Module, loss_of: LossOf, store_of: Callable[[], Any],
                        device: torch.device) -> int:
     """``hardware.batch_size``, or under ``auto`` the largest that fits (rank 0's choice x world size).
     ``store_of`` gives the trial items (``gather(ids)``, ``len``); called only under ``auto``."""
     if cfg.hardware.batch_size != "auto":
         return int(cfg.hardware.batch_size)
-    found = find_batch_size(model, loss_of, store_of(), k, device, cfg.hardware.memory_fraction,
+    found = find_batch_size(model, loss_of, store_of(), device, cfg.hardware.memory_fraction,
                             cfg.hardware.memory_limit_mb, cfg.hardware.max_batch_size)
     found = distributed.broadcast_from_main(found) * distributed.context().world_size
     log.info("hardware.batch_size=auto: %d graphs per step", found)

@@ -15,8 +15,8 @@ import logging
 
 import torch
 
+from uavgnn.checkpoints import LAST, load_checkpoint, weights_norm
 from uavgnn.errors import Interrupted, TrainingDiverged
-from uavgnn.training.checkpoint import LAST, load_checkpoint, weights_norm
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Recovery:
         """CUDA OOM in a step: halve the batch, free the cache, log it, and go on from the same step."""
         if self.ctx.enabled or self.state.batch_size < 2:
             raise err
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimisers.zero_grad()
         torch.cuda.empty_cache()
         self.state.batch_size //= 2
         log.warning("CUDA out of memory at step %d: batch size halved to %d", self.state.step, self.state.batch_size)

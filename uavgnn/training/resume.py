@@ -14,11 +14,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from uavgnn.config import flatten
+from uavgnn.algorithms.base import Algorithm
+from uavgnn.checkpoints import LAST, find_resume_checkpoint
 from uavgnn.errors import ConfigError, RunDirectoryError
 from uavgnn.loggers import HISTORY_FILE, read_history
+from uavgnn.report import flatten
 from uavgnn.run_dir import held_run_files, leftovers
-from uavgnn.training.checkpoint import LAST, find_resume_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +28,7 @@ SAFE = ("train.steps", "train.eval_every", "train.ckpt_every", "train.log_every"
         "train.max_rollbacks", "logger.", "hardware.num_workers", "hardware.pin_memory", "hardware.prefetch_factor",
         "hardware.persistent_workers", "hardware.threads", "hardware.sweep_jobs", "hardware.memory_fraction",
         "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir", "optim.prefetch", "optim.graph_cache",
-        "eval.", "solve.", "profile.", "benchmark.", "algorithm.init_from", "resume", "mode", "ckpt", "path", "action",
-        "solver")
+        "eval.", "solve.", "profile.", "benchmark.", "resume", "mode", "ckpt", "path", "action", "solver")
 
 
 def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = True) -> Path | None:
@@ -53,28 +53,31 @@ def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = Tr
                             "it in another directory (hydra.run.dir=...)")
 
 
-def _is_safe(key: str) -> bool:
-    return any(key == s or (s.endswith(".") and key.startswith(s)) for s in SAFE)
+def _is_safe(key: str, also: tuple[str, ...]) -> bool:
+    return any(key == s or (s.endswith(".") and key.startswith(s)) for s in (*SAFE, *also))
 
 
-def config_changes(stored: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, tuple], dict[str, tuple]]:
-    """(unsafe, safe) changes between a checkpoint's config and the new one: ``{key: (stored, new)}``."""
+def config_changes(stored: dict[str, Any], new: dict[str, Any], also_safe: tuple[str, ...] = ()
+                   ) -> tuple[dict[str, tuple], dict[str, tuple]]:
+    """(unsafe, safe) changes between a checkpoint's config (on this version's schemas: ``stored_config``) and
+    the new one: ``{key: (stored, new)}``; ``also_safe``: the algorithm's own safe keys."""
     old, now = flatten(stored), flatten(new)
     missing = "<absent>"
-    changed = {key: (old.get(key, missing), now.get(key, missing)) for key in sorted(set(old) | set(now))
-               if old.get(key, missing) != now.get(key, missing)}
-    unsafe = {key: change for key, change in changed.items() if not _is_safe(key)}
+    changed = {key: (old.get(key, missing), now[key]) for key in sorted(now) if old.get(key, missing) != now[key]}
+    unsafe = {key: change for key, change in changed.items() if not _is_safe(key, also_safe)}
     return unsafe, {key: change for key, change in changed.items() if key not in unsafe}
 
 
-def check_resume_config(path: Path, stored: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple]:
-    """Refuse changes that break exact resumption, naming each key; return the safe ones (warned)."""
-    unsafe, safe = config_changes(stored, new)
+def check_resume_config(path: Path, stored: dict[str, Any], new: dict[str, Any],
+                        algorithm: type[Algorithm] = Algorithm) -> dict[str, tuple]:
+    """Refuse changes that break exact resumption, naming each key and how else to go on (the algorithm's
+    ``restart_hint``); return the safe ones (warned)."""
+    unsafe, safe = config_changes(stored, new, algorithm.resume_safe)
     if unsafe:
         listed = "; ".join(f"{key}: {old} -> {now}" for key, (old, now) in unsafe.items())
         raise ConfigError(f"resume from {path}: these settings differ from the run's and would break exact "
-                          f"resumption: {listed}. Resume with the original values, or start a new run from its "
-                          f"weights with algorithm.init_from={path}")
+                          f"resumption: {listed}. Resume with the original values, or "
+                          f"{algorithm.restart_hint.format(path=path)}")
     if safe:
         log.warning("resume: applying changed settings %s",
                     ", ".join(f"{key}={now} (was {old})" for key, (old, now) in safe.items()))

@@ -1,13 +1,8 @@
-"""What changes with the step: the learning rate and the training-time candidate budget k.
-
-Both are pure functions of (settings, seed, step), so a resumed or rolled-back run repeats them exactly.
-"""
+"""The learning rate of a step: a pure function of (settings, step), so a resumed or rolled-back run repeats it."""
 
 from __future__ import annotations
 
 import math
-
-import numpy as np
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
@@ -20,11 +15,3 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
     if schedule == "plateau":
         return 1.0
     raise ValueError(f"train.schedule: unknown schedule {schedule!r} (expected cosine or plateau)")
-
-
-def jittered_k(base: int, jitter: int, seed: int, step: int, k_max: int) -> int:
-    """Training-time k: ``base +- jitter``, a pure function of (seed, step) so a resumed run repeats it."""
-    if jitter == 0:
-        return base
-    offset = int(np.random.default_rng([seed, step]).integers(-jitter, jitter + 1))
-    return int(min(max(1, base + offset), k_max))

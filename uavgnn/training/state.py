@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from uavgnn.models import TransformerGNN
+from torch import nn
+
+from uavgnn.algorithms.base import Score
 
 
 @dataclass
@@ -16,7 +18,7 @@ class TrainState:
 
     step: int = 0
     lr_scale: float = 1.0  # lowered by plateaus, non-finite losses and rollbacks
-    best_gap: float = math.inf
+    best: float = math.inf  # the best validation score so far (the algorithm's ``score``: a gap, an RMSE, ...)
     evals_without_improvement: int = 0
     bad_steps: int = 0
     rollbacks: int = 0  # returns to the last good checkpoint after a divergence
@@ -26,8 +28,9 @@ class TrainState:
 
 @dataclass
 class TrainResult:
-    model: TransformerGNN
+    model: nn.Module  # the networks the algorithm built (the policy evaluated and shipped)
     state: TrainState
+    score: Score  # the validation metric behind ``state.best``: its name and direction
     best_path: Path
     last_path: Path
     val: dict[str, float]

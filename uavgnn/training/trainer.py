@@ -1,12 +1,13 @@
 """The one training loop every algorithm runs in, readable top to bottom (``Trainer.fit``).
 
-One step: take the step's batch, truncate candidates to the jittered k, ask
-the algorithm for its loss (``uavgnn.algorithms``), clip, step, update the
-moving average of the weights (the policy that is evaluated and shipped: it
-smooths the step-to-step noise of the decoded gap). Every ``eval_every`` steps
-the greedy-decoded policy is scored on the fixed validation set against the
-MILP labels; ``last.pt`` (and ``best.pt`` on improvement) hold everything
-needed to continue with no lost or repeated step.
+One step: collect new experience when the algorithm's cadence says so, take
+the step's batch, ask the algorithm for its loss (``uavgnn.algorithms``), clip
+and step each of its networks' optimisers, update the moving average of the
+weights (the policy that is evaluated and shipped: it smooths the step-to-step
+noise). Every ``eval_every`` steps the algorithm's workload scores the policy
+on its fixed validation set (the algorithm's ``score``: name and direction);
+``last.pt`` (and ``best.pt`` on improvement) hold everything needed to
+continue with no lost or repeated step.
 
 Non-finite losses are skipped with the LR halved; after ``max_bad_steps`` in a
 row, or weights that blew up, training rolls back to ``last.pt`` (only ever
@@ -33,22 +34,22 @@ import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from uavgnn import distributed
-from uavgnn.algorithms import make_algorithm, make_model, step_loss
+from uavgnn.algorithms import describe, make_algorithm
+from uavgnn.algorithms.base import AlgorithmStep, step_loss
+from uavgnn.checkpoints import (BEST, LAST, load_checkpoint, load_part, load_weights, rng_state, save_checkpoint,
+                                save_part, set_rng_state, weights_norm, weights_problem)
 from uavgnn.console import echo, progress
 from uavgnn.errors import CheckpointError, Interrupted
 from uavgnn.loggers import MetricLogger
 from uavgnn.perf import device_memory_mb, peak_memory_mb
 from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device, seed_everything
 from uavgnn.training.batch_size import resolve_batch_size
-from uavgnn.training.checkpoint import (BEST, LAST, kind, load_checkpoint, load_initial_policy, load_part, load_weights,
-                                       rng_state, save_checkpoint, save_part, set_rng_state, weights_norm,
-                                       weights_problem)
 from uavgnn.training.curriculum import CurriculumState, curriculum_step
+from uavgnn.training.optimisers import Optimisers
 from uavgnn.training.recovery import Recovery
 from uavgnn.training.schedule import lr_factor
 from uavgnn.training.state import TrainResult, TrainState
 from uavgnn.training.stop import StopRequest
-from uavgnn.training.workloads import make_workload
 
 log = logging.getLogger(__name__)
 WINDOW = ("loss", "n", "wait", "busy", "items")  # sums of every log window (plus the algorithm's stats)
@@ -57,7 +58,6 @@ WINDOW = ("loss", "n", "wait", "busy", "items")  # sums of every log window (plu
 @dataclass
 class StepDone:
     stats: list[str]  # the algorithm's stat names, summed into the log window
-    k: int  # the step's candidate budget
     stopping: bool  # a signal asked the run to stop (agreed by every rank)
 
 
@@ -73,19 +73,19 @@ class Trainer(Recovery):
         seed_everything(cfg.seed)
         self.dtype = amp_dtype(cfg, self.device)
         self.ctx = distributed.context()
-        self.model = make_model(cfg).to(self.device)
-        if cfg.algorithm.init_from and resume_from is None:  # before the data: a mismatch fails before labelling
-            load_initial_policy(self.model, cfg.algorithm.init_from, cfg.model, self.device)
         self.algorithm = make_algorithm(cfg, self.device)
-        self.work = make_workload(cfg, self.model, self.algorithm, self.device)  # the data side: scene graphs or env experience
-        self.sizes = self.work.sizes
-        self.optimizer = torch.optim.AdamW(self.algorithm.param_groups(self.model), lr=cfg.train.lr,
-                                           weight_decay=cfg.train.weight_decay)
+        self.model = self.algorithm.build_model(cfg).to(self.device)
+        if resume_from is None:  # before the data: a checkpoint that does not fit fails before any labelling
+            self.algorithm.initialize(self.model)
+        self.work = self.algorithm.workload(self.model)  # the data side: scene graphs, experience, trajectories
+        self.cadence, self.score, self.sizes = self.algorithm.cadence(), self.algorithm.score, self.work.sizes
+        self.optimisers = Optimisers(self.algorithm.networks(self.model), cfg.train.lr, cfg.train.weight_decay,
+                                     cfg.train.grad_clip)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.dtype == torch.float16)
         self.ema = (AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(cfg.train.ema_decay))
                     if cfg.train.ema_decay > 0 else None)
         self.policy = self.ema.module if self.ema is not None else self.model  # evaluated, checkpointed, shipped
-        self.state, self.cur = TrainState(), CurriculumState()
+        self.state, self.cur = TrainState(best=self.score.worst), CurriculumState()
         self.window = dict.fromkeys(WINDOW, 0.0)  # sums since the last log line (saved in last.pt: exact after resume)
         self.updating = False  # inside the optimiser update of a step
         if resume_from is not None:
@@ -93,12 +93,12 @@ class Trainer(Recovery):
             log.info("resumed from %s at step %d", resume_from, self.state.step)
         self.good_norm = weights_norm(self.model)  # of the last healthy checkpoint: what "exploded" is measured by
         log.info("model %s: %s parameters", cfg.model.name, f"{self.model.num_parameters():,}")
-        # DDP broadcasts rank 0's weights at construction and averages gradients in backward.
-        self.ddp = torch.nn.parallel.DistributedDataParallel(self.model) if self.ctx.enabled else self.model
-        self.runner = maybe_compile(self.ddp, cfg.optim.compile)
+        # The algorithm's step as a module (its loss is the forward): DDP broadcasts rank 0's weights at construction
+        # and averages the gradients of that forward in backward.
+        self.stepper = AlgorithmStep(maybe_compile(self.model, cfg.optim.compile), self.algorithm)
+        self.ddp = torch.nn.parallel.DistributedDataParallel(self.stepper) if self.ctx.enabled else self.stepper
         self.state.batch_size = self.state.batch_size or resolve_batch_size(
-            cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), self.work.probe_store,
-            self.work.k(len(self.sizes) - 1), self.device)
+            cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), self.work.probe_store, self.device)
         if self.ctx.enabled:
             log.info("data parallel: %d processes, global batch %d = %d per rank", self.ctx.world_size,
                      self.state.batch_size, self.state.batch_size // self.ctx.world_size)
@@ -110,12 +110,12 @@ class Trainer(Recovery):
     def fit(self, logger: MetricLogger) -> TrainResult:
         cfg, state, self.logger = self.cfg, self.state, logger
         self.logger.log({"model/params": self.model.num_parameters()}, step=state.step)
-        if cfg.algorithm.init_from and state.step == 0:  # the starting policy is the one to beat: best.pt until then
+        if self.algorithm.starts_trained and state.step == 0:  # the starting policy is the one to beat: best.pt
             val = self.validate(len(self.sizes) - 1 if len(self.sizes) == 1 else self.cur.stage)
             if len(self.sizes) == 1:
-                self.state.best_gap = val["val/optimality_gap"]
+                self.state.best = val[self.score.key]
                 self.checkpoint(self.out_dir / BEST)
-            log.info("starting policy: val optimality_gap %.4f", val["val/optimality_gap"])
+            log.info("starting policy: %s %.4f", self.score.key, val[self.score.key])
         speeds: list[float] = []
         val: dict[str, float] = {}
         self.bar = progress(total=cfg.train.steps, initial=state.step, desc="train", unit="step",
@@ -157,22 +157,23 @@ class Trainer(Recovery):
             self.checkpoint(self.out_dir / BEST)
         perf = {f"perf/{self.work.unit}_per_s": float(np.median(speeds)) if speeds else float("nan"),
                 "perf/peak_mem_mb": peak_memory_mb(self.device)}
-        return TrainResult(self.policy, self.state, self.out_dir / BEST, self.out_dir / LAST, val, perf, self.work)
+        return TrainResult(self.policy, self.state, self.score, self.out_dir / BEST, self.out_dir / LAST, val, perf,
+                           self.work)
 
     def train_step(self, tick: float, stop_seen: bool) -> StepDone | None:
         """One optimiser step (its stats go into the log window), or None when it was skipped."""
         cfg, state = self.cfg, self.state
-        batch = self.work.next(state.step, self.cur.stage, state.batch_size)
+        if self.cadence.updates and state.step % self.cadence.updates == 0:  # the algorithm's rhythm
+            self.work.collect(state.step)
+        batch = self.work.batch(state.step, self.cur.stage, state.batch_size)
         got_batch = time.perf_counter()
-        k = self.work.step_k(state.step, self.cur.stage)
-        factor = state.lr_scale * lr_factor(state.step, cfg.train.steps, cfg.train.warmup_steps, cfg.train.schedule)
-        for group in self.optimizer.param_groups:
-            group["lr"] = cfg.train.lr * group["lr_scale"] * factor
+        self.optimisers.set_lr(state.lr_scale * lr_factor(state.step, cfg.train.steps, cfg.train.warmup_steps,
+                                                          cfg.train.schedule))
         try:
-            out = self.algorithm_step(batch, k)
+            out = self.algorithm_step(batch)
         except torch.cuda.OutOfMemoryError as err:
             return self.out_of_memory(err)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimisers.zero_grad()
         loss_value, finite = out.loss.item(), bool(torch.isfinite(out.loss))
         stats = {name: value.item() for name, value in out.stats.items()}
         loss = out.loss
@@ -196,11 +197,8 @@ class Trainer(Recovery):
             self.scaler.scale(loss).backward()
         except torch.cuda.OutOfMemoryError as err:
             return self.out_of_memory(err)
-        self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.train.grad_clip)
         self.updating = True  # from here to the new step count the weights and the counters disagree
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        self.optimisers.step(self.scaler)  # each network clipped to its own norm
         self.algorithm.after_step(self.model)
         self.work.feedback(batch, out.feedback)
         if self.ema is not None:
@@ -212,22 +210,22 @@ class Trainer(Recovery):
                             ("busy", done - tick), ("items", self.work.items(batch) * self.ctx.world_size)):
             self.window[name] = self.window.get(name, 0.0) + value
         self.bar.update(1)
-        return StepDone(list(stats), k, stop_seen)
+        return StepDone(list(stats), stop_seen)
 
-    def algorithm_step(self, batch, k: int):
+    def algorithm_step(self, batch):
         """The algorithm's loss under autocast; a compiled forward that fails falls back to eager once."""
         with autocast(self.device, self.dtype):
             try:
-                return self.algorithm.training_step(self.runner, batch, k, self.state.step)
+                return self.ddp(batch, self.state.step)
             except torch.cuda.OutOfMemoryError:
                 raise
             except Exception as err:  # noqa: BLE001 - compilation errors surface at the first call
-                if self.runner is self.ddp:
+                if self.stepper.model is self.model:
                     raise
                 warnings.warn(f"optim.compile: compiled forward failed ({type(err).__name__}: {err}); "
                               "continuing in eager mode", RuntimeWarning)
-                self.runner = self.ddp
-                return self.algorithm.training_step(self.runner, batch, k, self.state.step)
+                self.stepper.model = self.model
+                return self.ddp(batch, self.state.step)
 
     # -- what happens around steps ---------------------------------------------------------------------------
 
@@ -235,7 +233,7 @@ class Trainer(Recovery):
         """Log the means since the last log line; returns the window's items (graphs, samples) per second."""
         w, n, speed_key = self.window, self.window["n"], f"perf/{self.work.unit}_per_s"
         metrics = {"train/loss": w["loss"] / n, **{f"train/{name}": w[name] / n for name in done.stats},
-                   "train/k": done.k, "train/lr": self.optimizer.param_groups[0]["lr"],
+                   "train/lr": self.optimisers.adamw[0].param_groups[0]["lr"],
                    speed_key: w["items"] / w["busy"], "perf/step_ms": 1000 * w["busy"] / n,
                    "perf/data_wait_frac": w["wait"] / w["busy"], "perf/peak_mem_mb": peak_memory_mb(self.device),
                    **self.work.window_stats()}
@@ -257,31 +255,31 @@ class Trainer(Recovery):
         """Validate the current stage, move the curriculum, keep best.pt and the plateau schedule up to date."""
         cfg, state, stage = self.cfg, self.state, self.cur.stage
         val = self.validate(stage)
-        gap = val[self.work.score_key]
+        value = val[self.score.key]
         if len(self.sizes) > 1:
-            self.state.lr_scale = curriculum_step(cfg.curriculum, self.cur, 1.0 - gap, self.sizes, self.logger,
+            self.state.lr_scale = curriculum_step(cfg.curriculum, self.cur, 1.0 - value, self.sizes, self.logger,
                                                   state.step, state.lr_scale)
             state.curriculum = asdict(self.cur)
         if val["perf/peak_mem_mb"] > 0.8 * device_memory_mb(self.device):
             log.warning("peak memory %.0f MB is above 80%% of the device's %.0f MB: lower hardware.batch_size "
                         "or enable optim.grad_checkpoint / optim.amp", val["perf/peak_mem_mb"],
                         device_memory_mb(self.device))
-        final_stage = stage == len(self.sizes) - 1  # smaller stages' gaps are not comparable with the target's
-        if not math.isfinite(gap):
-            log.warning("validation %s is %s at step %d: best.pt kept as it is", self.work.score_key, gap, state.step)
-        elif final_stage and gap < state.best_gap - 1e-6:
+        final_stage = stage == len(self.sizes) - 1  # smaller stages' scores are not comparable with the target's
+        if not math.isfinite(value):
+            log.warning("validation %s is %s at step %d: best.pt kept as it is", self.score.key, value, state.step)
+        elif final_stage and self.score.improves(value, state.best):
             problem = self.checkpoint(self.out_dir / BEST)
             if problem:
                 self.roll_back(f"the weights {problem} at step {state.step}")
                 return val
-            state.best_gap, state.evals_without_improvement = gap, 0
+            state.best, state.evals_without_improvement = value, 0
         elif final_stage:
             state.evals_without_improvement += 1
             if cfg.train.schedule == "plateau" and state.evals_without_improvement >= cfg.train.plateau_patience:
                 state.lr_scale *= 0.8
                 state.evals_without_improvement = 0
         if self.ctx.is_main:
-            echo(f"step {state.step}: {self.work.describe(val, stage, state.best_gap)}")
+            echo(f"step {state.step}: {self.work.describe(val, stage, state.best)}")
         return val
 
     # -- checkpoints, faults ---------------------------------------------------------------------------------
@@ -300,7 +298,7 @@ class Trainer(Recovery):
             save_checkpoint(path, {
                 "model": self.model.state_dict(), "policy": self.policy.state_dict(),
                 "ema": self.ema.state_dict() if self.ema is not None else None,
-                "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
+                "optimizer": self.optimisers.state_dict(), "scaler": self.scaler.state_dict(),
                 "algorithm": self.algorithm.state_dict(), "state": asdict(self.state), "rng": rng_state(),
                 "data": data, "window": dict(self.window), "history_rows": self.logger.rows,
                 **self.work.checkpoint_extras()}, self.cfg)
@@ -310,9 +308,9 @@ class Trainer(Recovery):
         """Everything a checkpoint holds: weights, optimiser, algorithm, counters, RNG (resume and rollback).
         Each part goes through ``load_weights``: one that does not fit is a one-line error naming it."""
         ckpt = load_checkpoint(path, self.device)
-        config = ckpt["config"]
+        config = describe(ckpt["config"])
         load_weights(self.model, ckpt["model"], path, config)
-        load_weights(self.optimizer, ckpt["optimizer"], path, config, "optimiser state")
+        load_weights(self.optimisers, ckpt["optimizer"], path, config, "optimiser state")
         load_weights(self.scaler, ckpt["scaler"], path, config, "gradient-scaler state")
         if self.ema is not None:
             load_weights(self.ema, ckpt["ema"], path, config, "moving-average weights")
@@ -321,12 +319,14 @@ class Trainer(Recovery):
         data = load_part(own, self.device) if self.ctx.rank > 0 and own.exists() else ckpt.get("data", {})
         load_weights(self.work, data, path, config, "environment and replay state")
         try:
-            self.state = TrainState(**ckpt["state"])
+            saved = dict(ckpt["state"])
+            saved.setdefault("best", saved.pop("best_gap", self.score.worst))  # named best_gap before issue 31
+            self.state = TrainState(**saved)
             self.cur = CurriculumState(**self.state.curriculum)
             set_rng_state(ckpt["rng"])
         except (KeyError, TypeError, ValueError, RuntimeError) as err:
-            raise CheckpointError(f"checkpoint {path} ({kind(config)}): its training counters do not fit this "
-                                  f"version ({type(err).__name__}: {err})") from None
+            raise CheckpointError(f"checkpoint {path} ({config}): its training counters do not fit this version "
+                                  f"({type(err).__name__}: {err})") from None
         self.window = {**dict.fromkeys(WINDOW, 0.0), **ckpt.get("window", {})}
 
 

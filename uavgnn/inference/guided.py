@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from uavgnn.inference import score_scene
+from uavgnn.inference.scene import score_scene
 from uavgnn.models import TransformerGNN
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scenes import FeasiblePairs, Scene, rank_in_runs

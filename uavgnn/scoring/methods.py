@@ -9,11 +9,11 @@ import torch
 from torch import nn
 
 from uavgnn.data.store import GraphStore
-from uavgnn.evaluation.scoring import Evaluation, evaluate_model
+from uavgnn.inference.guided import solve_guided
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
+from uavgnn.scoring.policy import Evaluation, evaluate_model
 from uavgnn.solvers import ProblemTooLarge, solve
-from uavgnn.solvers.guided import solve_guided
 
 TABLE_KEYS = ("reward", "completion_score", "efficiency", "optimality_gap", "infeasible")
 

@@ -100,7 +100,7 @@ def solve_with_model(model: TransformerGNN, scene: Scene, graph: GraphSettings, 
                      device: torch.device | str = "cpu", amp_dtype: torch.dtype | None = None
                      ) -> tuple[SolveResult, dict[str, float]]:
     """The model's assignment of ``scene`` and the time split {build_s, forward_s, decode_s}; ``graph``:
-    the settings the model was trained with (``load_model``); ``amp_dtype`` runs the forward under autocast."""
+    the settings the model was trained with (``scene_policy.load_policy``); ``amp_dtype`` runs the forward under autocast."""
     scores = score_scene(model, scene, graph, device, amp_dtype)
     start = time.perf_counter()
     decoded = decode(decoder, scores.batch, scores.cand_logp, scores.idle_logp, scores.keep, [scores.scene])[0]

@@ -17,10 +17,11 @@ import torch
 from torch_geometric.data import Batch
 
 from uavgnn import distributed
-from uavgnn.config import scene_distribution
+from uavgnn.data.stages import stage_batch_size
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import generate_scene_batch
-from uavgnn.training.curriculum import stage_batch_size
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.randomness import stream
 
 GRAPH_KEYS = ("x", "node_type", "need", "cand_attr", "cand_rank", "cand_target", "uu_attr", "n_uav")
 
@@ -47,15 +48,11 @@ class FreshScenes:
 
     def __init__(self, cfg, sizes: list[int], device: torch.device) -> None:
         self.cfg, self.sizes, self.device = cfg, sizes, device
-        self.dist = scene_distribution(cfg.task)
+        self.dist = SceneDistribution.of(cfg.task)
         self.ctx = distributed.context()
 
     def restart(self, step: int, batch_size: int) -> None:
         """Nothing to rewind: a batch is a pure function of (seed, step, rank)."""
-
-    def _generator(self, step: int) -> torch.Generator:
-        seed = (self.cfg.seed * 1_000_003 + step) * 1_009 + self.ctx.rank
-        return torch.Generator(device=self.device).manual_seed(seed)
 
     def _graphs(self, n_uav: int, count: int, generator: torch.Generator) -> Batch:
         scenes = generate_scene_batch(self.dist, n_uav, count, generator, self.device)
@@ -68,7 +65,7 @@ class FreshScenes:
             batch_size = stage_batch_size(cur.batch_policy, n_stage + self.dist.n_targets(n_stage), batch_size,
                                           cur.node_budget)
         count = max(1, batch_size // self.ctx.world_size)
-        generator = self._generator(step)
+        generator = stream(self.cfg.seed, "fresh_scenes", step, self.ctx.rank, self.device)
         n_old = min(round(count * cur.replay[stage]), count - 1) if cur.name != "none" and stage > 0 else 0
         per_stage = []  # replayed scenes per earlier stage, each stage equally likely
         if n_old:

@@ -1,4 +1,4 @@
-"""Checkpoints that restore everything a run needs to continue exactly where it stopped.
+"""Checkpoint files: everything a run needs to continue exactly where it stopped, read back safely.
 
 Every checkpoint is read with ``torch.load(weights_only=True)``: a file holding
 anything but tensors and plain containers (a pickle whose ``__reduce__`` would
@@ -8,37 +8,34 @@ plain types: the numpy and Python RNG states as ints, the config as a YAML strin
 Each part (weights, optimiser, replay buffer, environment state, ...) carries a
 SHA-256 of its contents, checked on every load: a byte flipped on the disk is a
 one-line error naming the part, never a silently different run. Every weight
-load goes through ``load_weights``, whose one-line error names the checkpoint's
-kind (algorithm, model) and what takes such a checkpoint.
+and optimiser load goes through ``load_weights``, whose one-line error names the
+checkpoint's kind (algorithm, model) and what takes such a checkpoint (the
+algorithm registry says that: ``uavgnn.algorithms.describe``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import math
 import pickle
 import random
 import re
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from uavgnn.errors import CheckpointError, ConfigError
-from uavgnn.models import TransformerGNN, model_from_config
-from uavgnn.problem.graphs import FEATURE_SET, GraphSettings
+from uavgnn.errors import CheckpointError
 from uavgnn.storage import save_torch
 
-log = logging.getLogger(__name__)
 LAST = "last.pt"
 BEST = "best.pt"
 REQUIRED = ("policy", "config")
 EXPLODED = 1e3  # weight-norm growth between two checkpoints taken as a blow-up
 CHECKSUMS = "checksums"
+
 # what each checksummed part is called in an error ("data.<key>": a part of the workload's state)
 PART_NAMES = {"model": "weights", "policy": "policy weights", "ema": "moving-average weights",
               "optimizer": "optimiser state", "scaler": "gradient-scaler state", "algorithm": "algorithm state",
@@ -46,7 +43,6 @@ PART_NAMES = {"model": "weights", "policy": "policy weights", "ema": "moving-ave
               "data.env": "environment state", "data.buffer": "replay buffer", "data.episodes": "episodes",
               "data.obs": "current observations", "data.state": "current environment state",
               "data.window": "log window", "window": "log window", "history_rows": "history length"}
-POLICY_ALGORITHMS = ("imitation", "reinforce")  # their checkpoints hold a TransformerGNN assignment policy
 
 
 def rng_state() -> dict[str, Any]:
@@ -135,8 +131,7 @@ def _verify_parts(path: Path, ckpt: dict[str, Any], config: dict[str, Any]) -> N
             problem = ("is missing" if name not in now else "was not there when it was written" if name not in saved
                        else "fails its checksum")
             raise CheckpointError(f"checkpoint {path} ({kind(config)}): part '{name}' ({PART_NAMES.get(name, name)}) "
-                                  f"{problem}: the file was damaged after it was written; restore it from a copy "
-                                  f"(it is {uses(config)})")
+                                  f"{problem}: the file was damaged after it was written; restore it from a copy")
 
 
 def save_part(path: Path, value: Any) -> None:
@@ -204,59 +199,19 @@ def kind(config: dict[str, Any] | None) -> str:
     return f"algorithm={_named(config, 'algorithm', 'imitation')}, model={_named(config, 'model', '?')}"
 
 
-def uses(config: dict[str, Any] | None) -> str:
-    """What takes a checkpoint of this kind, for the error messages that refuse it elsewhere."""
-    algorithm = _named(config, "algorithm", "imitation")
-    if algorithm in POLICY_ALGORITHMS:
-        return ("an assignment policy: mode=eval ckpt=, mode=solve solver=model ckpt= and algorithm.init_from= take "
-                "it")
-    also = " or algorithm=dynamics algorithm.rollout_policy=" if algorithm in ("masac", "coma") else ""
-    return f"an algorithm={algorithm} run's checkpoint: resume=auto hydra.run.dir=<its run>{also} takes it"
-
-
-def require_policy(ckpt: dict[str, Any], path: str | Path, taker: str) -> None:
-    """``taker`` (``mode=eval ckpt``, ...) needs a TransformerGNN assignment policy: refuse any other kind."""
-    if _named(ckpt["config"], "algorithm", "imitation") not in POLICY_ALGORITHMS:
-        raise CheckpointError(f"checkpoint {path} ({kind(ckpt['config'])}): {taker}= takes an assignment policy "
-                              f"(algorithm=imitation or reinforce); this is {uses(ckpt['config'])}")
-
-
-def load_model(path: str | Path, device: torch.device | str = "cpu", taker: str = "ckpt"
-               ) -> tuple[TransformerGNN, GraphSettings, dict[str, Any]]:
-    """The trained model of a checkpoint (architecture from its stored config), the graph settings it was
-    trained with (use them to build its graphs) and its config; ``taker`` names what asked (for errors)."""
-    ckpt = load_checkpoint(path, device)
-    require_policy(ckpt, path, taker)
-    model = model_from_config(SimpleNamespace(**ckpt["config"]["model"])).to(device)
-    load_weights(model, ckpt["policy"], path, ckpt["config"])
-    try:
-        graph = GraphSettings(**{"features": "rel-v2", **ckpt["graph"]})  # rel-v2: before the set was recorded
-    except (KeyError, TypeError) as err:
-        raise CheckpointError(f"checkpoint {path}: no valid graph settings ({_first_line(err)})") from None
-    _check_features(path, graph.features)
-    return model.eval(), graph, ckpt["config"]
-
-
-def load_weights(module: torch.nn.Module | Any, state: Any, path: str | Path, config: dict[str, Any] | None,
+def load_weights(module: torch.nn.Module | Any, state: Any, path: str | Path, description: str,
                  part: str = "weights") -> None:
     """The one way weights (or an optimiser's state: anything with ``load_state_dict``) get loaded: ``state``
-    into ``module``, or a one-line ``CheckpointError`` naming the checkpoint's kind, the first mismatch and
-    what takes such a checkpoint (e.g. weights saved before this version changed the networks' inputs)."""
+    into ``module``, or a one-line ``CheckpointError`` naming the first mismatch and, through ``description``
+    (``uavgnn.algorithms.describe``), the checkpoint's kind and what takes it (e.g. weights saved before this
+    version changed the networks' inputs)."""
     try:
         module.load_state_dict(state)
     except (RuntimeError, TypeError, AttributeError, KeyError, ValueError, IndexError) as err:
         lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
         detail = (lines[1] if len(lines) > 1 else lines[0] if lines else type(err).__name__)[:200]
-        raise CheckpointError(f"checkpoint {path} ({kind(config)}): its {part} do not fit the networks this run "
-                              f"builds ({detail}); it is {uses(config)}, with the uavgnn version it was trained "
-                              "with") from None
-
-
-def _check_features(path: str | Path, features: str) -> None:
-    if features != FEATURE_SET:
-        raise CheckpointError(f"checkpoint {path}: trained on graph features {features!r}, but this version builds "
-                              f"{FEATURE_SET!r}; its outputs would be meaningless: retrain it (or use the uavgnn "
-                              "version it was trained with)")
+        raise CheckpointError(f"checkpoint {path} ({description}): its {part} do not fit what this run builds "
+                              f"({detail}); use it with the uavgnn version it was trained with") from None
 
 
 def weights_norm(module: torch.nn.Module) -> float:
@@ -277,19 +232,3 @@ def weights_problem(norm: float, reference_norm: float) -> str | None:
 def find_resume_checkpoint(out_dir: Path) -> Path | None:
     path = out_dir / LAST
     return path if path.is_file() else None
-
-
-def load_initial_policy(model: TransformerGNN, path: str, model_cfg, device: torch.device) -> None:
-    """Start from a checkpoint's policy (``algorithm.init_from``), e.g. imitation weights to fine-tune."""
-    ckpt = load_checkpoint(Path(path), device)
-    require_policy(ckpt, path, "algorithm.init_from")
-    if "graph" in ckpt:
-        _check_features(path, ckpt["graph"].get("features", "rel-v2"))
-    stored = ckpt["config"]["model"]
-    differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored.get(key)})"
-              for key in ("hidden", "heads", "layers", "ffn_mult") if stored.get(key) != model_cfg[key]]
-    if differ:
-        raise ConfigError(f"algorithm.init_from={path} was trained with another architecture: {', '.join(differ)}; "
-                          f"use model={stored.get('name')}")
-    load_weights(model, ckpt["policy"], path, ckpt["config"])
-    log.info("algorithm.init_from: starting from the policy of %s", path)

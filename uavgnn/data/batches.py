@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 from torch_geometric.data import Batch
 
 from uavgnn import distributed
-from uavgnn.config import scene_distribution
 from uavgnn.data.loader import make_loader, prefetched
+from uavgnn.data.stages import CurriculumSampler, stage_batch_size
 from uavgnn.data.store import GraphStore
 from uavgnn.errors import ConfigError
-from uavgnn.training.curriculum import CurriculumSampler, stage_batch_size
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.randomness import stream_seed
 
 
 class BatchSource:
@@ -31,12 +33,12 @@ class BatchSource:
         self.cfg, self.sizes, self.stage_train, self.device = cfg, sizes, stage_train, device
         self.ctx = distributed.context()
         self.sampler = CurriculumSampler(stage_train, cfg.seed) if len(stage_train) > 1 else None
-        self.n_targets = scene_distribution(cfg.task).n_targets
+        self.n_targets = SceneDistribution.of(cfg.task).n_targets
         self._stream: Iterator[Batch] | None = None
 
     def restart(self, step: int, batch_size: int) -> None:
         if self.sampler is None:
-            stream = self._epochs(step, batch_size)
+            stream = self.epochs(step, batch_size)
             use_thread = self.cfg.optim.prefetch and self.device.type == "cuda"
             # On the CPU a background thread only competes with the step for the same cores
             # (840 vs 1,057 graphs/s measured on 2 cores); the in-memory gather is already ~1 ms.
@@ -51,7 +53,8 @@ class BatchSource:
         return self.sampler.batch(step, stage, size, cur.replay[stage], self.ctx.rank,
                                   self.ctx.world_size).to(self.device, non_blocking=True)
 
-    def _epochs(self, step: int, batch_size: int) -> Iterator[Batch]:
+    def epochs(self, step: int, batch_size: int) -> Iterator[Batch]:
+        """The batches of steps ``step``, ``step + 1``, ... on the host (no curriculum): epochs of the split."""
         hw = self.cfg.hardware
         store = self.stage_train[-1]
         loader = make_loader(store, hw.loader, batch_size, shuffle=True, seed=self.cfg.seed,
@@ -68,3 +71,10 @@ class BatchSource:
                     yield batch
             epoch, skip = epoch + 1, 0
 
+
+def jittered_k(base: int, jitter: int, seed: int, step: int, k_max: int) -> int:
+    """Training-time k: ``base +- jitter``, a pure function of (seed, step) so a resumed run repeats it."""
+    if jitter == 0:
+        return base
+    offset = int(np.random.default_rng(stream_seed(seed, "candidate_budget", step)).integers(-jitter, jitter + 1))
+    return int(min(max(1, base + offset), k_max))

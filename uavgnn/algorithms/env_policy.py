@@ -1,0 +1,103 @@
+"""What MASAC and COMA share: a policy of the multi-step UAV environment (``uavgnn.envs``).
+
+- Validation: fixed episodes against the scripted planner (``PlannerValidation``); ``val/planner_gap``
+  (minimised) selects ``best.pt``.
+- Test phase: the best policy against the scripted planner, nearest targets and random actions on fixed
+  test episodes, with ``trajectories.png``, ``episode.gif`` and ``learning_curve.png``.
+- Checkpoints are environment policies: ``load_env_policy`` plays one back (``algorithm.rollout_policy`` of
+  the dynamics model, ``compare_checkpoints``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from uavgnn.algorithms import describe, require, stored_config
+from uavgnn.algorithms.base import Algorithm, Score, write_results
+from uavgnn.checkpoints import load_checkpoint, load_weights
+from uavgnn.console import echo
+from uavgnn.envs.evaluation import TEST_SEED, compare_policies
+from uavgnn.envs.policies import Policy
+from uavgnn.envs.render import episode_gif, plot_episodes, plot_learning_curve
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.loggers import read_history
+from uavgnn.models.agent_stack import MLPConfig
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.report import count, format_table
+
+PRODUCT = "environment policy"
+
+
+class EnvPolicy(Algorithm):
+    """The base of the algorithms that train a policy of the UAV environment (masac, coma)."""
+
+    produces = PRODUCT
+    score = Score("val/planner_gap")
+
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        if cfg.task.positions == "mixed":
+            raise ConfigError(f"task=mixed with algorithm={cls.name}: the environment has one scene size and square "
+                              "for all its envs; use task=uniform or task=clustered")
+
+    @staticmethod
+    def is_mlp(cfg: Any) -> bool:
+        return OmegaConf.get_type(cfg.model) is MLPConfig
+
+    def test(self, result: Any, out_dir: Path, logger: Any) -> float:
+        """The best policy against the scripted planner and random actions on fixed test episodes, with pictures."""
+        cfg, agents = self.cfg, result.model
+        settings, dist = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task)
+        rows, scores = compare_policies({self.name: agents.play}, settings, dist, cfg.env.val_episodes, self.device)
+        echo(f"\nTest episodes: {count(cfg.env.val_episodes, 'episode')} of {count(settings.n_uav, 'UAV')}, "
+             f"{settings.horizon} steps ({cfg.task.positions})\n" + format_table(rows))
+        step = result.state.step
+        logger.log_image("test/trajectories", plot_episodes(scores, settings.service_radius,
+                                                            out_dir / "trajectories.png"), step)
+        episode_gif(scores[self.name], settings.service_radius, out_dir / "episode.gif")
+        logger.log_image("train/learning_curve", plot_learning_curve(read_history(out_dir),
+                                                                     out_dir / "learning_curve.png"), step)
+        test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}
+        return write_results(result, out_dir, logger, rows, test)
+
+
+def load_env_policy(path: str | Path, taker: str) -> tuple[Policy, Any]:
+    """An environment policy's checkpoint as a policy (greedy actions) and its config on this version's schemas;
+    ``taker`` names what asked (for the errors)."""
+    ckpt = load_checkpoint(path)
+    algorithm = require(ckpt, path, PRODUCT, taker)
+    config = stored_config(ckpt["config"])
+    agents = algorithm.build_model(config)
+    load_weights(agents, ckpt["policy"], path, describe(ckpt["config"]))
+    return agents.play, config
+
+
+def compare_checkpoints(paths: list[str], episodes: int, horizon: int, device: torch.device,
+                        seed: int = TEST_SEED) -> list[dict[str, Any]]:
+    """Environment policies, whatever their action mode, on the same scenes and horizon: each mode's
+    checkpoints next to the scripted planner, nearest targets and random actions in that mode
+    (``of_planner``: the share of that mode's planner). The checkpoints must share the UAV count and scenes."""
+    by_mode: dict[str, tuple[EnvSettings, SceneDistribution, dict[str, Policy]]] = {}
+    first = None
+    for path in paths:
+        policy, config = load_env_policy(path, "compare_checkpoints")
+        settings = dataclasses.replace(EnvSettings.of(config.env), horizon=horizon)
+        dist = SceneDistribution.of(config.task)
+        first = first or (path, settings.n_uav, dist)
+        if (settings.n_uav, dist) != first[1:]:
+            raise CheckpointError(f"{path}: trained on {settings.n_uav} UAVs of {dist}; {first[0]} on "
+                                  f"{first[1]} UAVs of {first[2]}: not the same episodes")
+        label = f"{config.algorithm.name} seed {config.seed} ({Path(path).parent.name})"
+        by_mode.setdefault(settings.action, (settings, dist, {}))[2][label] = policy
+    rows = []
+    for mode, (settings, dist, policies) in by_mode.items():
+        mode_rows, _ = compare_policies(policies, settings, dist, episodes, device, seed)
+        rows += [{"method": row["method"], "actions": mode, **{k: v for k, v in row.items() if k != "method"}}
+                 for row in mode_rows]
+    return rows

@@ -1,0 +1,262 @@
+"""What imitation and REINFORCE share: a TransformerGNN assignment policy trained on scene graphs.
+
+- Data side (``SceneWorkload``): the cached MILP-labelled split of every curriculum stage, in
+  ``BatchSource`` order, or scenes generated on the device every step (``data.source=generated``,
+  ``FreshScenes``). Each batch carries its candidate budget ``batch.k``: the stage's k, jittered in training.
+- Validation: the greedy-decoded policy against the MILP labels of the cached validation split;
+  ``val/optimality_gap`` (minimised) selects ``best.pt``.
+- Test phase: the best policy against the guided MILP, greedy, lap, min-cost flow and the MILP on the test
+  split (``uavgnn.scoring.methods``), with ``test_scene.png``.
+- Checkpoints are assignment policies: ``load_policy`` reads one back for ``mode=eval``, ``mode=solve`` and
+  ``algorithm.init_from``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+from torch_geometric.data import Batch
+
+from uavgnn import distributed
+from uavgnn.algorithms import describe, require
+from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Score, write_results
+from uavgnn.checkpoints import kind, load_checkpoint, load_weights
+from uavgnn.console import echo
+from uavgnn.data.batches import BatchSource, jittered_k
+from uavgnn.data.fresh_scenes import FreshScenes
+from uavgnn.data.splits import load_split
+from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.models import TransformerGNN, model_from_config
+from uavgnn.models.transformer_gnn import TransformerGNNConfig
+from uavgnn.plots import plot_assignments
+from uavgnn.problem.graphs import FEATURE_SET, GraphSettings
+from uavgnn.problem.metrics import mean_metrics
+from uavgnn.report import count, format_table
+from uavgnn.runtime import amp_dtype
+from uavgnn.scoring.methods import compare_on_split
+from uavgnn.scoring.policy import evaluate_model
+
+log = logging.getLogger(__name__)
+PRODUCT = "assignment policy"
+
+
+@dataclass
+class ScenePolicyConfig(AlgorithmConfig):
+    init_from: Optional[str] = None  # checkpoint whose policy starts training (same model config), e.g. to fine-tune
+
+
+class ScenePolicy(Algorithm):
+    """The base of the algorithms that train an assignment policy on scenes (imitation, reinforce)."""
+
+    produces = PRODUCT
+    score = Score("val/optimality_gap")
+    stages = True
+    resume_safe = ("algorithm.init_from",)  # where the run started from: read once, at step 0
+    restart_hint = "start a new run from its weights with algorithm.init_from={path}"
+
+    @classmethod
+    def without_labels(cls, cfg: Any) -> str | None:
+        """Why fresh, unlabelled scenes (``data.source=generated``) cannot train it, or None if they can."""
+        return (f"data.source=generated with algorithm={cls.name}: fresh scenes have no MILP labels to imitate; use "
+                "algorithm=reinforce (or data.source=cache)")
+
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        if OmegaConf.get_type(cfg.model) is not TransformerGNNConfig:
+            raise ConfigError(f"model={cfg.model.name} with algorithm={cls.name}: an assignment policy is a "
+                              "TransformerGNN: model=tiny|small|medium|large")
+        if cfg.algorithm.init_from and not Path(cfg.algorithm.init_from).is_file():
+            raise ConfigError(f"algorithm.init_from={cfg.algorithm.init_from}: no checkpoint there")
+        problem = cls.without_labels(cfg) if cfg.data.source == "generated" else None
+        if problem:
+            raise ConfigError(problem)
+        if cfg.data.source == "generated" and cfg.task.name == "file":
+            raise ConfigError("data.source=generated with task=file: fresh scenes come from a generator task "
+                              "(uniform, clustered or mixed)")
+
+    @classmethod
+    def build_model(cls, cfg: Any) -> nn.Module:
+        return model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers)
+
+    @property
+    def starts_trained(self) -> bool:
+        return bool(self.cfg.algorithm.init_from)
+
+    def initialize(self, model: nn.Module) -> None:
+        if self.cfg.algorithm.init_from:  # before the data: a mismatch fails before any labelling
+            load_initial_policy(model, self.cfg.algorithm.init_from, self.cfg.model, self.device)
+
+    def workload(self, model: nn.Module) -> SceneWorkload:
+        return SceneWorkload(self.cfg, self.device)
+
+    def test(self, result: Any, out_dir: Path, logger: Any) -> float:
+        cfg, model, device = self.cfg, result.model, self.device
+        test_store = load_split(cfg, "test")
+        graph = GraphSettings.from_config(cfg.data)
+        rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, graph, graph.k(cfg.data.n_uav),
+                                            device, amp_dtype(cfg, device), cfg.eval.samples, cfg.eval.repair,
+                                            cfg.eval.guided_keep, cfg.eval.milp_time_limit)
+        echo(f"\nTest set: {count(len(test_store), 'scene')} of {count(cfg.data.n_uav, 'UAV')} ({cfg.task.positions})\n"
+             + format_table(rows, ["method", "reward", "completion_score", "efficiency", "optimality_gap",
+                                   "infeasible", "time_s", "note"]))
+        plot = model_vs_milp_picture(test_store, evaluation, cfg.model.name, out_dir / "test_scene.png")
+        logger.log_image("test/scene", plot, result.state.step)
+        test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}
+        return write_results(result, out_dir, logger, rows, test)
+
+
+class SceneWorkload:
+    """Labelled scene graphs: one training and one validation split per curriculum stage."""
+
+    unit = "graphs"
+
+    def __init__(self, cfg: Any, device: torch.device) -> None:
+        self.cfg, self.device = cfg, device
+        self.graph = GraphSettings.from_config(cfg.data)
+        self.sizes = list(cfg.curriculum.stages) if cfg.curriculum.name != "none" else [cfg.data.n_uav]
+        generated = cfg.data.source == "generated"
+        with distributed.main_rank_first():  # one split per curriculum stage (just data.n_uav without one)
+            self.stage_train = [] if generated else [load_split(cfg, "train", n_uav=n) for n in self.sizes]
+            self.stage_val = [load_split(cfg, "val", n_uav=n) for n in self.sizes]
+        self.batches = (FreshScenes(cfg, self.sizes, device) if generated
+                        else BatchSource(cfg, self.sizes, self.stage_train, device))
+        self.k_seen = 0  # the last batch's candidate budget, logged as train/k
+
+    def k(self, stage: int) -> int:
+        return self.graph.k(self.sizes[stage])
+
+    def probe_store(self) -> Any:
+        """Items ``hardware.batch_size=auto`` measures trial steps on (``gather(ids)`` gives a budgeted batch)."""
+        items = self.batches if isinstance(self.batches, FreshScenes) else self.stage_train[-1]
+        return Budgeted(items, self.k(len(self.sizes) - 1))
+
+    def collect(self, step: int) -> None:
+        """A dataset: nothing to collect."""
+
+    def restart(self, step: int, batch_size: int) -> None:
+        self.batches.restart(step, batch_size)
+
+    def batch(self, step: int, stage: int, batch_size: int) -> Batch:
+        """The step's batch with its candidate budget: the stage's k, jittered by (seed, step)."""
+        batch = self.batches.next(step, stage, batch_size)
+        batch.k = self.k_seen = jittered_k(self.k(stage), self.cfg.data.k_jitter, self.cfg.seed, step,
+                                           self.cfg.data.k_max)
+        return batch
+
+    def host_batches(self, start: int, batch_size: int) -> Iterator[Batch]:
+        """The batches of steps ``start``, ``start + 1``, ... before any copy to the device (``mode=profile``
+        times the copy), each with the step's budget; fresh scenes are made on the device."""
+        stream = (self.batches.epochs(start, batch_size) if isinstance(self.batches, BatchSource)
+                  else (self.batches.next(step, 0, batch_size) for step in itertools.count(start)))
+        for step, batch in enumerate(stream, start):
+            batch.k = jittered_k(self.k(0), self.cfg.data.k_jitter, self.cfg.seed, step, self.cfg.data.k_max)
+            yield batch
+
+    def items(self, batch: Batch) -> int:
+        return batch.num_graphs
+
+    def feedback(self, batch: Batch, values: torch.Tensor | None) -> None:
+        """Per-item values the algorithm returned; scene batches need none."""
+
+    def window_stats(self) -> dict[str, float]:
+        return {"train/k": self.k_seen}
+
+    def validate(self, policy: nn.Module, stage: int, dtype: torch.dtype | None) -> dict[str, float]:
+        result = evaluate_model(policy, self.stage_val[stage], self.cfg.train.decoder, self.k(stage), self.device,
+                                amp_dtype=dtype)
+        return {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
+
+    def describe(self, val: dict[str, float], stage: int, best: float) -> str:
+        return (f"val ({self.sizes[stage]} UAVs) optimality_gap {val['val/optimality_gap']:.4f} (best {best:.4f}), "
+                f"completion_score {val['val/completion_score']:.3f}")
+
+    def checkpoint_extras(self) -> dict[str, Any]:
+        return {"graph": asdict(self.graph)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}  # batches are a pure function of (seed, step)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to restore (see ``state_dict``)."""
+
+
+@dataclass
+class Budgeted:
+    """Trial items whose batches carry the candidate budget ``k`` (``hardware.batch_size=auto``)."""
+
+    items: Any
+    k: int
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def gather(self, ids: torch.Tensor) -> Batch:
+        batch = self.items.gather(ids)
+        batch.k = self.k
+        return batch
+
+
+def first_difference(ours: list[np.ndarray], reference: list[np.ndarray]) -> int | None:
+    """The first scene where two solvers' assignments differ (None if they never do)."""
+    return next((i for i, (a, b) in enumerate(zip(ours, reference)) if not np.array_equal(a, b)), None)
+
+
+def model_vs_milp_picture(store: Any, evaluation: Any, model_name: str, path: Path) -> Path:
+    """The model's and the MILP's assignments side by side, on the first test scene where they differ."""
+    labels = store.label_assignments()
+    differs = first_difference(evaluation.assignments, labels)
+    i = 0 if differs is None else differs
+    note = (f"test scene {i}: the model matches the MILP on every test scene" if differs is None else
+            f"test scene {i} (the first where they differ): the {model_name} model is "
+            f"{evaluation.metrics['optimality_gap'][i]:.1%} below the MILP")
+    return plot_assignments(store.scene(i), {f"{model_name} model": evaluation.assignments[i], "MILP": labels[i]},
+                            path, note)
+
+
+def load_policy(path: str | Path, device: torch.device | str = "cpu", taker: str = "ckpt"
+                ) -> tuple[TransformerGNN, GraphSettings, dict[str, Any]]:
+    """The assignment policy of a checkpoint (architecture from its stored config), the graph settings it was
+    trained with (build its graphs with them) and its config; ``taker`` names what asked (for the errors)."""
+    ckpt = load_checkpoint(path, device)
+    require(ckpt, path, PRODUCT, taker)
+    model = model_from_config(SimpleNamespace(**ckpt["config"]["model"])).to(device)
+    load_weights(model, ckpt["policy"], path, describe(ckpt["config"]))
+    try:
+        graph = GraphSettings(**{"features": "rel-v2", **ckpt["graph"]})  # rel-v2: before the set was recorded
+    except (KeyError, TypeError) as err:
+        raise CheckpointError(f"checkpoint {path} ({kind(ckpt['config'])}): no valid graph settings ({err})") from None
+    _check_features(path, graph.features)
+    return model.eval(), graph, ckpt["config"]
+
+
+def load_initial_policy(model: TransformerGNN, path: str, model_cfg: Any, device: torch.device) -> None:
+    """Start from a checkpoint's policy (``algorithm.init_from``), e.g. imitation weights to fine-tune."""
+    ckpt = load_checkpoint(Path(path), device)
+    require(ckpt, path, PRODUCT, "algorithm.init_from")
+    if "graph" in ckpt:
+        _check_features(path, ckpt["graph"].get("features", "rel-v2"))
+    stored = ckpt["config"]["model"]
+    differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored.get(key)})"
+              for key in ("hidden", "heads", "layers", "ffn_mult") if stored.get(key) != model_cfg[key]]
+    if differ:
+        raise ConfigError(f"algorithm.init_from={path} was trained with another architecture: {', '.join(differ)}; "
+                          f"use model={stored.get('name')}")
+    load_weights(model, ckpt["policy"], path, describe(ckpt["config"]))
+    log.info("algorithm.init_from: starting from the policy of %s", path)
+
+
+def _check_features(path: str | Path, features: str) -> None:
+    if features != FEATURE_SET:
+        raise CheckpointError(f"checkpoint {path}: trained on graph features {features!r}, but this version builds "
+                              f"{FEATURE_SET!r}; its outputs would be meaningless: retrain it (or use the uavgnn "
+                              "version it was trained with)")

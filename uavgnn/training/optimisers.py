@@ -1,0 +1,68 @@
+"""One AdamW per network an algorithm names (MASAC's critics, actors and temperatures; COMA's critic and actor;
+the whole model otherwise), each at its own LR multiple and gradient clip: what the loop and ``mode=profile``
+step. A critic's large gradients no longer shrink the actor's step through one shared clip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from uavgnn.algorithms.base import Network
+
+
+class Optimisers:
+    """The optimisers of ``networks``: LR ``lr`` x each network's ``lr_scale``, clip its ``grad_clip`` (or
+    ``grad_clip``); stepped together under one gradient scaler."""
+
+    def __init__(self, networks: list[Network], lr: float, weight_decay: float, grad_clip: float) -> None:
+        self.networks, self.lr = networks, lr
+        self.clips = [grad_clip if net.grad_clip is None else net.grad_clip for net in networks]
+        self.adamw = [torch.optim.AdamW(net.params, lr=lr * net.lr_scale, weight_decay=weight_decay)
+                      for net in networks]
+
+    def set_lr(self, factor: float) -> None:
+        """Every network at ``train.lr`` x its own scale x ``factor`` (schedule, curriculum, rollbacks)."""
+        for net, adamw in zip(self.networks, self.adamw):
+            for group in adamw.param_groups:
+                group["lr"] = self.lr * net.lr_scale * factor
+
+    def zero_grad(self) -> None:
+        for adamw in self.adamw:
+            adamw.zero_grad(set_to_none=True)
+
+    def step(self, scaler: torch.amp.GradScaler) -> None:
+        """Unscale, clip each network's gradients to its own norm, step each; then update the scale once."""
+        for net, adamw, clip in zip(self.networks, self.adamw, self.clips):
+            scaler.unscale_(adamw)
+            torch.nn.utils.clip_grad_norm_(net.params, clip)
+            scaler.step(adamw)
+        scaler.update()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {net.name: adamw.state_dict() for net, adamw in zip(self.networks, self.adamw)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Each network's state by name; a checkpoint written before per-network optimisers (one AdamW, one
+        parameter group per network, in the same order) is split by group."""
+        if "param_groups" in state:
+            state = dict(zip([net.name for net in self.networks], split_by_group(state, len(self.networks))))
+        names = [net.name for net in self.networks]
+        if sorted(state) != sorted(names):
+            raise ValueError(f"optimisers of the networks {', '.join(sorted(state))}, expected {', '.join(names)}")
+        for net, adamw in zip(self.networks, self.adamw):
+            adamw.load_state_dict(state[net.name])
+
+
+def split_by_group(state: dict[str, Any], networks: int) -> list[dict[str, Any]]:
+    """One optimiser's state (a parameter group per network) as one state per group, parameters renumbered."""
+    groups = state["param_groups"]
+    if len(groups) != networks:
+        raise ValueError(f"one optimiser of {len(groups)} parameter groups, expected one per network ({networks})")
+    split = []
+    for group in groups:
+        kept = {key: value for key, value in group.items() if key not in ("params", "lr_scale")}
+        split.append({"state": {new: state["state"][old] for new, old in enumerate(group["params"])
+                                if old in state["state"]},
+                      "param_groups": [{**kept, "params": list(range(len(group["params"])))}]})
+    return split
