@@ -159,8 +159,11 @@ def test_profile_and_auto_batch_size_measure_the_configured_algorithms_step(tmp_
     monkeypatch.setattr(Reinforce, "training_step", counted)
     report = run_profile(cfg, tmp_path)
     assert report["algorithm"] == "reinforce" and report["batch_size"] in (8, 16)
-    assert calls[:-4] and calls[:-4] == [8, 16][:len(calls) - 4]  # batch_size=auto sized REINFORCE steps
-    assert calls[-4:] == [report["batch_size"]] * 4  # then 1 warm-up + 3 measured REINFORCE steps
+    timed, counted_run = calls[:len(calls) // 2], calls[len(calls) // 2:]  # the stage timing, the anatomy's run
+    assert timed == counted_run
+    assert timed[:-4] and timed[:-4] == [8, 16][:len(timed) - 4]  # batch_size=auto sized REINFORCE steps
+    assert timed[-4:] == [report["batch_size"]] * 4  # then 1 warm-up + 3 measured REINFORCE steps
+    assert report["aten_ops_per_step"] > 100 and report["sync_ops_per_step"] > 0  # its greedy baseline's decode
 
 
 def test_checkpoints_carry_the_graph_settings_that_eval_and_solve_use(tmp_path) -> None:

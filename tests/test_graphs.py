@@ -62,9 +62,9 @@ def test_gather_equals_pyg_collate() -> None:
     for key in reference.keys():
         value = reference[key]
         assert torch.equal(fast[key], value) if torch.is_tensor(value) else fast[key] == value, key
-    edge_index, edge_attr, keep = message_edges(fast, k=3)
-    assert edge_index.shape[1] == 2 * int(keep.sum()) + fast.uu_index.shape[1] == edge_attr.shape[0]
-    assert int(keep.sum()) == int((fast.cand_rank < 3).sum())
+    edge_index, edge_attr, kept = message_edges(fast, k=3)  # the kept candidates' indices, sized on the host
+    assert edge_index.shape[1] == 2 * kept.numel() + fast.uu_index.shape[1] == edge_attr.shape[0]
+    assert torch.equal(kept, (fast.cand_rank < 3).nonzero().squeeze(1))
     np.testing.assert_allclose(store.scene(2).uav_pos, scenes[2].uav_pos)
     np.testing.assert_array_equal(store.label_assignments()[2], labels[2].assignment)
 

@@ -64,10 +64,9 @@ def argmax_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
                   ) -> torch.Tensor:
     """Chosen target node per node (-1 idle) by each UAV's most likely choice."""
     edge, goes = best_choice(cand_logp, idle_logp, cand_uav)
-    choice = torch.full_like(edge, -1)
-    take = goes & (edge >= 0)
-    choice[take] = cand_target_node[edge[take]]
-    return choice
+    if cand_target_node.numel() == 0:  # no candidate anywhere: everyone idles
+        return torch.full_like(edge, -1)
+    return torch.where(goes & (edge >= 0), cand_target_node[edge.clamp(min=0)], -1)
 
 
 def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_node: torch.Tensor,

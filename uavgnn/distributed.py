@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -92,13 +93,13 @@ def main_rank_first() -> Iterator[None]:
         dist.barrier()
 
 
-def all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
-    """Element-wise sum over ranks (identity for one process)."""
+def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
+    """Element-wise sum over ranks, on the device (no host read; identity for one process)."""
     if not context().enabled:
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor)
-    return tensor.tolist()
+        return values
+    values = values.clone()
+    dist.all_reduce(values)
+    return values
 
 
 def broadcast_from_main(value):
@@ -108,3 +109,21 @@ def broadcast_from_main(value):
     box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def agree_on_step(loss: torch.Tensor, weight: Any, stats: dict[str, torch.Tensor], stop_seen: bool
+                  ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], torch.Tensor, bool]:
+    """One reduction per DDP step, so every rank skips the same non-finite steps and stops at the same step on
+    a signal (the one host read of a step under DDP), and the loss is weighted by this rank's share of the
+    batch's ``weight`` (items its loss averages over), so DDP's gradient average is exactly the full batch's
+    mean. Returns the loss to differentiate, the batch's mean loss and stats, whether every rank's loss is
+    finite (a device bool), whether any rank stops."""
+    device, world = loss.device, context().world_size
+    n = torch.as_tensor(weight, device=device).to(torch.float64).reshape(())
+    own = loss.detach().to(torch.float64)
+    bad, stops, n_all, loss_sum, *sums = all_reduce_sum(torch.stack(
+        [(~torch.isfinite(own)).to(torch.float64), torch.tensor(float(stop_seen), dtype=torch.float64, device=device),
+         n, torch.nan_to_num(own) * n, *(v.detach().to(torch.float64) * n for v in stats.values())]))
+    n_all = n_all.clamp(min=1.0)  # 0 only when every rank's loss is NaN (nothing covered): skipped
+    mean_stats = {name: total / n_all for name, total in zip(stats, sums)}
+    return loss * (n * world / n_all).to(loss.dtype), loss_sum / n_all, mean_stats, bad == 0, bool(stops > 0)

@@ -1,4 +1,4 @@
-"""Measuring where time and memory go: device sync, peak memory, activation memory.
+"""Measuring where time and memory go: device sync, peak memory, activation memory, the ops of a step.
 
 Activation memory is measured the same way on every device: the bytes of the
 distinct tensors autograd saves for backward during a forward pass
@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import os
 import resource
+import traceback
+from collections import Counter
+from typing import Any
 
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils._python_dispatch import TorchDispatchMode
 
 MIB = 2**20
 
@@ -76,3 +81,51 @@ class ActivationMeter:
     @property
     def mb(self) -> float:
         return self.bytes / MIB
+
+
+# aten ops that make the host wait for the device on a GPU: a value read back (``.item()``, ``bool()``), an
+# output whose size depends on the data (``nonzero``, boolean-mask indexing, ``unique``, ``repeat_interleave``
+# without ``output_size``)
+SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::_unique2",
+                      "aten::unique_dim", "aten::unique_consecutive", "aten::is_nonzero", "aten::equal",
+                      "aten::repeat_interleave", "aten::item"})
+_INDEXING = {"aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"}
+SYNC_OPS = SYNC_OPS | {f"{name}(boolean mask)" for name in _INDEXING}
+_IN_OPTIMISER = [0]  # inside an optimiser's step: its step-count read is of a host tensor on CUDA (no sync)
+register_optimizer_step_pre_hook(lambda *_: _IN_OPTIMISER.__setitem__(0, _IN_OPTIMISER[0] + 1))
+register_optimizer_step_post_hook(lambda *_: _IN_OPTIMISER.__setitem__(0, _IN_OPTIMISER[0] - 1))
+
+
+class OpCounter(TorchDispatchMode):
+    """``with OpCounter() as count: step()`` -> ``count.ops`` (aten ops dispatched: on a GPU each launches at
+    least one kernel) and ``count.syncs`` (those among them that make the host wait), with ``count.where`` the
+    Python line that asked for each kind of sync: what a GPU step's speed depends on, counted on any device."""
+
+    def __init__(self, trace_syncs: bool = False) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+        self.where: Counter[str] = Counter()
+        self.trace_syncs = trace_syncs
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        name = func._schema.name
+        if name == "aten::_local_scalar_dense" and _IN_OPTIMISER[0] and args[0].dim() == 0 and args[0].is_cpu:
+            name = "optimizer-step-count"
+        elif name == "aten::repeat_interleave" and (kwargs or {}).get("output_size") is not None:
+            name = "aten::repeat_interleave(output_size)"  # its size is given: nothing to read back
+        elif name in _INDEXING and any(i is not None and i.dtype == torch.bool for i in args[1]):
+            name = f"{name}(boolean mask)"  # the kernel counts the mask's true entries on the host first
+        self.counts[name] += 1
+        if self.trace_syncs and name in SYNC_OPS:
+            frame = next((f for f in reversed(traceback.extract_stack()[:-1]) if "/uavgnn/" in f.filename
+                          and not f.filename.endswith("perf.py")), None)
+            self.where[f"{name} at {frame.filename.split('/uavgnn/')[-1]}:{frame.lineno}" if frame else name] += 1
+        return func(*args, **(kwargs or {}))
+
+    @property
+    def ops(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def syncs(self) -> int:
+        return sum(n for name, n in self.counts.items() if name in SYNC_OPS)

@@ -89,3 +89,10 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+@torch.no_grad()
+def lerp_all_(targets: list[torch.Tensor], sources: list[torch.Tensor], weight: torch.Tensor) -> None:
+    """``target <- target + weight (source - target)`` for every pair in one foreach op, ``weight`` a device
+    scalar (``_foreach_lerp_`` with a scalar tensor would read it on the host: a sync)."""
+    torch._foreach_lerp_(targets, sources, [weight] * len(targets))

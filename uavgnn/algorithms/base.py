@@ -159,8 +159,10 @@ class Algorithm(ABC):
         """The loss of ``batch``; a pure function of (weights, batch, step), so a resumed run repeats exactly
         what an uninterrupted one computes."""
 
-    def after_step(self, model: nn.Module) -> None:
-        """Called after each optimiser step (e.g. target-network averaging); nothing by default."""
+    def after_step(self, model: nn.Module, applied: torch.Tensor) -> None:
+        """Called after each optimiser step (e.g. target-network averaging), with whether its update was
+        applied (a device bool: false after a non-finite loss; read it on the device, not the host); nothing by
+        default."""
 
     def state_dict(self) -> dict[str, Any]:
         """What this algorithm adds to a checkpoint (its own buffers, counters); nothing by default."""

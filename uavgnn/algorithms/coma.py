@@ -72,7 +72,7 @@ def first_layer(layer: nn.Linear, state: torch.Tensor, action: torch.Tensor, n_a
     n = action.shape[-1]
     w_state, w_action, w_id = layer.weight.split([state.shape[-1], n * n_actions, n], dim=1)
     per_step = F.linear(state, w_state, layer.bias)  # (B, T, H)
-    onehot = F.one_hot(action, n_actions).to(state.dtype)  # (B, T, N, A)
+    onehot = (action[..., None] == torch.arange(n_actions, device=action.device)).to(state.dtype)  # (B, T, N, A)
     own = torch.einsum("btna,nah->btnh", onehot, w_action.T.reshape(n, n_actions, -1))  # each agent's column
     return per_step[:, :, None] + (own.sum(2, keepdim=True) - own) + w_id.T
 
@@ -222,7 +222,8 @@ class COMA(EnvPolicy):
         return [Network("critic", list(agents.critic.parameters()), 1.0, alg.critic_grad_clip),
                 Network("actor", list(agents.actor.parameters()), alg.actor_lr_scale, alg.actor_grad_clip)]
 
-    def after_step(self, model: nn.Module) -> None:
+    def after_step(self, model: nn.Module, applied: torch.Tensor) -> None:
+        """The target critic copies the critic every ``target_update_every`` updates (a skipped one counts)."""
         self.updates += 1
         if self.updates % self.cfg.algorithm.target_update_every == 0:
             unwrap(model).sync_target()

@@ -48,7 +48,7 @@ from uavgnn.models.graph_actor import GraphActor
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.randomness import stream
-from uavgnn.runtime import unwrap
+from uavgnn.runtime import lerp_all_, unwrap
 from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -134,10 +134,10 @@ class MASACAgents(nn.Module):
         return q.squeeze(-1).view(n, 2, *q.shape[1:-1])
 
     @torch.no_grad()
-    def update_targets(self, tau: float) -> None:
-        """Polyak averaging: target <- (1 - tau) target + tau critic (one op per stacked tensor, not per agent)."""
-        for target, w in zip(self.targets(), self.critics.weights):
-            target.lerp_(w, tau)
+    def update_targets(self, tau: torch.Tensor) -> None:
+        """Polyak averaging: target <- (1 - tau) target + tau critic (one foreach op, not one per agent or tensor;
+        ``tau`` a device scalar: 0 after a skipped update)."""
+        lerp_all_(self.targets(), list(self.critics.weights), tau)
 
 
 def masac_loss(agents: MASACAgents, batch: Transitions, noise: torch.Tensor, next_noise: torch.Tensor
@@ -237,8 +237,8 @@ class MASAC(EnvPolicy):
                 Network("actors", list(agents.actors.parameters()), alg.actor_lr_scale, alg.actor_grad_clip),
                 Network("temperatures", [agents.log_alpha], alg.alpha_lr_scale, alg.alpha_grad_clip)]
 
-    def after_step(self, model: nn.Module) -> None:
-        unwrap(model).update_targets(self.cfg.algorithm.tau)
+    def after_step(self, model: nn.Module, applied: torch.Tensor) -> None:
+        unwrap(model).update_targets(self.cfg.algorithm.tau * applied)
 
     @classmethod
     def self_check(cls, device: torch.device) -> bool:

@@ -23,11 +23,10 @@ CAND_KEYS = ("cand_attr", "cand_rank", "cand_target", "cand_label")
 UU_KEYS = ("uu_attr",)
 
 
-def _ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-    """Concatenation of ``arange(s, s + c)`` for every (s, c), without a loop."""
-    total = int(counts.sum())
+def _ranges(starts: torch.Tensor, counts: torch.Tensor, total: int) -> torch.Tensor:
+    """Concatenation of ``arange(s, s + c)`` for every (s, c) (``total`` = the sum of ``counts``), no loop."""
     offsets = torch.cumsum(counts, 0) - counts
-    return torch.repeat_interleave(starts - offsets, counts) + torch.arange(total)
+    return torch.repeat_interleave(starts - offsets, counts, output_size=total) + torch.arange(total)
 
 
 def _ptr(counts: torch.Tensor) -> torch.Tensor:
@@ -52,6 +51,13 @@ class GraphStore:
         self.uu_ptr = _ptr(t["n_uu"])
         self.uav_ptr = _ptr(t["n_uav"])
         self.target_ptr = _ptr(t["n_nodes"] - t["n_uav"])
+        # each graph's sizes on the host: a batch's totals without reading the (possibly on-device) counts back,
+        # and its candidates of rank < r for every r (``message_edges`` keeps those of rank < k)
+        self.sizes = {key: t[key].cpu().numpy() for key in ("n_nodes", "n_cand", "n_uu")}
+        rank = t["cand_rank"].cpu().numpy()
+        below = np.zeros((len(self), int(rank.max(initial=-1)) + 2), dtype=np.int64)
+        np.add.at(below, (np.repeat(np.arange(len(self)), self.sizes["n_cand"]), rank + 1), 1)
+        self.rank_counts = below.cumsum(1)  # (S, R + 1): [g, r] = candidates of graph g with rank < r
 
     def __len__(self) -> int:
         return len(self.tensors["n_nodes"])
@@ -116,19 +122,23 @@ class GraphStore:
     def gather(self, ids: torch.Tensor) -> Batch:
         """The batch of graphs ``ids``, identical to ``Batch.from_data_list([get(i) for i in ids])``."""
         t = self.tensors
+        total = {key: int(sizes[np.asarray(ids)].sum()) for key, sizes in self.sizes.items()}
         ids = torch.as_tensor(ids, dtype=torch.long)
-        n_nodes, n_cand, n_uu = t["n_nodes"][ids], t["n_cand"][ids], t["n_uu"][ids]
-        node_idx = _ranges(self.node_ptr[ids], n_nodes)
-        cand_idx = _ranges(self.cand_ptr[ids], n_cand)
-        uu_idx = _ranges(self.uu_ptr[ids], n_uu)
+        counts = {key: t[key][ids] for key in self.sizes}
+        n_nodes, n_cand, n_uu = counts["n_nodes"], counts["n_cand"], counts["n_uu"]
+        node_idx = _ranges(self.node_ptr[ids], n_nodes, total["n_nodes"])
+        cand_idx = _ranges(self.cand_ptr[ids], n_cand, total["n_cand"])
+        uu_idx = _ranges(self.uu_ptr[ids], n_uu, total["n_uu"])
         new_offset = torch.cumsum(n_nodes, 0) - n_nodes
         graph = torch.arange(len(ids))
         batch = Batch(
-            cand_index=t["cand_index"][:, cand_idx] + torch.repeat_interleave(new_offset, n_cand),
-            uu_index=t["uu_index"][:, uu_idx] + torch.repeat_interleave(new_offset, n_uu),
-            batch=torch.repeat_interleave(graph, n_nodes), ptr=_ptr(n_nodes),
-            n_uav=t["n_uav"][ids], scene_id=ids.clone(), num_nodes=int(n_nodes.sum()),
+            cand_index=t["cand_index"][:, cand_idx] + torch.repeat_interleave(new_offset, n_cand,
+                                                                              output_size=total["n_cand"]),
+            uu_index=t["uu_index"][:, uu_idx] + torch.repeat_interleave(new_offset, n_uu, output_size=total["n_uu"]),
+            batch=torch.repeat_interleave(graph, n_nodes, output_size=total["n_nodes"]), ptr=_ptr(n_nodes),
+            n_uav=t["n_uav"][ids], scene_id=ids.clone(), num_nodes=total["n_nodes"],
         )
         self._copy_attributes(batch, node_idx, cand_idx, uu_idx)
+        batch.kept_counts = self.rank_counts[ids.numpy()].sum(0).tolist()
         batch._num_graphs = len(ids)
         return batch

@@ -25,9 +25,10 @@ def best_choice(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torc
     n = idle_logp.numel()
     best = torch.full((n,), float("-inf"), device=idle_logp.device).scatter_reduce(
         0, cand_uav, cand_logp, reduce="amax", include_self=True)
-    is_best = cand_logp == best[cand_uav]
+    edge_index = torch.arange(cand_logp.numel(), device=idle_logp.device)
+    best_edge = torch.where(cand_logp == best[cand_uav], edge_index, -1)  # masked, not selected: no host sync
     edge = torch.full((n,), -1, dtype=torch.long, device=idle_logp.device)
-    edge.scatter_reduce_(0, cand_uav[is_best], torch.nonzero(is_best).squeeze(1), reduce="amax", include_self=True)
+    edge.scatter_reduce_(0, cand_uav, best_edge, reduce="amax", include_self=True)
     return edge, best > idle_logp
 
 
@@ -40,16 +41,21 @@ def imitation_loss(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: t
     is not covered (nothing in reach to imitate) and is left out.
     Returns (loss, accuracy of the argmax choice, number of covered UAVs).
     """
-    label_logp = torch.zeros_like(idle_logp).index_add(0, cand_uav[cand_label], cand_logp[cand_label])
-    has_label = torch.zeros_like(busy).index_fill(0, cand_uav[cand_label], True)
+    label_logp = torch.zeros_like(idle_logp).index_add(0, cand_uav, torch.where(cand_label, cand_logp, 0.0))
+    has_label = torch.zeros_like(busy).index_add(0, cand_uav, cand_label)
     covered = is_uav & (~busy | has_label)
-    target_logp = torch.where(busy, label_logp, idle_logp)[covered]
-    edge, goes = best_choice(cand_logp.detach(), idle_logp.detach(), cand_uav)
-    picked_label = torch.zeros_like(busy)
-    picked_label[edge >= 0] = cand_label[edge[edge >= 0]]
-    correct = torch.where(busy, goes & picked_label, ~goes)[covered]
     n = covered.sum()
-    return -target_logp.mean(), correct.float().mean(), n
+    target_logp = masked_mean(torch.where(busy, label_logp, idle_logp), covered, n)
+    edge, goes = best_choice(cand_logp.detach(), idle_logp.detach(), cand_uav)
+    picked_label = (edge >= 0) & cand_label[edge.clamp(min=0)] if cand_label.numel() else torch.zeros_like(busy)
+    correct = masked_mean(torch.where(busy, goes & picked_label, ~goes).float(), covered, n)
+    return -target_logp, correct, n
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """The mean of ``values`` where ``mask`` (``count`` of them; NaN when none), with fixed shapes: no host
+    read of how many there are."""
+    return torch.where(mask, values, 0.0).sum() / count
 
 
 def policy_entropy(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
@@ -57,4 +63,4 @@ def policy_entropy(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: t
     """Mean over UAVs of the entropy of each UAV's choice (idle or one of its candidates), in nats: how far
     from deterministic the sampled rollouts are, which is what REINFORCE's entropy bonus keeps up."""
     plogp = torch.zeros_like(idle_logp).index_add(0, cand_uav, cand_logp.exp() * cand_logp)
-    return -(plogp + idle_logp.exp() * idle_logp)[is_uav].mean()
+    return -masked_mean(plogp + idle_logp.exp() * idle_logp, is_uav, is_uav.sum())

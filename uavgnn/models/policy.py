@@ -12,7 +12,8 @@ from uavgnn.problem.graphs import message_edges
 
 def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Candidate and idle log-probabilities of a batch at candidate budget ``k``, plus the kept-candidate mask.
+    """Candidate and idle log-probabilities of a batch at candidate budget ``k``, plus the kept candidates'
+    indices.
     With ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded memory."""
     edge_index, edge_attr, keep = message_edges(batch, k)
     args = (batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])

@@ -5,7 +5,10 @@ algorithm (its own ``training_step``, on its own data: those that train on a dat
 collect), model, preset and toggles, timing each stage with the device synchronised at
 its borders: data wait (gather), host-to-device copy, forward (incl. loss),
 backward, optimizer step; plus the validation decode, amortised over
-``train.eval_every`` steps. Reports ms/step and share per stage, throughput,
+``train.eval_every`` steps; and the step's anatomy (``uavgnn.training.anatomy``:
+aten ops and host-sync ops per training step, counted over ``profile.steps``
+steps of a real run under ``anatomy/``), what decides a GPU step's speed.
+Reports ms/step and share per stage, throughput,
 peak memory (RSS; on CUDA the allocator peak and NVML utilisation), the
 activation memory of a step, the bottleneck stage and recommendations derived
 from these numbers. ``profile.torch_profiler=true`` also writes a PyTorch
@@ -37,6 +40,7 @@ from uavgnn.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak
 from uavgnn.plots import plot_profile
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
+from uavgnn.training.anatomy import step_anatomy
 from uavgnn.training.batch_size import resolve_batch_size
 from uavgnn.training.optimisers import Optimisers
 
@@ -121,6 +125,10 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     # one validation every eval_every steps, spread over those steps
     ms["eval_decode"] = 1000 * profiled.eval_seconds() / cfg.train.eval_every
     report = profile_report(cfg, device, ms, profiled, activation_mb, out_dir)
+    anatomy = step_anatomy(cfg, out_dir / "anatomy", warmup=cfg.profile.warmup, steps=cfg.profile.steps)
+    report.update(aten_ops_per_step=anatomy.ops_per_step, sync_ops_per_step=anatomy.syncs_per_step)
+    echo(f"step anatomy: {anatomy.ops_per_step:.0f} aten ops per step (on a GPU, kernel launches), "
+         f"{anatomy.syncs_per_step:.1f} host syncs per step")
     write_json(out_dir / "profile.json", report)
     plot_profile(report, out_dir / "profile.png")
     headline = {key: value for key, value in report.items() if isinstance(value, (int, float, str))}

@@ -194,17 +194,27 @@ def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torc
     """Truncate candidates to rank < k and assemble the message-passing graph.
 
     Returns ``edge_index`` (2, E), ``edge_attr`` (E, EDGE_DIM) with candidate
-    edges in both directions plus UAV<->UAV edges, and the boolean mask of
-    kept candidates (C,).
+    edges in both directions plus UAV<->UAV edges, and the indices of the kept
+    candidates (K,), in order. A batch that knows on the host how many
+    candidates rank below each k (``kept_counts``, from ``GraphStore.gather``)
+    selects them without the host reading the mask back (a sync on a GPU).
     """
-    keep = batch.cand_rank < k
-    cand_index = batch.cand_index[:, keep]
-    cand_attr = batch.cand_attr[keep]
+    kept = kept_candidates(batch.cand_rank < k, getattr(batch, "kept_counts", None), k)
+    cand_index = batch.cand_index[:, kept]
+    cand_attr = batch.cand_attr[kept]
     reverse_attr = torch.cat([cand_attr[:, 1:2], cand_attr[:, 0:1], cand_attr[:, 2:3], -cand_attr[:, 3:5],
                               cand_attr[:, 5:]], dim=1)
     edge_index = torch.cat([cand_index, cand_index.flip(0), batch.uu_index], dim=1)
     edge_attr = torch.cat([cand_attr, reverse_attr, batch.uu_attr], dim=0)
-    return edge_index, edge_attr, keep
+    return edge_index, edge_attr, kept
+
+
+def kept_candidates(keep: torch.Tensor, kept_counts: list[int] | None, k: int) -> torch.Tensor:
+    """Indices of ``keep``'s true entries; of a size known on the host when ``kept_counts[r]`` counts the
+    candidates of rank < r (no host sync)."""
+    if kept_counts is None:
+        return keep.nonzero().squeeze(1)
+    return torch.nonzero_static(keep, size=kept_counts[min(k, len(kept_counts) - 1)]).squeeze(1)
 
 
 def candidate_recall(graphs: list[Data], k: int) -> float:

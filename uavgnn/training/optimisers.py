@@ -1,6 +1,10 @@
 """One AdamW per network an algorithm names (MASAC's critics, actors and temperatures; COMA's critic and actor;
 the whole model otherwise), each at its own LR multiple and gradient clip: what the loop and ``mode=profile``
-step. A critic's large gradients no longer shrink the actor's step through one shared clip."""
+step. A critic's large gradients no longer shrink the actor's step through one shared clip.
+
+Each AdamW is fused (one kernel for all its parameters, not ~10 ops per parameter) and the clips are foreach;
+a step whose loss or gradients are not finite is skipped on the device (the fused kernel's ``found_inf``), so
+the host never waits for the verdict: the loop reads it with the step's statistics at its next log point."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ class Optimisers:
     def __init__(self, networks: list[Network], lr: float, weight_decay: float, grad_clip: float) -> None:
         self.networks, self.lr = networks, lr
         self.clips = [grad_clip if net.grad_clip is None else net.grad_clip for net in networks]
-        self.adamw = [torch.optim.AdamW(net.params, lr=lr * net.lr_scale, weight_decay=weight_decay)
+        self.adamw = [torch.optim.AdamW(net.params, lr=lr * net.lr_scale, weight_decay=weight_decay, fused=True)
                       for net in networks]
 
     def set_lr(self, factor: float) -> None:
@@ -31,13 +35,27 @@ class Optimisers:
         for adamw in self.adamw:
             adamw.zero_grad(set_to_none=True)
 
-    def step(self, scaler: torch.amp.GradScaler) -> None:
-        """Unscale, clip each network's gradients to its own norm, step each; then update the scale once."""
+    def step(self, scaler: torch.amp.GradScaler, healthy: torch.Tensor | None = None) -> torch.Tensor:
+        """Unscale, clip each network's gradients to its own norm, step each, then update the scale once; no
+        weight moves when ``healthy`` (a device bool: the loss was finite) is false or a gradient norm is not
+        finite. Returns whether the update was applied, as a device bool (no host read)."""
+        norms = []
         for net, adamw, clip in zip(self.networks, self.adamw, self.clips):
             scaler.unscale_(adamw)
-            torch.nn.utils.clip_grad_norm_(net.params, clip)
-            scaler.step(adamw)
+            norms.append(torch.nn.utils.clip_grad_norm_(net.params, clip, foreach=True))
+        applied = torch.isfinite(torch.stack(norms)).all()
+        if healthy is not None:
+            applied = applied & healthy
+        skipped = (~applied).float()
+        for adamw in self.adamw:
+            if scaler.is_enabled():  # fp16: the scaler skips on its own inf/NaN check (and lowers the scale)
+                scaler.step(adamw)
+                continue
+            adamw.found_inf = skipped
+            adamw.step()
+            del adamw.found_inf
         scaler.update()
+        return applied
 
     def state_dict(self) -> dict[str, Any]:
         return {net.name: adamw.state_dict() for net, adamw in zip(self.networks, self.adamw)}
@@ -51,7 +69,9 @@ class Optimisers:
         if sorted(state) != sorted(names):
             raise ValueError(f"optimisers of the networks {', '.join(sorted(state))}, expected {', '.join(names)}")
         for net, adamw in zip(self.networks, self.adamw):
-            adamw.load_state_dict(state[net.name])
+            saved = state[net.name]  # fused here whatever it was saved as (its step counters then live on the device)
+            adamw.load_state_dict({**saved, "param_groups": [{**group, "fused": True, "foreach": None}
+                                                             for group in saved["param_groups"]]})
 
 
 def split_by_group(state: dict[str, Any], networks: int) -> list[dict[str, Any]]:

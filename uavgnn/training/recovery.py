@@ -1,7 +1,8 @@
 """What the Trainer does when a step goes wrong: roll back, skip, or shrink the batch, and say so.
 
-- a non-finite loss: the step is skipped and the LR halved; ``train.max_bad_steps``
-  in a row count as a divergence;
+- a non-finite loss or gradient: the step's update is skipped on the device, and
+  at the next read of the steps (a log line) the LR is halved for each such
+  step; ``train.max_bad_steps`` in a row count as a divergence;
 - a divergence (or weights that blew up, caught before any checkpoint is
   written): back to the last good ``last.pt`` with the LR lowered tenfold, at
   most ``train.max_rollbacks`` times, then ``TrainingDiverged`` naming the
@@ -60,14 +61,26 @@ class Recovery:
         raise Interrupted(f"interrupted by {stop.requested} in step {self.state.step + 1} ({cause}): {kept}",
                           stop.exit_code)
 
-    def skip_non_finite(self) -> None:
+    def read_steps(self) -> bool:
+        """The one host read of the steps since the last: their loss and stats into the log window, and the
+        verdict on those whose update was not applied (non-finite): the LR halved for each, a rollback after
+        ``max_bad_steps`` in a row. Returns False when it rolled back."""
+        skipped, run, worst = self.read_window()
+        self.state.bad_steps = run
+        return self.skip_non_finite(skipped, worst) if skipped else True
+
+    def skip_non_finite(self, skipped: int, worst: int) -> bool:
+        """``skipped`` steps since the last read had a non-finite loss or gradient (their updates were not
+        applied), at most ``worst`` in a row: halve the LR for each, roll back after ``train.max_bad_steps`` in
+        a row. Returns False when it rolled back."""
         state = self.state
-        state.bad_steps += 1
-        state.lr_scale *= 0.5
-        log.warning("non-finite loss at step %d (%d in a row): step skipped, LR scale now %.3g",
-                    state.step, state.bad_steps, state.lr_scale)
-        if state.bad_steps >= self.cfg.train.max_bad_steps:
-            self.roll_back(f"{state.bad_steps} non-finite losses in a row at step {state.step}")
+        state.lr_scale *= 0.5**skipped
+        log.warning("non-finite loss or gradients in %d step(s) before step %d (at most %d in a row): their updates "
+                    "skipped, LR scale now %.3g", skipped, state.step, worst, state.lr_scale)
+        if worst >= self.cfg.train.max_bad_steps:
+            self.roll_back(f"{worst} non-finite losses in a row before step {state.step}")
+            return False
+        return True
 
     def out_of_memory(self, err: torch.cuda.OutOfMemoryError) -> None:
         """CUDA OOM in a step: halve the batch, free the cache, log it, and go on from the same step."""

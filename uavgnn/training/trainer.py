@@ -9,12 +9,13 @@ on its fixed validation set (the algorithm's ``score``: name and direction);
 ``last.pt`` (and ``best.pt`` on improvement) hold everything needed to
 continue with no lost or repeated step.
 
-Non-finite losses are skipped with the LR halved; after ``max_bad_steps`` in a
-row, or weights that blew up, training rolls back to ``last.pt`` (only ever
-written with healthy weights) with the LR lowered tenfold, and stops with a
-clear message when ``max_rollbacks`` are spent. SIGINT/SIGTERM stop the run at
-the end of the step with ``last.pt`` written (``Interrupted``). A CUDA
-out-of-memory step halves the batch and goes on.
+Nothing in a step makes the host wait for the device: the loss, the stats and whether the update was applied
+accumulate on the device (``StepStats``), read once when the host needs them (a log line, an evaluation, a
+checkpoint). A step whose loss or gradients are not finite changes no weight (``Optimisers.step``) and still
+counts; at the read the LR is halved for each, and ``max_bad_steps`` in a row, or weights that blew up, roll
+back to ``last.pt`` (only ever written with healthy weights) with the LR lowered tenfold, stopping with a clear
+message when ``max_rollbacks`` are spent. SIGINT/SIGTERM stop the run at the end of the step with ``last.pt``
+written (``Interrupted``). A CUDA out-of-memory step halves the batch and goes on.
 
 Under ``torchrun`` (DDP) each rank trains on its shard of every global batch;
 rank 0 alone evaluates, logs and writes checkpoints, and broadcasts what it saw.
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+from torch.optim.swa_utils import AveragedModel
 
 from uavgnn import distributed
 from uavgnn.algorithms import describe, make_algorithm
@@ -45,14 +46,17 @@ from uavgnn.perf import device_memory_mb, peak_memory_mb
 from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device, seed_everything
 from uavgnn.training.batch_size import resolve_batch_size
 from uavgnn.training.curriculum import CurriculumState, curriculum_step
+from uavgnn.training.ema import update_moving_average
 from uavgnn.training.optimisers import Optimisers
 from uavgnn.training.recovery import Recovery
 from uavgnn.training.schedule import lr_factor
 from uavgnn.training.state import TrainResult, TrainState
+from uavgnn.training.step_stats import HOST_KEYS, StepStats
 from uavgnn.training.stop import StopRequest
 
 log = logging.getLogger(__name__)
-WINDOW = ("loss", "n", "wait", "busy", "items")  # sums of every log window (plus the algorithm's stats)
+# sums of every log window (plus the algorithm's stats): loss and stats over the n applied of its steps
+WINDOW = ("loss", "n", *HOST_KEYS)
 
 
 @dataclass
@@ -82,11 +86,11 @@ class Trainer(Recovery):
         self.optimisers = Optimisers(self.algorithm.networks(self.model), cfg.train.lr, cfg.train.weight_decay,
                                      cfg.train.grad_clip)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.dtype == torch.float16)
-        self.ema = (AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(cfg.train.ema_decay))
-                    if cfg.train.ema_decay > 0 else None)
+        self.ema = AveragedModel(self.model) if cfg.train.ema_decay > 0 else None
         self.policy = self.ema.module if self.ema is not None else self.model  # evaluated, checkpointed, shipped
         self.state, self.cur = TrainState(best=self.score.worst), CurriculumState()
         self.window = dict.fromkeys(WINDOW, 0.0)  # sums since the last log line (saved in last.pt: exact after resume)
+        self.unread = StepStats(self.device)  # what the steps since the last read left on the device
         self.updating = False  # inside the optimiser update of a step
         if resume_from is not None:
             self.restore(resume_from)
@@ -131,10 +135,14 @@ class Trainer(Recovery):
                         raise
                     self.stop_mid_step(stop, err)
                 tick = time.perf_counter()
-                if done is None:  # skipped: non-finite loss, out of memory, rolled back
+                if done is None:  # out of memory: the same step again with half the batch
                     continue
                 step, stopping = self.state.step, done.stopping
                 at_end = step == cfg.train.steps
+                host_work = (at_end or stopping or step % cfg.train.log_every == 0 or step % cfg.train.eval_every == 0
+                             or step % cfg.train.ckpt_every == 0)
+                if host_work and not self.read_steps():  # rolled back
+                    continue
                 if step % cfg.train.log_every == 0 or at_end:
                     speeds.append(self.log_window(done))
                 if step % cfg.train.eval_every == 0 or at_end:
@@ -161,7 +169,8 @@ class Trainer(Recovery):
                            self.work)
 
     def train_step(self, tick: float, stop_seen: bool) -> StepDone | None:
-        """One optimiser step (its stats go into the log window), or None when it was skipped."""
+        """One optimiser step, its loss and stats left on the device for the next read; None when a CUDA
+        out-of-memory error made it try again with half the batch."""
         cfg, state = self.cfg, self.state
         if self.cadence.updates and state.step % self.cadence.updates == 0:  # the algorithm's rhythm
             self.work.collect(state.step)
@@ -174,41 +183,27 @@ class Trainer(Recovery):
         except torch.cuda.OutOfMemoryError as err:
             return self.out_of_memory(err)
         self.optimisers.zero_grad()
-        loss_value, finite = out.loss.item(), bool(torch.isfinite(out.loss))
-        stats = {name: value.item() for name, value in out.stats.items()}
-        loss = out.loss
+        loss, logged, stats, finite = out.loss, out.loss.detach(), out.stats, torch.isfinite(out.loss.detach())
         if self.ctx.enabled:
-            # One reduction per step: every rank skips the same non-finite steps (or the gradient all-reduce
-            # would deadlock) and stops at the same step on a signal, and the loss is weighted by this rank's
-            # share of the batch's weight, so DDP's gradient average is exactly the full batch's mean.
-            n = float(out.weight)
-            bad, stops, n_all, loss_sum, *sums = distributed.all_reduce_sum(
-                [float(not finite), float(stop_seen), n, loss_value * n, *(v * n for v in stats.values())],
-                self.device)
-            stop_seen = stops > 0
-            n_all = max(n_all, 1.0)  # 0 only when every rank's loss is NaN (nothing covered): skipped below
-            finite, loss_value = bad == 0, loss_sum / n_all
-            stats = {name: total / n_all for name, total in zip(stats, sums)}
-            loss = loss * (n * self.ctx.world_size / n_all)
-        if not finite:
-            return self.skip_non_finite()
-        state.bad_steps = 0
+            loss, logged, stats, finite, stop_seen = distributed.agree_on_step(out.loss, out.weight, out.stats,
+                                                                               stop_seen)
         try:
             self.scaler.scale(loss).backward()
         except torch.cuda.OutOfMemoryError as err:
             return self.out_of_memory(err)
         self.updating = True  # from here to the new step count the weights and the counters disagree
-        self.optimisers.step(self.scaler)  # each network clipped to its own norm
-        self.algorithm.after_step(self.model)
+        applied = self.optimisers.step(self.scaler, finite)  # each network clipped to its own norm
+        self.algorithm.after_step(self.model, applied)
         self.work.feedback(batch, out.feedback)
         if self.ema is not None:
-            self.ema.update_parameters(self.model)
+            update_moving_average(self.ema, self.model, cfg.train.ema_decay, applied)
         state.step += 1
         self.updating = False
+        self.unread.add(logged, stats, applied)
         done = time.perf_counter()
-        for name, value in (("loss", loss_value), *stats.items(), ("n", 1), ("wait", got_batch - tick),
-                            ("busy", done - tick), ("items", self.work.items(batch) * self.ctx.world_size)):
-            self.window[name] = self.window.get(name, 0.0) + value
+        for name, value in (("steps", 1), ("wait", got_batch - tick), ("busy", done - tick),
+                            ("items", self.work.items(batch) * self.ctx.world_size)):
+            self.window[name] += value
         self.bar.update(1)
         return StepDone(list(stats), stop_seen)
 
@@ -229,17 +224,28 @@ class Trainer(Recovery):
 
     # -- what happens around steps ---------------------------------------------------------------------------
 
+    def read_window(self) -> tuple[int, int, int]:
+        """The device sums into the log window; returns (steps skipped since the last read, the current run
+        of skipped steps, the longest since the last read)."""
+        sums, run, worst = self.unread.read()
+        self.window.update(sums)
+        skipped = self.window["steps"] - self.window["n"] - self.window["skipped"]
+        self.window["skipped"] += skipped
+        return int(skipped), run, worst
+
     def log_window(self, done: StepDone) -> float:
         """Log the means since the last log line; returns the window's items (graphs, samples) per second."""
         w, n, speed_key = self.window, self.window["n"], f"perf/{self.work.unit}_per_s"
-        metrics = {"train/loss": w["loss"] / n, **{f"train/{name}": w[name] / n for name in done.stats},
+        mean = (lambda total: total / n) if n else (lambda total: float("nan"))  # n = 0: every step skipped
+        metrics = {"train/loss": mean(w["loss"]), **{f"train/{name}": mean(w[name]) for name in done.stats},
                    "train/lr": self.optimisers.adamw[0].param_groups[0]["lr"],
-                   speed_key: w["items"] / w["busy"], "perf/step_ms": 1000 * w["busy"] / n,
+                   speed_key: w["items"] / w["busy"], "perf/step_ms": 1000 * w["busy"] / w["steps"],
                    "perf/data_wait_frac": w["wait"] / w["busy"], "perf/peak_mem_mb": peak_memory_mb(self.device),
                    **self.work.window_stats()}
         self.logger.log(metrics, self.state.step)
         self.bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", speed=f"{metrics[speed_key]:.0f}/s")
         self.window = dict.fromkeys(self.window, 0.0)
+        self.unread.reset()
         return metrics[speed_key]
 
     def validate(self, stage: int) -> dict[str, float]:
@@ -291,6 +297,7 @@ class Trainer(Recovery):
         if problem:
             return problem
         self.good_norm = norm
+        self.read_window()  # the window as it is now, in case a signal came between reads
         data = self.work.state_dict() if path.name == LAST else {}  # environments, replay: what resume needs
         if self.ctx.enabled and not self.ctx.is_main and data:  # each rank's own environments and buffer
             save_part(rank_data_path(path, self.ctx.rank), data)
@@ -328,6 +335,8 @@ class Trainer(Recovery):
             raise CheckpointError(f"checkpoint {path} ({config}): its training counters do not fit this version "
                                   f"({type(err).__name__}: {err})") from None
         self.window = {**dict.fromkeys(WINDOW, 0.0), **ckpt.get("window", {})}
+        self.window["steps"] = self.window["steps"] or self.window["n"]  # before issue 32: every step was applied
+        self.unread = StepStats(self.device, self.window)
 
 
 def rank_data_path(path: Path, rank: int) -> Path:
@@ -338,3 +347,4 @@ def rank_data_path(path: Path, rank: int) -> Path:
 def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
     """Train with ``cfg.algorithm`` in the shared loop (see ``Trainer``)."""
     return Trainer(cfg, out_dir, resume_from).fit(logger)
+

@@ -1,0 +1,61 @@
+"""Step anatomy of every algorithm: aten ops and host-sync ops per training step between two log points.
+
+    .venv/bin/python benchmarks/step_anatomy.py                       # all five, a table
+    .venv/bin/python benchmarks/step_anatomy.py --only masac --trace  # where each sync op comes from
+    .venv/bin/python benchmarks/step_anatomy.py hardware.device=cuda  # extra overrides for every run
+
+Each algorithm trains for real (its ``experiment=debug`` configuration, as in issue 32's table) under
+``uavgnn.training.anatomy.step_anatomy``: ``--warmup`` steps, then ``--steps`` counted ones. On a GPU each
+aten op is at least one kernel launch; each sync op makes the host wait for the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+
+from uavgnn.config import register_configs
+from uavgnn.report import format_table
+from uavgnn.training.anatomy import step_anatomy
+
+CONF = Path(__file__).resolve().parents[1] / "uavgnn" / "conf"
+ALGORITHMS = {  # issue 32's configurations
+    "imitation": ["experiment=debug"],
+    "reinforce": ["experiment=debug", "algorithm=reinforce", "data.source=generated"],
+    "masac": ["experiment=debug", "algorithm=masac"],
+    "coma": ["experiment=coma"],
+    "dynamics": ["experiment=debug", "algorithm=dynamics"],
+}
+ISSUE_32 = {"imitation": (1312, 16), "reinforce": (2229, 25), "masac": (1055, 7), "coma": (477, 12),
+            "dynamics": (368, 4)}  # counted on the code before issue 32 (ops, syncs per step)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
+    parser.add_argument("--only", nargs="*", choices=list(ALGORITHMS), default=list(ALGORITHMS))
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--trace", action="store_true", help="print the line that asked for each sync op")
+    args = parser.parse_args()
+    register_configs()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.only:
+            with initialize_config_dir(config_dir=str(CONF), version_base=None):
+                cfg = compose("config", overrides=[*ALGORITHMS[name], f"data.cache_dir={tmp}/cache", *args.overrides])
+            anatomy = step_anatomy(cfg, Path(tmp) / name, args.warmup, args.steps, args.trace)
+            before_ops, before_syncs = ISSUE_32[name]
+            rows.append({"algorithm": name, "ops/step": round(anatomy.ops_per_step),
+                         "before": before_ops, "syncs/step": round(anatomy.syncs_per_step, 1),
+                         "syncs before": before_syncs})
+            for site, count in sorted(anatomy.sync_sites.items(), key=lambda kv: -kv[1]):
+                print(f"  {name}: {count / args.steps:.1f}/step {site}")
+    print(format_table(rows))
+
+
+if __name__ == "__main__":
+    main()
