@@ -122,7 +122,8 @@ class GraphStore:
     def gather(self, ids: torch.Tensor) -> Batch:
         """The batch of graphs ``ids``, identical to ``Batch.from_data_list([get(i) for i in ids])``."""
         t = self.tensors
-        total = {key: int(sizes[np.asarray(ids)].sum()) for key, sizes in self.sizes.items()}
+        host_ids = np.asarray(ids)
+        total = {key: int(sizes[host_ids].sum()) for key, sizes in self.sizes.items()}
         ids = torch.as_tensor(ids, dtype=torch.long)
         counts = {key: t[key][ids] for key in self.sizes}
         n_nodes, n_cand, n_uu = counts["n_nodes"], counts["n_cand"], counts["n_uu"]
@@ -139,6 +140,6 @@ class GraphStore:
             n_uav=t["n_uav"][ids], scene_id=ids.clone(), num_nodes=total["n_nodes"],
         )
         self._copy_attributes(batch, node_idx, cand_idx, uu_idx)
-        batch.kept_counts = self.rank_counts[ids.numpy()].sum(0).tolist()
+        batch.kept_counts = self.rank_counts[host_ids].sum(0).tolist()
         batch._num_graphs = len(ids)
         return batch

@@ -22,7 +22,7 @@ class StepStats:
     def __init__(self, device: torch.device, window: dict[str, float] | None = None) -> None:
         self.device, self.start = device, dict(window or {})  # the window so far (after a resume)
         self.names: tuple[str, ...] = ()
-        self.sums = self.run = self.worst = None
+        self.sums = self.run = self.worst = self.one = None
 
     def add(self, loss: torch.Tensor, stats: dict[str, torch.Tensor], applied: torch.Tensor) -> None:
         if self.sums is None:
@@ -31,9 +31,10 @@ class StepStats:
                                      dtype=torch.float64, device=self.device)
             self.run = torch.zeros((), dtype=torch.float64, device=self.device) if self.run is None else self.run
             self.worst = self.run.clone()
+            self.one = torch.ones((), dtype=torch.float64, device=self.device)  # each step's count
         elif tuple(stats) != self.names:
             raise RuntimeError(f"the algorithm's stats changed between steps: {self.names} -> {tuple(stats)}")
-        values = torch.stack([torch.ones((), dtype=torch.float64, device=self.device), loss.detach().double(),
+        values = torch.stack([self.one, loss.detach().double(),
                               *(v.detach().double() for v in stats.values())])
         self.sums += torch.where(applied, values, 0.0)
         self.run = (self.run + 1) * (~applied)

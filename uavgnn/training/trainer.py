@@ -137,20 +137,20 @@ class Trainer(Recovery):
                 tick = time.perf_counter()
                 if done is None:  # out of memory: the same step again with half the batch
                     continue
-                step, stopping = self.state.step, done.stopping
-                at_end = step == cfg.train.steps
-                host_work = (at_end or stopping or step % cfg.train.log_every == 0 or step % cfg.train.eval_every == 0
-                             or step % cfg.train.ckpt_every == 0)
-                if host_work and not self.read_steps():  # rolled back
+                step, stopping, at_end = self.state.step, done.stopping, self.state.step == cfg.train.steps
+                log_now = step % cfg.train.log_every == 0 or at_end
+                eval_now = step % cfg.train.eval_every == 0 or at_end
+                save_now = stopping or step % cfg.train.ckpt_every == 0 or at_end
+                if (log_now or eval_now or save_now) and not self.read_steps():  # the one host read; rolled back
                     continue
-                if step % cfg.train.log_every == 0 or at_end:
+                if log_now:
                     speeds.append(self.log_window(done))
-                if step % cfg.train.eval_every == 0 or at_end:
+                if eval_now:
                     val = self.evaluate()
                     tick = time.perf_counter()
                 if self.state.step != step:  # evaluate() rolled back
                     continue
-                if stopping or step % cfg.train.ckpt_every == 0 or at_end:
+                if save_now:
                     problem = self.checkpoint(self.out_dir / LAST)
                     if problem:
                         self.roll_back(f"the weights {problem} at step {step}")
