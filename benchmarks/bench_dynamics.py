@@ -63,7 +63,7 @@ def pipeline(cfg, repeats: int, steps: int) -> dict[str, object]:
     batch_size = cfg.hardware.batch_size
 
     def train_step(batch) -> None:
-        loss = algorithm.training_step(model, batch, 0, 0).loss
+        loss = algorithm.training_step(model, batch, None).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -32,6 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from torch_geometric.data import Batch  # noqa: E402
 
+from uavgnn.algorithms import default_config  # noqa: E402
 from uavgnn.algorithms.reinforce import Reinforce  # noqa: E402
 from uavgnn.models import TransformerGNN  # noqa: E402
 from uavgnn.perf import synchronize  # noqa: E402
@@ -86,7 +87,9 @@ def bench_fresh(args, device: torch.device) -> list[dict]:
 
 def bench_step(args, device: torch.device) -> list[dict]:
     rows = []
-    algorithm = Reinforce(samples=8, imitation_weight=0.0, seed=0, device=device)
+    cfg = default_config("reinforce")
+    cfg.algorithm.update(samples=8, imitation_weight=0.0)
+    algorithm = Reinforce(cfg, device)
     for compiled in ([False, True] if args.compile else [False]):
         for count in args.step_batches:
             model = TransformerGNN(hidden=64, heads=2, layers=2).to(device).train()
@@ -97,7 +100,9 @@ def bench_step(args, device: torch.device) -> list[dict]:
             calls = iter(range(10**9))
 
             def step(batch_of: Callable[[], Batch]) -> None:
-                loss = algorithm.training_step(runner, batch_of(), K, next(calls)).loss
+                batch = batch_of()
+                batch.k = K
+                loss = algorithm.training_step(runner, batch, algorithm.draws(batch, next(calls))).loss
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()

@@ -3,10 +3,14 @@
     .venv/bin/python benchmarks/step_anatomy.py                       # all five, a table
     .venv/bin/python benchmarks/step_anatomy.py --only masac --trace  # where each sync op comes from
     .venv/bin/python benchmarks/step_anatomy.py hardware.device=cuda  # extra overrides for every run
+    .venv/bin/python benchmarks/step_anatomy.py optim.compile=true    # the compiled step: compiles, graph breaks
 
 Each algorithm trains for real (its ``experiment=debug`` configuration, as in issue 32's table) under
 ``uavgnn.training.anatomy.step_anatomy``: ``--warmup`` steps, then ``--steps`` counted ones. On a GPU each
-aten op is at least one kernel launch; each sync op makes the host wait for the device.
+aten op is at least one kernel launch; each sync op makes the host wait for the device. With
+``optim.compile=true``, ``compiles`` and ``graph breaks`` (over the whole run) say whether the compiled step stays
+one graph compiled once; ops and syncs stay the eager step's (under a counting dispatch mode TorchDynamo runs the
+step's ops one by one).
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ def main() -> None:
             before_ops, before_syncs = ISSUE_32[name]
             rows.append({"algorithm": name, "ops/step": round(anatomy.ops_per_step),
                          "before": before_ops, "syncs/step": round(anatomy.syncs_per_step, 1),
-                         "syncs before": before_syncs})
+                         "syncs before": before_syncs, "compiles": anatomy.compiles,
+                         "graph breaks": anatomy.graph_breaks})
             for site, count in sorted(anatomy.sync_sites.items(), key=lambda kv: -kv[1]):
                 print(f"  {name}: {count / args.steps:.1f}/step {site}")
     print(format_table(rows))

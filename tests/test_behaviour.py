@@ -152,9 +152,9 @@ def test_profile_and_auto_batch_size_measure_the_configured_algorithms_step(tmp_
     calls: list[int] = []
     real = Reinforce.training_step
 
-    def counted(self, model, batch, step):
+    def counted(self, model, batch, draws):
         calls.append(batch.num_graphs)
-        return real(self, model, batch, step)
+        return real(self, model, batch, draws)
 
     monkeypatch.setattr(Reinforce, "training_step", counted)
     report = run_profile(cfg, tmp_path)

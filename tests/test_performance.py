@@ -204,33 +204,3 @@ def test_recommended_preset_for_hand_made_machines(found, preset) -> None:
     from uavgnn.modes.info import recommend_preset
 
     assert recommend_preset(found)[0] == preset
-
-
-
-@pytest.mark.heavy  # torch.compile on a CPU: ~40 s; `pytest -m heavy` runs it
-def test_a_compiled_training_step_gives_the_eager_loss_and_gradients() -> None:
-    """``optim.compile``: REINFORCE's loss on a fresh device-built batch, compiled and eager, same weights."""
-    from uavgnn.algorithms import default_config
-    from uavgnn.algorithms.reinforce import Reinforce
-    from uavgnn.problem.graphs import build_graph_batch
-    from uavgnn.problem.scene_batch import generate_scene_batch
-    from uavgnn.runtime import maybe_compile
-
-    torch.manual_seed(0)
-    model = TransformerGNN(hidden=32, heads=2, layers=2)
-    batch = build_graph_batch(generate_scene_batch(SceneDistribution(), 12, 32, torch.Generator().manual_seed(1),
-                                                   torch.device("cpu")), 16, 8)
-    batch.k = 6
-    cfg = default_config("reinforce")
-    cfg.algorithm.samples = 4
-    algorithm = Reinforce(cfg, torch.device("cpu"))
-    results = []
-    for runner in (model, maybe_compile(model, True)):
-        model.zero_grad()
-        loss = algorithm.training_step(runner, batch, step=3).loss
-        loss.backward()
-        results.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
-    (eager_loss, eager_grads), (compiled_loss, compiled_grads) = results
-    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-4, atol=1e-5)
-    for compiled, eager in zip(compiled_grads, eager_grads):
-        torch.testing.assert_close(compiled, eager, rtol=1e-3, atol=1e-5)

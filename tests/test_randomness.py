@@ -54,6 +54,6 @@ def test_masac_draws_each_purpose_from_its_own_stream(tmp_path) -> None:
     assert torch.equal(work.buffer.state_dict()["data"]["action"][:8], explored)
     batch = work.batch(0, 0, 32)
     assert torch.equal(batch.index, torch.randint(0, 8, (32,), generator=stream(5, "replay", 0)))
-    noise, _ = masac.noise(agents, batch, 0)
+    noise, _ = masac.draws(batch, 0)
     shape = (2, agents.s.n_agents, 32, agents.s.action_dim)
     assert torch.equal(noise, torch.randn(shape, generator=stream(5, "update_noise", 0))[0])

@@ -1,4 +1,5 @@
-"""Measuring where time and memory go: device sync, peak memory, activation memory, the ops of a step.
+"""Measuring where time and memory go: device sync, peak memory, activation memory, the ops of a step,
+what ``torch.compile`` made of it.
 
 Activation memory is measured the same way on every device: the bytes of the
 distinct tensors autograd saves for backward during a forward pass
@@ -129,3 +130,25 @@ class OpCounter(TorchDispatchMode):
     @property
     def syncs(self) -> int:
         return sum(n for name, n in self.counts.items() if name in SYNC_OPS)
+
+
+class CompileCounter:
+    """``with CompileCounter() as c: run()`` -> ``c.compiles`` (frames TorchDynamo compiled: the first compile of
+    each function and every recompile) and ``c.graph_breaks``: whether a compiled step stays one graph, compiled
+    once per shape it meets (read from ``torch._dynamo``'s own counters)."""
+
+    def __init__(self) -> None:
+        self.compiles = self.graph_breaks = 0
+
+    @staticmethod
+    def _now() -> tuple[int, int]:
+        from torch._dynamo.utils import counters
+        return counters["frames"]["total"], sum(counters["graph_break"].values())
+
+    def __enter__(self) -> CompileCounter:
+        self._start = self._now()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end = self._now()
+        self.compiles, self.graph_breaks = end[0] - self._start[0], end[1] - self._start[1]

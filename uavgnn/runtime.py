@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import random
 import warnings
+from collections.abc import Callable
 from contextlib import AbstractContextManager
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -19,6 +21,8 @@ from torch import nn
 
 from uavgnn import distributed
 from uavgnn.errors import ConfigError
+
+Step = TypeVar("Step", bound=Callable)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -66,15 +70,16 @@ def unwrap(model: nn.Module) -> nn.Module:
     return model
 
 
-def maybe_compile(model: nn.Module, enabled: bool) -> nn.Module:
-    """``torch.compile(dynamic=True)`` when enabled; any failure falls back to eager with a warning."""
+def maybe_compile(step: Step, enabled: bool) -> Step:
+    """``torch.compile(dynamic=True)`` of a training step (a module or a function: forward and loss, whose
+    backward AOTAutograd compiles too) when enabled; any failure falls back to eager with a warning."""
     if not enabled:
-        return model
+        return step
     try:
-        return torch.compile(model, dynamic=True)
+        return torch.compile(step, dynamic=True)
     except Exception as err:  # noqa: BLE001 - any compile failure falls back to eager
         warnings.warn(f"optim.compile: torch.compile failed ({err}); running in eager mode", RuntimeWarning)
-        return model
+        return step
 
 
 def keep_on_device(setting: str, device: torch.device, nbytes: int) -> bool:

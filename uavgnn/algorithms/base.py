@@ -10,7 +10,8 @@ found by the registry in ``uavgnn.algorithms``) declares everything else, in one
 - ``build_model``: its networks; ``networks``: one optimiser each (its parameters, LR multiple and clip);
 - ``workload``: its data side (what each step trains on, how the policy is validated) and ``cadence``: how
   often the loop collects new experience (off- and on-policy algorithms);
-- ``training_step``: the loss of a batch; ``after_step``: e.g. target networks;
+- ``draws``: what a step draws at random (from its named streams, before the step: TorchDynamo cannot trace a
+  ``torch.Generator``); ``training_step``: the loss of a batch; ``after_step``: e.g. target networks;
 - ``score``: the validation metric that selects ``best.pt``, with its direction; ``check``: its config rules;
 - ``test``: the test phase after training (its tables and pictures); ``produces``: what its checkpoints are,
   which says what else takes them.
@@ -154,10 +155,17 @@ class Algorithm(ABC):
         """One optimiser per network; one for the whole model by default."""
         return [Network("model", list(model.parameters()))]
 
+    def draws(self, batch: Any, step: int) -> Any:
+        """What step ``step`` draws at random for ``batch`` (noise tensors from its named streams), made eagerly
+        before the step so that a compiled step is one graph; a pure function of (seed, step, rank), so a
+        resumed run draws the same. None by default."""
+        return None
+
     @abstractmethod
-    def training_step(self, model: nn.Module, batch: Any, step: int) -> StepOutput:
-        """The loss of ``batch``; a pure function of (weights, batch, step), so a resumed run repeats exactly
-        what an uninterrupted one computes."""
+    def training_step(self, model: nn.Module, batch: Any, draws: Any) -> StepOutput:
+        """The loss of ``batch`` with the step's ``draws``; a pure function of (weights, batch, draws), so a
+        resumed run repeats exactly what an uninterrupted one computes, and ``optim.compile`` compiles it whole
+        (forward and loss, then the backward through AOTAutograd)."""
 
     def after_step(self, model: nn.Module, applied: torch.Tensor) -> None:
         """Called after each optimiser step (e.g. target-network averaging), with whether its update was
@@ -188,15 +196,16 @@ class Algorithm(ABC):
 
 
 class AlgorithmStep(nn.Module):
-    """The algorithm's step as a module's forward, ``(batch, step) -> StepOutput``: what DDP wraps (it averages
-    the gradients of its forward's graph), while the loss stays the algorithm's (``training_step``)."""
+    """The algorithm's step as a module's forward, ``(batch, draws) -> StepOutput``: what DDP wraps (it averages
+    the gradients of its forward's graph) and ``optim.compile`` compiles, while the loss stays the algorithm's
+    (``training_step``)."""
 
     def __init__(self, model: nn.Module, algorithm: Algorithm) -> None:
         super().__init__()
         self.model, self.algorithm = model, algorithm
 
-    def forward(self, batch: Any, step: int) -> StepOutput:
-        return self.algorithm.training_step(self.model, batch, step)
+    def forward(self, batch: Any, draws: Any) -> StepOutput:
+        return self.algorithm.training_step(self.model, batch, draws)
 
 
 def write_results(result: Any, out_dir: Path, logger: Any, rows: list[dict[str, Any]],
@@ -221,6 +230,6 @@ def step_loss(algorithm: Algorithm, device: torch.device, dtype: torch.dtype | N
 
     def loss_of(model: nn.Module, batch: Any) -> torch.Tensor:
         with autocast(device, dtype):
-            return algorithm.training_step(model, batch, 0).loss
+            return algorithm.training_step(model, batch, algorithm.draws(batch, 0)).loss
 
     return loss_of

@@ -212,7 +212,7 @@ class COMA(EnvPolicy):
     def cadence(self) -> Cadence:
         return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)
 
-    def training_step(self, model: nn.Module, batch: Episodes, step: int) -> StepOutput:
+    def training_step(self, model: nn.Module, batch: Episodes, draws: None) -> StepOutput:
         loss, stats = coma_loss(unwrap(model), batch)
         return StepOutput(loss, stats, batch.mask.sum() * batch.action.shape[-1])
 

@@ -116,7 +116,7 @@ class Dynamics(Algorithm):
                                   f"env.action={config.env.action}")
         return policy, hashlib.sha256(Path(name).read_bytes()).hexdigest()
 
-    def training_step(self, model: nn.Module, batch: WindowBatch, step: int) -> StepOutput:
+    def training_step(self, model: nn.Module, batch: WindowBatch, draws: None) -> StepOutput:
         est = estimate(model, batch, self.window, self.k)
         w, b = self.window, self.burn_in
         target = future(batch.pos_obs, w, self.k) - batch.pos_obs[:, :w, None]

@@ -38,6 +38,6 @@ class Imitation(ScenePolicy):
     name = "imitation"
     config = ImitationConfig
 
-    def training_step(self, model: nn.Module, batch: Batch, step: int) -> StepOutput:
+    def training_step(self, model: nn.Module, batch: Batch, draws: None) -> StepOutput:
         loss, acc, covered = batch_imitation_loss(model, batch)
         return StepOutput(loss, {"acc": acc}, covered)

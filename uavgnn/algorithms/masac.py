@@ -220,14 +220,15 @@ class MASAC(EnvPolicy):
     def cadence(self) -> Cadence:
         return Cadence(updates=1)
 
-    def noise(self, agents: MASACAgents, batch: Transitions, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def draws(self, batch: Transitions, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The reparameterisation noise (N, B, A) of the actions now and at the next state."""
         generator = stream(self.cfg.seed, "update_noise", step, distributed.context().rank, self.device)
-        shape = (2, agents.s.n_agents, len(batch), agents.s.action_dim)
+        shape = (2, batch.obs.shape[1], len(batch), batch.action.shape[-1])
         return torch.randn(shape, generator=generator, device=self.device).unbind(0)
 
-    def training_step(self, model: nn.Module, batch: Transitions, step: int) -> StepOutput:
-        agents = unwrap(model)
-        loss, stats, td = masac_loss(agents, batch, *self.noise(agents, batch, step))
+    def training_step(self, model: nn.Module, batch: Transitions, draws: tuple[torch.Tensor, torch.Tensor]
+                      ) -> StepOutput:
+        loss, stats, td = masac_loss(unwrap(model), batch, *draws)
         return StepOutput(loss, stats, torch.tensor(float(len(batch))), feedback=td)
 
     def networks(self, model: nn.Module) -> list[Network]:

@@ -202,9 +202,13 @@ class Reinforce(ScenePolicy):
             raise ConfigError(f"algorithm.samples={alg.samples} must be >= 3 with algorithm.baseline=mean "
                               "(the greedy rollout and two samples, each the other's baseline)")
 
-    def training_step(self, model: nn.Module, batch: Batch, step: int) -> StepOutput:
+    def draws(self, batch: Batch, step: int) -> torch.Generator:
+        """The step's rollout stream itself: rollouts are sized by the candidates the step keeps (REINFORCE's
+        step is not one graph yet: its greedy baseline decodes in a data-dependent loop)."""
+        return stream(self.cfg.seed, "rollouts", step, distributed.context().rank, self.device)
+
+    def training_step(self, model: nn.Module, batch: Batch, draws: torch.Generator) -> StepOutput:
         alg = self.cfg.algorithm
-        generator = stream(self.cfg.seed, "rollouts", step, distributed.context().rank, self.device)
-        loss, stats, n_uav = reinforce_loss(model, batch, alg.samples, generator, alg.imitation_weight,
+        loss, stats, n_uav = reinforce_loss(model, batch, alg.samples, draws, alg.imitation_weight,
                                             alg.baseline, alg.entropy_coef, alg.temperature)
         return StepOutput(loss, stats, n_uav)

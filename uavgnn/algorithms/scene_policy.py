@@ -39,7 +39,7 @@ from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.plots import plot_assignments
-from uavgnn.problem.graphs import FEATURE_SET, GraphSettings
+from uavgnn.problem.graphs import FEATURE_SET, GraphSettings, with_budget
 from uavgnn.problem.metrics import mean_metrics
 from uavgnn.report import count, format_table
 from uavgnn.runtime import amp_dtype
@@ -148,10 +148,8 @@ class SceneWorkload:
 
     def batch(self, step: int, stage: int, batch_size: int) -> Batch:
         """The step's batch with its candidate budget: the stage's k, jittered by (seed, step)."""
-        batch = self.batches.next(step, stage, batch_size)
-        batch.k = self.k_seen = jittered_k(self.k(stage), self.cfg.data.k_jitter, self.cfg.seed, step,
-                                           self.cfg.data.k_max)
-        return batch
+        self.k_seen = jittered_k(self.k(stage), self.cfg.data.k_jitter, self.cfg.seed, step, self.cfg.data.k_max)
+        return with_budget(self.batches.next(step, stage, batch_size), self.k_seen)
 
     def host_batches(self, start: int, batch_size: int) -> Iterator[Batch]:
         """The batches of steps ``start``, ``start + 1``, ... before any copy to the device (``mode=profile``
@@ -159,8 +157,8 @@ class SceneWorkload:
         stream = (self.batches.epochs(start, batch_size) if isinstance(self.batches, BatchSource)
                   else (self.batches.next(step, 0, batch_size) for step in itertools.count(start)))
         for step, batch in enumerate(stream, start):
-            batch.k = jittered_k(self.k(0), self.cfg.data.k_jitter, self.cfg.seed, step, self.cfg.data.k_max)
-            yield batch
+            yield with_budget(batch, jittered_k(self.k(0), self.cfg.data.k_jitter, self.cfg.seed, step,
+                                                self.cfg.data.k_max))
 
     def items(self, batch: Batch) -> int:
         return batch.num_graphs
@@ -201,9 +199,7 @@ class Budgeted:
         return len(self.items)
 
     def gather(self, ids: torch.Tensor) -> Batch:
-        batch = self.items.gather(ids)
-        batch.k = self.k
-        return batch
+        return with_budget(self.items.gather(ids), self.k)
 
 
 def first_difference(ours: list[np.ndarray], reference: list[np.ndarray]) -> int | None:

@@ -56,7 +56,7 @@ from uavgnn.modes.benchmark_report import measure, noisy_figures, print_report, 
 from uavgnn.perf import ActivationMeter, peak_memory_mb, synchronize
 from uavgnn.plots import plot_benchmark
 from uavgnn.problem.generator import generate_scenes
-from uavgnn.problem.graphs import GraphSettings
+from uavgnn.problem.graphs import GraphSettings, with_budget
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import count, write_json
 from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
@@ -73,11 +73,10 @@ def model_named(name: str, grad_checkpoint: bool = False) -> TransformerGNN:
     return model_from_config(OmegaConf.create(preset), grad_checkpoint)
 
 
-def train_step(loss_of: LossOf, runner: torch.nn.Module, model: TransformerGNN, optimizer: torch.optim.Optimizer,
-               batch: Batch) -> float:
+def train_step(loss_of: LossOf, model: TransformerGNN, optimizer: torch.optim.Optimizer, batch: Batch) -> float:
     """One step of the configured algorithm (its loss, backward, AdamW); returns the activation MB it saved."""
     with ActivationMeter(model) as meter:
-        loss = loss_of(runner, batch)
+        loss = loss_of(model, batch)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -90,18 +89,16 @@ def timed_steps(algorithm: Algorithm, model: TransformerGNN, batches: Callable[[
                 warmup: int = 1) -> dict[str, float]:
     """Median seconds per step (data included) and graphs/s over ``steps`` steps after ``warmup``."""
     model = model.to(device).train()
-    runner = maybe_compile(model, compiled)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times, graphs, activation = [], [], 0.0
-    loss_of = step_loss(algorithm, device, dtype)
+    loss_of = maybe_compile(step_loss(algorithm, device, dtype), compiled)
     stream = batches()
     for i in range(warmup + steps):
         start = time.perf_counter()
         batch = next(stream).to(device)
-        batch.k = k  # the candidate budget the step's batch carries
-        activation = train_step(loss_of, runner, model, optimizer, batch)
+        activation = train_step(loss_of, model, optimizer, with_budget(batch, k))
         if i >= warmup:
             times.append(time.perf_counter() - start)
             graphs.append(batch.num_graphs)

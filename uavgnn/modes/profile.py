@@ -126,9 +126,11 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     ms["eval_decode"] = 1000 * profiled.eval_seconds() / cfg.train.eval_every
     report = profile_report(cfg, device, ms, profiled, activation_mb, out_dir)
     anatomy = step_anatomy(cfg, out_dir / "anatomy", warmup=cfg.profile.warmup, steps=cfg.profile.steps)
-    report.update(aten_ops_per_step=anatomy.ops_per_step, sync_ops_per_step=anatomy.syncs_per_step)
+    report.update(aten_ops_per_step=anatomy.ops_per_step, sync_ops_per_step=anatomy.syncs_per_step,
+                  compiles=anatomy.compiles, graph_breaks=anatomy.graph_breaks)
     echo(f"step anatomy: {anatomy.ops_per_step:.0f} aten ops per step (on a GPU, kernel launches), "
-         f"{anatomy.syncs_per_step:.1f} host syncs per step")
+         f"{anatomy.syncs_per_step:.1f} host syncs per step"
+         + (f", {anatomy.compiles} compiles, {anatomy.graph_breaks} graph breaks" if cfg.optim.compile else ""))
     write_json(out_dir / "profile.json", report)
     plot_profile(report, out_dir / "profile.png")
     headline = {key: value for key, value in report.items() if isinstance(value, (int, float, str))}
@@ -142,7 +144,7 @@ def time_stages(cfg: Config, setup: Profiled, device: torch.device, out_dir: Pat
     model, loss_of, batches = setup.model, setup.loss_of, setup.batches
     optimisers = Optimisers(setup.networks, cfg.train.lr, cfg.train.weight_decay, cfg.train.grad_clip)
     scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype(cfg, device) == torch.float16)
-    runner = maybe_compile(model, cfg.optim.compile)
+    loss_of = maybe_compile(loss_of, cfg.optim.compile)  # the step's forward and loss, as the trainer compiles it
 
     times: dict[str, list[float]] = {s: [] for s in STAGES[:-1]}
     activation_mb = 0.0
@@ -169,7 +171,7 @@ def time_stages(cfg: Config, setup: Profiled, device: torch.device, out_dir: Pat
             # saved-tensor hooks slow the forward: activations are counted in the first (warm-up) step only
             meter = ActivationMeter(model) if step == 0 else contextlib.nullcontext()
             with record_function("forward"), meter:
-                loss = loss_of(runner, batch)
+                loss = loss_of(model, batch)
                 synchronize(device)
             marks.append(time.perf_counter())
             with record_function("backward"):

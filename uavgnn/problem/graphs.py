@@ -199,7 +199,7 @@ def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torc
     candidates rank below each k (``kept_counts``, from ``GraphStore.gather``)
     selects them without the host reading the mask back (a sync on a GPU).
     """
-    kept = kept_candidates(batch.cand_rank < k, getattr(batch, "kept_counts", None), k)
+    kept = kept_candidates(batch.cand_rank < k, kept_size(batch, k))
     cand_index = batch.cand_index[:, kept]
     cand_attr = batch.cand_attr[kept]
     reverse_attr = torch.cat([cand_attr[:, 1:2], cand_attr[:, 0:1], cand_attr[:, 2:3], -cand_attr[:, 3:5],
@@ -209,12 +209,30 @@ def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torc
     return edge_index, edge_attr, kept
 
 
-def kept_candidates(keep: torch.Tensor, kept_counts: list[int] | None, k: int) -> torch.Tensor:
-    """Indices of ``keep``'s true entries; of a size known on the host when ``kept_counts[r]`` counts the
-    candidates of rank < r (no host sync)."""
-    if kept_counts is None:
+def with_budget(batch: Data, k: int) -> Data:
+    """``batch`` with its candidate budget ``batch.k`` and, when the host knows how many candidates rank below
+    each budget, how many rank below ``k`` (``batch.n_kept``): a compiled step reads that one size instead of
+    indexing a list with k (which TorchDynamo would compile once per value of k)."""
+    batch.k = k
+    counts = getattr(batch, "kept_counts", None)
+    if counts is not None:
+        batch.n_kept = counts[min(k, len(counts) - 1)]
+    return batch
+
+
+def kept_size(batch: Data, k: int) -> int | None:
+    """How many candidates of ``batch`` rank below ``k``, when the host knows it without reading the device."""
+    if getattr(batch, "k", None) == k and "n_kept" in batch:
+        return batch.n_kept
+    counts = getattr(batch, "kept_counts", None)
+    return None if counts is None else counts[min(k, len(counts) - 1)]
+
+
+def kept_candidates(keep: torch.Tensor, size: int | None) -> torch.Tensor:
+    """Indices of ``keep``'s true entries: ``size`` of them when the host knows it (no host sync)."""
+    if size is None:
         return keep.nonzero().squeeze(1)
-    return torch.nonzero_static(keep, size=kept_counts[min(k, len(kept_counts) - 1)]).squeeze(1)
+    return torch.nonzero_static(keep, size=size).squeeze(1)
 
 
 def candidate_recall(graphs: list[Data], k: int) -> float:

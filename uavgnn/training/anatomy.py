@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from uavgnn.loggers import MetricLogger
-from uavgnn.perf import OpCounter
+from uavgnn.perf import CompileCounter, OpCounter
 from uavgnn.training.trainer import Trainer
 
 
@@ -26,6 +26,8 @@ class Anatomy:
     algorithm: str
     ops_per_step: float  # aten ops dispatched per training step
     syncs_per_step: float  # of those, ops that make the host wait for the device
+    compiles: int = 0  # with optim.compile: frames TorchDynamo compiled over the run (recompiles included)
+    graph_breaks: int = 0  # with optim.compile: graph breaks met over the run (0: the step is one graph)
     sync_sites: dict[str, int] = field(default_factory=dict)  # "op at file:line" -> count (with trace=True)
     ops: dict[str, int] = field(default_factory=dict)  # op name -> count over the counted steps
 
@@ -48,8 +50,9 @@ def step_anatomy(cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trac
     trainer.train_step = counted_step
     logger = MetricLogger(out_dir, cfg.logger, config={})
     try:
-        trainer.fit(logger)
+        with CompileCounter() as compiled:
+            trainer.fit(logger)
     finally:
         logger.finish()
-    return Anatomy(cfg.algorithm.name, counter.ops / steps, counter.syncs / steps, dict(counter.where),
-                   dict(counter.counts))
+    return Anatomy(cfg.algorithm.name, counter.ops / steps, counter.syncs / steps, compiled.compiles,
+                   compiled.graph_breaks, dict(counter.where), dict(counter.counts))

@@ -1,13 +1,11 @@
 """The one training loop every algorithm runs in, readable top to bottom (``Trainer.fit``).
 
-One step: collect new experience when the algorithm's cadence says so, take
-the step's batch, ask the algorithm for its loss (``uavgnn.algorithms``), clip
-and step each of its networks' optimisers, update the moving average of the
-weights (the policy that is evaluated and shipped: it smooths the step-to-step
-noise). Every ``eval_every`` steps the algorithm's workload scores the policy
-on its fixed validation set (the algorithm's ``score``: name and direction);
-``last.pt`` (and ``best.pt`` on improvement) hold everything needed to
-continue with no lost or repeated step.
+One step: collect new experience when the algorithm's cadence says so, take the step's batch, ask the algorithm
+for its loss (``uavgnn.algorithms``; with ``optim.compile`` its whole step is compiled), clip and step each of its
+networks' optimisers, update the moving average of the weights (the policy that is evaluated and shipped: it smooths
+the step-to-step noise). Every ``eval_every`` steps the algorithm's workload scores the policy on its fixed
+validation set (the algorithm's ``score``: name and direction); ``last.pt`` (and ``best.pt`` on improvement) hold
+everything needed to continue with no lost or repeated step.
 
 Nothing in a step makes the host wait for the device: the loss, the stats and whether the update was applied
 accumulate on the device (``StepStats``), read once when the host needs them (a log line, an evaluation, a
@@ -98,9 +96,10 @@ class Trainer(Recovery):
         self.good_norm = weights_norm(self.model)  # of the last healthy checkpoint: what "exploded" is measured by
         log.info("model %s: %s parameters", cfg.model.name, f"{self.model.num_parameters():,}")
         # The algorithm's step as a module (its loss is the forward): DDP broadcasts rank 0's weights at construction
-        # and averages the gradients of that forward in backward.
-        self.stepper = AlgorithmStep(maybe_compile(self.model, cfg.optim.compile), self.algorithm)
-        self.ddp = torch.nn.parallel.DistributedDataParallel(self.stepper) if self.ctx.enabled else self.stepper
+        # and averages the gradients of that forward in backward; optim.compile compiles it whole (forward + loss).
+        stepper = AlgorithmStep(self.model, self.algorithm)
+        self.eager = torch.nn.parallel.DistributedDataParallel(stepper) if self.ctx.enabled else stepper
+        self.step_fn = maybe_compile(self.eager, cfg.optim.compile)
         self.state.batch_size = self.state.batch_size or resolve_batch_size(
             cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), self.work.probe_store, self.device)
         if self.ctx.enabled:
@@ -208,19 +207,19 @@ class Trainer(Recovery):
         return StepDone(list(stats), stop_seen)
 
     def algorithm_step(self, batch):
-        """The algorithm's loss under autocast; a compiled forward that fails falls back to eager once."""
+        """The algorithm's loss under autocast; a compiled step that fails falls back to eager once."""
         with autocast(self.device, self.dtype):
             try:
-                return self.ddp(batch, self.state.step)
+                return self.step_fn(batch, self.algorithm.draws(batch, self.state.step))
             except torch.cuda.OutOfMemoryError:
                 raise
             except Exception as err:  # noqa: BLE001 - compilation errors surface at the first call
-                if self.stepper.model is self.model:
+                if self.step_fn is self.eager:
                     raise
-                warnings.warn(f"optim.compile: compiled forward failed ({type(err).__name__}: {err}); "
+                warnings.warn(f"optim.compile: compiled step failed ({type(err).__name__}: {err}); "
                               "continuing in eager mode", RuntimeWarning)
-                self.stepper.model = self.model
-                return self.ddp(batch, self.state.step)
+                self.step_fn = self.eager
+                return self.step_fn(batch, self.algorithm.draws(batch, self.state.step))
 
     # -- what happens around steps ---------------------------------------------------------------------------
 
