@@ -214,9 +214,9 @@ def with_budget(batch: Data, k: int) -> Data:
     each budget, how many rank below ``k`` (``batch.n_kept``): a compiled step reads that one size instead of
     indexing a list with k (which TorchDynamo would compile once per value of k)."""
     batch.k = k
-    counts = getattr(batch, "kept_counts", None)
-    if counts is not None:
-        batch.n_kept = counts[min(k, len(counts) - 1)]
+    size = _counted_below(batch, k)
+    if size is not None:
+        batch.n_kept = size
     return batch
 
 
@@ -224,7 +224,11 @@ def kept_size(batch: Data, k: int) -> int | None:
     """How many candidates of ``batch`` rank below ``k``, when the host knows it without reading the device."""
     if getattr(batch, "k", None) == k and "n_kept" in batch:
         return batch.n_kept
-    counts = getattr(batch, "kept_counts", None)
+    return _counted_below(batch, k)
+
+
+def _counted_below(batch: Data, k: int) -> int | None:
+    counts = getattr(batch, "kept_counts", None)  # counts[r]: candidates of rank < r (GraphStore.gather)
     return None if counts is None else counts[min(k, len(counts) - 1)]
 
 
