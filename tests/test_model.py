@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from uavgnn.data.store import GraphStore
-from uavgnn.decoders import decode
+from uavgnn.decoders import decode, fixed_round_greedy, greedy_decode
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import choice_log_probs, imitation_loss
 from uavgnn.models.policy import policy_log_probs
@@ -75,8 +75,7 @@ def reference_greedy(logp: list[float], uav: list[int], target: list[int], need:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_greedy_decoder_matches_a_plain_python_reference(store, seed) -> None:
-    from uavgnn.decoders import greedy_decode
-
+    """The loop decoder and its fixed-shape twin (REINFORCE's baseline) against the plain Python reference."""
     batch = store.gather(torch.arange(seed * 4, seed * 4 + 4))
     keep = batch.cand_rank < (4, 8, 16)[seed % 3]
     gen = torch.Generator().manual_seed(seed)
@@ -88,6 +87,28 @@ def test_greedy_decoder_matches_a_plain_python_reference(store, seed) -> None:
     choice = greedy_decode(cand_logp, uav, target, batch.need)
     expected = reference_greedy(cand_logp.tolist(), uav.tolist(), target.tolist(), batch.need.tolist())
     assert {u: t for u, t in enumerate(choice.tolist()) if t >= 0} == expected
+    fixed, converged = fixed_round_greedy(cand_logp, uav, target, batch.need, batch.batch, batch.num_graphs, 48)
+    assert bool(converged) and torch.equal(fixed, choice)
+
+
+def test_the_fixed_round_greedy_says_when_it_stopped_short_and_stays_feasible(store) -> None:
+    """Rounds 1..: converged exactly from the round after its fixed point on, never over-filling a target."""
+    batch = store.gather(torch.arange(len(store)))
+    keep = batch.cand_rank < 8
+    uav, target = batch.cand_index[0, keep], batch.cand_index[1, keep]
+    logits = torch.randn(int(keep.sum()), generator=torch.Generator().manual_seed(0))
+    cand_logp, _ = choice_log_probs(logits, torch.zeros(batch.num_nodes), uav)
+    exact = greedy_decode(cand_logp, uav, target, batch.need)
+    verdicts = []
+    for rounds in range(1, 40):
+        choice, converged = fixed_round_greedy(cand_logp, uav, target, batch.need, batch.batch, batch.num_graphs,
+                                               rounds)
+        held = choice[choice >= 0]
+        assert torch.all(torch.bincount(held, minlength=batch.num_nodes) <= batch.need)  # never over-filled
+        verdicts.append(bool(converged))
+        assert not converged or torch.equal(choice, exact)
+    assert verdicts[0] is False and verdicts[-1] is True
+    assert verdicts == sorted(verdicts)  # once at its fixed point, it stays there
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -109,8 +130,6 @@ def test_decoders_are_feasible_on_random_scores(store, seed) -> None:
 
 def test_greedy_fills_a_target_by_probability() -> None:
     # Three UAVs all prefer target 0 (need 2): the two most likely get it, the third falls back to target 1.
-    from uavgnn.decoders import greedy_decode
-
     cand_uav = torch.tensor([0, 0, 1, 1, 2, 2])
     cand_target = torch.tensor([3, 4, 3, 4, 3, 4])  # nodes 3, 4 are targets 0, 1
     logp = torch.log(torch.tensor([0.9, 0.1, 0.8, 0.2, 0.7, 0.3]))
@@ -120,8 +139,6 @@ def test_greedy_fills_a_target_by_probability() -> None:
 
 
 def test_greedy_closes_a_target_it_cannot_fill() -> None:
-    from uavgnn.decoders import greedy_decode
-
     # Target 0 needs 3 but only two UAVs reach it: they go to target 1 (need 1) and idle.
     cand_uav = torch.tensor([0, 0, 1])
     cand_target = torch.tensor([2, 3, 2])

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from tests.conftest import run_cli
-from uavgnn.algorithms.reinforce import advantages, policy_samples, reinforce_loss, rollout_rewards
+from uavgnn.algorithms.reinforce import advantages, policy_samples, reinforce_loss, rollout_noise, rollout_rewards
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import split_assignments
 from uavgnn.models.choices import choice_log_probs, policy_entropy
@@ -60,7 +60,9 @@ def test_rollouts_are_exact_samples_of_each_uavs_choice_distribution(store) -> N
     cand_logp, idle_logp = choice_log_probs(torch.randn(int(keep.sum()), generator=gen),
                                             torch.randn(batch.num_nodes, generator=gen), cand_uav)
     draws = 20_000
-    choice = policy_samples(batch, cand_logp, idle_logp, keep, draws, torch.Generator().manual_seed(2))
+    choice = policy_samples(batch, cand_logp, idle_logp, keep, draws,
+                            rollout_noise(torch.Generator().manual_seed(2), draws, len(cand_uav), batch.num_nodes,
+                                          cand_uav.device))
     picked = (choice[:, cand_uav] == cand_target).float().mean(0)  # frequency of each candidate edge
     idle = (choice < 0).float().mean(0)
     uav = batch.node_type == 0
@@ -105,13 +107,14 @@ def test_steps_raise_the_expected_reward_of_the_policy(store, baseline) -> None:
     def expected_reward() -> float:
         with torch.no_grad():
             cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, batch.cand_index[0, keep])
-            choice = policy_samples(batch, cand_logp, idle_logp, keep, 512, torch.Generator().manual_seed(99))
+            noise = rollout_noise(torch.Generator().manual_seed(99), 512, len(cand_logp), batch.num_nodes, None)
+            choice = policy_samples(batch, cand_logp, idle_logp, keep, 512, noise)
             return float(rollout_rewards(batch, keep, choice)[0].sum(1).mean())
 
     optimizer = torch.optim.Adam(policy.parameters(), lr=0.1)
     before = expected_reward()
     for step in range(30):
-        loss, stats, n = reinforce_loss(policy, full, samples=16, generator=torch.Generator().manual_seed(step),
+        loss, stats, n = reinforce_loss(policy, full, samples=16, draws=torch.Generator().manual_seed(step),
                                         baseline=baseline)
         optimizer.zero_grad()
         loss.backward()
@@ -131,19 +134,38 @@ def test_entropy_bonus_by_hand(store) -> None:
     batch = store.gather(torch.arange(4))
     batch.k = 8  # the candidate budget the step runs at
     model = FreeLogitsOf(batch)
-    plain, stats, _ = reinforce_loss(model, batch, samples=4, generator=torch.Generator().manual_seed(1))
-    bonus, _, _ = reinforce_loss(model, batch, samples=4, generator=torch.Generator().manual_seed(1),
+    plain, stats, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1))
+    bonus, _, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1),
                                  entropy_coef=0.5)
     assert float(bonus.detach()) == pytest.approx(float(plain.detach()) - 0.5 * float(stats["entropy"]), abs=1e-6)
     assert 0 < float(stats["entropy"]) < np.log(9)  # at most idle + 8 candidates, uniform
     # temperature 1/2 samples from pi^2 renormalised = the softmax of doubled logits: its entropy is logged
-    _, sharp, _ = reinforce_loss(model, batch, samples=4, generator=torch.Generator().manual_seed(1),
+    _, sharp, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1),
                                  temperature=0.5)
     keep = batch.cand_rank < 8
     cand_uav = batch.cand_index[0, keep]
     doubled = choice_log_probs(2 * model.cand[:int(keep.sum())], 2 * model.idle, cand_uav)
     want = policy_entropy(*doubled, cand_uav, batch.node_type == 0).detach()
     assert float(sharp["entropy"]) == pytest.approx(float(want), rel=1e-5) and want < stats["entropy"]
+
+
+def test_the_sync_free_greedy_baseline_gives_the_loop_decoders_loss_and_gradients(store) -> None:
+    """``optim.sync_free``: the greedy rollout in fixed-shape rounds; converged, the step is the same step."""
+    batch = store.gather(torch.arange(8))
+    batch.k = 8
+    model = FreeLogitsOf(batch)
+    results = []
+    for rounds in (None, 48, 2):
+        model.zero_grad()
+        loss, stats, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1),
+                                        greedy_rounds=rounds)
+        loss.backward()
+        results.append((loss.detach(), stats, model.cand.grad.clone()))
+    (loop, loop_stats, loop_grad), (fixed, fixed_stats, fixed_grad), (short, short_stats, _) = results
+    assert "greedy_converged" not in loop_stats and bool(fixed_stats["greedy_converged"])
+    assert torch.equal(loop, fixed) and torch.equal(loop_grad, fixed_grad)
+    assert not bool(short_stats["greedy_converged"])  # 2 rounds cannot settle 8 scenes' contests: it says so
+    assert float(short_stats["greedy_reward"]) < float(loop_stats["greedy_reward"])
 
 
 class FreeLogitsOf(torch.nn.Module):

@@ -31,6 +31,9 @@ SMALL = {  # each algorithm at its smallest (the benchmark's configurations, shr
     "masac": ["experiment=debug", "algorithm=masac", "model=mlp", "model.hidden=16", "env.n_envs=4",
               "algorithm.learning_starts=8", "algorithm.buffer_size=64", "algorithm.critic_hidden=16",
               "hardware.batch_size=8", "env.val_episodes=4"],
+    "reinforce": ["experiment=debug", "algorithm=reinforce", "model=tiny", "data.n_uav=6", "data.train_scenes=32",
+                  "data.val_scenes=8", "data.test_scenes=8", "hardware.batch_size=8", "algorithm.samples=3",
+                  "optim.sync_free=true"],
     "coma": ["experiment=coma", "env.val_episodes=4", "hardware.batch_size=4", "algorithm.minibatches=2"],
     "dynamics": ["experiment=debug", "algorithm=dynamics"],
 }

@@ -81,6 +81,7 @@ class OptimConfig:
     graph_cache: bool = True
     prefetch: bool = True
     tf32: bool = True  # CUDA: TF32 tensor cores for fp32 matmuls (faster than bf16 autocast for this model)
+    sync_free: bool = False  # fixed-shape variants of the step's data-dependent loops (REINFORCE's greedy baseline)
 
 
 @dataclass

@@ -133,6 +133,63 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
     return choice
 
 
+def fixed_round_greedy(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_node: torch.Tensor,
+                       need: torch.Tensor, scene: torch.Tensor, n_scenes: int, rounds: int
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``greedy_decode`` as ``rounds`` rounds of fixed-shape masked tensor ops, for a training step the host
+    does not wait on: (chosen target node per node (-1 idle), whether it converged (a device bool)).
+
+    One round does what one pass of ``greedy_decode``'s loop does, with every branch computed and the one that
+    applies selected on the device, scene by scene (``scene``: each node's, of ``n_scenes``; scenes share no
+    candidate, so one may close while another still proposes: a quarter fewer rounds). Every free UAV proposes
+    its most likely live candidate (a scatter-min over its list, not a pointer walked in a loop) and each target
+    keeps its ``need`` most likely among held and proposed (a running count in each target's preference order);
+    in a scene where nobody proposes, short targets close; where none is short either, closed targets reopen
+    once. A round that changes nothing is a fixed point: converged
+    decodes equal ``greedy_decode``'s (tested against it and a plain Python reference); an unconverged one is
+    feasible (no target over-filled) but may leave a target partial.
+    """
+    n, c, dev = need.numel(), cand_uav.numel(), cand_uav.device
+    edge = torch.arange(c, device=dev)
+    by_uav = edge.flip(0)  # each UAV's candidates: most likely first, ties to the higher edge index
+    by_uav = by_uav[torch.argsort(cand_logp[by_uav], descending=True, stable=True)]
+    by_uav = by_uav[torch.argsort(cand_uav[by_uav], stable=True)]
+    uav_rank, unranked = torch.empty_like(edge).scatter_(0, by_uav, edge), torch.full_like(edge, c)
+    by_target = torch.argsort(cand_logp, descending=True, stable=True)  # ties to the lower edge index
+    by_target = by_target[torch.argsort(cand_target_node[by_target], stable=True)]
+    sorted_target = cand_target_node[by_target]
+    first = torch.searchsorted(sorted_target, sorted_target)  # where each position's target starts
+    position = torch.empty_like(edge).scatter_(0, by_target, edge)  # each edge's position in that order
+    edge_need, zero = need[cand_target_node], torch.zeros(1, dtype=torch.long, device=dev)
+    no_node, none = torch.zeros(n, dtype=torch.bool, device=dev), torch.full((n,), c, dtype=torch.long, device=dev)
+    alive, held = torch.ones(c, dtype=torch.bool, device=dev), torch.zeros(c, dtype=torch.bool, device=dev)
+    closed = need > 0  # targets not reopened yet
+    edge_scene, no_scene = scene[cand_uav], torch.zeros(n_scenes, dtype=torch.bool, device=dev)
+    for last in [False] * (rounds - 1) + [True]:
+        busy = no_node.scatter_reduce(0, cand_uav, held, "amax")[cand_uav]  # per edge: its UAV holds one
+        best = none.scatter_reduce(0, cand_uav, torch.where(alive & ~busy, uav_rank, unranked), "amin")
+        proposed = uav_rank == best[cand_uav]  # each free UAV's most likely live candidate
+        proposing_scene = no_scene.scatter_reduce(0, edge_scene, proposed, "amax")
+        proposing, playing = proposing_scene[edge_scene], held | proposed
+        ahead = torch.cat([zero, playing[by_target].cumsum(0)])  # contenders up to each position, by target
+        kept = playing & ((ahead[1:] - ahead[first])[position] <= edge_need)
+        count = torch.zeros_like(need).index_add_(0, cand_target_node, held.long())
+        short = count * (need - count) > 0
+        short_edge = short[cand_target_node]
+        quiet = ~(proposing_scene | no_scene.scatter_reduce(0, edge_scene, short_edge, "amax"))  # nothing to close
+        closing = short_edge & ~proposing
+        retry = closed & (count == 0) & quiet[scene]
+        again = retry[cand_target_node] & ~(alive | busy)
+        if last:  # a round that changes nothing: the decode is at its fixed point
+            still = proposing.any() | closing.any() | again.any()
+        held = torch.where(proposing, kept, held & ~closing)
+        alive = torch.where(proposing, alive & (kept | ~playing), (alive & ~closing) | again)
+        closed = closed & ~retry
+    choice = torch.full((n,), -1, dtype=torch.long, device=dev).scatter_reduce(
+        0, cand_uav, torch.where(held, cand_target_node, -1), "amax")
+    return choice, ~still
+
+
 def gumbel_noise(count: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
     """Standard Gumbel samples: ``argmax(logp + noise)`` is a sample of ``softmax(logp)`` (the Gumbel-max trick)."""
     uniform = torch.rand(count, generator=generator, device=device).clamp_(1e-12, 1 - 1e-12)

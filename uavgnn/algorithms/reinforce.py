@@ -57,11 +57,11 @@ from torch_geometric.data import Batch
 from uavgnn import distributed
 from uavgnn.algorithms.base import StepOutput
 from uavgnn.algorithms.scene_policy import ScenePolicy, ScenePolicyConfig
-from uavgnn.decoders import argmax_decode, greedy_decode, gumbel_noise
+from uavgnn.decoders import argmax_decode, fixed_round_greedy, greedy_decode, gumbel_noise
 from uavgnn.errors import ConfigError
 from uavgnn.models.choices import choice_log_probs, imitation_loss, policy_entropy
 from uavgnn.models.policy import policy_log_probs
-from uavgnn.problem.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE, unsquash
+from uavgnn.problem.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE, kept_size, unsquash
 from uavgnn.randomness import stream
 from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
 
@@ -91,15 +91,24 @@ def rollout_rewards(batch: Batch, keep: torch.Tensor, choice: torch.Tensor) -> t
     return reward, total_value
 
 
+Noise = tuple[torch.Tensor, torch.Tensor]  # Gumbel noise of the rollouts' candidates and nodes, flat
+
+
+def rollout_noise(generator: torch.Generator | None, samples: int, n_cand: int, n_nodes: int,
+                  device: torch.device) -> Noise:
+    """The Gumbel noise of ``samples`` rollouts of a batch of ``n_cand`` kept candidates and ``n_nodes`` nodes."""
+    return (gumbel_noise(samples * n_cand, generator, device), gumbel_noise(samples * n_nodes, generator, device))
+
+
 def policy_samples(batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tensor, keep: torch.Tensor,
-                   samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
+                   samples: int, noise: Noise) -> torch.Tensor:
     """(samples, num_nodes) choices drawn exactly from the factorised policy: each UAV independently picks
-    idle or a candidate with its probability (Gumbel-max), target nodes as the decoders return them."""
+    idle or a candidate with its probability (Gumbel-max on ``noise``, ``rollout_noise``), target nodes as
+    the decoders return them."""
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
-    n, c = batch.num_nodes, cand_uav.numel()
+    n, c = idle_logp.numel(), cand_uav.numel()  # (batch.num_nodes: a property TorchDynamo cannot trace here)
     shift = torch.arange(samples, device=cand_uav.device)
-    choice = argmax_decode(cand_logp.detach().repeat(samples) + gumbel_noise(samples * c, generator, cand_logp.device),
-                           idle_logp.detach().repeat(samples) + gumbel_noise(samples * n, generator, cand_logp.device),
+    choice = argmax_decode(cand_logp.detach().repeat(samples) + noise[0], idle_logp.detach().repeat(samples) + noise[1],
                            cand_uav.repeat(samples) + shift.repeat_interleave(c) * n,
                            cand_target.repeat(samples) + shift.repeat_interleave(c) * n).view(samples, n)
     return torch.where(choice >= 0, choice - (shift * n)[:, None], choice)
@@ -131,29 +140,43 @@ class ReinforceConfig(ScenePolicyConfig):
     baseline: str = "greedy"  # greedy: the greedy decode's J | mean: the mean J of the scene's other samples (POMO)
     entropy_coef: float = ranged(0.01, NON_NEGATIVE)  # entropy bonus (per UAV, nats): 2.2% vs 3.8% test gap without
     temperature: float = ranged(1.0, POSITIVE)  # rollouts from pi^(1/T) renormalised per UAV (T < 1: nearer greedy)
+    greedy_rounds: int = ranged(48, AT_LEAST_1)  # optim.sync_free: the greedy baseline's rounds (35 needed at 256 UAVs)
 
 
-def reinforce_loss(model: nn.Module, batch: Batch, samples: int, generator: torch.Generator | None = None,
+def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Generator | Noise | None = None,
                    imitation_weight: float = 0.0, baseline: str = "greedy", entropy_coef: float = 0.0,
-                   temperature: float = 1.0) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+                   temperature: float = 1.0, greedy_rounds: int | None = None
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """(policy-gradient loss, stats, number of UAVs) of a batch at its candidate budget ``batch.k``;
     ``baseline``: see ``advantages``; ``entropy_coef`` weighs the entropy bonus; rollouts come from the policy
-    at ``temperature`` (the defaults: plain REINFORCE against the greedy rollout).
+    at ``temperature`` (the defaults: plain REINFORCE against the greedy rollout), with the noise ``draws``
+    (``rollout_noise``'s, or drawn here from a generator); with ``greedy_rounds`` the
+    greedy rollout is decoded in that many fixed-shape rounds (``fixed_round_greedy``: no host sync), otherwise
+    by ``greedy_decode``'s loop.
 
     stats: ``advantage`` (mean of the sampled rollouts' reward minus the greedy one, per unit of scene
     value), ``better`` (share of sampled rollouts beating greedy), ``greedy_reward`` (greedy J per unit
-    of scene value), ``entropy`` (mean per-UAV policy entropy, nats). With ``imitation_weight`` > 0 the NLL
-    of the MILP's labels is added, keeping the policy near the exact solver's choices while it is tuned on J.
+    of scene value), ``entropy`` (mean per-UAV policy entropy, nats); with ``greedy_rounds``, ``greedy_converged``
+    (1 when the greedy rollout reached its fixed point within them; an unconverged one still makes an unbiased
+    baseline, as any baseline the samples do not depend on, but is not exactly what would be deployed). With
+    ``imitation_weight`` > 0 the NLL of the MILP's labels is added, keeping the policy near the exact solver's
+    choices while it is tuned on J.
     """
     if samples < 2:
         raise ValueError(f"algorithm.samples={samples}: REINFORCE needs the greedy rollout and at least one sample")
     cand_logp, idle_logp, keep = policy_log_probs(model, batch, batch.k)
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
-    greedy = greedy_decode(cand_logp.detach(), cand_uav, cand_target, batch.need)
+    if greedy_rounds is None:
+        greedy, converged = greedy_decode(cand_logp.detach(), cand_uav, cand_target, batch.need), None
+    else:
+        greedy, converged = fixed_round_greedy(cand_logp.detach(), cand_uav, cand_target, batch.need, batch.batch,
+                                               batch.num_graphs, greedy_rounds)
     sample_cand, sample_idle = cand_logp, idle_logp  # the sampling policy: pi, or pi^(1/T) renormalised
     if temperature != 1.0:
         sample_cand, sample_idle = choice_log_probs(cand_logp / temperature, idle_logp / temperature, cand_uav)
-    choice = torch.cat([greedy[None], policy_samples(batch, sample_cand, sample_idle, keep, samples - 1, generator)])
+    if not isinstance(draws, tuple):
+        draws = rollout_noise(draws, samples - 1, cand_uav.numel(), batch.num_nodes, cand_logp.device)
+    choice = torch.cat([greedy[None], policy_samples(batch, sample_cand, sample_idle, keep, samples - 1, draws)])
     reward, total_value = rollout_rewards(batch, keep, choice)
     scale = total_value.clamp(min=1e-6)
     advantage = advantages(reward, baseline) / scale  # (S - 1, G), in units of the scene's total value
@@ -175,6 +198,8 @@ def reinforce_loss(model: nn.Module, batch: Batch, samples: int, generator: torc
         loss = loss - entropy_coef * entropy
     stats = {"advantage": advantage.mean().detach(), "better": (reward[1:] > reward[:1]).float().mean(),
              "greedy_reward": (reward[0] / scale).mean(), "entropy": entropy.detach()}
+    if converged is not None:
+        stats["greedy_converged"] = converged
     return loss, stats, is_uav.sum()
 
 
@@ -202,13 +227,19 @@ class Reinforce(ScenePolicy):
             raise ConfigError(f"algorithm.samples={alg.samples} must be >= 3 with algorithm.baseline=mean "
                               "(the greedy rollout and two samples, each the other's baseline)")
 
-    def draws(self, batch: Batch, step: int) -> torch.Generator:
-        """The step's rollout stream itself: rollouts are sized by the candidates the step keeps (REINFORCE's
-        step is not one graph yet: its greedy baseline decodes in a data-dependent loop)."""
-        return stream(self.cfg.seed, "rollouts", step, distributed.context().rank, self.device)
+    def draws(self, batch: Batch, step: int) -> Noise | torch.Generator:
+        """The rollouts' noise from the step's own stream, drawn before the step when the batch knows on the host
+        how many candidates its budget keeps (cached splits: the step stays one graph); fresh scenes' counts are
+        on the device, so their step draws from the stream itself."""
+        generator = stream(self.cfg.seed, "rollouts", step, distributed.context().rank, self.device)
+        n_cand = kept_size(batch, batch.k)
+        if n_cand is None:
+            return generator
+        return rollout_noise(generator, self.cfg.algorithm.samples - 1, n_cand, batch.num_nodes, self.device)
 
-    def training_step(self, model: nn.Module, batch: Batch, draws: torch.Generator) -> StepOutput:
+    def training_step(self, model: nn.Module, batch: Batch, draws: Noise | torch.Generator) -> StepOutput:
         alg = self.cfg.algorithm
+        rounds = alg.greedy_rounds if self.cfg.optim.sync_free else None
         loss, stats, n_uav = reinforce_loss(model, batch, alg.samples, draws, alg.imitation_weight,
-                                            alg.baseline, alg.entropy_coef, alg.temperature)
+                                            alg.baseline, alg.entropy_coef, alg.temperature, rounds)
         return StepOutput(loss, stats, n_uav)

@@ -31,12 +31,12 @@ class StepStats:
                                      dtype=torch.float64, device=self.device)
             self.run = torch.zeros((), dtype=torch.float64, device=self.device) if self.run is None else self.run
             self.worst = self.run.clone()
-            self.one = torch.ones((), dtype=torch.float64, device=self.device)  # each step's count
+            self.one = torch.ones(1, dtype=torch.float64, device=self.device)  # each step's count
         elif tuple(stats) != self.names:
             raise RuntimeError(f"the algorithm's stats changed between steps: {self.names} -> {tuple(stats)}")
-        values = torch.stack([self.one, loss.detach().double(),
-                              *(v.detach().double() for v in stats.values())])
-        self.sums += torch.where(applied, values, 0.0)
+        with torch.no_grad():  # one stack and one conversion, not a detach and a copy per value
+            values = torch.stack([loss, *stats.values()]).double()
+        self.sums += torch.where(applied, torch.cat([self.one, values]), 0.0)
         self.run = (self.run + 1) * (~applied)
         self.worst = torch.maximum(self.worst, self.run)
 
