@@ -119,3 +119,23 @@ def test_labels_from_worker_processes_equal_labels_solved_in_process() -> None:
     pooled, inline = solve_labels(scenes, 5.0, workers=2), solve_labels(scenes, 5.0, workers=1)
     assert [r.objective for r in pooled] == [r.objective for r in inline]
     assert all((a.assignment == b.assignment).all() for a, b in zip(pooled, inline))
+
+
+def test_an_interrupt_while_the_pool_starts_is_the_error_the_user_sees(monkeypatch) -> None:
+    """A SIGTERM whose handler raises inside the first submit, while the pool's manager thread starts (the window
+    that CI once hit: the pool's shutdown then joined a thread never started, and its RuntimeError replaced the
+    interrupt, exit 1 instead of 143): the interrupt comes out and no worker is left."""
+    import concurrent.futures.process as pool_module
+    import multiprocessing as mp
+
+    from uavgnn.data.labels import INLINE_BELOW, solve_labels
+    from uavgnn.errors import Interrupted
+    from uavgnn.problem.generator import generate_scenes
+
+    def signalled(self) -> None:
+        raise Interrupted("interrupted by SIGTERM", 143)  # what the stop handler raises, inside Thread.start
+
+    monkeypatch.setattr(pool_module._ExecutorManagerThread, "start", signalled)
+    with pytest.raises(Interrupted):
+        solve_labels(generate_scenes(DIST, 6, INLINE_BELOW, seed=12), 5.0, workers=2)
+    assert not mp.active_children()

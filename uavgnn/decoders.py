@@ -173,7 +173,7 @@ def fixed_round_greedy(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_tar
         proposing, playing = proposing_scene[edge_scene], held | proposed
         ahead = torch.cat([zero, playing[by_target].cumsum(0)])  # contenders up to each position, by target
         kept = playing & ((ahead[1:] - ahead[first])[position] <= edge_need)
-        count = torch.zeros_like(need).index_add_(0, cand_target_node, held.long())
+        count = torch.zeros(n, dtype=torch.long, device=dev).index_add_(0, cand_target_node, held.long())
         short = count * (need - count) > 0
         short_edge = short[cand_target_node]
         quiet = ~(proposing_scene | no_scene.scatter_reduce(0, edge_scene, short_edge, "amax"))  # nothing to close

@@ -13,7 +13,7 @@ which the critics learn from faster (BENCHMARKS.md). One update, for all agents 
   L_pi  = sum_i mean_b (alpha_i log pi_i(a_i | o_i) - min_k Q_ik(s, o_i, a_1..a_i..a_N))   (only a_i: gradient)
   L_a   = sum_i mean_b -log alpha_i (log pi_i + target_entropy)
 
-The agents' weights are stacked (``AgentStack``: one ``baddbmm`` per layer), so each
+The agents' weights are stacked (``AgentStack``: one batched matmul per layer), so each
 actor runs once per update (not n_agents^2 times) and each network family is
 one batched call; the three losses touch disjoint parameters (the critics are
 read through detached weights in L_pi), so their sum has one backward - the

@@ -9,6 +9,7 @@ watcher thread notices the parent is gone.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing as mp
 import os
@@ -64,17 +65,27 @@ def solve_labels(scenes: list[Scene], time_limit: float, workers: int, desc: str
         return [solve_milp(s, time_limit=time_limit) for s in progress(scenes, **bar)]
     chunk = max(1, min(64, len(scenes) // (8 * workers)))
     results: list[SolveResult] = []
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"), initializer=_start_worker,
-                             initargs=(os.getpid(), scenes, time_limit)) as pool, progress(**bar) as shown:
-        chunks = [pool.submit(_label, range(i, min(i + chunk, len(scenes)))) for i in range(0, len(scenes), chunk)]
-        try:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"), initializer=_start_worker,
+                               initargs=(os.getpid(), scenes, time_limit))
+    try:
+        with progress(**bar) as shown:
+            chunks = [pool.submit(_label, range(i, min(i + chunk, len(scenes))))
+                      for i in range(0, len(scenes), chunk)]
             for future in chunks:
                 results += future.result()
                 shown.update(len(results) - shown.n)
-        except BaseException:  # Ctrl-C or any error: no worker outlives the labelling (the pool sees them gone
-            for worker in mp.active_children():  # and fails the pending chunks, which nobody waits for)
-                worker.kill()
-            raise
+    except BaseException:  # Ctrl-C or any error: no worker outlives the labelling (the pool sees them gone
+        workers_left = mp.active_children()  # and fails the pending chunks, which nobody waits for)
+        for worker in workers_left:
+            worker.kill()
+        for worker in workers_left:
+            worker.join(timeout=5)  # reaped, not left as zombies
+        raise
+    finally:
+        # a SIGTERM inside the first submit can stop the pool's manager thread between its creation and its start:
+        # joining it then raises, and that error would replace the interrupt the user should see (exit 143)
+        with contextlib.suppress(RuntimeError):
+            pool.shutdown(wait=True)
     return results
 
 

@@ -2,7 +2,7 @@
 
 ``torch.func.stack_module_state`` stacks the agents' parameters along a new
 leading dimension; the forward runs the architecture's layers in order, each
-``nn.Linear`` as one batched ``baddbmm`` over all agents (reference/002's
+``nn.Linear`` as one batched ``bmm`` over all agents (reference/002's
 first bottleneck: one matmul per layer instead of N small ones) and each
 parameter-free layer (the activations) as it is. ``vmap(functional_call)``
 computed the same with about 3x the ops per layer (its batching rules
@@ -61,8 +61,9 @@ class AgentStack(nn.Module):
         shape = x.shape[1:-1]
         h = x.reshape(self.n, -1, x.shape[-1])  # (n, rows, features)
         for name, layer in self._skeleton[0].named_children():
-            if isinstance(layer, nn.Linear):  # (n, out, in) weights: x W^T + b, all agents in one kernel
-                h = torch.baddbmm(params[f"{name}.bias"].unsqueeze(1), h, params[f"{name}.weight"].transpose(1, 2))
+            if isinstance(layer, nn.Linear):  # (n, out, in) weights: x W^T + b, all agents in one matmul
+                # (the bias added apart, as nn.Linear under vmap did: under autocast the sum stays float32)
+                h = torch.bmm(h, params[f"{name}.weight"].transpose(1, 2)) + params[f"{name}.bias"].unsqueeze(1)
             else:
                 h = layer(h)
         return h.view(self.n, *shape, h.shape[-1])

@@ -34,8 +34,9 @@ class StepStats:
             self.one = torch.ones(1, dtype=torch.float64, device=self.device)  # each step's count
         elif tuple(stats) != self.names:
             raise RuntimeError(f"the algorithm's stats changed between steps: {self.names} -> {tuple(stats)}")
-        with torch.no_grad():  # one stack and one conversion, not a detach and a copy per value
-            values = torch.stack([loss, *stats.values()]).double()
+        with torch.no_grad():  # one stack and one conversion, not a detach and a copy per value (an integer
+            values = torch.stack([v if v.is_floating_point() else v.double()  # stat in float64 first: exact)
+                                  for v in (loss, *stats.values())]).double()
         self.sums += torch.where(applied, torch.cat([self.one, values]), 0.0)
         self.run = (self.run + 1) * (~applied)
         self.worst = torch.maximum(self.worst, self.run)
