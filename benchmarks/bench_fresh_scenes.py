@@ -20,8 +20,6 @@ Medians of ``--repeats``; every comparison runs side by side in this process. Wr
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +33,7 @@ from torch_geometric.data import Batch  # noqa: E402
 from uavgnn.algorithms import default_config  # noqa: E402
 from uavgnn.algorithms.reinforce import Reinforce  # noqa: E402
 from uavgnn.models import TransformerGNN  # noqa: E402
-from uavgnn.perf import synchronize  # noqa: E402
+from uavgnn.perf import median_seconds  # noqa: E402
 from uavgnn.problem.graphs import build_graph, build_graph_batch  # noqa: E402
 from uavgnn.problem.neighbours import grid_neighbours, kdtree_neighbours  # noqa: E402
 from uavgnn.problem.scene_batch import SceneBatch, generate_scene_batch  # noqa: E402
@@ -46,19 +44,6 @@ from uavgnn.runtime import maybe_compile  # noqa: E402
 
 DIST = SceneDistribution()
 K_MAX, UAV_NEIGHBOURS, K = 16, 8, 8  # the default data settings (k = 8 at 16 UAVs)
-
-
-def median_seconds(work: Callable[[], object], repeats: int, device: torch.device, warmup: int = 1) -> float:
-    for _ in range(warmup):
-        work()
-    times = []
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        work()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def fresh_batch(n_uav: int, count: int, generator: torch.Generator, device: torch.device) -> Batch:

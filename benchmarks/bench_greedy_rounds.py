@@ -13,28 +13,15 @@ host-sync ops of each decoder, and median times of the loop decoder and of 48 fi
 from __future__ import annotations
 
 import argparse
-import time
 
-import numpy as np
 import torch
 
 from uavgnn.decoders import fixed_round_greedy, greedy_decode
 from uavgnn.models.choices import choice_log_probs
-from uavgnn.perf import OpCounter, synchronize
+from uavgnn.perf import OpCounter, median_seconds
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import SceneDistribution, generate_scene_batch
 from uavgnn.report import format_table
-
-
-def median_ms(fn, device: torch.device, repeats: int = 5) -> float:
-    times = []
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(1000 * (time.perf_counter() - start))
-    return float(np.median(times))
 
 
 def main() -> None:
@@ -68,8 +55,9 @@ def main() -> None:
                          "rounds needed": needed, "equals loop": bool(torch.equal(fixed(needed)[0], exact)),
                          "ops/round": counts[1].ops - counts[0].ops, "syncs (48 rounds)": counts[2].syncs,
                          "loop ops": loop.ops, "loop syncs": loop.syncs,
-                         "loop ms": round(median_ms(lambda: greedy_decode(logp, uav, target, batch.need), device), 2),
-                         "48 rounds ms": round(median_ms(lambda: fixed(48), device), 2)})
+                         "loop ms": round(1000 * median_seconds(
+                             lambda: greedy_decode(logp, uav, target, batch.need), 5, device, warmup=0), 2),
+                         "48 rounds ms": round(1000 * median_seconds(lambda: fixed(48), 5, device, warmup=0), 2)})
     print(format_table(rows))
 
 

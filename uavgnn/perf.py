@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import os
 import resource
+import statistics
+import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -29,6 +32,21 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued GPU work, so a wall-clock split between stages is honest."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def median_seconds(work: Callable[[], object], repeats: int, device: torch.device, warmup: int = 1) -> float:
+    """Median wall time of ``repeats`` calls of ``work`` after ``warmup`` (the device synced around each): a
+    benchmark's figure on a shared, noisy machine."""
+    for _ in range(warmup):
+        work()
+    times = []
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        work()
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def peak_memory_mb(device: torch.device) -> float:
