@@ -43,7 +43,7 @@ def main() -> None:
     if args.spatial_order:
         scene = spatial_order(scene)[0]
     batch = Batch.from_data_list([build_graph(scene)])
-    edge_index, edge_attr, keep = message_edges(batch, 16)
+    edge_index, edge_attr, keep, _ = message_edges(batch, 16)
     inputs = (batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
     print(f"{scene.n_uav + scene.n_target} nodes, {edge_index.shape[1]:,} message edges, {int(keep.sum()):,} candidates")
     model.forward_chunked(*inputs, max_edges=args.blocks[0])  # warm-up: first-touch allocations are not the cost

@@ -32,7 +32,7 @@ def main() -> None:
     rows = []
     for n_uav, scenes in ((8, 64), (16, 64), (64, 16), (256, 4)):
         batch = build_graph_batch(generate_scene_batch(SceneDistribution(), n_uav, scenes, gen, device), 16, 8)
-        keep = batch.cand_rank < 8
+        keep = (batch.cand_rank < 8) & batch.cand_valid  # the real candidates (not the padding slots)
         uav, target = batch.cand_index[0, keep], batch.cand_index[1, keep]
         for spread, ties in ((0.3, False), (1.0, True), (4.0, False)):
             logits = torch.randn(uav.numel(), generator=gen, device=device) * spread

@@ -289,14 +289,14 @@ def blow_up_weights(monkeypatch, from_call: int, once: bool) -> None:
     real = imitation.batch_imitation_loss
     calls = {"n": 0, "fired": False}
 
-    def loss(runner, batch):
+    def loss(runner, batch, *args):
         calls["n"] += 1
         if calls["n"] >= from_call and not (once and calls["fired"]):
             calls["fired"] = True
             with torch.no_grad():
                 for p in runner.parameters():
                     p.mul_(1e6)
-        return real(runner, batch)
+        return real(runner, batch, *args)
 
     monkeypatch.setattr(imitation, "batch_imitation_loss", loss)
 

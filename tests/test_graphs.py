@@ -62,7 +62,7 @@ def test_gather_equals_pyg_collate() -> None:
     for key in reference.keys():
         value = reference[key]
         assert torch.equal(fast[key], value) if torch.is_tensor(value) else fast[key] == value, key
-    edge_index, edge_attr, kept = message_edges(fast, k=3)  # the kept candidates' indices, sized on the host
+    edge_index, edge_attr, kept, _ = message_edges(fast, k=3)  # the kept candidates' indices, sized on the host
     assert edge_index.shape[1] == 2 * kept.numel() + fast.uu_index.shape[1] == edge_attr.shape[0]
     assert torch.equal(kept, (fast.cand_rank < 3).nonzero().squeeze(1))
     np.testing.assert_allclose(store.scene(2).uav_pos, scenes[2].uav_pos)
@@ -97,19 +97,33 @@ def test_grid_neighbours_equal_the_kdtree_ones() -> None:
 
 @pytest.mark.parametrize("positions", ["uniform", "clustered"])
 def test_batched_builder_equals_the_per_scene_graphs(positions) -> None:
-    """B scenes built at once on the device give the graphs of ``build_graph``, batched by PyG."""
+    """B scenes built at once on the device give the graphs of ``build_graph``, batched by PyG, once the
+    padding slots are left out; every UAV has the same number of slots and the padding ones hold other,
+    unreachable targets."""
     scenes = generate_scenes(SceneDistribution(positions=positions), 10, 12, seed=5)
     ours = build_graph_batch(SceneBatch.from_scenes(scenes), 6, 4)
     reference = Batch.from_data_list([build_graph(s, 6, 4) for s in scenes])
+    valid = ours.cand_valid
+    assert 0 < int(valid.sum()) < valid.numel() == 12 * 10 * 5  # slots: min(k_max, 5 targets) per UAV
     node_and_candidate_keys = [key for key in reference.keys() if not key.startswith("uu_")]
     for key in node_and_candidate_keys:
-        value = reference[key]
+        value, mine = reference[key], ours[key]
+        if key.startswith("cand_"):
+            mine = mine[:, valid] if key == "cand_index" else mine[valid]
         if torch.is_tensor(value) and value.is_floating_point():
-            torch.testing.assert_close(ours[key], value, msg=key)
+            torch.testing.assert_close(mine, value, msg=key)
         elif torch.is_tensor(value):
-            assert torch.equal(ours[key], value), key
+            assert torch.equal(mine, value), key
         else:
-            assert ours[key] == value, key
+            assert mine == value, key
+    uav, target = ours.cand_index - ours.ptr[ours.batch[ours.cand_index[0]]]
+    scene_of = ours.batch[ours.cand_index[0]]
+    for slot in torch.nonzero(~valid).squeeze(1).tolist():
+        scene = scenes[int(scene_of[slot])]
+        gap = np.linalg.norm(scene.uav_pos[int(uav[slot])] - scene.target_pos[int(target[slot]) - 10])
+        assert gap > scene.uav_range[int(uav[slot])]
+    per_uav = ours.cand_index.view(2, 12 * 10, 5)[1]
+    assert all(len(set(row)) == 5 for row in per_uav.tolist())  # a target at most once per UAV
     assert ours.num_graphs == 12 and torch.equal(ours.n_uav, torch.full((12,), 10))
     for s, scene in enumerate(scenes):  # UAV neighbours: per scene, as the k-d tree finds them (up to ties)
         nodes = scene.n_uav + scene.n_target

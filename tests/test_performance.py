@@ -50,7 +50,7 @@ def test_naive_pipeline_builds_the_same_graphs_and_logits(store) -> None:
 def test_layerwise_inference_equals_the_full_forward() -> None:
     graphs = [build_graph(s) for s in generate_scenes(SceneDistribution(), 120, 2, 3)]
     batch = Batch.from_data_list(graphs)
-    edge_index, edge_attr, keep = message_edges(batch, 16)
+    edge_index, edge_attr, keep, _ = message_edges(batch, 16)
     args = (batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
     model = TransformerGNN(hidden=32, heads=4, layers=3).eval()
     with torch.no_grad():

@@ -34,6 +34,9 @@ SMALL = {  # each algorithm at its smallest (the benchmark's configurations, shr
     "reinforce": ["experiment=debug", "algorithm=reinforce", "model=tiny", "data.n_uav=6", "data.train_scenes=32",
                   "data.val_scenes=8", "data.test_scenes=8", "hardware.batch_size=8", "algorithm.samples=3",
                   "optim.sync_free=true"],
+    "reinforce_fresh": ["experiment=debug", "algorithm=reinforce", "model=tiny", "data.n_uav=6", "data.val_scenes=8",
+                        "data.source=generated", "hardware.batch_size=8", "algorithm.samples=3", "optim.sync_free=true",
+                        "optim.dense_max_nodes=64"],  # padded fresh scenes, dense attention: fixed shapes
     "coma": ["experiment=coma", "env.val_episodes=4", "hardware.batch_size=4", "algorithm.minibatches=2"],
     "dynamics": ["experiment=debug", "algorithm=dynamics"],
 }
@@ -126,7 +129,7 @@ def test_the_moving_average_is_torchs_ema_and_skips_a_skipped_step() -> None:
 def test_masked_losses_equal_the_per_uav_definitions(labelled_store) -> None:
     """Fixed-shape (masked) imitation loss, accuracy and entropy against a loop over UAVs."""
     batch = labelled_store.gather(torch.arange(6))
-    edge_index, _, kept = message_edges(batch, 4)
+    edge_index, _, kept, _ = message_edges(batch, 4)
     assert torch.equal(kept, (batch.cand_rank < 4).nonzero().squeeze(1))  # sizes from the host, same indices
     del batch.kept_counts
     assert torch.equal(message_edges(batch, 4)[2], kept)

@@ -28,7 +28,8 @@ and completing it pays (its value exceeds the travel of all its UAVs),
 otherwise it is dropped (its UAVs go idle: a partial target earns nothing
 and costs travel). Afterwards no target is partial.
 
-Candidates are feasible by construction, so every decoder's output is
+Candidates are feasible by construction (a padded batch's padding slots
+have probability 0 and are never proposed), so every decoder's output is
 feasible; ``greedy`` and ``sample`` also never over-assign and never leave a
 target partial.
 """
@@ -83,7 +84,8 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
     start = torch.searchsorted(cand_uav[order], nodes)
     end = torch.searchsorted(cand_uav[order], nodes, right=True)
     ptr = start.clone()
-    alive = torch.ones(c, dtype=torch.bool, device=dev)
+    possible = cand_logp > float("-inf")  # a candidate of probability 0 (padding) is never proposed
+    alive = possible.clone()
     held = torch.full((n,), -1, dtype=torch.long, device=dev)  # per UAV node: its held candidate edge
     reopened = torch.zeros(n, dtype=torch.bool, device=dev)
     while True:
@@ -116,7 +118,7 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
             # repair: closed targets get one more chance with the UAVs still idle (who rescan their lists)
             retry = ~reopened & (need > 0) & (count == 0)
             busy = held >= 0
-            again = ~alive & retry[cand_target_node] & ~busy[cand_uav]
+            again = ~alive & possible & retry[cand_target_node] & ~busy[cand_uav]
             if not again.any():
                 break
             alive |= again
@@ -162,7 +164,8 @@ def fixed_round_greedy(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_tar
     position = torch.empty_like(edge).scatter_(0, by_target, edge)  # each edge's position in that order
     edge_need, zero = need[cand_target_node], torch.zeros(1, dtype=torch.long, device=dev)
     no_node, none = torch.zeros(n, dtype=torch.bool, device=dev), torch.full((n,), c, dtype=torch.long, device=dev)
-    alive, held = torch.ones(c, dtype=torch.bool, device=dev), torch.zeros(c, dtype=torch.bool, device=dev)
+    possible = cand_logp > float("-inf")  # a candidate of probability 0 (padding) is never proposed
+    alive, held = possible, torch.zeros(c, dtype=torch.bool, device=dev)
     closed = need > 0  # targets not reopened yet
     edge_scene, no_scene = scene[cand_uav], torch.zeros(n_scenes, dtype=torch.bool, device=dev)
     for last in [False] * (rounds - 1) + [True]:
@@ -179,7 +182,7 @@ def fixed_round_greedy(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_tar
         quiet = ~(proposing_scene | no_scene.scatter_reduce(0, edge_scene, short_edge, "amax"))  # nothing to close
         closing = short_edge & ~proposing
         retry = closed & (count == 0) & quiet[scene]
-        again = retry[cand_target_node] & ~(alive | busy)
+        again = retry[cand_target_node] & possible & ~(alive | busy)
         if last:  # a round that changes nothing: the decode is at its fixed point
             still = proposing.any() | closing.any() | again.any()
         held = torch.where(proposing, kept, held & ~closing)

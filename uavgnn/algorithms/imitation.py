@@ -27,9 +27,11 @@ class ImitationConfig(ScenePolicyConfig):
     name: str = "imitation"
 
 
-def batch_imitation_loss(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(NLL of the MILP's choices, accuracy, covered UAVs) of a labelled batch at its candidate budget."""
-    cand_logp, idle_logp, keep = policy_log_probs(model, batch, batch.k)
+def batch_imitation_loss(model: nn.Module, batch: Batch, dense_max_nodes: int = 0
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(NLL of the MILP's choices, accuracy, covered UAVs) of a labelled batch at its candidate budget
+    (``dense_max_nodes``: see ``policy_log_probs``)."""
+    cand_logp, idle_logp, keep = policy_log_probs(model, batch, batch.k, dense_max_nodes=dense_max_nodes)
     return imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep], batch.busy,
                           batch.node_type == 0)
 
@@ -39,5 +41,5 @@ class Imitation(ScenePolicy):
     config = ImitationConfig
 
     def training_step(self, model: nn.Module, batch: Batch, draws: None) -> StepOutput:
-        loss, acc, covered = batch_imitation_loss(model, batch)
+        loss, acc, covered = batch_imitation_loss(model, batch, self.dense_max_nodes)
         return StepOutput(loss, {"acc": acc}, covered)

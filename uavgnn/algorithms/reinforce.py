@@ -145,14 +145,14 @@ class ReinforceConfig(ScenePolicyConfig):
 
 def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Generator | Noise | None = None,
                    imitation_weight: float = 0.0, baseline: str = "greedy", entropy_coef: float = 0.0,
-                   temperature: float = 1.0, greedy_rounds: int | None = None
+                   temperature: float = 1.0, greedy_rounds: int | None = None, dense_max_nodes: int = 0
                    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """(policy-gradient loss, stats, number of UAVs) of a batch at its candidate budget ``batch.k``;
     ``baseline``: see ``advantages``; ``entropy_coef`` weighs the entropy bonus; rollouts come from the policy
     at ``temperature`` (the defaults: plain REINFORCE against the greedy rollout), with the noise ``draws``
     (``rollout_noise``'s, or drawn here from a generator); with ``greedy_rounds`` the
     greedy rollout is decoded in that many fixed-shape rounds (``fixed_round_greedy``: no host sync), otherwise
-    by ``greedy_decode``'s loop.
+    by ``greedy_decode``'s loop; ``dense_max_nodes``: see ``policy_log_probs``.
 
     stats: ``advantage`` (mean of the sampled rollouts' reward minus the greedy one, per unit of scene
     value), ``better`` (share of sampled rollouts beating greedy), ``greedy_reward`` (greedy J per unit
@@ -164,7 +164,7 @@ def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Ge
     """
     if samples < 2:
         raise ValueError(f"algorithm.samples={samples}: REINFORCE needs the greedy rollout and at least one sample")
-    cand_logp, idle_logp, keep = policy_log_probs(model, batch, batch.k)
+    cand_logp, idle_logp, keep = policy_log_probs(model, batch, batch.k, dense_max_nodes=dense_max_nodes)
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
     if greedy_rounds is None:
         greedy, converged = greedy_decode(cand_logp.detach(), cand_uav, cand_target, batch.need), None
@@ -209,6 +209,14 @@ class Reinforce(ScenePolicy):
     name = "reinforce"
     config = ReinforceConfig
 
+    def __init__(self, cfg: Any, device: torch.device) -> None:
+        super().__init__(cfg, device)
+        alg = cfg.algorithm  # read once here: an OmegaConf lookup inside a compiled step breaks its graph
+        self.loss_options = dict(samples=int(alg.samples), imitation_weight=float(alg.imitation_weight),
+                                 baseline=str(alg.baseline), entropy_coef=float(alg.entropy_coef),
+                                 temperature=float(alg.temperature), dense_max_nodes=self.dense_max_nodes,
+                                 greedy_rounds=int(alg.greedy_rounds) if cfg.optim.sync_free else None)
+
     @classmethod
     def without_labels(cls, cfg: Any) -> str | None:
         weight = cfg.algorithm.imitation_weight
@@ -238,8 +246,5 @@ class Reinforce(ScenePolicy):
         return rollout_noise(generator, self.cfg.algorithm.samples - 1, n_cand, batch.num_nodes, self.device)
 
     def training_step(self, model: nn.Module, batch: Batch, draws: Noise | torch.Generator) -> StepOutput:
-        alg = self.cfg.algorithm
-        rounds = alg.greedy_rounds if self.cfg.optim.sync_free else None
-        loss, stats, n_uav = reinforce_loss(model, batch, alg.samples, draws, alg.imitation_weight,
-                                            alg.baseline, alg.entropy_coef, alg.temperature, rounds)
+        loss, stats, n_uav = reinforce_loss(model, batch, draws=draws, **self.loss_options)
         return StepOutput(loss, stats, n_uav)

@@ -64,6 +64,11 @@ class ScenePolicy(Algorithm):
     resume_safe = ("algorithm.init_from",)  # where the run started from: read once, at step 0
     restart_hint = "start a new run from its weights with algorithm.init_from={path}"
 
+    def __init__(self, cfg: Any, device: torch.device) -> None:
+        super().__init__(cfg, device)
+        # read once here: an OmegaConf lookup inside a compiled step breaks its graph
+        self.dense_max_nodes = int(cfg.optim.dense_max_nodes)
+
     @classmethod
     def without_labels(cls, cfg: Any) -> str | None:
         """Why fresh, unlabelled scenes (``data.source=generated``) cannot train it, or None if they can."""

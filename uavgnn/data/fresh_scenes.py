@@ -8,7 +8,8 @@ be limited to a few thousand cached scenes: each batch is ``generate_scene_batch
 resume / rollback repeat exactly what an uninterrupted run saw; each rank of a
 ``torchrun`` job draws its own share of the global batch. With a curriculum, a
 ``replay[stage]`` share of every batch is drawn at the sizes of earlier stages
-(each earlier stage equally likely), as the cached sampler does.
+(each earlier stage equally likely), as the cached sampler does. The batches are padded
+(``build_graph_batch``): their shapes depend on the scene sizes and batch size only.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.randomness import stream
 
-GRAPH_KEYS = ("x", "node_type", "need", "cand_attr", "cand_rank", "cand_target", "uu_attr", "n_uav")
+GRAPH_KEYS = ("x", "node_type", "need", "cand_attr", "cand_rank", "cand_target", "cand_valid", "uu_attr", "n_uav")
 
 
 def concat_batches(parts: list[Batch]) -> Batch:
-    """One batch of the graphs of ``parts`` in order (node indices shifted, graph ids renumbered)."""
+    """One padded batch of the padded batches ``parts`` in order (node indices shifted, graph ids renumbered)."""
     if len(parts) == 1:
         return parts[0]
     node_shift = torch.cumsum(torch.tensor([0] + [p.num_nodes for p in parts[:-1]]), 0).tolist()
@@ -40,6 +41,8 @@ def concat_batches(parts: list[Batch]) -> Batch:
                 num_nodes=sum(p.num_nodes for p in parts))
     out.scene_id = torch.arange(out.ptr.numel() - 1, device=out.x.device)
     out._num_graphs = out.scene_id.numel()
+    out.kept_counts = [sum(counts) for counts in zip(*(p.kept_counts for p in parts))]
+    out.max_nodes = max(p.max_nodes for p in parts)
     return out
 
 

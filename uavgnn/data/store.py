@@ -141,5 +141,6 @@ class GraphStore:
         )
         self._copy_attributes(batch, node_idx, cand_idx, uu_idx)
         batch.kept_counts = self.rank_counts[host_ids].sum(0).tolist()
+        batch.max_nodes = int(self.sizes["n_nodes"][host_ids].max(initial=0))  # the dense attention path's size
         batch._num_graphs = len(ids)
         return batch

@@ -18,6 +18,10 @@ Stored per graph (PyG offsets every ``*_index`` attribute when batching):
 - ``uu_index`` (2, U), ``uu_attr``: UAV -> its nearest UAVs.
 - labels: ``cand_label`` (C,) True on the MILP's chosen pair,
   ``busy`` (N+M,) True for UAVs the MILP assigns.
+- padded batches (``build_graph_batch``): every UAV has ``min(k_max, M)``
+  candidate slots and ``cand_valid`` (C,) marks the feasible ones (the policy
+  gives the others probability 0), ``kept_counts`` and ``max_nodes`` are known
+  on the host: every shape of a step is a function of (B, N, M, k).
 
 Features: displacements and distances are divided by the UAV's range; every
 unbounded quantity (range, counts, value per slot, travel cost, lam) goes
@@ -119,16 +123,20 @@ def _single_graph(scenes: SceneBatch, nb: Neighbours, assignment: np.ndarray | N
 
 
 def build_graph_batch(scenes: SceneBatch, k_max: int = 16, uav_neighbours: int = 8) -> Batch:
-    """The PyG batch of B scenes of one size, built on their device without a loop over scenes: the same
-    graphs as ``Batch.from_data_list([build_graph(s) for s in scenes])`` (no labels: fresh scenes have none)."""
+    """The padded PyG batch of B scenes of one size, built on their device without a loop over scenes: the
+    graphs of ``Batch.from_data_list([build_graph(s) for s in scenes])`` with every UAV's candidate list
+    padded to ``min(k_max, M)`` slots (``cand_valid``), so that no shape depends on the data (no labels:
+    fresh scenes have none)."""
     t = graph_tensors(scenes, dense_neighbours(scenes, k_max, uav_neighbours))
     b, n = scenes.uav_pos.shape[:2]
-    nodes = n + scenes.target_pos.shape[1]
+    m = scenes.target_pos.shape[1]
     dev = scenes.uav_pos.device
     graph_ids = torch.arange(b, device=dev)
-    batch = Batch(**t, batch=graph_ids.repeat_interleave(nodes), ptr=torch.arange(b + 1, device=dev) * nodes,
+    batch = Batch(**t, batch=graph_ids.repeat_interleave(n + m), ptr=torch.arange(b + 1, device=dev) * (n + m),
                   n_uav=torch.full((b,), n, device=dev), scene_id=graph_ids)
     batch._num_graphs = b
+    batch.kept_counts = [b * n * min(r, k_max, m) for r in range(k_max + 1)]  # slots of rank < r
+    batch.max_nodes = n + m
     return batch
 
 
@@ -183,6 +191,8 @@ def graph_tensors(scenes: SceneBatch, nb: Neighbours, assignment: torch.Tensor |
         uu_attr=uu_attr.float(),
         num_nodes=b * (n + m),
     )
+    if nb.c_valid is not None:
+        out["cand_valid"] = t(nb.c_valid)
     if assignment is not None:
         assignment = assignment.long().reshape(-1)
         out["cand_label"] = assignment[c_uav] == torch.remainder(c_tgt, m)
@@ -190,14 +200,16 @@ def graph_tensors(scenes: SceneBatch, nb: Neighbours, assignment: torch.Tensor |
     return out
 
 
-def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Truncate candidates to rank < k and assemble the message-passing graph.
 
     Returns ``edge_index`` (2, E), ``edge_attr`` (E, EDGE_DIM) with candidate
-    edges in both directions plus UAV<->UAV edges, and the indices of the kept
-    candidates (K,), in order. A batch that knows on the host how many
-    candidates rank below each k (``kept_counts``, from ``GraphStore.gather``)
-    selects them without the host reading the mask back (a sync on a GPU).
+    edges in both directions plus UAV<->UAV edges, the indices of the kept
+    candidates (K,), in order, and for a padded batch which edges are real
+    (``edge_valid`` (E,), None when all are). A batch that knows on the host how many
+    candidates rank below each k (``kept_counts``, from ``GraphStore.gather``
+    or ``build_graph_batch``) selects them without the host reading the mask
+    back (a sync on a GPU).
     """
     kept = kept_candidates(batch.cand_rank < k, kept_size(batch, k))
     cand_index = batch.cand_index[:, kept]
@@ -206,7 +218,11 @@ def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torc
                               cand_attr[:, 5:]], dim=1)
     edge_index = torch.cat([cand_index, cand_index.flip(0), batch.uu_index], dim=1)
     edge_attr = torch.cat([cand_attr, reverse_attr, batch.uu_attr], dim=0)
-    return edge_index, edge_attr, kept
+    edge_valid = None
+    if "cand_valid" in batch:
+        valid = batch.cand_valid[kept]
+        edge_valid = torch.cat([valid, valid, torch.ones_like(batch.uu_index[0], dtype=torch.bool)])
+    return edge_index, edge_attr, kept, edge_valid
 
 
 def with_budget(batch: Data, k: int) -> Data:

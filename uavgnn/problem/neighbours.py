@@ -6,7 +6,8 @@
 - ``grid_neighbours``: one huge scene on any device from a cell list of side ``max(range)``: O(N x
   targets per cell), not the O(N x M) of a dense distance matrix.
 
-All three return the same ``Neighbours`` (tests check them against each other).
+All three return the same ``Neighbours`` (tests check them against each other); the candidate lists of
+``dense_neighbours`` are padded to a fixed length (``c_valid``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Neighbours:
     uu_src: Array
     uu_dst: Array
     uu_dist: Array
+    c_valid: Array | None = None  # padded candidates (dense_neighbours): False on the slots of no feasible target
 
 
 def kdtree_neighbours(scene: Scene, k_max: int, uav_neighbours: int) -> Neighbours:
@@ -78,14 +80,17 @@ def _nearest_uavs(uav_pos: torch.Tensor, n_nb: int) -> tuple[torch.Tensor, torch
 
 def dense_neighbours(scenes: SceneBatch, k_max: int, uav_neighbours: int) -> Neighbours:
     """Neighbours of B scenes of one size at once from (B, N, M) distances and ``topk``: no loop over
-    scenes, fixed-size intermediate tensors, on the scenes' device (fresh-scene training)."""
+    scenes, fixed-size tensors on the scenes' device (fresh-scene training). Every UAV gets ``min(k_max, M)``
+    candidate slots, its nearest feasible targets first; ``c_valid`` marks the feasible ones, so the
+    shapes depend on (B, N, M) only, never on the data (no host sync)."""
     b, n = scenes.uav_pos.shape[:2]
     m = scenes.target_pos.shape[1]
     dev = scenes.uav_pos.device
     d = _distances(scenes.uav_pos, scenes.target_pos)  # (B, N, M)
     feasible = d <= scenes.uav_range[..., None]
-    dist, idx = torch.topk(d.masked_fill(~feasible, float("inf")), min(k_max, m), dim=-1, largest=False)
-    ok = torch.isfinite(dist)
+    _, idx = torch.topk(d.masked_fill(~feasible, float("inf")), min(k_max, m), dim=-1, largest=False)
+    ok = feasible.gather(-1, idx)  # the slots beyond a UAV's feasible targets hold other targets, masked
+    dist = d.gather(-1, idx)
     uav = torch.arange(b * n, device=dev).view(b, n, 1).expand_as(idx)
     target = idx + (torch.arange(b, device=dev) * m).view(b, 1, 1)
     rank = torch.arange(idx.shape[-1], device=dev).expand_as(idx)
@@ -98,8 +103,10 @@ def dense_neighbours(scenes: SceneBatch, k_max: int, uav_neighbours: int) -> Nei
     else:
         src = dst = torch.zeros(0, dtype=torch.long, device=dev)
         uu_dist = torch.zeros(0, dtype=d.dtype, device=dev)
-    return Neighbours(uav[ok], target[ok], dist[ok], rank[ok], feasible.sum(2).reshape(-1),
-                      feasible.sum(1).reshape(-1), dist[..., 0].reshape(-1), src, dst, uu_dist)
+    nearest = torch.where(ok[..., 0], dist[..., 0], float("inf"))
+    return Neighbours(uav.reshape(-1), target.reshape(-1), dist.reshape(-1), rank.reshape(-1),
+                      feasible.sum(2).reshape(-1), feasible.sum(1).reshape(-1), nearest.reshape(-1), src, dst, uu_dist,
+                      ok.reshape(-1))
 
 
 def _cell_of(pos: torch.Tensor, origin: torch.Tensor, cell: float, width: int) -> torch.Tensor:
