@@ -37,10 +37,20 @@ ISSUE_32 = {"imitation": (1312, 16), "reinforce": (2229, 25), "masac": (1055, 7)
             "dynamics": (368, 4)}  # counted on the code before issue 32 (ops, syncs per step)
 
 
+def algorithms(names: str) -> list[str]:
+    """``--only``'s value: comma-separated, so that Hydra overrides may follow it."""
+    chosen = names.split(",")
+    unknown = [name for name in chosen if name not in ALGORITHMS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)} (choose from {', '.join(ALGORITHMS)})")
+    return chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
-    parser.add_argument("--only", nargs="*", choices=list(ALGORITHMS), default=list(ALGORITHMS))
+    parser.add_argument("--only", type=algorithms, default=list(ALGORITHMS),
+                        help="comma-separated algorithms, e.g. reinforce,imitation (default: all five)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--trace", action="store_true", help="print the line that asked for each sync op")

@@ -28,6 +28,8 @@ from uavgnn.training.trainer import Trainer
 SMALL = {  # each algorithm at its smallest (the benchmark's configurations, shrunk)
     "imitation": ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=32", "data.val_scenes=8",
                   "data.test_scenes=8", "hardware.batch_size=8"],
+    "imitation_padded": ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=32", "data.val_scenes=8",
+                         "data.test_scenes=8", "hardware.batch_size=8", "optim.dense_max_nodes=64"],  # PaddedSplit
     "masac": ["experiment=debug", "algorithm=masac", "model=mlp", "model.hidden=16", "env.n_envs=4",
               "algorithm.learning_starts=8", "algorithm.buffer_size=64", "algorithm.critic_hidden=16",
               "hardware.batch_size=8", "env.val_episodes=4"],

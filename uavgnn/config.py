@@ -68,7 +68,7 @@ class HardwareConfig:
     precision: str = "bf16"  # autocast dtype when optim.amp: bf16 | fp16
     memory_fraction: float = 0.9
     threads: int = 0  # torch intra-op threads; 0 keeps torch's default
-    data_on_device: str = "auto"  # keep training data (the replay buffer) on the device: auto | true | false
+    data_on_device: str = "auto"  # keep training data (replay buffer, padded split) on the device: auto | true | false
     sweep_jobs: int = 2  # parallel jobs of a hydra/launcher=joblib sweep
 
 

@@ -21,6 +21,7 @@ from torch.utils.data import Dataset, Sampler
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
+from uavgnn.data.padded import PaddedSplit
 from uavgnn.data.store import GraphStore
 from uavgnn.randomness import stream
 
@@ -65,8 +66,8 @@ class ShardedBatchSampler(Sampler[list[int]]):
 class InMemoryLoader:
     """Batches of ``store`` by vectorised gather, in the order of ``batch_sampler``."""
 
-    def __init__(self, store: GraphStore, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False,
-                 rank: int = 0, world_size: int = 1) -> None:
+    def __init__(self, store: GraphStore | PaddedSplit, batch_size: int, shuffle: bool, seed: int = 0,
+                 drop_last: bool = False, rank: int = 0, world_size: int = 1) -> None:
         self.store = store
         self.batch_sampler = ShardedBatchSampler(len(store), batch_size, shuffle, seed, drop_last, rank, world_size)
 
@@ -91,7 +92,7 @@ class StoreDataset(Dataset):
         return self.store.get(int(i))
 
 
-def make_loader(store: GraphStore, kind: str, batch_size: int, shuffle: bool, seed: int = 0, num_workers: int = 0,
+def make_loader(store: GraphStore | PaddedSplit, kind: str, batch_size: int, shuffle: bool, seed: int = 0, num_workers: int = 0,
                 pin_memory: bool = False, prefetch_factor: int = 2, persistent_workers: bool = False,
                 drop_last: bool = False, rank: int = 0, world_size: int = 1):
     """A loader of ``kind`` 'memory' or 'pyg' over ``store``; ``batch_size`` is the global batch, of which
