@@ -81,6 +81,9 @@ def test_wandb_offline_run_holds_the_history(tmp_path) -> None:
     assert any("val/optimality_gap" in r for r in rows) and any(r.get("model/params", 0) > 0 for r in rows)
     run = run_record(files[0])
     assert run.config.update  # the full resolved config was passed to wandb.init
+    config = {item.key: json.loads(item.value_json) for item in run.config.update}
+    assert config["manifest"]["git"] == json.loads((tmp_path / "wb" / "summary.json").read_text())["manifest"]["git"]
+    assert config["manifest"]["packages"]["wandb"] and config["manifest"]["command"].endswith("logger=wandb")
     final = summary(files[0])
     result = json.loads((tmp_path / "wb" / "summary.json").read_text())
     assert final["best/val/optimality_gap"] == pytest.approx(result["best_val_optimality_gap"])

@@ -16,7 +16,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +41,19 @@ class RunLogHandler(logging.FileHandler):
         else:
             super().emit(record)
 
-    def start(self) -> None:
+    def start(self, header: Sequence[str] = ()) -> None:
         waiting, self.waiting = self.waiting or [], None
-        for record in waiting:
+        lines = [logging.LogRecord(_run_log.name, logging.INFO, __file__, 0, line, None, None) for line in header]
+        for record in [*lines, *waiting]:
             super().emit(record)
 
 
-def start_run_log() -> None:
-    """Open ``run.log`` (the run was accepted): every ``RunLogHandler`` writes what it kept and goes on."""
+def start_run_log(header: Sequence[str] = ()) -> None:
+    """Open ``run.log`` (the run was accepted): every ``RunLogHandler`` writes ``header`` (the run manifest), then
+    what it kept, and goes on."""
     for handler in logging.getLogger().handlers:
         if isinstance(handler, RunLogHandler):
-            handler.start()
+            handler.start(header)
 
 
 def attach_run_log() -> None:

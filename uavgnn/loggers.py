@@ -24,7 +24,9 @@ from omegaconf import OmegaConf
 
 from uavgnn.console import echo
 from uavgnn.errors import RunDirectoryError
+from uavgnn.manifest import manifest_lines, run_manifest
 from uavgnn.report import flatten, markdown_table
+from uavgnn.runtime import resolve_device
 from uavgnn.storage import atomic_write, storage_error
 
 log = logging.getLogger(__name__)
@@ -110,9 +112,11 @@ def swept_keys(sweep_dir: Path) -> set[str]:
 
 
 def open_logger(cfg, out_dir: Path, resume_step: int | None = None, enabled: bool = True) -> MetricLogger:
-    """The configured dashboard for a run of any mode: its Hydra name, group and tags, job type = the mode."""
-    return MetricLogger(out_dir, cfg.logger, config=OmegaConf.to_container(cfg, resolve=True),
-                        context=run_context(cfg.mode), resume_step=resume_step, enabled=enabled)
+    """The configured dashboard for a run of any mode: its Hydra name, group and tags, job type = the mode; the
+    run manifest (``uavgnn.manifest``) goes with the config."""
+    config = {**OmegaConf.to_container(cfg, resolve=True), "manifest": run_manifest(resolve_device(cfg.hardware.device))}
+    return MetricLogger(out_dir, cfg.logger, config=config, context=run_context(cfg.mode), resume_step=resume_step,
+                        enabled=enabled)
 
 
 def read_history(out_dir: Path) -> list[dict[str, Any]]:
@@ -154,9 +158,9 @@ class MetricLogger:
         """``settings``: the ``logger`` config group (name = back-end, mode, project, entity)."""
         backend = settings.name
         self.out_dir = out_dir
-        # TensorBoard's hparams view takes scalars: the flattened config, lists as text
+        # TensorBoard's hparams view takes scalars: the flattened config, lists as text (the manifest: a text tab)
         self.hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v)
-                        for k, v in flatten(config or {}).items() if not k.startswith("hydra")}
+                        for k, v in flatten(config or {}).items() if not k.startswith(("hydra", "manifest"))}
         self.history_path = out_dir / HISTORY_FILE
         self.wandb_run = None
         self.tensorboard = None
@@ -173,6 +177,9 @@ class MetricLogger:
             from torch.utils.tensorboard import SummaryWriter
 
             self.tensorboard = SummaryWriter(log_dir=str(out_dir / "tensorboard"))
+            if (config or {}).get("manifest"):
+                text = "\n\n".join(manifest_lines(config["manifest"]))
+                self._guarded("tensorboard.add_text", lambda: self.tensorboard.add_text("run/manifest", text, 0))
         elif backend not in ("wandb", "jsonl", "none"):
             raise ValueError(f"logger.name: unknown logger {backend!r} (expected wandb, tensorboard, jsonl or none)")
 

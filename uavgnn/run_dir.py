@@ -18,6 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from uavgnn import distributed, run_lock
 from uavgnn.console import start_run_log
+from uavgnn.errors import ConfigError
+from uavgnn.manifest import manifest_lines, run_manifest
+from uavgnn.runtime import resolve_device
 from uavgnn.storage import atomic_write
 
 RUN_FILES = ("metrics.jsonl", "last.pt", "best.pt", "summary.json")  # what makes a directory hold a run
@@ -66,8 +69,8 @@ def is_accepted(directory: Path) -> bool:
 
 def accept(directory: Path, cfg: DictConfig) -> None:
     """The run goes ahead in ``directory``: write Hydra's record of it (``.hydra/config.yaml``, ``hydra.yaml``,
-    ``overrides.yaml``, each atomically; rank 0 of a data-parallel run) and start ``run.log`` with what was said
-    so far."""
+    ``overrides.yaml``, each atomically; rank 0 of a data-parallel run) and start ``run.log`` with the run manifest
+    and what was said so far."""
     directory = directory.resolve()
     if directory in _accepted:
         return
@@ -78,8 +81,17 @@ def accept(directory: Path, cfg: DictConfig) -> None:
         for name, content in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
                               ("overrides.yaml", hydra_cfg.hydra.overrides.task)):
             atomic_write(record / name, OmegaConf.to_yaml(content).encode())
-    start_run_log()
+    start_run_log(manifest_lines(run_manifest(_device_of(cfg))))
     _accepted.add(directory)
+
+
+def _device_of(cfg: DictConfig) -> str:
+    """The run's device as the manifest names it (the preset's name when it cannot be resolved yet)."""
+    name = str(OmegaConf.select(cfg, "hardware.device", default="cpu"))
+    try:
+        return str(resolve_device(name))
+    except ConfigError:
+        return name
 
 
 def discard_unaccepted(directory: Path) -> None:

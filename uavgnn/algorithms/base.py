@@ -34,6 +34,7 @@ from torch import nn
 
 from uavgnn.console import echo
 from uavgnn.errors import ConfigError
+from uavgnn.manifest import run_manifest
 from uavgnn.report import write_json
 from uavgnn.runtime import autocast
 
@@ -212,13 +213,14 @@ def write_results(result: Any, out_dir: Path, logger: Any, rows: list[dict[str, 
                   test: dict[str, float]) -> float:
     """What every test phase ends with: the table and the headline test figures on the dashboard, and
     ``summary.json`` (the best validation score, by its name, the final validation, the test table, the
-    run's counts and speed); returns the best validation score."""
+    run's counts and speed, the run manifest); returns the best validation score."""
     best = f"best_{result.score.key.replace('/', '_')}"
     step = result.state.step
     logger.table("test/methods", rows, step)
+    device = next(result.model.parameters()).device
     write_json(out_dir / "summary.json", {best: result.state.best, "final_val": result.val, "test": rows,
                                           "steps": step, "params": result.model.num_parameters(), **test,
-                                          **result.perf})
+                                          **result.perf, "manifest": run_manifest(device)})
     logger.summary({f"best/{result.score.key}": result.state.best, **test, **result.perf})
     echo(f"results in {out_dir}")
     return float(result.state.best)
