@@ -170,7 +170,7 @@ def test_every_header_sorts_the_table_in_chromium(sweep, tmp_path) -> None:
     assert [r[2] for r in by_gap[1]["rows"]] == ["1", "0", mean, "3", "2", mean, "4"]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # a sweep and a headless browser: ~19 s; `pytest -m heavy` runs it
 def test_sweep_then_compare_renders_in_chromium(tmp_path) -> None:
     sweep = tmp_path / "multirun"
     run_cli("-m", "experiment=debug", "model=tiny,small", "seed=0,1", "logger=jsonl", "data.n_uav=6",

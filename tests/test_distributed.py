@@ -126,7 +126,7 @@ def test_sweep_on_submitit_local_launcher(tmp_path) -> None:
     assert list((sweep / ".submitit").iterdir())  # submitit's own job records
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # two torchrun jobs of MASAC: ~27 s; `pytest -m heavy` runs it (the imitation DDP test stays in the default suite)
 def test_masac_under_torchrun_steps_its_own_environments_and_resumes(tmp_path) -> None:
     """(Bit-exact resume of one process: tests/test_masac.py; of a DDP run: the imitation test above.)"""
     masac = ["algorithm=masac", "logger=jsonl", "env.n_envs=4", "env.val_episodes=8", "algorithm.learning_starts=8",
