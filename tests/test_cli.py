@@ -21,6 +21,7 @@ from uavgnn.loggers import RUN_ID_FILE, run_id
 from uavgnn.modes.cache import clear
 from uavgnn.algorithms.scene_policy import first_difference, model_vs_milp_picture
 from uavgnn.report import TABLE_WIDTH, count, format_table
+from uavgnn.solvers import BASELINES
 
 GROUPS = ("experiment", "algorithm", "model", "hardware", "optim", "task", "env", "curriculum", "logger", "benchmark")
 
@@ -41,6 +42,10 @@ def test_console_script_help_lists_every_mode_and_group(tmp_path) -> None:
     for group in GROUPS:
         assert any(line.strip().startswith(f"{group} ") for line in lines), group
     assert "-sc install=bash" in proc.stdout  # shell completion, documented where users look
+    solve = next(line for line in lines if line.split()[:1] == ["solve"])
+    assert all(solver in solve for solver in (*BASELINES, "model", "guided")), solve
+    task = next(line for line in lines if line.strip().startswith("task "))
+    assert all(option.stem in task for option in (ROOT / "conf" / "task").glob("*.yaml")), task
     assert not (tmp_path / "outputs").exists()
 
 

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from conftest import ROOT, run_cli
+from omegaconf import OmegaConf
 from wandb_records import run_record
 
 from uavgnn import distributed
@@ -31,6 +32,33 @@ def torchrun(*overrides: str, cwd: Path, nproc: int = 2) -> subprocess.Completed
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc
+
+
+def slurm_tasks(*overrides: str, cwd: Path, ntasks: int = 2) -> None:
+    """``run.py`` started as the ``ntasks`` tasks of a SLURM job: SLURM's variables only, no torchrun's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                           "MASTER_PORT") and not k.startswith("SLURM_")}
+    job = {"SLURM_NTASKS": str(ntasks), "SLURM_JOB_NODELIST": "localhost", "SLURM_JOB_ID": str(os.getpid()),
+           "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "run.py"), *overrides], cwd=cwd, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**env, **job, "SLURM_PROCID": str(r), "SLURM_LOCALID": str(r)})
+             for r in range(ntasks)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"SLURM task failed ({proc.returncode}):\n{out}\n{err}"
+
+
+def test_a_slurm_job_list_names_its_first_host_and_the_tasks_their_ranks() -> None:
+    assert [distributed.first_host(n) for n in ("gpu[03-05,09],cpu1", "node7", "a,b", "x[7]", "big-node[10-12]")] == [
+        "gpu03", "node7", "a", "x7", "big-node10"]
+    task = {"SLURM_PROCID": "3", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_JOB_NODELIST": "gpu[03-06]",
+            "SLURM_JOB_ID": "4242"}
+    assert distributed.scheduler_environment(task) == {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1",
+                                                       "MASTER_ADDR": "gpu03", "MASTER_PORT": str(15000 + 4242)}
+    assert distributed.scheduler_environment({**task, "MASTER_PORT": "29500"})["MASTER_PORT"] == "29500"
+    assert distributed.scheduler_environment({**task, "SLURM_NTASKS": "1"}) == {}  # a one-task job: no group
+    assert distributed.scheduler_environment({**task, "WORLD_SIZE": "2"}) == {}  # torchrun inside the job wins
 
 
 def history(run_dir: Path) -> list[dict]:
@@ -105,6 +133,12 @@ def test_two_process_gloo_run_matches_one_process_and_resumes(tmp_path) -> None:
             assert b["val/optimality_gap"] == pytest.approx(a["val/optimality_gap"], abs=1e-6)
             assert b["val/reward"] == pytest.approx(a["val/reward"], abs=1e-6)
 
+    slurm_tasks(*DEBUG, cache, "logger=jsonl", f"hydra.run.dir={tmp_path / 'slurm'}", cwd=tmp_path)
+    by_slurm, by_torchrun = (torch.load(d / "last.pt", weights_only=False)["model"] for d in (tmp_path / "slurm", run_dir))
+    for name, value in by_torchrun.items():  # a SLURM job's tasks train exactly what torchrun's processes do
+        torch.testing.assert_close(by_slurm[name], value, rtol=0, atol=0)
+    assert "global batch 16 = 8 per rank" in (tmp_path / "slurm" / "run.log").read_text()
+
     torchrun(*DEBUG, cache, "logger=wandb", "resume=true", "train.steps=18", f"hydra.run.dir={run_dir}", cwd=tmp_path)
     resumed = history(run_dir)
     assert [r["step"] for r in resumed if "train/loss" in r] == [3, 6, 9, 12, 15, 18]
@@ -161,3 +195,19 @@ def test_coma_under_torchrun_collects_its_own_episodes(tmp_path) -> None:
     assert rank0["env_steps"] == rank1["env_steps"] == 2 * 8 * 14  # two collections of 8 episodes, 14 steps
     assert not torch.equal(rank0["episodes"]["obs"], rank1["episodes"]["obs"])
     assert [row["step"] for row in history(run) if "train/loss" in row] == [2, 4]
+
+
+@pytest.mark.heavy  # two jobs of two DDP processes each: ~1 min on 2 cores
+def test_a_submitit_sweep_whose_jobs_are_two_process_ddp_runs(tmp_path) -> None:
+    sweep = tmp_path / "sweep"
+    run_cli("-m", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2", *DEBUG, "logger=jsonl",
+            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", "model=tiny,small", cwd=tmp_path)
+    for job, model in (("0", "tiny"), ("1", "small")):
+        assert "global batch 16 = 8 per rank" in (sweep / job / "run.log").read_text()  # each job: a DDP run
+        rows = history(sweep / job)
+        assert [r["step"] for r in rows if "train/loss" in r] == [3, 6, 9, 12]  # one history, no rank twice
+        assert json.loads((sweep / job / "summary.json").read_text())["steps"] == 12
+        assert OmegaConf.load(sweep / job / ".hydra" / "config.yaml").model.name == model
+    report = run_cli("mode=compare", f"path={sweep}", cwd=tmp_path)
+    assert "tiny" in report.stdout and "small" in report.stdout
+

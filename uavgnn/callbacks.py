@@ -84,6 +84,7 @@ class RunChecks(Callback):
         _claim_or_exit(config, "hydra.sweep.dir", lock=False)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        distributed.init_from_launcher()  # a job a launcher started as several tasks (tasks_per_node): a DDP run
         sweep_worker.watch_sweep()  # in a launcher's worker process: end with the sweep
         _claim_or_exit(config, "hydra.runtime.output_dir", lock=True)  # a sweep's job; a no-op for a single run
 

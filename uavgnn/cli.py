@@ -24,7 +24,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 def main() -> None:
     """Console-script entry point: join ``torchrun``'s process group (if any), then let Hydra parse the arguments."""
     sweep_worker.mark_main()  # a launcher's workers inherit it: they know they are workers
-    distributed.init_from_torchrun()  # before Hydra: every rank must agree on the run directory
+    distributed.init_from_launcher()  # before Hydra: every rank must agree on the run directory
     try:
         _hydra_main()
     finally:

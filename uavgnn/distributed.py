@@ -1,22 +1,27 @@
-"""Data-parallel training under ``torchrun``: process group, rank roles and reductions.
+"""Data-parallel training under ``torchrun`` or a scheduler's tasks: process group, rank roles and reductions.
 
 ``torchrun --nproc_per_node=K run.py ...`` starts K copies of ``run.py`` with
-``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` set. ``init_from_torchrun`` (called by
-``run.py`` before Hydra composes anything) joins the process group — NCCL for
-CUDA tensors, gloo for CPU tensors, so the same code is testable on a laptop —
-and makes every rank use rank 0's timestamp for the Hydra run directory
+``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` set; a SLURM job of K tasks (``srun``,
+``sbatch --ntasks``, submitit's SLURM launcher with ``tasks_per_node``) starts
+them with ``SLURM_PROCID``/``SLURM_NTASKS``/``SLURM_LOCALID`` instead, which
+``scheduler_environment`` translates (rendezvous at the job's first host, a
+port derived from the job id). ``init_from_launcher`` (called by ``run.py``
+before Hydra composes anything) joins the process group — NCCL for CUDA
+tensors, gloo for CPU tensors, so the same code is testable on a laptop — and
+makes every rank use rank 0's timestamp for the Hydra run directory
 (``UAVGNN_RUN_STAMP``, read by ``conf/config.yaml``): without it each rank
 resolves its own ``${now:}`` and a run straddling a second gets two
-directories, a known pitfall of Hydra + DDP. Without ``torchrun`` every
-function here is a no-op for a single process.
+directories, a known pitfall of Hydra + DDP. Launched as one process, every
+function here is a no-op.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -49,8 +54,36 @@ def context() -> DistContext:
     return DistContext(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
 
 
-def init_from_torchrun() -> DistContext:
-    """Join the process group when launched by ``torchrun`` (``WORLD_SIZE`` > 1) and share rank 0's run stamp."""
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list: ``gpu[03-05,09],cpu1`` -> ``gpu03``."""
+    first = re.split(r",(?![^\[]*\])", nodelist.strip())[0]
+    prefix, _, ranges = first.partition("[")
+    return prefix + re.split(r"[,-]", ranges.rstrip("]"))[0] if ranges else prefix
+
+
+def scheduler_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """``torch.distributed``'s variables for a process a scheduler started as one of several tasks of a job
+    (SLURM: ``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``, the rendezvous at the first host of
+    ``SLURM_JOB_NODELIST``; submitit's local executor: ``SUBMITIT_LOCAL_GLOBALID``/``NTASKS``/``LOCALID`` on this
+    host; port ``15000 + job id mod 20000``; ``MASTER_ADDR``/``MASTER_PORT`` if set win); empty when
+    ``torchrun``'s are set or the job has one task."""
+    if "WORLD_SIZE" in env:
+        return {}
+    for kind, host in (("SLURM", first_host(env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "")),
+                       ("SUBMITIT_LOCAL", "localhost")):
+        rank = env.get(f"{kind}_PROCID", env.get(f"{kind}_GLOBALID"))
+        if rank is not None and int(env.get(f"{kind}_NTASKS", "1")) > 1:
+            job = int(re.sub(r"\D", "", env.get(f"{kind}_JOB_ID", "")) or 0)
+            return {"RANK": rank, "WORLD_SIZE": env[f"{kind}_NTASKS"], "LOCAL_RANK": env.get(f"{kind}_LOCALID", "0"),
+                    "MASTER_ADDR": env.get("MASTER_ADDR") or host or "localhost",
+                    "MASTER_PORT": env.get("MASTER_PORT") or str(15000 + job % 20000)}
+    return {}
+
+
+def init_from_launcher() -> DistContext:
+    """Join the process group when launched as one of several processes (``torchrun``: ``WORLD_SIZE`` > 1, or a
+    scheduler's tasks: ``scheduler_environment``) and share rank 0's run stamp."""
+    os.environ.update(scheduler_environment(os.environ))
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
         return context()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
