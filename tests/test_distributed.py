@@ -38,8 +38,8 @@ def slurm_tasks(*overrides: str, cwd: Path, ntasks: int = 2) -> None:
     """``run.py`` started as the ``ntasks`` tasks of a SLURM job: SLURM's variables only, no torchrun's."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                            "MASTER_PORT") and not k.startswith("SLURM_")}
-    job = {"SLURM_NTASKS": str(ntasks), "SLURM_JOB_NODELIST": "localhost", "SLURM_JOB_ID": str(os.getpid()),
-           "OMP_NUM_THREADS": "1"}
+    job = {"SLURM_NTASKS": str(ntasks), "SLURM_STEP_NUM_TASKS": str(ntasks), "SLURM_JOB_NODELIST": "localhost",
+           "SLURM_JOB_ID": str(os.getpid()), "OMP_NUM_THREADS": "1"}
     procs = [subprocess.Popen([sys.executable, str(ROOT / "run.py"), *overrides], cwd=cwd, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               env={**env, **job, "SLURM_PROCID": str(r), "SLURM_LOCALID": str(r)})
@@ -52,13 +52,19 @@ def slurm_tasks(*overrides: str, cwd: Path, ntasks: int = 2) -> None:
 def test_a_slurm_job_list_names_its_first_host_and_the_tasks_their_ranks() -> None:
     assert [distributed.first_host(n) for n in ("gpu[03-05,09],cpu1", "node7", "a,b", "x[7]", "big-node[10-12]")] == [
         "gpu03", "node7", "a", "x7", "big-node10"]
-    task = {"SLURM_PROCID": "3", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_JOB_NODELIST": "gpu[03-06]",
-            "SLURM_JOB_ID": "4242"}
+    batch_script = {"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "4242",
+                    "SLURM_JOB_NODELIST": "gpu[03-06]"}  # what an sbatch script sees itself, without srun
+    assert distributed.scheduler_environment(batch_script) == {}  # one process: not rank 0 of 8 that never come
+    task = {**batch_script, "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_STEP_NUM_TASKS": "8"}  # srun's task
     assert distributed.scheduler_environment(task) == {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1",
                                                        "MASTER_ADDR": "gpu03", "MASTER_PORT": str(15000 + 4242)}
     assert distributed.scheduler_environment({**task, "MASTER_PORT": "29500"})["MASTER_PORT"] == "29500"
-    assert distributed.scheduler_environment({**task, "SLURM_NTASKS": "1"}) == {}  # a one-task job: no group
+    assert distributed.scheduler_environment({**task, "SLURM_STEP_NUM_TASKS": "1"}) == {}  # `srun -n 1`: no group
     assert distributed.scheduler_environment({**task, "WORLD_SIZE": "2"}) == {}  # torchrun inside the job wins
+    local = {"SUBMITIT_LOCAL_GLOBALID": "1", "SUBMITIT_LOCAL_NTASKS": "2", "SUBMITIT_LOCAL_LOCALID": "1",
+             "SUBMITIT_LOCAL_JOB_ID": "777"}
+    assert distributed.scheduler_environment(local) == {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
+                                                        "MASTER_ADDR": "localhost", "MASTER_PORT": "15777"}
 
 
 def history(run_dir: Path) -> list[dict]:

@@ -1,9 +1,9 @@
 """Data-parallel training under ``torchrun`` or a scheduler's tasks: process group, rank roles and reductions.
 
 ``torchrun --nproc_per_node=K run.py ...`` starts K copies of ``run.py`` with
-``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` set; a SLURM job of K tasks (``srun``,
-``sbatch --ntasks``, submitit's SLURM launcher with ``tasks_per_node``) starts
-them with ``SLURM_PROCID``/``SLURM_NTASKS``/``SLURM_LOCALID`` instead, which
+``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` set; a SLURM step of K tasks (``srun -n K``,
+submitit's SLURM launcher with ``tasks_per_node``) starts them with
+``SLURM_PROCID``/``SLURM_STEP_NUM_TASKS``/``SLURM_LOCALID`` instead, which
 ``scheduler_environment`` translates (rendezvous at the job's first host, a
 port derived from the job id). ``init_from_launcher`` (called by ``run.py``
 before Hydra composes anything) joins the process group — NCCL for CUDA
@@ -61,22 +61,29 @@ def first_host(nodelist: str) -> str:
     return prefix + re.split(r"[,-]", ranges.rstrip("]"))[0] if ranges else prefix
 
 
+# (rank, tasks, local rank, job id) variables of the processes a scheduler starts as the tasks of one step. SLURM's
+# task count is the *step's* (srun sets it): a batch script has SLURM_NTASKS and SLURM_PROCID=0 too, and run from
+# it directly, without srun, it is one process, not rank 0 of a group that will never come.
+SCHEDULERS = {"SLURM": ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_JOB_ID"),
+              "SUBMITIT_LOCAL": ("SUBMITIT_LOCAL_GLOBALID", "SUBMITIT_LOCAL_NTASKS", "SUBMITIT_LOCAL_LOCALID",
+                                 "SUBMITIT_LOCAL_JOB_ID")}
+
+
 def scheduler_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """``torch.distributed``'s variables for a process a scheduler started as one of several tasks of a job
-    (SLURM: ``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``, the rendezvous at the first host of
-    ``SLURM_JOB_NODELIST``; submitit's local executor: ``SUBMITIT_LOCAL_GLOBALID``/``NTASKS``/``LOCALID`` on this
-    host; port ``15000 + job id mod 20000``; ``MASTER_ADDR``/``MASTER_PORT`` if set win); empty when
-    ``torchrun``'s are set or the job has one task."""
+    """``torch.distributed``'s variables for a process a scheduler started as one of several tasks of a job step
+    (``srun`` / submitit's SLURM launcher: ``SLURM_PROCID``, ``SLURM_STEP_NUM_TASKS``, ``SLURM_LOCALID``, the
+    rendezvous at the first host of ``SLURM_STEP_NODELIST``/``SLURM_JOB_NODELIST``; submitit's local executor:
+    its ``SUBMITIT_LOCAL_*`` variables, on this host), port ``15000 + job id mod 20000``
+    (``MASTER_ADDR``/``MASTER_PORT``, if set, win); empty when ``torchrun``'s are set or the step has one task."""
     if "WORLD_SIZE" in env:
         return {}
-    for kind, host in (("SLURM", first_host(env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "")),
-                       ("SUBMITIT_LOCAL", "localhost")):
-        rank = env.get(f"{kind}_PROCID", env.get(f"{kind}_GLOBALID"))
-        if rank is not None and int(env.get(f"{kind}_NTASKS", "1")) > 1:
-            job = int(re.sub(r"\D", "", env.get(f"{kind}_JOB_ID", "")) or 0)
-            return {"RANK": rank, "WORLD_SIZE": env[f"{kind}_NTASKS"], "LOCAL_RANK": env.get(f"{kind}_LOCALID", "0"),
-                    "MASTER_ADDR": env.get("MASTER_ADDR") or host or "localhost",
-                    "MASTER_PORT": env.get("MASTER_PORT") or str(15000 + job % 20000)}
+    for kind, (rank, tasks, local, job) in SCHEDULERS.items():
+        if rank in env and int(env.get(tasks, "1")) > 1:
+            nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") if kind == "SLURM" else None
+            job_id = int(re.sub(r"\D", "", env.get(job, "")) or 0)
+            return {"RANK": env[rank], "WORLD_SIZE": env[tasks], "LOCAL_RANK": env.get(local, "0"),
+                    "MASTER_ADDR": env.get("MASTER_ADDR") or (first_host(nodes) if nodes else "localhost"),
+                    "MASTER_PORT": env.get("MASTER_PORT") or str(15000 + job_id % 20000)}
     return {}
 
 
