@@ -3,6 +3,8 @@ batches (a fixed number of candidate slots per UAV) give the policy of the unpad
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch_geometric.data import Batch
@@ -11,6 +13,7 @@ from uavgnn.algorithms.reinforce import reinforce_loss, rollout_noise
 from uavgnn.data.fresh_scenes import concat_batches
 from uavgnn.decoders import argmax_decode, fixed_round_greedy, greedy_decode
 from uavgnn.models import TransformerGNN
+from uavgnn.models.choices import choice_log_probs, policy_entropy
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.problem.graphs import build_graph, build_graph_batch, with_budget
 from uavgnn.problem.scene_batch import generate_scene_batch
@@ -104,3 +107,20 @@ def test_reinforce_on_padded_fresh_scenes_is_the_same_step_dense_or_sparse() -> 
         results.append([loss.detach(), *stats.values(), *(p.grad for p in model.parameters())])
     for got, want in zip(*results):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_entropy_of_a_policy_with_padding_is_exact_and_its_gradient_finite_at_any_scale() -> None:
+    """Two UAVs: UAV 0 may idle (logit 0), take a candidate (1) or a padding slot (-inf); UAV 1 idles (0) or takes a
+    candidate (0.5). A GradScaler-sized upstream gradient must not turn the padding into NaN."""
+    logits = torch.tensor([1.0, float("-inf"), 0.5], requires_grad=True)
+    cand_logp, idle_logp = choice_log_probs(logits, torch.zeros(2), torch.tensor([0, 0, 1]))
+    entropy = policy_entropy(cand_logp, idle_logp, torch.tensor([0, 0, 1]), torch.tensor([True, True]))
+
+    def binary(a: float) -> float:  # entropy of softmax([0, a])
+        p = math.exp(a) / (1 + math.exp(a))
+        return -(p * math.log(p) + (1 - p) * math.log(1 - p))
+
+    assert float(entropy) == pytest.approx((binary(1.0) + binary(0.5)) / 2, rel=1e-6)
+    (-65536.0 * entropy).backward()
+    assert bool(torch.isfinite(logits.grad).all()) and float(logits.grad[1]) == 0.0
+

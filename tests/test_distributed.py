@@ -50,8 +50,9 @@ def slurm_tasks(*overrides: str, cwd: Path, ntasks: int = 2) -> None:
 
 
 def test_a_slurm_job_list_names_its_first_host_and_the_tasks_their_ranks() -> None:
-    assert [distributed.first_host(n) for n in ("gpu[03-05,09],cpu1", "node7", "a,b", "x[7]", "big-node[10-12]")] == [
-        "gpu03", "node7", "a", "x7", "big-node10"]
+    lists = ("gpu[03-05,09],cpu1", "node7", "a,b", "x[7]", "big-node[10-12]", "gpu-[01-04]-ib", "rack[1-2]-n[01-04]")
+    assert [distributed.first_host(n) for n in lists] == ["gpu03", "node7", "a", "x7", "big-node10", "gpu-01-ib",
+                                                          "rack1-n01"]
     batch_script = {"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "4242",
                     "SLURM_JOB_NODELIST": "gpu[03-06]"}  # what an sbatch script sees itself, without srun
     assert distributed.scheduler_environment(batch_script) == {}  # one process: not rank 0 of 8 that never come
@@ -61,6 +62,9 @@ def test_a_slurm_job_list_names_its_first_host_and_the_tasks_their_ranks() -> No
     assert distributed.scheduler_environment({**task, "MASTER_PORT": "29500"})["MASTER_PORT"] == "29500"
     assert distributed.scheduler_environment({**task, "SLURM_STEP_NUM_TASKS": "1"}) == {}  # `srun -n 1`: no group
     assert distributed.scheduler_environment({**task, "WORLD_SIZE": "2"}) == {}  # torchrun inside the job wins
+    assert distributed.scheduler_environment({**task, "SLURM_PTY_PORT": "4000"}) == {}  # `srun --pty bash`: a shell
+    second_step = distributed.scheduler_environment({**task, "SLURM_STEP_ID": "1"})  # two steps of one job at once
+    assert second_step["MASTER_PORT"] != distributed.scheduler_environment(task)["MASTER_PORT"]
     local = {"SUBMITIT_LOCAL_GLOBALID": "1", "SUBMITIT_LOCAL_NTASKS": "2", "SUBMITIT_LOCAL_LOCALID": "1",
              "SUBMITIT_LOCAL_JOB_ID": "777"}
     assert distributed.scheduler_environment(local) == {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
@@ -216,4 +220,12 @@ def test_a_submitit_sweep_whose_jobs_are_two_process_ddp_runs(tmp_path) -> None:
         assert OmegaConf.load(sweep / job / ".hydra" / "config.yaml").model.name == model
     report = run_cli("mode=compare", f"path={sweep}", cwd=tmp_path)
     assert "tiny" in report.stdout and "small" in report.stdout
+
+
+def test_a_process_a_rank_started_does_not_join_the_group_again(monkeypatch) -> None:
+    """A joblib worker of a torchrun rank inherits WORLD_SIZE and MASTER_*, not the rank: it trains alone."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv(distributed.GROUP_PID_ENV, str(os.getppid()))  # the parent formed the group
+    assert distributed.init_from_launcher() == distributed.DistContext() and not dist.is_initialized()
 

@@ -11,9 +11,11 @@ from pathlib import Path
 import torch
 import torch_geometric
 from conftest import ROOT, run_cli
+from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from uavgnn.manifest import git_state
+from uavgnn.run_dir import _device_of
 
 
 def git(directory: Path, *args: str) -> str:
@@ -35,6 +37,16 @@ def test_git_state_of_a_clean_checkout_a_dirty_one_and_no_checkout(tmp_path) -> 
     plain = tmp_path / "plain"
     plain.mkdir()
     assert git_state(plain) == {"commit": None, "dirty": None}
+    inside = repo / "venv" / "site-packages"  # an installed copy inside someone's repository is not that checkout
+    inside.mkdir(parents=True)
+    assert git_state(inside) == {"commit": None, "dirty": None}
+
+
+def test_a_device_that_cannot_be_resolved_is_named_so_in_the_manifest() -> None:
+    """A sweep job whose config does not resolve still writes its ``failed.json``: the manifest says so."""
+    cfg = OmegaConf.create({"hardware": {"device": "${oc.env:UAVGNN_SURELY_UNSET_VARIABLE}"}})
+    assert _device_of(cfg).startswith("unresolved (")
+    assert _device_of(OmegaConf.create({"hardware": {"device": "cpu"}})) == "cpu"
 
 
 def test_a_run_records_its_manifest_in_the_summary_the_run_log_and_tensorboard(tmp_path) -> None:

@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 RUN_STAMP_ENV = "UAVGNN_RUN_STAMP"
+GROUP_PID_ENV = "UAVGNN_DDP_PID"  # the process that joined the group: its children inherit the variables only
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,10 @@ def context() -> DistContext:
 
 
 def first_host(nodelist: str) -> str:
-    """The first host of a SLURM node list: ``gpu[03-05,09],cpu1`` -> ``gpu03``."""
+    """The first host of a SLURM node list: ``gpu[03-05,09],cpu1`` -> ``gpu03``, ``rack[1-2]-n[01-04]`` ->
+    ``rack1-n01``."""
     first = re.split(r",(?![^\[]*\])", nodelist.strip())[0]
-    prefix, _, ranges = first.partition("[")
-    return prefix + re.split(r"[,-]", ranges.rstrip("]"))[0] if ranges else prefix
+    return re.sub(r"\[([^\]]*)\]", lambda group: re.split(r"[,-]", group.group(1))[0], first)
 
 
 # (rank, tasks, local rank, job id) variables of the processes a scheduler starts as the tasks of one step. SLURM's
@@ -73,14 +74,15 @@ def scheduler_environment(env: Mapping[str, str]) -> dict[str, str]:
     """``torch.distributed``'s variables for a process a scheduler started as one of several tasks of a job step
     (``srun`` / submitit's SLURM launcher: ``SLURM_PROCID``, ``SLURM_STEP_NUM_TASKS``, ``SLURM_LOCALID``, the
     rendezvous at the first host of ``SLURM_STEP_NODELIST``/``SLURM_JOB_NODELIST``; submitit's local executor:
-    its ``SUBMITIT_LOCAL_*`` variables, on this host), port ``15000 + job id mod 20000``
-    (``MASTER_ADDR``/``MASTER_PORT``, if set, win); empty when ``torchrun``'s are set or the step has one task."""
-    if "WORLD_SIZE" in env:
+    its ``SUBMITIT_LOCAL_*`` variables, on this host), port ``15000 + (job id + 101 step id) mod 20000``
+    (``MASTER_ADDR``/``MASTER_PORT``, if set, win); empty when ``torchrun``'s are set, in an ``srun --pty`` shell
+    or when the step has one task."""
+    if "WORLD_SIZE" in env or "SLURM_PTY_PORT" in env:  # torchrun's own, or an `srun --pty` shell: one process
         return {}
     for kind, (rank, tasks, local, job) in SCHEDULERS.items():
         if rank in env and int(env.get(tasks, "1")) > 1:
             nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") if kind == "SLURM" else None
-            job_id = int(re.sub(r"\D", "", env.get(job, "")) or 0)
+            job_id = int(re.sub(r"\D", "", env.get(job, "")) or 0) + 101 * int(env.get("SLURM_STEP_ID", "0") or 0)
             return {"RANK": env[rank], "WORLD_SIZE": env[tasks], "LOCAL_RANK": env.get(local, "0"),
                     "MASTER_ADDR": env.get("MASTER_ADDR") or (first_host(nodes) if nodes else "localhost"),
                     "MASTER_PORT": env.get("MASTER_PORT") or str(15000 + job_id % 20000)}
@@ -90,9 +92,12 @@ def scheduler_environment(env: Mapping[str, str]) -> dict[str, str]:
 def init_from_launcher() -> DistContext:
     """Join the process group when launched as one of several processes (``torchrun``: ``WORLD_SIZE`` > 1, or a
     scheduler's tasks: ``scheduler_environment``) and share rank 0's run stamp."""
+    if os.environ.get(GROUP_PID_ENV, str(os.getpid())) != str(os.getpid()):
+        return context()  # a process a rank started (a joblib sweep's worker): it inherited the variables, not the rank
     os.environ.update(scheduler_environment(os.environ))
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
         return context()
+    os.environ[GROUP_PID_ENV] = str(os.getpid())
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)

@@ -23,15 +23,20 @@ SOURCE = Path(__file__).resolve().parents[1]  # the checkout (or site-packages) 
 
 
 def git_state(directory: Path) -> dict[str, Any]:
-    """``commit`` and ``dirty`` (uncommitted changes, untracked files included) of the git checkout holding
-    ``directory``; both None when it is not one (an installed wheel) or git is missing."""
+    """``commit`` and ``dirty`` (uncommitted changes, untracked files included) of the git checkout whose top is
+    ``directory``; both None when it is not one (an installed wheel, even inside another repository) or git is
+    missing."""
     def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=10)
+        try:  # --no-optional-locks: never hold the index lock a user's own git command may want
+            done = subprocess.run(["git", "--no-optional-locks", "-C", str(directory), *args], capture_output=True,
+                                  text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             return None
         return done.stdout if done.returncode == 0 else None
 
+    top = git("rev-parse", "--show-toplevel")
+    if top is None or Path(top.strip()).resolve() != directory.resolve():  # e.g. site-packages inside some repo
+        return {"commit": None, "dirty": None}
     commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain") if commit else None
     return {"commit": commit.strip() if commit else None, "dirty": bool(status.strip()) if status is not None else None}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from uavgnn import distributed, run_lock
 from uavgnn.console import start_run_log
@@ -87,11 +88,11 @@ def accept(directory: Path, cfg: DictConfig) -> None:
 
 def _device_of(cfg: DictConfig) -> str:
     """The run's device as the manifest names it (the preset's name when it cannot be resolved yet)."""
-    name = str(OmegaConf.select(cfg, "hardware.device", default="cpu"))
     try:
+        name = str(OmegaConf.select(cfg, "hardware.device", default="cpu"))
         return str(resolve_device(name))
-    except ConfigError:
-        return name
+    except (ConfigError, OmegaConfBaseException) as err:  # e.g. a failed job's unresolvable interpolation
+        return f"unresolved ({type(err).__name__})"
 
 
 def discard_unaccepted(directory: Path) -> None:

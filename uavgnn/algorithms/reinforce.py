@@ -237,8 +237,8 @@ class Reinforce(ScenePolicy):
 
     def draws(self, batch: Batch, step: int) -> Noise | torch.Generator:
         """The rollouts' noise from the step's own stream, drawn before the step when the batch knows on the host
-        how many candidates its budget keeps (cached splits: the step stays one graph); fresh scenes' counts are
-        on the device, so their step draws from the stream itself."""
+        how many candidates its budget keeps (cached splits, padded fresh scenes: the step stays one graph);
+        otherwise the step draws from the stream itself."""
         generator = stream(self.cfg.seed, "rollouts", step, distributed.context().rank, self.device)
         n_cand = kept_size(batch, batch.k)
         if n_cand is None:

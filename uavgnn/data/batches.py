@@ -44,10 +44,10 @@ class BatchSource:
         """The split the epochs draw from: padded on the device when the dense attention path covers its scenes
         (``optim.dense_max_nodes``) and ``hardware.data_on_device`` lets it live there (fixed shapes, no copy per
         step), else the ``GraphStore``."""
-        if self.cfg.hardware.loader != "memory":
-            return store
+        if self.cfg.hardware.loader != "memory" or store.sizes["n_nodes"].max(initial=0) > self.cfg.optim.dense_max_nodes:
+            return store  # the dense path is off (0) or does not cover these scenes: nothing to pad
         padded = PaddedSplit.of(store, self.cfg.data.k_max)
-        if padded is None or padded.nodes > self.cfg.optim.dense_max_nodes:
+        if padded is None:
             return store
         return padded.to(self.device) if keep_on_device(self.cfg.hardware.data_on_device, self.device,
                                                         padded.nbytes()) else store

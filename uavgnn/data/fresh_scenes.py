@@ -9,7 +9,8 @@ resume / rollback repeat exactly what an uninterrupted run saw; each rank of a
 ``torchrun`` job draws its own share of the global batch. With a curriculum, a
 ``replay[stage]`` share of every batch is drawn at the sizes of earlier stages
 (each earlier stage equally likely), as the cached sampler does. The batches are padded
-(``build_graph_batch``): their shapes depend on the scene sizes and batch size only.
+(``build_graph_batch``): their shapes depend on the scene sizes and batch size only (with a curriculum's
+replay, also on how many scenes of each earlier stage the step drew).
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ def policy_entropy(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: t
                    is_uav: torch.Tensor) -> torch.Tensor:
     """Mean over UAVs of the entropy of each UAV's choice (idle or one of its candidates), in nats: how far
     from deterministic the sampled rollouts are, which is what REINFORCE's entropy bonus keeps up."""
-    finite = cand_logp.clamp(min=torch.finfo(cand_logp.dtype).min)  # p log p = 0 at p = 0 (padding), not NaN
-    plogp = torch.zeros_like(idle_logp).index_add(0, cand_uav, cand_logp.exp() * finite)
+    possible = cand_logp > float("-inf")  # p log p = 0 at p = 0 (padding): no inf or NaN, forward or backward
+    safe = cand_logp.masked_fill(~possible, 0.0)
+    plogp = torch.zeros_like(idle_logp).index_add(0, cand_uav, torch.where(possible, safe.exp() * safe, 0.0))
     return -masked_mean(plogp + idle_logp.exp() * idle_logp, is_uav, is_uav.sum())
