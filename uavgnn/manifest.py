@@ -49,7 +49,13 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _cpu_model() -> str:
+def package_versions() -> dict[str, str | None]:
+    """The installed versions of the packages a run's results depend on (None: not installed)."""
+    return {name: _version(name) for name in PACKAGES}
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; ``platform`` elsewhere)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -63,8 +69,7 @@ def _cpu_model() -> str:
 def _fixed() -> dict[str, Any]:
     """What does not change within a process (git is asked once)."""
     return {"git": git_state(SOURCE), "python": platform.python_version(),
-            "packages": {name: _version(name) for name in PACKAGES}, "platform": platform.platform(),
-            "cpu": _cpu_model()}
+            "packages": package_versions(), "platform": platform.platform(), "cpu": cpu_model()}
 
 
 def run_manifest(device: torch.device | str) -> dict[str, Any]:

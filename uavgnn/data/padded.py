@@ -59,7 +59,7 @@ class PaddedSplit:
         cand_index[:, slot] = t["cand_index"]
         padded = {"cand_index": cand_index.T.reshape(s, n * k, 2),
                   "cand_valid": torch.zeros(s * n * k, dtype=torch.bool).index_fill(0, slot, True).view(s, n * k)}
-        for key in CAND_KEYS:
+        for key in set(CAND_KEYS) - {"cand_rank", "cand_target"}:  # those two follow from the slots, below
             value = torch.zeros((s * n * k, *t[key].shape[1:]), dtype=t[key].dtype).index_copy(0, slot, t[key])
             padded[key] = value.view(s, n * k, *t[key].shape[1:])
         padded["cand_rank"] = rank.reshape(s, n * k)

@@ -31,7 +31,7 @@ def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | No
         cand_logit, idle_logit = model.forward_chunked(*args, max_edges=max_edges)
     else:
         cand_logit, idle_logit = model(*args) if dense is None else model(*args, dense=dense)
-    if "cand_valid" in batch:
-        cand_logit = cand_logit.masked_fill(~batch.cand_valid[keep], float("-inf"))
+    if edge_valid is not None:  # its first entries: the kept candidates' own (message_edges' order)
+        cand_logit = cand_logit.masked_fill(~edge_valid[:keep.numel()], float("-inf"))
     cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, batch.cand_index[0, keep])
     return cand_logp, idle_logp, keep

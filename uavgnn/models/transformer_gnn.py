@@ -51,10 +51,13 @@ def dense_scenes(graph_of: torch.Tensor, ptr: torch.Tensor, graphs: int, size: i
     slot = graph_of * size + local
     src, dst = edge_index
     pair = slot[dst] * size + local[src]
-    valid = torch.ones_like(src, dtype=torch.bool) if edge_valid is None else edge_valid
-    mask = torch.zeros(graphs * size * size, dtype=torch.bool, device=src.device).index_put((pair,), valid)
-    attr = edge_attr.new_zeros(graphs * size * size, edge_attr.shape[1]).index_copy(
-        0, pair, torch.where(valid[:, None], edge_attr, 0.0))
+    mask = torch.zeros(graphs * size * size, dtype=torch.bool, device=src.device)
+    if edge_valid is None:
+        mask = mask.index_fill(0, pair, True)
+    else:
+        mask = mask.index_put((pair,), edge_valid)
+        edge_attr = torch.where(edge_valid[:, None], edge_attr, 0.0)
+    attr = edge_attr.new_zeros(graphs * size * size, edge_attr.shape[1]).index_copy(0, pair, edge_attr)
     return DenseScenes(slot, mask.view(graphs, size, size), attr.view(graphs, size, size, -1))
 
 
@@ -70,9 +73,9 @@ def dense_attention(conv: TransformerConv, h: torch.Tensor, dense: DenseScenes) 
                for lin in (conv.lin_query, conv.lin_key, conv.lin_value))  # (graphs, heads, size, width)
     w_edge = conv.lin_edge.weight.view(heads, width, -1)  # (heads, width, edge features)
     score = (q @ k.transpose(2, 3) + torch.einsum("ghie,gije->ghij", q @ w_edge, dense.attr)) / math.sqrt(width)
-    mask = dense.mask[:, None]
+    blocked = ~dense.mask[:, None]
     # exp underflows to exactly 0 off the edges; a node that receives nothing gets 0 (PyG's empty sum)
-    alpha = torch.softmax(score.masked_fill(~mask, torch.finfo(score.dtype).min), -1).masked_fill(~mask, 0.0)
+    alpha = torch.softmax(score.masked_fill(blocked, torch.finfo(score.dtype).min), -1).masked_fill(blocked, 0.0)
     alpha = F.dropout(alpha, conv.dropout, conv.training)
     out = alpha @ v + torch.einsum("ghij,gije->ghie", alpha, dense.attr) @ w_edge.transpose(1, 2)
     return out.transpose(1, 2).reshape(graphs * size, heads * width)[dense.slot] + conv.lin_skip(h)

@@ -23,20 +23,16 @@ from uavgnn.algorithms import algorithms
 from uavgnn.algorithms.base import Algorithm
 from uavgnn.config import Config
 from uavgnn.console import echo, launched_as
+from uavgnn.manifest import cpu_model, package_versions
 from uavgnn.report import format_table, write_json
 
 GIB = 2**30
 
 
 def versions() -> dict[str, Any]:
-    import hydra
-    import numpy
-    import scipy
-    import torch_geometric
-
-    return {"python": platform.python_version(), "torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
-            "hydra": hydra.__version__, "numpy": numpy.__version__, "scipy": scipy.__version__,
-            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None}
+    """Python, the packages of the run manifest, and CUDA's."""
+    return {"python": platform.python_version(), **package_versions(), "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None}
 
 
 def host_memory_gib() -> float:
@@ -44,7 +40,7 @@ def host_memory_gib() -> float:
 
 
 def devices() -> list[dict[str, Any]]:
-    found = [{"device": "cpu", "name": platform.processor() or platform.machine(), "memory_gib": host_memory_gib(),
+    found = [{"device": "cpu", "name": cpu_model(), "memory_gib": host_memory_gib(),
               "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}]
     for i in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(i)
