@@ -1,10 +1,10 @@
-"""The dynamics model's data pipeline (normalised once vs reference/004's per-sample normalisation) and the
-physics loss's effect (a seed x lambda_physics sweep), side by side.
+"""The dynamics model's data pipeline (normalised once vs reference/004's per-sample normalisation), and the
+test tables of a sweep over seeds (the TCN against its baselines; each setting's mean +- std).
 
     .venv/bin/python benchmarks/bench_dynamics.py --section pipeline
     .venv/bin/python run.py -m algorithm=dynamics logger=jsonl seed=0,1,2 algorithm.lambda_physics=0,0.5 \\
         hydra.sweep.dir=multirun/dynamics-physics
-    .venv/bin/python benchmarks/bench_dynamics.py --section physics --sweep multirun/dynamics-physics
+    .venv/bin/python benchmarks/bench_dynamics.py --section test --sweep multirun/dynamics-physics
 
 Pipeline: samples/s of the loader alone (``naive``: ``NaiveWindows`` through a
 torch DataLoader with default collation, the guide's slow path; ``cached``:
@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 from hydra import compose, initialize_config_dir
 from torch.utils.data import DataLoader
 
@@ -42,7 +43,8 @@ def pipelines(work: TrajectoryWorkload, batch_size: int) -> dict[str, object]:
     hw = cfg.hardware
     loader = DataLoader(naive, batch_size=batch_size, shuffle=True, collate_fn=collate_naive,
                         num_workers=hw.num_workers, drop_last=True)
-    return {"naive": itertools.chain.from_iterable(itertools.repeat(loader)), "cached": work.batches(0, batch_size)}
+    return {"naive": itertools.chain.from_iterable(itertools.repeat(loader)),
+            "cached": work.host_batches(0, batch_size)}
 
 
 def samples_per_s(batches, steps: int, batch_size: int, train_step=None) -> float:
@@ -57,7 +59,7 @@ def samples_per_s(batches, steps: int, batch_size: int, train_step=None) -> floa
 def pipeline(cfg, repeats: int, steps: int) -> dict[str, object]:
     device = torch.device("cpu")
     algorithm = make_algorithm(cfg, device)
-    work = TrajectoryWorkload(cfg, device)
+    work = TrajectoryWorkload(cfg, device, algorithm.rollout_policy())
     model = make_model(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
     batch_size = cfg.hardware.batch_size
@@ -86,37 +88,54 @@ def pipeline(cfg, repeats: int, steps: int) -> dict[str, object]:
     return result
 
 
-def physics(sweep: Path) -> dict[str, object]:
-    """Mean +- std over seeds of each lambda_physics's test and test_ood rows (from the sweep's summaries)."""
-    runs: dict[float, list[dict]] = {}
+TEST_KEYS = ("k_step_rmse", "velocity_rmse", "disturbance_rmse", "disturbance_edge_rmse", "disturbance_interior_rmse")
+
+
+def test_tables(sweep: Path) -> dict[str, dict[str, object]]:
+    """Mean +- std over seeds of every (setting, split, method) row of the sweep's test tables; a setting is a
+    job's overrides without its seed."""
+    runs: dict[str, list[dict]] = {}
     for summary in sorted(sweep.glob("*/summary.json")):
-        overrides = (summary.parent / ".hydra" / "overrides.yaml").read_text()
-        lam = float(overrides.split("algorithm.lambda_physics=")[1].split()[0])
-        runs.setdefault(lam, []).append(json.loads(summary.read_text()))
+        overrides = yaml.safe_load((summary.parent / ".hydra" / "overrides.yaml").read_text())
+        setting = " ".join(o for o in overrides if not o.startswith("seed="))
+        runs.setdefault(setting, []).append(json.loads(summary.read_text()))
     table = {}
-    for lam, summaries in sorted(runs.items()):
-        for split in ("test", "test_ood"):
-            rows = [next(r for r in s["test"] if r["split"] == split and r["method"] == "tcn") for s in summaries]
-            cv = [next(r for r in s["test"] if r["split"] == split and r["method"] == "constant_velocity")
-                  for s in summaries]
-            entry = {key: (statistics.mean(r[key] for r in rows), statistics.stdev(r[key] for r in rows))
-                     for key in ("k_step_rmse", "velocity_rmse", "disturbance_rmse", "vs_constant_velocity")}
-            entry["cv_k_step_rmse"] = statistics.mean(r["k_step_rmse"] for r in cv)
-            table[f"lambda={lam:g} {split}"] = {"seeds": len(rows), **entry}
+    for setting, summaries in runs.items():
+        for row in summaries[0]["test"]:
+            rows = [next(r for r in s["test"] if (r["split"], r["method"]) == (row["split"], row["method"]))
+                    for s in summaries]
+            keys = [*TEST_KEYS, *(k for k in row if k.startswith("step_"))]
+            table[f"{setting} | {row['split']} | {row['method']}"] = {
+                "seeds": len(rows), **{key: (statistics.mean(r[key] for r in rows),
+                                             statistics.stdev(r[key] for r in rows) if len(rows) > 1 else 0.0)
+                                       for key in keys if key in row}}
     return table
+
+
+def markdown(table: dict[str, dict[str, object]]) -> str:
+    """The sweep's rows as one markdown table (mean +- std over seeds; edge / inside: the ratio of the means)."""
+    lines = ["| setting | split | method | k-step error | disturbance RMSE | on the wall | inside | wall / inside |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, entry in table.items():
+        cells = [f"{entry[key][0]:.4f} ± {entry[key][1]:.4f}" for key in TEST_KEYS if key != "velocity_rmse"]
+        ratio = entry["disturbance_edge_rmse"][0] / entry["disturbance_interior_rmse"][0]
+        lines.append("| " + " | ".join([*name.split(" | "), *cells, f"{ratio:.2f}x"]) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=["pipeline", "physics"], default="pipeline")
+    parser.add_argument("--section", choices=["pipeline", "test"], default="pipeline")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10, help="training steps per timing")
-    parser.add_argument("--sweep", type=Path, help="physics: the multirun directory of the seed x lambda sweep")
+    parser.add_argument("--sweep", type=Path, help="test: the multirun directory of a sweep over seeds")
     parser.add_argument("overrides", nargs="*", help="config overrides, e.g. hardware.batch_size=512")
     args = parser.parse_args()
-    if args.section == "physics":
-        for name, entry in physics(args.sweep).items():
+    if args.section == "test":
+        table = test_tables(args.sweep)
+        for name, entry in table.items():
             print(name, json.dumps(entry))
+        print("\n" + markdown(table))
         return
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):

@@ -107,7 +107,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
     summary = json.loads((out / "summary.json").read_text())
     if cfg.algorithm.name == "dynamics":
         assert summary["steps"] == 4 and summary["best_val_k_step_rmse"] == pytest.approx(gap)
-        assert {r["method"] for r in summary["test"]} == {"tcn", "constant_velocity"}
+        assert {r["method"] for r in summary["test"]} == {"tcn", "kalman", "kinematics", "constant_velocity"}
         return
     if cfg.algorithm.name in ("masac", "coma"):
         assert summary["steps"] == 4 and summary["best_val_planner_gap"] == pytest.approx(gap)

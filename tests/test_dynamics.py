@@ -11,7 +11,9 @@ import torch
 from conftest import ROOT, straight_and_resumed
 from hydra import compose, initialize_config_dir
 
-from uavgnn.dynamics.kinematics import Estimate, dynamics_metrics, future, physics_residuals
+from uavgnn.dynamics.filters import Calibration, KinematicFilter, calibrate
+from uavgnn.dynamics.kinematics import (Estimate, constant_velocity, dynamics_metrics, future, kinematic_step, on_wall,
+                                        physics_residuals)
 from uavgnn.algorithms import register_configs
 from uavgnn.dynamics.rollouts import RolloutSpec, load_rollouts, simulate
 from uavgnn.dynamics.windows import (NaiveWindows, TrajectoryWindows, Units, WindowBatch, collate_naive,
@@ -25,7 +27,7 @@ from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.algorithms import check_config
 
 WINDY = EnvSettings(n_uav=3, horizon=30, wind=0.05, drag=0.3)
-UNITS = Units.of(WINDY)
+UNITS = Units.of(WINDY, side=3.0)
 
 
 def test_the_env_applies_and_reports_the_hidden_wind_and_drag() -> None:
@@ -93,7 +95,7 @@ def kinematic_batch(window: int, k: int, units: Units) -> tuple[WindowBatch, Est
     length, r = window + k, units.accel_ratio
     accel = 0.1 * torch.randn(2, length, 2, generator=g)  # speeds stay below the limit (1)
     disturbance = 0.05 * torch.randn(2, 1, 2, generator=g).expand(2, length, 2).clone()
-    vel, pos = torch.zeros(2, length, 2), torch.zeros(2, length, 2)
+    vel, pos = torch.zeros(2, length, 2), torch.full((2, length, 2), 20.0)  # far inside units.side
     vel[:, 0] = 0.1 * torch.randn(2, 2, generator=g)
     for t in range(1, length):
         vel[:, t] = vel[:, t - 1] + r * (accel[:, t - 1] + disturbance[:, t - 1])
@@ -106,26 +108,123 @@ def kinematic_batch(window: int, k: int, units: Units) -> tuple[WindowBatch, Est
 
 
 def test_the_physics_residual_vanishes_on_exact_kinematics_and_measures_a_wrong_disturbance() -> None:
-    units = Units(position=0.3, velocity=0.3, accel=0.15, dt=1.0)
+    units = Units(position=0.3, velocity=0.3, accel=0.15, dt=1.0, side=40.0)
     batch, est = kinematic_batch(window=10, k=3, units=units)
     assert physics_residuals(est, batch, units, 10).abs().max() < 1e-6
     off = Estimate(est.now, est.ahead, est.velocity, est.disturbance + torch.tensor([0.1, 0.0]))
     residual = physics_residuals(off, batch, units, 10)
     torch.testing.assert_close(residual[..., 0], torch.full((2, 9), -units.accel_ratio * 0.1))  # r_v = -r * 0.1
     metrics = dynamics_metrics(est, batch, units, window=10, burn_in=2)
-    assert metrics["k_step"] < 1e-10 and metrics["velocity"] < 1e-10 and metrics["disturbance"] < 1e-10
-    assert metrics["rows"] == 2 * 8 and metrics["cv_k_step"] > 0  # the baseline ignores the acceleration
+    assert metrics["steps"].max() < 1e-10 and metrics["velocity"] < 1e-10 and metrics["disturbance"] < 1e-10
+    assert metrics["rows"] == 2 * 8 and metrics["edge_rows"] == 0
+    baseline = dynamics_metrics(constant_velocity(batch, 10, 3), batch, units, window=10, burn_in=2)
+    assert baseline["steps"][-1] > 0  # the baseline ignores the acceleration
 
 
 def test_the_constant_velocity_baseline_is_exact_on_straight_noiseless_lines() -> None:
-    units = Units(position=1.0, velocity=1.0, accel=1.0, dt=1.0)
-    pos = torch.arange(14.0)[None, :, None] * torch.tensor([0.2, -0.1])  # (1, 14, 2)
+    units = Units(position=1.0, velocity=1.0, accel=1.0, dt=1.0, side=10.0)
+    pos = 5.0 + torch.arange(14.0)[None, :, None] * torch.tensor([0.2, -0.1])  # (1, 14, 2)
     zero = torch.zeros_like(pos)
     batch = WindowBatch(torch.zeros(1, 14, 6), pos, pos, zero, zero, zero, zero)
-    est = Estimate(zero[:, :10], zero[:, :10, None].expand(-1, -1, 4, -1), zero[:, :10], zero[:, :10])
-    metrics = dynamics_metrics(est, batch, units, window=10, burn_in=1)
-    assert metrics["cv_k_step"] < 1e-10 and metrics["cv_pred"] < 1e-10
-    torch.testing.assert_close(metrics["k_step"], (pos[0, 5:14] - pos[0, 1:10]).pow(2).sum())  # TCN said "stay"
+    metrics = dynamics_metrics(constant_velocity(batch, 10, 4), batch, units, window=10, burn_in=1)
+    assert metrics["steps"].max() < 1e-10 and metrics["pred"] < 1e-10
+    stay = Estimate(zero[:, :10], zero[:, :10, None].expand(-1, -1, 4, -1), zero[:, :10], zero[:, :10])
+    metrics = dynamics_metrics(stay, batch, units, window=10, burn_in=1)
+    torch.testing.assert_close(metrics["steps"][-1], (pos[0, 5:14] - pos[0, 1:10]).pow(2).sum())  # "stay"
+
+
+WALL = Units(position=0.3, velocity=0.3, accel=0.15, dt=1.0, side=30.0)  # accel_ratio 0.5
+
+
+def test_the_wall_stops_a_uav_in_the_kinematics_and_the_physics_residual() -> None:
+    """Worked by hand: from x = 1.5 at -0.8 with the wind at -0.4 (x), no command. Step 1: -0.8 - 0.5 * 0.4 =
+    -1.0 -> x = 0.5. Step 2: -1.2, limited to -1.0 -> x = -0.5, the wall: x = 0, velocity -0.5. Step 3: -0.7 ->
+    the wall again, velocity 0; and so on."""
+    x = torch.tensor([1.5, 0.5, 0.0, 0.0, 0.0, 0.0])
+    v = torch.tensor([-0.8, -1.0, -0.5, 0.0, 0.0, 0.0])
+    pos, vel = torch.stack([x, torch.full_like(x, 5.0)], -1)[None], torch.stack([v, torch.zeros_like(v)], -1)[None]
+    wind = torch.tensor([-0.4, 0.0]).expand(1, 6, 2)
+    for t in range(5):
+        stepped = kinematic_step(pos[:, t], vel[:, t], torch.zeros(1, 2), wind[:, t], WALL)
+        torch.testing.assert_close(torch.cat(stepped, -1), torch.cat([pos[:, t + 1], vel[:, t + 1]], -1))
+    batch = WindowBatch(torch.zeros(1, 6, 6), pos, pos, vel, vel, torch.zeros(1, 6, 2), wind)
+    truth = Estimate(torch.zeros(1, 5, 2), (pos[:, 1:] - pos[:, :5])[:, :, None], vel[:, :5], wind[:, :5])
+    assert physics_residuals(truth, batch, WALL, 5).abs().max() < 1e-6  # without the wall: 0.7 at step 3
+    metrics = dynamics_metrics(truth, batch, WALL, window=5, burn_in=0)
+    assert metrics["edge_rows"] == 4 and metrics["interior_rows"] == 1  # the steps from rows 1..4 end on the wall
+
+
+def test_the_known_kinematics_replay_the_environment_at_every_row() -> None:
+    """Every step of a windy rollout of random actions (which often meet the wall), in model units, is
+    ``kinematic_step`` of the recorded state, command and disturbance: what the physics loss and the filters
+    assume is what the simulator does."""
+    rollouts = simulate(WINDY, SceneDistribution(target_ratio=2.0, range_min=40.0, range_max=50.0),
+                        RolloutSpec("train", envs=3, steps=40, seed=5), random_policy)
+    units = Units.of(WINDY, float(rollouts["side"]))
+    pos, vel, accel, d = (rollouts[n] / units.of_target(n) for n in ("pos", "vel", "accel", "disturbance"))
+    same = rollouts["episode"][:, 1:] == rollouts["episode"][:, :-1]
+    next_pos, next_vel = kinematic_step(pos[:, :-1], vel[:, :-1], accel[:, :-1], d[:, :-1], units)
+    torch.testing.assert_close(next_pos[same], pos[:, 1:][same], atol=1e-4, rtol=0)
+    torch.testing.assert_close(next_vel[same], vel[:, 1:][same], atol=1e-4, rtol=0)
+    assert on_wall(pos[:, 1:][same], units).sum() >= 20  # the wall is exercised
+
+
+def line_batch(length: int, wind: tuple[float, float], noise: float, held: bool = False) -> WindowBatch:
+    """8 UAVs from the arena's middle under a constant wind and small random commands (``held``: each UAV's
+    first, throughout), positions observed with ``noise`` (model units, on ``WALL``)."""
+    g = torch.Generator().manual_seed(0)
+    accel = 0.2 * torch.randn(8, 1 if held else length, 2, generator=g).expand(8, length, 2).clone()
+    d = torch.tensor(wind).expand(8, length, 2)
+    pos, vel = torch.full((8, length, 2), 15.0), torch.zeros(8, length, 2)
+    vel[:, 0] = 0.2 * torch.randn(8, 2, generator=g)
+    for t in range(1, length):
+        pos[:, t], vel[:, t] = kinematic_step(pos[:, t - 1], vel[:, t - 1], accel[:, t - 1], d[:, t - 1], WALL)
+    pos_obs = pos + noise * torch.randn(pos.shape, generator=g)
+    return WindowBatch(torch.zeros(8, length, 6), pos_obs, pos, vel, vel, accel, d.clone())
+
+
+def hand_calibration(disturbance: bool, measurement: float, steps: int) -> Calibration:
+    n = 7 if disturbance else 4
+    mean, var = torch.zeros(n - 2, dtype=torch.float64), torch.full((n - 2,), 0.25, dtype=torch.float64)
+    if disturbance:
+        var[-1] = 1e-6  # no drag
+    return Calibration(measurement, 1e-9 * torch.eye(n, dtype=torch.float64), mean, var,
+                       torch.ones(steps, dtype=torch.float64))
+
+
+def test_the_known_kinematics_filter_predicts_a_windless_flight_exactly() -> None:
+    """Without noise or wind, the command of each step is what the flight does: with the commands held
+    (gains 1) the prediction of the last step ahead is exact once the velocity is known, and its
+    disturbance estimate is zero."""
+    batch = line_batch(24, (0.0, 0.0), noise=0.0, held=True)
+    flt = KinematicFilter(WALL, hand_calibration(False, 1e-8, 3), 20)
+    est = flt(batch)
+    truth = future(batch.pos, 20, 3) - batch.pos_obs[:, :20, None]
+    torch.testing.assert_close(est.ahead[:, 2:], truth[:, 2:], atol=1e-4, rtol=0)
+    assert est.disturbance.abs().max() == 0
+
+
+def test_the_kalman_filter_recovers_a_constant_wind() -> None:
+    """Positions observed with noise 0.03 (a tenth of a full-speed step): from 20 steps on, the augmented
+    filter's wind is within 0.06 of the truth (0.36) for every UAV and 0.02 on average, closer than after 5."""
+    batch = line_batch(40, (0.3, -0.2), noise=0.03)
+    est = KinematicFilter(WALL, hand_calibration(True, 0.03**2, 3), 40)(batch)
+    error = (est.disturbance - batch.disturbance[:, :40]).norm(dim=-1)  # (8, 40)
+    assert error[:, 20:].max() < 0.06 and error[:, 20:].mean() < 0.02
+    assert error[:, 20:].mean() < error[:, 5].mean() / 2
+
+
+def test_the_filters_calibrate_on_the_training_split(small_rollouts) -> None:
+    units = Units.of(WINDY, float(small_rollouts["side"]))
+    spec_noise = 0.01 / units.position  # RolloutSpec's default observation noise, in model units
+    for disturbance in (True, False):
+        calibration = calibrate(small_rollouts, units, WINDY, disturbance, predict_steps=3)
+        assert abs(calibration.measurement ** 0.5 / spec_noise - 1) < 0.05
+        assert calibration.command_gain[0] == 1 and calibration.command_gain.abs().max() <= 1
+    # the filter without a disturbance state absorbs it as process noise on the velocity: r^2 E[d^2] or more
+    kinematics = calibrate(small_rollouts, units, WINDY, False, predict_steps=3)
+    d = small_rollouts["disturbance"] / units.accel
+    assert kinematics.process[2:4, 2:4].trace() >= 0.9 * units.accel_ratio**2 * d.pow(2).sum(-1).mean()
 
 
 def compose_dynamics(tmp_path: Path, *overrides: str):
@@ -178,9 +277,13 @@ def test_a_resumed_dynamics_run_repeats_the_uninterrupted_one_and_reports(tmp_pa
     gap = run_train(compose_dynamics(tmp_path, "train.steps=10"), out)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["best_val_k_step_rmse"] == pytest.approx(gap)
-    assert [(r["split"], r["method"]) for r in summary["test"]] == [
-        ("test", "tcn"), ("test", "constant_velocity"), ("test_ood", "tcn"), ("test_ood", "constant_velocity")]
-    assert (out / "predictions.png").stat().st_size > 0
+    methods = ["tcn", "kalman", "kinematics", "constant_velocity"]
+    assert [(r["split"], r["method"]) for r in summary["test"]] == [(split, m) for split in ("test", "test_ood")
+                                                                    for m in methods]
+    for row in summary["test"]:  # every method: the k-step error is the last step's, each step's is reported
+        assert row["k_step_rmse"] == row["step_5_rmse"] and all(f"step_{j}_rmse" in row for j in range(1, 6))
+    assert summary["test/test_ood/kalman/disturbance_edge_rmse"] > 0 and "test/test/disturbance_rmse" in summary
+    assert (out / "predictions.png").stat().st_size > 0 and (out / "steps_ahead.png").stat().st_size > 0
 
 
 def test_profile_mode_names_the_bottleneck_of_a_dynamics_step(tmp_path) -> None:

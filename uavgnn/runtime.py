@@ -12,7 +12,8 @@ from __future__ import annotations
 import random
 import warnings
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import TypeVar
 
 import numpy as np
@@ -61,6 +62,17 @@ def amp_dtype(cfg, device: torch.device) -> torch.dtype | None:
 def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
     """Autocast to ``dtype`` on ``device``, or nothing when ``dtype`` is None."""
     return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+
+
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """``model`` in eval mode inside, back to the mode it had after (training stays training)."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 def unwrap(model: nn.Module) -> nn.Module:

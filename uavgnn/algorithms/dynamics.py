@@ -1,15 +1,16 @@
 """``algorithm=dynamics``: an implicit-state TCN trained on trajectories, with a physics loss (reference/004).
 
 The TCN's outputs at every row (``now``, ``ahead``, ``velocity``, ``disturbance``) and the known kinematics
-are defined in ``uavgnn.dynamics.kinematics``.
+(speed limit and wall included) are defined in ``uavgnn.dynamics.kinematics``.
 
 data loss    = MSE(ahead, the observed future positions) + MSE(velocity, the measured velocity)
 physics loss = the residuals of the known kinematics between the estimates at t and t+1 and between the
                estimate and the one-step prediction
 loss         = data + lambda_physics * physics
 
-Nothing measures the disturbance: only the physics loss ties ``disturbance``
-to the motion, which is what makes the hidden state identifiable. Both losses
+Nothing measures the disturbance: only the physics loss ties it to the motion,
+which is what makes the hidden state identifiable; the test phase puts the TCN
+beside a Kalman filter that knows the same kinematics (``uavgnn.dynamics.filters``). Both losses
 use observed quantities only; the true positions, velocities and disturbances
 of the simulation score the model (``dynamics_metrics``). The data side is windows
 of cached rollouts (``TrajectoryWorkload``), flown by ``rollout_policy``;
@@ -30,7 +31,7 @@ from torch import nn
 from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Score, StepOutput, write_results
 from uavgnn.algorithms.env_policy import load_env_policy
 from uavgnn.console import echo
-from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions
+from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions, plot_steps_ahead
 from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_residuals
 from uavgnn.dynamics.rollouts import SPLITS, load_rollouts
 from uavgnn.dynamics.windows import N_FEATURES, Units, WindowBatch, window_starts
@@ -96,7 +97,7 @@ class Dynamics(Algorithm):
     def __init__(self, cfg: Any, device: torch.device) -> None:
         super().__init__(cfg, device)
         alg = cfg.algorithm
-        self.units, self.window, self.k = Units.of(EnvSettings.of(cfg.env)), alg.window, alg.predict_steps
+        self.units, self.window, self.k = Units.of_config(cfg), alg.window, alg.predict_steps
         self.burn_in, self.lambda_physics = alg.burn_in, alg.lambda_physics
 
     def workload(self, model: nn.Module) -> TrajectoryWorkload:
@@ -129,16 +130,20 @@ class Dynamics(Algorithm):
                           torch.tensor(float(len(batch) * (w - b)), device=batch.x.device))
 
     def test(self, result: Any, out_dir: Path, logger: Any) -> float:
-        """The best TCN against the constant-velocity baseline on the test splits (in and out of the training
-        disturbances), with the predicted-vs-true picture."""
+        """The best TCN against the model-based baselines (a Kalman filter with the disturbance in its state,
+        the known kinematics) and constant velocity on the test splits (in and out of the training
+        disturbances): the table, the error at each step ahead, and the predicted-vs-true picture."""
         alg, work = self.cfg.algorithm, result.workload
         rows = compare_on_test(result.model, work)
+        steps = [key for key in rows[0] if key.startswith("step_")]
         echo(f"\nTest rollouts ({alg.rollout_policy} policy; test_ood: wind and drag x{alg.ood_scale})\n"
-             + format_table(rows))
+             + format_table(rows, [key for key in rows[0] if key not in steps])
+             + "\n\nPosition error by steps ahead\n" + format_table(rows, ["split", "method", *steps]))
         logger.log_image("test/predictions", plot_predictions(result.model, work, "test_ood",
                                                               out_dir / "predictions.png"), result.state.step)
-        test = {f"test/{row['split']}/{key}": value for row in rows if row["method"] == "tcn"
-                for key, value in row.items() if isinstance(value, float)}
+        logger.log_image("test/steps_ahead", plot_steps_ahead(rows, out_dir / "steps_ahead.png"), result.state.step)
+        test = {f"test/{row['split']}/{'' if row['method'] == 'tcn' else row['method'] + '/'}{key}": value
+                for row in rows for key, value in row.items() if isinstance(value, float)}
         return write_results(result, out_dir, logger, rows, test)
 
     def prepare(self) -> list[dict[str, Any]]:

@@ -4,14 +4,16 @@ and the scoring of a split (``uavgnn.dynamics.workload``) share.
 At every row t the TCN (``uavgnn.models.tcn``) reads the observed positions and commands up to t and outputs,
 in the model's units (``Units``): ``now`` (its estimate of the true position, as an offset from the observed
 one), ``ahead`` (the next ``predict_steps`` positions, offsets from the observed one), ``velocity`` v_t and
-``disturbance`` d_t (the hidden acceleration of the coming step: wind and drag). The kinematics:
-v_{t+1} = clip(v_t + r (a_t + d_t)) and p_{t+1} = p_t + v_{t+1} (r = max_accel dt / max_speed; clip: the speed
-limit).
+``disturbance`` d_t (the hidden acceleration of the coming step: wind and drag). The kinematics
+(``kinematic_step``): u = clip(v_t + r (a_t + d_t)), p_{t+1} = wall(p_t + u), v_{t+1} = p_{t+1} - p_t
+(r = max_accel dt / max_speed; clip: the speed limit; wall: the arena's edge stops a UAV, and the velocity it
+keeps is what it flew). The model-based baselines (``uavgnn.dynamics.filters``) use the same step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -26,7 +28,7 @@ def output_size(predict_steps: int) -> int:
 
 @dataclass
 class Estimate:
-    """The model's outputs at rows 0..window-1, in model units."""
+    """An estimator's outputs at rows 0..window-1, in model units."""
 
     now: torch.Tensor  # (B, W, 2)
     ahead: torch.Tensor  # (B, W, K, 2)
@@ -35,6 +37,7 @@ class Estimate:
 
     @classmethod
     def of(cls, out: torch.Tensor, predict_steps: int) -> Estimate:
+        """The TCN's output (B, W, ``output_size``) read as an estimate."""
         k = predict_steps
         return cls(out[..., :2], out[..., 2:2 * k + 2].unflatten(-1, (k, 2)), out[..., 2 * k + 2:2 * k + 4],
                    out[..., 2 * k + 4:])
@@ -46,15 +49,26 @@ def future(x: torch.Tensor, window: int, steps: int) -> torch.Tensor:
 
 
 def clamp_speed(v: torch.Tensor) -> torch.Tensor:
-    """The speed limit, part of the known kinematics: at most 1 in model units (``env.max_speed``)."""
-    return v / v.norm(dim=-1, keepdim=True).clamp(min=1.0)
+    """The speed limit, part of the known kinematics: at most 1 in model units (``env.max_speed``). Written
+    with the squared speed so that its derivatives stay finite at rest (the filters differentiate it)."""
+    return v * v.pow(2).sum(-1, keepdim=True).clamp(min=1.0).rsqrt()
+
+
+def kinematic_step(pos: torch.Tensor, vel: torch.Tensor, accel: torch.Tensor, disturbance: torch.Tensor,
+                   units: Units) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of the known kinematics in model units: the position and velocity at t+1. The arena's wall
+    clamps the position, so a UAV pushed against it keeps only the velocity along it (as ``UAVEnv.step``)."""
+    flown = clamp_speed(vel + units.accel_ratio * (accel + disturbance))
+    next_pos = (pos + flown).clamp(0.0, units.side)
+    return next_pos, next_pos - pos
 
 
 def physics_residuals(est: Estimate, batch: WindowBatch, units: Units, window: int) -> torch.Tensor:
-    """(B, window-1, 6) kinematic residuals between rows t and t+1: velocity, position, one-step prediction."""
-    a = batch.accel[:, :window - 1]
-    v_next = clamp_speed(est.velocity[:, :-1] + units.accel_ratio * (a + est.disturbance[:, :-1]))
+    """(B, window-1, 6) kinematic residuals between rows t and t+1: velocity, position, one-step prediction.
+    At the wall the velocity it stops does not depend on the disturbance: no gradient blames the estimate."""
     p_now = batch.pos_obs[:, :window] + est.now
+    _, v_next = kinematic_step(p_now[:, :-1], est.velocity[:, :-1], batch.accel[:, :window - 1],
+                               est.disturbance[:, :-1], units)
     r_velocity = est.velocity[:, 1:] - v_next
     r_position = p_now[:, 1:] - p_now[:, :-1] - est.velocity[:, 1:]
     r_step = est.ahead[:, :-1, 0] - est.now[:, :-1] - v_next
@@ -66,28 +80,52 @@ def estimate(model: nn.Module, batch: WindowBatch, window: int, predict_steps: i
     return Estimate.of(model(batch.x[:, :window]), predict_steps)
 
 
+def constant_velocity(batch: WindowBatch, window: int, predict_steps: int) -> Estimate:
+    """The constant-velocity baseline as an estimate: the last observed displacement, repeated; no disturbance
+    (row 0 has no displacement yet and is never scored: ``burn_in`` >= 1)."""
+    obs = batch.pos_obs[:, :window]
+    last = torch.cat([torch.zeros_like(obs[:, :1]), obs[:, 1:] - obs[:, :-1]], 1)
+    steps = torch.arange(1, predict_steps + 1, device=obs.device, dtype=obs.dtype)[:, None]
+    return Estimate(torch.zeros_like(obs), steps * last[:, :, None], last, torch.zeros_like(obs))
+
+
+def on_wall(pos: torch.Tensor, units: Units) -> torch.Tensor:
+    """(...) bool: on the arena's wall (``kinematic_step`` clamps positions onto it exactly)."""
+    return torch.minimum(pos, units.side - pos).amin(-1) < 1e-4
+
+
 @torch.no_grad()
-def dynamics_metrics(est: Estimate, batch: WindowBatch, units: Units, window: int, burn_in: int) -> dict[str, torch.Tensor]:
-    """Sums of squared errors (world units) over rows burn_in..window-1 and their count, for RMSEs:
-    k-step (the last predicted row) and mean-over-steps prediction error of the TCN and of the
-    constant-velocity baseline (last observed displacement, repeated), velocity and disturbance
-    estimation error, and the kinematic residual (in model units)."""
-    w, b, k = window, burn_in, est.ahead.shape[2]
-    p_obs = batch.pos_obs[:, :w, None]
-    truth = future(batch.pos, w, k)
-    steps = torch.arange(1, k + 1, device=truth.device, dtype=truth.dtype)[:, None]
-    last_step = (batch.pos_obs[:, 1:w] - batch.pos_obs[:, :w - 1])[:, :, None]  # rows 1..w-1 (b >= 1)
-    constant_velocity = batch.pos_obs[:, 1:w, None] + steps * last_step
+def dynamics_metrics(est: Estimate, batch: WindowBatch, units: Units, window: int,
+                     burn_in: int) -> dict[str, torch.Tensor]:
+    """Sums of squared errors (world units) of an estimate over rows burn_in..window-1, and the counts, for
+    RMSEs: the position ``steps`` ahead (one sum per step; the last is the k-step error), the velocity, the
+    disturbance (on every row, and apart on the edge rows, whose coming step the wall stops, and the others),
+    and the kinematic residual (model units, between consecutive rows)."""
+    w, b = window, burn_in
+    truth = future(batch.pos, w, est.ahead.shape[2])
 
     def sq(error: torch.Tensor, unit: float) -> torch.Tensor:
-        return (error.float() * unit).pow(2).sum(-1)
+        return (error.float() * unit).pow(2).sum(-1)[:, b:]
 
-    tcn = sq(p_obs + est.ahead - truth, units.position)[:, b:]
-    baseline = sq(constant_velocity - truth[:, 1:], units.position)[:, b - 1:]
-    return {"k_step": tcn[..., -1].sum(), "pred": tcn.mean(-1).sum(),
-            "cv_k_step": baseline[..., -1].sum(), "cv_pred": baseline.mean(-1).sum(),
-            "velocity": sq(est.velocity - batch.vel[:, :w], units.velocity)[:, b:].sum(),
-            "disturbance": sq(est.disturbance - batch.disturbance[:, :w], units.accel)[:, b:].sum(),
-            "physics": physics_residuals(est, batch, units, w)[:, b:].float().pow(2).sum(-1).sum(),  # model units
-            "rows": torch.tensor(float(len(batch) * (w - b)), device=truth.device),
-            "physics_rows": torch.tensor(float(len(batch) * (w - 1 - b)), device=truth.device)}
+    ahead = sq(batch.pos_obs[:, :w, None] + est.ahead - truth, units.position)  # (B, rows, K)
+    disturbance = sq(est.disturbance - batch.disturbance[:, :w], units.accel)
+    edge = on_wall(batch.pos[:, b + 1:w + 1], units).float()  # the wall stops the coming step; a weight, not a mask
+    return {"steps": ahead.sum((0, 1)), "pred": ahead.mean(-1).sum(),
+            "velocity": sq(est.velocity - batch.vel[:, :w], units.velocity).sum(),
+            "disturbance": disturbance.sum(), "disturbance_edge": (disturbance * edge).sum(),
+            "disturbance_interior": (disturbance * (1 - edge)).sum(),
+            "physics": physics_residuals(est, batch, units, w)[:, b:].float().pow(2).sum(-1).sum(),
+            "rows": torch.ones_like(edge).sum(), "edge_rows": edge.sum(), "interior_rows": (1 - edge).sum(),
+            "physics_rows": torch.ones_like(edge[:, 1:]).sum()}
+
+
+def rmses(sums: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The RMSEs of summed ``dynamics_metrics``: k-step, mean over steps, velocity, disturbance (all rows, near
+    the wall, inside), kinematic residual, and the position error at each step ahead (``step_j_rmse``)."""
+    steps = (sums["steps"] / sums["rows"]).sqrt()
+    out: dict[str, Any] = {"k_step_rmse": float(steps[-1]), "pred_rmse": float((sums["pred"] / sums["rows"]).sqrt())}
+    for key, rows in (("velocity", "rows"), ("disturbance", "rows"), ("disturbance_edge", "edge_rows"),
+                      ("disturbance_interior", "interior_rows"), ("physics", "physics_rows")):
+        out[f"{key}_rmse"] = float((sums[key] / sums[rows].clamp(min=1)).sqrt())
+    out.update({f"step_{j}_rmse": float(value) for j, value in enumerate(steps, 1)})
+    return out

@@ -23,6 +23,7 @@ import torch
 from torch.utils.data import Dataset
 
 from uavgnn.envs.settings import EnvSettings
+from uavgnn.problem.scenes import SceneDistribution
 
 N_FEATURES = 6  # observed displacement (2), observed position / side (2), commanded acceleration (2)
 TARGETS = ("pos_obs", "pos", "vel_obs", "vel", "accel", "disturbance")  # per row, in model units
@@ -31,16 +32,25 @@ TARGETS = ("pos_obs", "pos", "vel_obs", "vel", "accel", "disturbance")  # per ro
 @dataclass(frozen=True)
 class Units:
     """The model's units: one max-speed step of distance, max speed, max acceleration. In them the
-    kinematics read v' = v + accel_ratio (a + d) and p' = p + v'."""
+    kinematics read v' = v + accel_ratio (a + d) and p' = p + v', inside the arena [0, side]^2."""
 
     position: float
     velocity: float
     accel: float
     dt: float
+    side: float  # the arena's side, in position units (its wall stops a UAV: ``kinematic_step``)
 
     @classmethod
-    def of(cls, settings: EnvSettings) -> Units:
-        return cls(settings.max_speed * settings.dt, settings.max_speed, settings.max_accel, settings.dt)
+    def of(cls, settings: EnvSettings, side: float) -> Units:
+        """``side``: the arena's side in world units (``SceneDistribution.side``)."""
+        position = settings.max_speed * settings.dt
+        return cls(position, settings.max_speed, settings.max_accel, settings.dt, side / position)
+
+    @classmethod
+    def of_config(cls, cfg: Any) -> Units:
+        """The units of a run's ``env`` and ``task`` groups."""
+        settings = EnvSettings.of(cfg.env)
+        return cls.of(settings, SceneDistribution.of(cfg.task).side(settings.n_uav))
 
     def of_target(self, name: str) -> float:
         """The unit of a recorded quantity (``TARGETS``)."""

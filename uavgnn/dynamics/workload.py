@@ -14,7 +14,7 @@ and best.pt minimises ``val/k_step_rmse``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -22,15 +22,15 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
 from uavgnn import distributed
-from uavgnn.dynamics.kinematics import dynamics_metrics, estimate
+from uavgnn.dynamics.kinematics import Estimate, constant_velocity, dynamics_metrics, estimate, rmses
 from uavgnn.dynamics.rollouts import load_rollouts
 from uavgnn.dynamics.windows import TrajectoryWindows, Units, WindowBatch, feature_stats
 from uavgnn.envs.policies import Policy
-from uavgnn.envs.settings import EnvSettings
 from uavgnn.randomness import stream
-from uavgnn.runtime import autocast, keep_on_device
+from uavgnn.runtime import autocast, eval_mode, keep_on_device
 
 EVAL_BATCH = 1024  # windows per validation forward
+Estimator = Callable[[WindowBatch], Estimate]  # the TCN or a baseline on a batch of windows
 
 
 class StepSampler(Sampler):
@@ -67,7 +67,7 @@ class TrajectoryWorkload:
         self.cfg, self.device, self.rollout_policy = cfg, device, rollout_policy
         alg = cfg.algorithm
         self.window, self.burn_in, self.predict_steps = alg.window, alg.burn_in, alg.predict_steps
-        self.units = Units.of(EnvSettings.of(cfg.env))
+        self.units = Units.of_config(cfg)
         self.sizes = [cfg.env.n_uav]
         train = self.load("train")
         self.stats = feature_stats(train, self.units)  # the training split's normalisation, for every split
@@ -127,26 +127,36 @@ class TrajectoryWorkload:
         return {}
 
     def validate(self, policy: nn.Module, stage: int, dtype: torch.dtype | None) -> dict[str, float]:
-        return {f"val/{key}": value for key, value in self.score(policy, self.val, dtype).items()}
+        with eval_mode(policy):
+            scores = self.score({"tcn": self.tcn(policy, dtype), "constant_velocity": self.constant_velocity},
+                                self.val)
+        return {f"val/{prefix}{key}": value for name, prefix in (("tcn", ""), ("constant_velocity", "cv_"))
+                for key, value in scores[name].items() if isinstance(value, float)}
+
+    def tcn(self, model: nn.Module, dtype: torch.dtype | None = None) -> Estimator:
+        """The model as an estimator (the caller puts it in eval mode)."""
+
+        def run(batch: WindowBatch) -> Estimate:
+            with autocast(self.device, dtype):
+                return estimate(model, batch, self.window, self.predict_steps)
+
+        return run
+
+    def constant_velocity(self, batch: WindowBatch) -> Estimate:
+        return constant_velocity(batch, self.window, self.predict_steps)
 
     @torch.no_grad()
-    def score(self, model: nn.Module, windows: TrajectoryWindows, dtype: torch.dtype | None = None) -> dict[str, float]:
-        """RMSEs (world units) of the model and the constant-velocity baseline on every window of a split."""
-        was_training = model.training
-        model.eval()
-        sums: dict[str, torch.Tensor] = {}
+    def score(self, estimators: dict[str, Estimator], windows: TrajectoryWindows) -> dict[str, dict[str, Any]]:
+        """RMSEs (world units, ``rmses``) of every estimator on every window of a split, side by side on the
+        same batches."""
+        sums: dict[str, dict[str, torch.Tensor]] = {name: {} for name in estimators}
         for ids in torch.arange(len(windows)).split(EVAL_BATCH):
             batch = windows.gather(ids).to(self.device)
-            with autocast(self.device, dtype):
-                est = estimate(model, batch, self.window, self.predict_steps)
-            for key, value in dynamics_metrics(est, batch, self.units, self.window, self.burn_in).items():
-                sums[key] = sums.get(key, 0.0) + value
-        model.train(was_training)
-        rows, physics_rows = sums.pop("rows"), sums.pop("physics_rows")
-        out = {f"{key}_rmse": float((value / (physics_rows if key == "physics" else rows)).sqrt())
-               for key, value in sums.items()}
-        out["cv_improvement"] = 1.0 - out["k_step_rmse"] / out["cv_k_step_rmse"]
-        return out
+            for name, run in estimators.items():
+                metrics = dynamics_metrics(run(batch), batch, self.units, self.window, self.burn_in)
+                for key, value in metrics.items():
+                    sums[name][key] = sums[name].get(key, 0.0) + value
+        return {name: rmses(total) for name, total in sums.items()}
 
     def describe(self, val: dict[str, float], stage: int, best: float) -> str:
         return (f"val k-step error {val['val/k_step_rmse']:.4f} (best {best:.4f}; constant velocity "

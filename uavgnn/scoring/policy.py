@@ -14,7 +14,7 @@ from uavgnn.data.store import GraphStore
 from uavgnn.decoders import decode
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.problem.metrics import assignment_metrics
-from uavgnn.runtime import autocast
+from uavgnn.runtime import autocast, eval_mode
 
 
 @dataclass
@@ -31,23 +31,22 @@ def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, de
                    repair: bool = False, reference: np.ndarray | None = None) -> Evaluation:
     """Decode every scene of ``store`` and score it; ``optimality_gap`` is against ``reference`` (per scene),
     by default the label MILP's objective."""
-    was_training = model.training
-    model.eval()
     assignments: list[np.ndarray] = []
     forward_s = decode_s = 0.0
-    for batch in InMemoryLoader(store, batch_size, shuffle=False):
-        batch = batch.to(device)
-        start = time.perf_counter()
-        with autocast(device, amp_dtype):
-            cand_logp, idle_logp, keep = policy_log_probs(model, batch, k)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        forward_s += time.perf_counter() - start
-        start = time.perf_counter()
-        scenes = [store.scene(int(i)) for i in batch.scene_id] if decoder == "sample" or repair else None
-        assignments += decode(decoder, batch, cand_logp.float(), idle_logp.float(), keep, scenes, samples, repair)
-        decode_s += time.perf_counter() - start
-    model.train(was_training)
+    with eval_mode(model):
+        for batch in InMemoryLoader(store, batch_size, shuffle=False):
+            batch = batch.to(device)
+            start = time.perf_counter()
+            with autocast(device, amp_dtype):
+                cand_logp, idle_logp, keep = policy_log_probs(model, batch, k)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            forward_s += time.perf_counter() - start
+            start = time.perf_counter()
+            scenes = [store.scene(int(i)) for i in batch.scene_id] if decoder == "sample" or repair else None
+            assignments += decode(decoder, batch, cand_logp.float(), idle_logp.float(), keep, scenes, samples,
+                                  repair)
+            decode_s += time.perf_counter() - start
     metrics = assignment_metrics(store.scenes(), assignments,
                                  store.objective.numpy() if reference is None else reference)
     return Evaluation(metrics, assignments, forward_s, decode_s)
