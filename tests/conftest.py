@@ -81,6 +81,12 @@ def run_cli(*overrides: str, cwd: Path, check: bool = True) -> subprocess.Comple
     return proc
 
 
+def job_dirs(sweep: Path) -> list[Path]:
+    """A sweep's job folders (``3-model=tiny,seed=1``), in job order."""
+    return sorted((p for p in sweep.iterdir() if p.is_dir() and p.name.split("-")[0].isdigit()),
+                  key=lambda p: int(p.name.split("-")[0]))
+
+
 @pytest.fixture(scope="session")
 def labelled_store() -> GraphStore:
     """32 small scenes (uniform and clustered) with their MILP labels, graphs built at k_max = 16."""

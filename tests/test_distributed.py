@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from conftest import ROOT, run_cli
+from conftest import ROOT, job_dirs, run_cli
 from omegaconf import OmegaConf
 from wandb_records import run_record
 
@@ -163,10 +163,11 @@ def test_sweep_on_submitit_local_launcher(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     run_cli("-m", "hydra/launcher=submitit_local", *DEBUG, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
             f"hydra.sweep.dir={sweep}", "model=tiny,small", cwd=tmp_path)
-    for job, model in (("0", "tiny"), ("1", "small")):
-        summary = json.loads((sweep / job / "summary.json").read_text())
+    for job, model in zip(job_dirs(sweep), ("tiny", "small"), strict=True):
+        assert job.name.endswith(f"model:{model}")
+        summary = json.loads((job / "summary.json").read_text())
         assert summary["steps"] == 12
-        assert json.loads((sweep / job / "metrics.jsonl").read_text().splitlines()[0])["model/params"] > 0
+        assert json.loads((job / "metrics.jsonl").read_text().splitlines()[0])["model/params"] > 0
     assert list((sweep / ".submitit").iterdir())  # submitit's own job records
 
 
@@ -212,12 +213,12 @@ def test_a_submitit_sweep_whose_jobs_are_two_process_ddp_runs(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     run_cli("-m", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2", *DEBUG, "logger=jsonl",
             f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", "model=tiny,small", cwd=tmp_path)
-    for job, model in (("0", "tiny"), ("1", "small")):
-        assert "global batch 16 = 8 per rank" in (sweep / job / "run.log").read_text()  # each job: a DDP run
-        rows = history(sweep / job)
+    for job, model in zip(job_dirs(sweep), ("tiny", "small"), strict=True):
+        assert "global batch 16 = 8 per rank" in (job / "run.log").read_text()  # each job: a DDP run
+        rows = history(job)
         assert [r["step"] for r in rows if "train/loss" in r] == [3, 6, 9, 12]  # one history, no rank twice
-        assert json.loads((sweep / job / "summary.json").read_text())["steps"] == 12
-        assert OmegaConf.load(sweep / job / ".hydra" / "config.yaml").model.name == model
+        assert json.loads((job / "summary.json").read_text())["steps"] == 12
+        assert OmegaConf.load(job / ".hydra" / "config.yaml").model.name == model
     report = run_cli("mode=compare", f"path={sweep}", cwd=tmp_path)
     assert "tiny" in report.stdout and "small" in report.stdout
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import glob
 import hashlib
 import json
 import math
@@ -783,15 +784,15 @@ def test_a_sweep_whose_jobs_refuse_their_directories_fails_and_leaves_them_untou
     """Review of issue 30: a sweep re-run into a sweep directory whose jobs hold runs refused every job without a
     record, and exited 0. The refusals are now recorded beside the jobs and the sweep fails, naming them."""
     sweep = tmp_path / "sweep"
-    for job in ("0", "1"):
+    for job in ("0-seed:0", "1-seed:1"):  # the folders the sweep below names its jobs
         shutil.copytree(finished_run / "run", sweep / job)
     before = snapshot(sweep)
     proc = run_cli("-m", *SMALL, f"data.cache_dir={tmp_path / 'cache'}", "seed=0,1", f"hydra.sweep.dir={sweep}",
                    cwd=tmp_path, check=False)
     assert proc.returncode == 1 and "2 of 2 jobs failed" in proc.stderr and "Traceback" not in proc.stderr
-    assert "job 0: RunDirectoryError" in proc.stderr and "already holds a run" in proc.stderr
+    assert "job 0-seed:0: RunDirectoryError" in proc.stderr and "already holds a run" in proc.stderr
     assert {k: v for k, v in snapshot(sweep).items() if k.startswith(("0", "1"))} == before
-    assert sorted(p.name for p in sweep.glob("failed-*.json")) == ["failed-0.json", "failed-1.json"]
+    assert sorted(p.name for p in sweep.glob("failed-*.json")) == ["failed-0-seed:0.json", "failed-1-seed:1.json"]
 
 
 def test_rewritten_files_keep_their_permissions(tmp_path) -> None:
@@ -950,7 +951,7 @@ def test_joblib_sweep_workers_die_with_a_killed_sweep_and_their_runs_resume(tmp_
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "-m", "hydra/launcher=joblib", *args, "seed=0,1",
                              f"hydra.sweep.dir={sweep}"], cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    jobs = [sweep / "0", sweep / "1"]
+    jobs = [sweep / "0-seed:0", sweep / "1-seed:1"]
     wait_for(lambda: all((d / "metrics.jsonl").exists() and logged(d) for d in jobs), "both jobs to train")
     workers = [pid for pid, (parent, _) in process_table().items() if parent == proc.pid]
     proc.kill()
@@ -998,15 +999,21 @@ def masac_cfg(tmp_path: Path, *overrides: str):
     return cfg
 
 
-def flip_byte_of_largest_tensor(path: Path) -> None:
-    """Flip the first byte of the largest tensor record of a ``torch.save`` zip (the replay buffer's observations
-    here, row 0): torch reads tensor bytes without checking the zip's CRC, so only our checksums see it."""
+def flip_byte_of_tensor(path: Path, holding: bytes | None = None) -> None:
+    """Flip the first byte of a tensor record of a ``torch.save`` zip, the one ``holding`` these bytes (else the
+    largest): torch reads tensor bytes without checking the zip's CRC, so only our checksums see it."""
     with zipfile.ZipFile(path) as archive:
-        record = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+        records = [i for i in archive.infolist() if "/data/" in i.filename]
+        record = (next(i for i in records if archive.read(i) == holding) if holding is not None
+                  else max(records, key=lambda i: i.file_size))
     raw = bytearray(path.read_bytes())
     name_len, extra_len = struct.unpack("<HH", raw[record.header_offset + 26: record.header_offset + 30])
     raw[record.header_offset + 30 + name_len + extra_len] ^= 0x40
     path.write_bytes(bytes(raw))
+
+
+def flip_byte_of_replay_observations(path: Path) -> None:
+    flip_byte_of_tensor(path, torch.load(path, weights_only=True)["data"]["buffer"]["data"]["obs"].numpy().tobytes())
 
 
 def rewritten(path: Path, change) -> None:
@@ -1030,7 +1037,7 @@ def test_last_pt_parts_are_verified_and_invalid_replay_or_env_state_is_named(tmp
             "train.log_every=3", "train.warmup_steps=0", "train.schedule=plateau", f"data.cache_dir={tmp_path / 'cache'}",
             f"hydra.run.dir={run}", "resume=auto"]
     pristine = (run / "last.pt").read_bytes()
-    damages = {"part 'data.buffer' (replay buffer) fails its checksum": flip_byte_of_largest_tensor,
+    damages = {"part 'data.buffer' (replay buffer) fails its checksum": flip_byte_of_replay_observations,
                "replay buffer: size 100 is outside 0..64": lambda p: rewritten(
                    p, lambda c: c["data"]["buffer"].update(size=100)),
                "replay buffer: cursor 70 does not fit": lambda p: rewritten(
@@ -1058,7 +1065,7 @@ def test_last_pt_parts_are_verified_and_invalid_replay_or_env_state_is_named(tmp
 def test_a_damaged_best_pt_or_checksum_table_is_refused_on_every_load(tmp_path, finished_run) -> None:
     best = tmp_path / "best.pt"
     shutil.copy(finished_run / "run" / "best.pt", best)
-    flip_byte_of_largest_tensor(best)
+    flip_byte_of_tensor(best)
     with pytest.raises(CheckpointError, match=r"part '(model|policy|ema|optimizer)' .* fails its checksum"):
         load_policy(best)
     ckpt = torch.load(finished_run / "run" / "best.pt", weights_only=True)
@@ -1306,18 +1313,23 @@ def test_wandb_online_without_an_answer_falls_back_to_offline_in_bounded_time(tm
     monkeypatch.delenv("WANDB_MODE", raising=False)
     settings = compose_cfg("logger=wandb", "logger.mode=online", "logger.init_timeout=3").logger
     (tmp_path / "run").mkdir()
+    monkeypatch.chdir(tmp_path)
     began = time.perf_counter()
-    logger = MetricLogger(tmp_path / "run", settings, config={"seed": 0})
+    logger = MetricLogger(Path("run"), settings, config={"seed": 0})  # relative, as Hydra's run.dir usually is
     try:
         logger.log({"train/loss": 1.0}, step=1)
     finally:
         logger.finish()
         silent.close()
     assert time.perf_counter() - began < 45
-    notice = [line for line in capsys.readouterr().err.splitlines() if "logging offline instead" in line]
+    printed = capsys.readouterr()
+    err = printed.err.splitlines()
+    notice = [line for line in err if "logging offline instead" in line]
     assert len(notice) == 1 and "online start failed within 3 s" in notice[0]
     offline = list((tmp_path / "run" / "wandb").glob("offline-run-*"))
     assert len(offline) == 1 and list(offline[0].glob("*.wandb")) and read_history(tmp_path / "run")
+    hint = next(line for line in printed.out.splitlines() if "upload: wandb sync " in line).split("wandb sync ")[1]
+    assert Path(hint).is_absolute() and glob.glob(hint) == [str(offline[0])]  # works from any directory
 
 
 @pytest.mark.slow

@@ -109,6 +109,18 @@ def test_ring_buffer_overwrites_the_oldest_and_round_trips_through_its_state() -
     assert torch.equal(copy.sample(16, g1).obs, buffer.sample(16, g2).obs)
 
 
+def test_a_saved_buffer_takes_the_space_of_its_filled_rows_not_its_capacity(tmp_path) -> None:
+    shapes = {"obs": (2, 3), "state": (4,), "action": (2, 2), "reward": (2,), "next_obs": (2, 3),
+              "next_state": (4,), "done": ()}
+    small, large = (ReplayBuffer(capacity, shapes, torch.device("cpu")) for capacity in (10, 100_000))
+    for buffer in (small, large):
+        buffer.add(**{name: torch.ones(3, *s) for name, s in shapes.items()})
+        (tmp_path / str(buffer.capacity)).mkdir()
+        torch.save(buffer.state_dict(), tmp_path / str(buffer.capacity) / "buffer.pt")
+    sizes = [(tmp_path / str(capacity) / "buffer.pt").stat().st_size for capacity in (10, 100_000)]
+    assert sizes[1] == sizes[0] < 20_000  # 3 rows either way (a full-capacity slice: ~11 MB)
+
+
 def compose_masac(tmp_path: Path, *overrides: str):
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):

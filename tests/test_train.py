@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, run_cli
+from omegaconf import OmegaConf
+from conftest import ROOT, job_dirs, run_cli
 from wandb_records import history, media, run_record, summary
 
 SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
@@ -96,12 +97,28 @@ def test_wandb_offline_run_holds_the_history(tmp_path) -> None:
 
 
 @pytest.mark.slow
+def test_a_sweep_job_folder_is_named_by_what_the_sweep_varies_and_pastes_as_an_override(tmp_path) -> None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from uavgnn.run_dir import JOB_DIR_CHARS, job_dir_name
+
+    OmegaConf.save({"hydra": {"overrides": {"task": ["model=tiny,small", "seed=0,1", "logger=jsonl"]}}},
+                   tmp_path / "multirun.yaml")
+    assert job_dir_name(3, str(tmp_path), "logger=jsonl,model=small,seed=1") == "3-model:small+seed:1"
+    # a search that varies nothing by itself (Optuna): every override, in characters an override takes unquoted
+    name = job_dir_name(0, str(tmp_path / "elsewhere"), "model.hidden=[1,2],task.file=/a b/x.json")
+    assert name == "0-model.hidden:_1_2_+task.file:_a_b_x.json"
+    assert OverridesParser.create().parse_override(f"hydra.run.dir=/tmp/{name}").value() == f"/tmp/{name}"
+    assert len(job_dir_name(1, str(tmp_path), ",".join(f"k{i}=v{i}" for i in range(99)))) == JOB_DIR_CHARS
+
+
 def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     run_cli("-m", *SMALL, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}",
             "model=tiny,small", "optim.amp=true,false", "logger=wandb", cwd=tmp_path)
-    jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit())
-    assert len(jobs) == 4
+    jobs = job_dirs(sweep)
+    assert [job.name for job in jobs] == ["0-model:tiny+optim.amp:True", "1-model:tiny+optim.amp:False",
+                                          "2-model:small+optim.amp:True", "3-model:small+optim.amp:False"]
     groups, tags, names = set(), [], []
     for job in jobs:
         assert (job / "summary.json").exists()
@@ -125,8 +142,10 @@ def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     assert "Joblib.Parallel(n_jobs=2," in proc.stdout + proc.stderr  # hardware=cpu's sweep_jobs
     # the sweep runs every job, then reports the failed one and exits non-zero
     assert proc.returncode == 1 and "1 of 2 jobs failed" in proc.stderr
-    assert "job 1: ConfigError: model.hidden=-1 must be >= 1" in proc.stderr and "Traceback" not in proc.stderr
-    ok, failed = sweep / "0", sweep / "1"
+    assert "job 1-model.hidden:-1: ConfigError: model.hidden=-1 must be >= 1" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    ok, failed = job_dirs(sweep)
+    assert (ok.name, failed.name) == ("0-model.hidden:32", "1-model.hidden:-1")  # named by what the sweep varies
     assert (ok / "summary.json").exists() and not (ok / "failed.json").exists()
     report = json.loads((failed / "failed.json").read_text())
     assert "model.hidden=-1 must be >= 1" in report["error"] and report["config"]["model"]["hidden"] == -1
@@ -134,8 +153,9 @@ def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     run_cli("mode=compare", f"path={sweep}", f"hydra.run.dir={tmp_path / 'cmp'}", cwd=tmp_path)
     report = (sweep / "comparison.md").read_text()
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in report.splitlines() if line.startswith("|")]
-    assert cells[0][:3] == ["run", "model.hidden", "status"] and ["1", "-1", "failed"] in [c[:3] for c in cells]
-    assert "- 1: ConfigError: model.hidden=-1 must be >= 1" in report
+    assert cells[0][:3] == ["run", "model.hidden", "status"]
+    assert ["1-model.hidden:-1", "-1", "failed"] in [c[:3] for c in cells]
+    assert "- 1-model.hidden:-1: ConfigError: model.hidden=-1 must be >= 1" in report
 
 
 @pytest.mark.heavy  # an optional sweeper plugin; the basic and joblib multiruns run by default
@@ -143,9 +163,9 @@ def test_optuna_search_minimises_the_returned_gap(tmp_path) -> None:
     sweep = tmp_path / "search"
     run_cli("hparams_search=optuna", "hydra.sweeper.n_trials=2", *SMALL, "logger=jsonl",
             f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
-    from omegaconf import OmegaConf
 
     result = OmegaConf.load(sweep / "optimization_results.yaml")
-    gaps = [json.loads((sweep / job / "summary.json").read_text())["best_val_optimality_gap"] for job in ("0", "1")]
+    gaps = [json.loads((job / "summary.json").read_text())["best_val_optimality_gap"] for job in job_dirs(sweep)]
+    assert len(gaps) == 2
     assert result.best_value == pytest.approx(min(gaps))
     assert set(result.best_params) == {"train.lr", "model.hidden", "model.layers"}

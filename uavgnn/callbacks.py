@@ -67,7 +67,7 @@ def failed_jobs(sweep_dir: Path) -> list[tuple[str, str]]:
     records.update({path.stem[len(run_dir.REFUSED_PREFIX):]: path
                     for path in sweep_dir.glob(f"{run_dir.REFUSED_PREFIX}*.json")})
     found = []
-    for name in sorted(records, key=lambda n: (len(n), n)):
+    for name in sorted(records, key=run_dir.job_number):
         try:
             error = json.loads(records[name].read_text()).get("error", "unknown error")
         except (OSError, ValueError, AttributeError):
@@ -95,8 +95,8 @@ class RunChecks(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         if config.logger.name == "wandb" and config.logger.mode == "offline":  # once per sweep, not per job
-            print(f"wandb: offline runs in {sweep_dir}/*/wandb; upload them all: "
-                  f"wandb sync {sweep_dir}/*/wandb/offline-run-*")
+            where = sweep_dir.resolve()  # the hint works from any directory
+            print(f"wandb: offline runs in {where}/*/wandb; upload them all: wandb sync {where}/*/wandb/offline-run-*")
         failed = failed_jobs(sweep_dir)
         if not failed:
             return

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
+from uavgnn import run_dir
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.problem.scenes import SceneDistribution
 
@@ -228,6 +230,10 @@ def register_configs() -> None:
     for store_group_schemas in GROUP_SCHEMAS:
         store_group_schemas(store)
 
+
+# hydra.sweep.subdir names a job's folder by its overrides; registered on import, as sweep workers import this
+# module before their job's directory is resolved
+OmegaConf.register_new_resolver("uavgnn.job_dir", run_dir.job_dir_name, replace=True)
 
 # conf/hydra/launcher/joblib.yaml takes the plugin's n_jobs from the hardware preset and is meant to be
 # validated against the plugin's schema of the same name; Hydra 1.3 does that but warns on every compose

@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from uavgnn.console import echo
 from uavgnn.errors import RunDirectoryError
 from uavgnn.manifest import manifest_lines, run_manifest
+from uavgnn.run_dir import swept_keys
 from uavgnn.report import flatten, markdown_table
 from uavgnn.runtime import resolve_device
 from uavgnn.storage import atomic_write, storage_error
@@ -100,15 +101,6 @@ def publish(cfg, out_dir: Path, tables: dict[str, list[dict[str, Any]]], images:
         logger.summary(summary)
     finally:
         logger.finish()
-
-
-def swept_keys(sweep_dir: Path) -> set[str]:
-    """The keys a sweep varies (``model=tiny,small`` -> ``model``), from its ``multirun.yaml``."""
-    path = sweep_dir / "multirun.yaml"
-    if not path.exists():
-        return set()
-    task = OmegaConf.load(path).hydra.overrides.task
-    return {o.split("=")[0] for o in map(str, task) if "," in o.split("=", 1)[-1] or "(" in o.split("=", 1)[-1]}
 
 
 def open_logger(cfg, out_dir: Path, resume_step: int | None = None, enabled: bool = True) -> MetricLogger:
@@ -234,8 +226,8 @@ class MetricLogger:
         for key, summary in SUMMARIES.items():
             run.define_metric(key, summary=summary)
         if mode == "offline" and context.group is None:  # a sweep says it once for all its jobs (callbacks)
-            echo(f"wandb: offline run {identity} in {self.out_dir / 'wandb'}; upload: wandb sync "
-                 f"{self.out_dir / 'wandb'}/offline-run-*")
+            where = (self.out_dir / "wandb").resolve()  # the hint works from any directory
+            echo(f"wandb: offline run {identity} in {where}; upload: wandb sync {where}/offline-run-*")
         return run
 
     def _guarded(self, what: str, call):
@@ -303,8 +295,18 @@ class MetricLogger:
         if self.tensorboard is not None:
             numbers = {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
                        and math.isfinite(v)}
-            self._guarded("tensorboard.add_hparams",
-                          lambda: self.tensorboard.add_hparams(self.hparams, numbers, run_name="hparams"))
+            self._guarded("tensorboard hparams", lambda: self._tensorboard_hparams(numbers))
+
+    def _tensorboard_hparams(self, numbers: dict[str, float]) -> None:
+        """The hparams view's records written into this run's own event file: ``add_hparams`` would write them
+        into a subfolder, which TensorBoard lists as a second run."""
+        from torch.utils.tensorboard.summary import hparams
+
+        writer = self.tensorboard._get_file_writer()
+        for record in hparams(self.hparams, numbers):
+            writer.add_summary(record)
+        for key, value in numbers.items():  # the view reads each metric from the run's scalars
+            self.tensorboard.add_scalar(key, value)
 
     def finish(self) -> None:
         if self._history is not None:

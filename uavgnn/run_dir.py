@@ -10,6 +10,7 @@ resume check in one that does. A directory this process created and never accept
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -29,6 +30,7 @@ HYDRA_RECORD = ".hydra"
 BOOKKEEPING = {HYDRA_RECORD, "run.log", run_lock.LOCK_FILE}  # what every accepted run directory holds
 FILE_MANAGER_NOTES = {".DS_Store", "Thumbs.db", "desktop.ini"}  # written by macOS and Windows into any folder seen
 REFUSED_PREFIX = "failed-"  # <sweep dir>/failed-<job>.json: a job that refused its directory
+JOB_DIR_CHARS = 120  # a sweep job's folder name at most (file systems allow 255 bytes)
 
 _accepted: set[Path] = set()
 _created: set[Path] = set()
@@ -47,6 +49,33 @@ def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir()
                   if p.name not in BOOKKEEPING | FILE_MANAGER_NOTES
                   and not (p.name == RUN_FILES[0] and p.is_file() and p.stat().st_size == 0))
+
+
+def swept_keys(sweep_dir: Path) -> set[str]:
+    """The keys a sweep varies (``model=tiny,small`` -> ``model``), from its ``multirun.yaml``."""
+    path = sweep_dir / "multirun.yaml"
+    if not path.exists():
+        return set()
+    task = OmegaConf.load(path).hydra.overrides.task
+    return {o.split("=")[0] for o in map(str, task) if "," in o.split("=", 1)[-1] or "(" in o.split("=", 1)[-1]}
+
+
+def job_dir_name(number: int, sweep_dir: str, overrides: str) -> str:
+    """A sweep job's folder, ``hydra.sweep.subdir``: its number, then the overrides the sweep varies
+    (``3-model:tiny+seed:1``; all of them when it varies none by itself, e.g. an Optuna search). Only
+    characters a Hydra override takes unquoted (``hydra.run.dir=<it> resume=auto`` works as typed), at most
+    ``JOB_DIR_CHARS``."""
+    items = re.split(r",(?=[\w.+~-]+=)", overrides) if overrides else []  # Hydra's override_dirname
+    swept = swept_keys(Path(sweep_dir))
+    items = [item for item in items if item.split("=")[0] in swept] or items
+    name = "-".join([str(number), "+".join(item.replace("=", ":", 1) for item in items)]) if items else str(number)
+    return re.sub(r"[^\w.:+@-]", "_", name)[:JOB_DIR_CHARS]
+
+
+def job_number(name: str) -> tuple[int, str]:
+    """Sort key of a sweep job's folder (``job_dir_name``): by its number, then by name."""
+    head = name.split("-", 1)[0]
+    return (int(head) if head.isdigit() else -1, name)
 
 
 def refused_job_record(directory: Path) -> Path:

@@ -142,8 +142,8 @@ class ReplayBuffer:
         self.tree.update(index.to(self.device), priority ** self.alpha)
 
     def state_dict(self) -> dict[str, Any]:
-        filled = slice(0, self.size)
-        return {"data": {name: t[filled].cpu() for name, t in self.data.items()}, "cursor": self.cursor,
+        # the filled rows, copied: a slice would be saved with its whole storage (the buffer's full capacity)
+        return {"data": {name: t[:self.size].cpu().clone() for name, t in self.data.items()}, "cursor": self.cursor,
                 "size": self.size, "max_priority": self.max_priority,
                 "tree": self.tree.tree.cpu() if self.tree is not None else None}
 
