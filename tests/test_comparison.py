@@ -17,7 +17,7 @@ from conftest import run_cli
 from omegaconf import OmegaConf
 
 from uavgnn.run_record import find_runs, load_run
-from uavgnn.modes.sweep_report import compare_runs, differing_keys
+from uavgnn.modes.sweep_report import compare_runs, differing_keys, group_labels
 
 
 def make_run(root: Path, name: str, model: str, hidden: int, seed: int, gap: float | None, speed: float = 100.0) -> Path:
@@ -66,8 +66,16 @@ def test_table_values_aggregates_and_failures(sweep) -> None:
     markdown = (sweep / "comparison.md").read_text()
     header = markdown.splitlines()[0]
     assert "model.name" in header and "seed" in header and "data.cache_dir" not in header
-    assert "**0.04** (best)" in markdown  # lowest best_val_optimality_gap, run 2
-    assert "0.15 ± 0.071" in markdown
+    # best on the group means (small's 0.05, not run 2's 0.04); the 95% interval: t(0.975, 1 dof) = 12.706
+    half = 12.706 * statistics.stdev([0.04, 0.06]) / 2**0.5
+    assert f"**0.05 ± 0.014 [{0.05 - half:.4g}, {0.05 + half:.4g}]**" in markdown and "**0.04" not in markdown
+    assert markdown.count("**0.9 ± 0 [0.9, 0.9]**") == 2  # a tie: both groups' completion is bold
+    assert "0.15 ± 0.071 [" in markdown and "(best)" not in markdown
+    latex = (sweep / "comparison.tex").read_text().splitlines()  # the paper table: parsed back
+    assert latex[0] == r"\begin{tabular}{llllllllll}" and latex[-1] == r"\end{tabular}"
+    body = [line for line in latex if line.endswith(r"\\")]
+    assert len(body) == 1 + 6 and all(line.count("&") == 9 for line in body)  # header + the 6 rows that finished
+    assert r"best\_val\_optimality\_gap" in body[0] and r"\textbf{0.05 $\pm$ 0.014" in latex[-3]
     assert "Failed runs:" in markdown and "- 4: ConfigError: model.hidden=-1 must be > 0" in markdown
     with (sweep / "comparison.csv").open() as f:
         table = list(csv.DictReader(f))
@@ -78,6 +86,23 @@ def test_table_values_aggregates_and_failures(sweep) -> None:
     assert image.shape[0] > 100 and image.std() > 0.01
     page = (sweep / "comparison.html").read_text()
     assert "data:image/png;base64," in page and page.count("<tr class=") == len(rows)
+
+
+def test_groups_are_labelled_by_the_overrides_the_user_typed(sweep) -> None:
+    """The legend of comparison.png and the groups read ``model=tiny`` (what was typed), not every config key
+    that option sets; without overrides on record, the differing config keys."""
+    runs = [load_run(d) for d in find_runs([sweep])]
+    keys = differing_keys(runs)
+    assert group_labels(runs, keys)[0] == "model.hidden=32, model.name=tiny"
+    for run, model in zip(runs, ["tiny", "tiny", "small", "small", "small"]):
+        OmegaConf.save([f"model={model}", f"seed={run.config['seed']}", "logger=jsonl"],
+                       run.directory / ".hydra" / "overrides.yaml")
+    runs = [load_run(d) for d in find_runs([sweep])]
+    # run 4 shares model=small with 2 and 3 but not their config (model.hidden=-1): the overrides cannot tell
+    # the groups apart, so the config keys label them
+    assert group_labels(runs, keys)[4] == "model.hidden=-1, model.name=small"
+    runs = runs[:4]
+    assert group_labels(runs, differing_keys(runs)) == ["model=tiny", "model=tiny", "model=small", "model=small"]
 
 
 @pytest.mark.slow

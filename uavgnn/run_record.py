@@ -22,6 +22,7 @@ from uavgnn.console import echo
 from uavgnn.errors import RunDirectoryError
 from uavgnn.loggers import read_history
 from uavgnn.report import flatten
+from uavgnn.run_dir import job_number
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Run:
     metrics: dict[str, float]
     history: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
+    overrides: tuple[str, ...] = ()  # its command line's (``.hydra/overrides.yaml``): ``model=tiny``, ``seed=1``
 
 
 def is_run(directory: Path) -> bool:
@@ -48,8 +50,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
         if is_run(path) and not (path / "multirun.yaml").exists():
             runs.append(path)
         else:
-            runs += sorted((p for p in path.iterdir() if p.is_dir() and is_run(p)),
-                           key=lambda p: (len(p.name), p.name))
+            runs += sorted((p for p in path.iterdir() if p.is_dir() and is_run(p)), key=lambda p: job_number(p.name))
     if not runs:
         raise FileNotFoundError(f"path: no run directories under {', '.join(map(str, paths))}")
     return runs
@@ -63,7 +64,9 @@ def load_run(directory: Path) -> Run:
     config, problem = _read(config_path, lambda: flatten(OmegaConf.to_container(OmegaConf.load(config_path),
                                                                                 resolve=False)), {})
     history, history_problem = _read(directory / "metrics.jsonl", lambda: read_history(directory), [])
-    problem = problem or history_problem
+    overrides_path = directory / ".hydra" / "overrides.yaml"
+    overrides, overrides_problem = _read(overrides_path, lambda: tuple(map(str, OmegaConf.load(overrides_path))), ())
+    problem = problem or history_problem or overrides_problem
     metrics: dict[str, float] = {}
     status, error = "incomplete", ""
     if (directory / "summary.json").exists():
@@ -78,13 +81,13 @@ def load_run(directory: Path) -> Run:
         status, error, problem = "failed", str(failed.get("error", "")), problem or failed_problem
     if problem:
         echo(f"compare: {directory.name} is damaged: {problem}; listed as damaged", err=True)
-        return Run(directory.name, directory, "damaged", config, {}, [], problem)
+        return Run(directory.name, directory, "damaged", config, {}, [], problem, overrides)
     speeds = [r["perf/graphs_per_s"] for r in history if "perf/graphs_per_s" in r]
     memory = [r["perf/peak_mem_mb"] for r in history if "perf/peak_mem_mb" in r]
     if status == "ok":
         metrics["graphs_per_s"] = statistics.median(speeds) if speeds else math.nan
         metrics["peak_mem_mb"] = max(memory) if memory else math.nan
-    return Run(directory.name, directory, status, config, metrics, history, error)
+    return Run(directory.name, directory, status, config, metrics, history, error, overrides)
 
 
 def _object(path: Path) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Reads each run back (``uavgnn.run_record``: a damaged one is listed as such);
 finds the config values that differ between runs; groups
 runs that differ only by ``seed`` and adds a mean ± std row per group (pandas
 ``groupby``); and writes ``comparison.md``, ``comparison.csv``,
-``comparison.png`` and a self-contained ``comparison.html``.
+``comparison.tex`` (LaTeX, for a paper), ``comparison.png`` and a self-contained ``comparison.html``.
 
 The HTML table is written here rather than by pandas' ``Styler``: each seed
 group is its own ``<tbody>``, so sorting by any column moves a group's runs
@@ -26,6 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from scipy.stats import t as t_dist  # noqa: E402
 
 from uavgnn.plots import panel_grid  # noqa: E402
 from uavgnn.run_record import Run, find_runs, load_run  # noqa: E402
@@ -45,16 +46,24 @@ def differing_keys(runs: list[Run]) -> list[str]:
     return [k for k in keys if len({json.dumps(r.config.get(k), default=str) for r in runs}) > 1]
 
 
-def group_label(config: dict[str, Any], keys: list[str]) -> str:
-    """``model.name=tiny, optim.amp=True``: every swept key but the seed (what a seed group shares)."""
-    return ", ".join(f"{k}={config.get(k)}" for k in keys if k != "seed")
+def group_labels(runs: list[Run], keys: list[str]) -> list[str]:
+    """What each run's seed group shares, as the user chose it: the command-line overrides that differ between
+    runs, seed aside (``model=tiny, optim.amp=true``); runs without their overrides (or whose overrides do not
+    tell them apart): every differing config key but the seed (``model.name=tiny``)."""
+    by_key = [dict(o.split("=", 1) for o in r.overrides if "=" in o) for r in runs]
+    varied = sorted({k for o in by_key for k in o if k != "seed" and len({d.get(k) for d in by_key}) > 1})
+    from_config = [", ".join(f"{k}={r.config.get(k)}" for k in keys if k != "seed") for r in runs]
+    from_overrides = [", ".join(f"{k}={o[k]}" for k in varied if k in o) for o in by_key]
+    distinct = len(set(zip(from_config, from_overrides))) == len(set(from_overrides))
+    return from_overrides if all(r.overrides for r in runs) and distinct else from_config
 
 
 def table_rows(runs: list[Run], keys: list[str]) -> list[dict[str, Any]]:
     """One row per run, grouped by their config without the seed; each group of >= 2 ok runs is
-    followed by its mean ± std row. ``group`` numbers the groups (first appearance first)."""
+    followed by its mean ± std row and the 95% interval of the mean (Student's t). ``group`` numbers the
+    groups (first appearance first)."""
     frame = pd.DataFrame([{"run": r.name, **{k: r.config.get(k) for k in keys}, "status": r.status, **r.metrics,
-                           "error": r.error, "label": group_label(r.config, keys)} for r in runs])
+                           "error": r.error, "label": label} for r, label in zip(runs, group_labels(runs, keys))])
     for metric in METRICS:
         if metric not in frame:
             frame[metric] = math.nan
@@ -71,9 +80,12 @@ def table_rows(runs: list[Run], keys: list[str]) -> list[dict[str, Any]]:
         mean = {"run": f"{MEAN} ({seeds} seeds)", **{k: first[k] for k in keys if k != "seed"}, "seed": "*",
                 "status": "ok", "error": "", "label": first["label"], "group": group}
         for metric in METRICS:
-            if stats.loc[group, (metric, "count")] > 0:
+            count = int(stats.loc[group, (metric, "count")])
+            if count > 0:
                 mean[metric] = float(stats.loc[group, (metric, "mean")])
                 mean[f"{metric}_std"] = float(np.nan_to_num(stats.loc[group, (metric, "std")]))
+                if count > 1:
+                    mean[f"{metric}_ci95"] = float(t_dist.ppf(0.975, count - 1)) * mean[f"{metric}_std"] / count**0.5
         rows.append(mean)
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()} for row in rows]
 
@@ -82,32 +94,52 @@ def is_mean(row: dict[str, Any]) -> bool:
     return str(row["run"]).startswith(MEAN)
 
 
-def best_runs(rows: list[dict[str, Any]]) -> dict[str, str]:
-    """For each metric, the run (individual runs only) with the best value."""
-    best = {}
+def best_cells(rows: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """For each metric, the rows holding the best value as shown (4 significant digits: ties all count) among
+    what a reader compares: each seed group's mean row, and the runs of groups that have none."""
+    averaged = {r["group"] for r in rows if is_mean(r)}
+    candidates = [r for r in rows if r["status"] == "ok" and (is_mean(r) or r["group"] not in averaged)]
+    best: dict[str, set[str]] = {}
     for metric, higher in METRICS.items():
-        values = [(r[metric], r["run"]) for r in rows if r["status"] == "ok" and not is_mean(r)
-                  and isinstance(r.get(metric), float)]
+        values = [(r[metric], r["run"], r["group"]) for r in candidates if isinstance(r.get(metric), float)]
         if values:
-            best[metric] = (max if higher else min)(values)[1]
+            top = _number((max if higher else min)(v for v, _, _ in values), 4)
+            best[metric] = {(run, group) for v, run, group in values if _number(v, 4) == top}
     return best
 
 
-def _cell(row: dict[str, Any], key: str) -> str:
+def is_best(best: dict[str, set[str]], row: dict[str, Any], column: str) -> bool:
+    return (row["run"], row["group"]) in best.get(column, set())
+
+
+def cell(row: dict[str, Any], key: str) -> str:
+    """A value as every table shows it: 4 significant digits; a group's mean with ± its std over seeds and
+    [the 95% interval of the mean]."""
     value = row.get(key)
     if isinstance(value, float):
-        text = f"{value:.4g}"
+        text = _number(value, 4)
         if row.get(f"{key}_std") is not None:
-            text += f" ± {row[f'{key}_std']:.2g}"
+            text += f" ± {_number(row[f'{key}_std'], 2)}"
+        if row.get(f"{key}_ci95") is not None:
+            text += f" [{_number(value - row[f'{key}_ci95'], 4)}, {_number(value + row[f'{key}_ci95'], 4)}]"
         return text
     return "" if value is None else str(value)
 
 
-def render_markdown(rows: list[dict[str, Any]], keys: list[str], best: dict[str, str]) -> str:
+def _number(value: float, digits: int) -> str:
+    """``digits`` significant digits, without an exponent below a billion (660, not 6.6e+02)."""
+    text = f"{value:.{digits}g}"
+    return f"{value:.0f}" if "e+" in text and abs(value) < 1e9 else text
+
+
+LEGEND = ("Bold: the best per metric among the seed groups' means (and runs with no group to average), ties all "
+          "bold. ± std over seeds; [95% interval of the mean, Student's t].")
+
+
+def render_markdown(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]]) -> str:
     columns = ["run", *keys, "status", *METRICS]
-    cells = [{c: f"**{_cell(row, c)}** (best)" if best.get(c) == row["run"] and c in METRICS else _cell(row, c)
-              for c in columns} for row in rows]
-    lines = [pd.DataFrame(cells, columns=columns).to_markdown(index=False, stralign="right")]
+    cells = [{c: f"**{cell(row, c)}**" if is_best(best, row, c) else cell(row, c) for c in columns} for row in rows]
+    lines = [pd.DataFrame(cells, columns=columns).to_markdown(index=False, stralign="right"), "", LEGEND]
     for status in ("failed", "damaged"):
         listed = [r for r in rows if r["status"] == status]
         if listed:
@@ -116,8 +148,21 @@ def render_markdown(rows: list[dict[str, Any]], keys: list[str], best: dict[str,
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
-    columns = ["run", *keys, "status", *[m for metric in METRICS for m in (metric, f"{metric}_std")], "error"]
+    columns = ["run", *keys, "status", *[m for metric in METRICS for m in (metric, f"{metric}_std", f"{metric}_ci95")],
+               "error"]
     atomic_write(path, pd.DataFrame(rows).reindex(columns=columns).to_csv(index=False).encode())
+
+
+def render_latex(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]]) -> str:
+    """The table for a paper (pandas' Styler): the runs that finished, the best cells in bold, text escaped."""
+    columns = ["run", *keys, *METRICS]
+    shown = [r for r in rows if r["status"] == "ok"]
+    frame = pd.DataFrame([{c: cell(r, c) for c in columns} for r in shown], columns=columns)
+    bold = pd.DataFrame([{c: "textbf: --rwrap;" if is_best(best, r, c) else "" for c in columns} for r in shown],
+                        columns=columns)
+    styler = frame.style.hide(axis="index").format(escape="latex").format_index(escape="latex", axis=1)
+    latex = styler.apply(lambda _: bold, axis=None).to_latex(hrules=True, column_format="l" * len(columns))
+    return latex.replace("±", r"$\pm$")
 
 
 def _curve(runs: list[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -133,10 +178,11 @@ def _curve(runs: list[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def plot(path: Path, runs: list[Run], keys: list[str]) -> None:
     """Learning curves and throughput (one line per seed group, its seeds' min-max as a band),
     then one panel per final metric (group means, whiskers = std over seeds)."""
-    ok = [r for r in runs if r.status == "ok"]
     groups: dict[str, list[Run]] = {}
-    for r in ok:
-        groups.setdefault(group_label(r.config, keys) or r.name, []).append(r)
+    for r, label in zip(runs, group_labels(runs, keys)):
+        if r.status == "ok":
+            groups.setdefault(label or r.name, []).append(r)
+    ok = [r for members in groups.values() for r in members]
     finals = [m for m in FINAL_PANELS if any(not math.isnan(r.metrics.get(m, math.nan)) for r in ok)]
     fig, axes = panel_grid(2 + len(finals))
     for i, (label, members) in enumerate(groups.items()):
@@ -236,7 +282,7 @@ def _header(key: str) -> str:
     return html.escape(key).replace(".", ".<wbr>").replace("_", "_<wbr>")
 
 
-def render_html(rows: list[dict[str, Any]], keys: list[str], best: dict[str, str], png: Path) -> str:
+def render_html(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]], png: Path) -> str:
     columns = ["run", *keys, "status", *METRICS]
     head = "".join(f"<th scope='col' aria-sort='none' title='{html.escape(c)}: click to sort'>{_header(c)}</th>"
                    for c in columns)
@@ -247,9 +293,9 @@ def render_html(rows: list[dict[str, Any]], keys: list[str], best: dict[str, str
             cells = []
             for c in columns:
                 raw = row.get(c)
-                mark = " class='best'" if best.get(c) == row["run"] and c in METRICS else ""
+                mark = " class='best'" if is_best(best, row, c) else ""
                 cells.append(f"<td data-value='{html.escape('' if raw is None else str(raw))}'{mark}>"
-                             f"{html.escape(_cell(row, c))}</td>")
+                             f"{html.escape(cell(row, c))}</td>")
             kind = "mean" if is_mean(row) else row["status"]
             lines.append(f"<tr class='{kind}'>" + "".join(cells) + "</tr>")
         bodies.append(f"<tbody data-group='{group}'>" + "".join(lines) + "</tbody>")
@@ -260,9 +306,9 @@ def render_html(rows: list[dict[str, Any]], keys: list[str], best: dict[str, str
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>{STYLE}</style></head><body>
 <h1>Run comparison</h1>
-<p>{runs} runs; columns: the config values that differ, then final metrics (best per metric in bold).
-Runs that differ only by seed form a group with its mean ± std row (italic). Click a header to sort
-(again to reverse); groups stay together.</p>
+<p>{runs} runs; columns: the config values that differ, then final metrics. Runs that differ only by seed
+form a group with its mean ± std row (italic). {html.escape(LEGEND)} Click a header to sort (again to
+reverse); groups stay together.</p>
 <div class="table-wrap"><table id="runs"><thead><tr>{head}</tr></thead>
 {chr(10).join(bodies)}
 </table></div>
@@ -278,10 +324,11 @@ def compare_runs(paths: list[Path], out_dir: Path) -> list[dict[str, Any]]:
     runs = [load_run(d) for d in find_runs(paths)]
     keys = differing_keys(runs)
     rows = table_rows(runs, keys)
-    best = best_runs(rows)
+    best = best_cells(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(out_dir / "comparison.md", render_markdown(rows, keys, best).encode())
     write_csv(out_dir / "comparison.csv", rows, keys)
+    atomic_write(out_dir / "comparison.tex", render_latex(rows, keys, best).encode())
     plot(out_dir / "comparison.png", runs, keys)
     atomic_write(out_dir / "comparison.html", render_html(rows, keys, best, out_dir / "comparison.png").encode())
     return rows
