@@ -121,6 +121,20 @@ def test_a_saved_buffer_takes_the_space_of_its_filled_rows_not_its_capacity(tmp_
     assert sizes[1] == sizes[0] < 20_000  # 3 rows either way (a full-capacity slice: ~11 MB)
 
 
+def test_a_learning_curve_of_one_validation_draws_its_references_across(tmp_path) -> None:
+    """A short run validates once: the policy is a dot, the planner's and nearest target's returns are levels
+    across the whole plot (they were single points with no marker, drawn nowhere)."""
+    import matplotlib.image
+
+    from uavgnn.envs.render import plot_learning_curve
+
+    history = [{"step": 20, "val/return": 0.0, "val/planner_return": 5.3, "val/nearest_return": 4.7}]
+    image = matplotlib.image.imread(plot_learning_curve(history, tmp_path / "curve.png"))[..., :3]
+    for colour in ((0x2C, 0xA0, 0x2C), (0xD6, 0x27, 0x28)):  # matplotlib's C2 (planner) and C3 (nearest)
+        hits = (abs(image - torch.tensor(colour).numpy() / 255) < 0.02).all(-1)
+        assert hits.any(0).mean() > 0.5  # in more than half of the picture's columns: a line across
+
+
 def compose_masac(tmp_path: Path, *overrides: str):
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):

@@ -150,7 +150,10 @@ def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> No
             mine = [r for r in rows if r["positions"] == positions and r["method"] == method and "time_s" in r]
             if not mine:
                 continue
-            style = dict(color=f"C{m_i}", ls=("-", "--", ":")[p_i % 3], marker="o", label=f"{method}, {positions}")
+            # methods that score the same (lap and mcf are both exact for one-UAV needs) stay visible: each its
+            # own marker, the later ones hollow and larger so the earlier show through
+            style = dict(color=f"C{m_i}", ls=("-", "--", ":")[p_i % 3], marker="osD^vPX"[m_i % 7], ms=4 + 1.5 * m_i,
+                         mfc="none" if m_i else f"C{m_i}", lw=1.2, label=f"{method}, {positions}")
             if method != "milp":  # the MILP is the reference: gap 0 by definition
                 gap_ax.plot([r["n_uav"] for r in mine], [100 * r["optimality_gap"] for r in mine], **style)
             time_ax.plot([r["n_uav"] for r in mine], [r["time_s"] for r in mine], **style)
@@ -163,8 +166,9 @@ def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> No
     gap_ax.set(xlabel="UAVs per scene", ylabel="gap vs proven-optimal MILP (%)",
                title=f"zero-shot gap (trained on {train_size} UAVs)")
     time_ax.set(yscale="log", xlabel="UAVs per scene", ylabel="seconds per scene", title="wall time")
-    time_ax.legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = time_ax.get_legend_handles_labels()  # below the panels, over no line
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 + 0.035 * ((len(labels) - 1) // 4), 1, 1))
     save_figure(fig, path, dpi=120)
     plt.close(fig)
 

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.animation import FuncAnimation, PillowWriter  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from uavgnn.envs.policies import EpisodeScores  # noqa: E402
 from uavgnn.storage import replacing, save_figure  # noqa: E402
@@ -73,17 +74,21 @@ def episode_gif(scores: EpisodeScores, service_radius: float, path: Path, fps: i
 
 def plot_learning_curve(history: list[dict[str, Any]], path: Path) -> Path:
     """Validation return against the scripted planner's and nearest targets' (dashed references), and the
-    training episodes' return, per step."""
+    training episodes' return, per step; a run with one validation still shows every line (a dot, a level)."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for key, label in (("val/return", "policy (validation, deterministic)"),
-                       ("train/episode_return", "training episodes (exploring)"),
-                       ("val/planner_return", "scripted planner (validation)"),
-                       ("val/nearest_return", "nearest target, no coordination (validation)")):
+    for i, (key, label) in enumerate((("val/return", "policy (validation, deterministic)"),
+                                      ("train/episode_return", "training episodes (exploring)"),
+                                      ("val/planner_return", "scripted planner (validation)"),
+                                      ("val/nearest_return", "nearest target, no coordination (validation)"))):
         points = [(row["step"], row[key]) for row in history if key in row]
-        if points:
-            reference = key in ("val/planner_return", "val/nearest_return")
-            ax.plot(*zip(*points), marker=None if reference or key.startswith("train") else "o", ms=3,
-                    ls="--" if reference else "-", label=label)
+        reference = key in ("val/planner_return", "val/nearest_return")
+        if reference and len(points) == 1:  # a short run's one validation: the reference as a level
+            ax.axhline(points[0][1], color=f"C{i}", ls="--", label=label)
+        elif points:
+            dots = len(points) < 2 or not (reference or key.startswith("train"))
+            ax.plot(*zip(*points), color=f"C{i}", marker="o" if dots else None, ms=3, ls="--" if reference else "-",
+                    label=label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("training step (updates)")
     ax.set_ylabel("episode return (team, task reward)")
     ax.grid(alpha=0.3)
