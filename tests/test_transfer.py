@@ -22,8 +22,12 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
             cwd=tmp_path)
     out = tmp_path / "eval"
     proc = run_cli("mode=eval", f"ckpt={tmp_path / 'train' / 'best.pt'}", "eval.scales=[24]", "eval.max_total_uavs=48",
-                   "eval.positions=[uniform,clustered]", "eval.shift_sets=[needs_5,clustered_2]", *common,
-                   "logger=wandb", f"hydra.run.dir={out}", cwd=tmp_path)
+                   "eval.positions=[uniform,clustered]", "eval.shift_sets=[needs_5,clustered_2,clustered_12]",
+                   *common, "logger=wandb", f"hydra.run.dir={out}", cwd=tmp_path)
+    # the trained task's own set is the uniform 6-UAV one: scored once; 3 targets make one cluster of 4 or 12
+    assert "7 test sets to score (1 repeated under another name, scored once)" in proc.stdout
+    assert "set 7/7: clustered_12, 6 UAVs, 8 scenes" in proc.stdout and "s left" in proc.stdout
+    assert "clustered_12 gives the same 6-UAV scenes as clustered" in proc.stderr + proc.stdout
     report = json.loads((out / "transfer.json").read_text())
     assert report["train_n_uav"] == 6 and report["score"] == "1 - optimality_gap"
     rows = report["rows"]
@@ -59,7 +63,8 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
     # shifted test sets: the trained task's own set first (the uniform 6-UAV split above), then each shift;
     # the greedy gap recomputed here from scenes drawn independently with the split's seed
     shifts = {line["test_set"]: line for line in report["shifts"]}
-    assert list(shifts) == ["in-distribution", "needs_5", "clustered_2"] and (out / "shifts.png").stat().st_size > 0
+    assert list(shifts) == ["in-distribution", "needs_5", "clustered_2", "clustered_12"]
+    assert (out / "shifts.png").stat().st_size > 0
     assert shifts["in-distribution"]["model_gap"] == pytest.approx(model_at(rows, "uniform", 6)["optimality_gap"])
     for name, dist in (("needs_5", SceneDistribution(need_max=5)),
                        ("clustered_2", SceneDistribution(positions="clustered", cluster_size=2))):
