@@ -152,6 +152,8 @@ def test_quick_benchmark_writes_every_section_with_repeats_and_the_dashboard(tmp
     assert 0 < report["scaling"]["loglog_slope"] < 3
     milp = report["milp"]["rows"][0]
     assert milp["n_uav"] == 24 and milp["milp_status"] == "optimal"
+    # an untrained model (no ckpt): its gap is no result, and the console says so beside the section
+    assert milp["gap_vs_milp"] is None and "its rewards and gaps are not results" in proc.stdout
     others = ("model_reward", "greedy_reward", "lap_reward", "mcf_reward")
     assert milp["milp_reward"] >= max(milp[key] for key in others) - 1e-9
     # every timing is a median of its repeats, with their range; the noisy ones are named

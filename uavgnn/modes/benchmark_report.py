@@ -73,7 +73,11 @@ def section_rows(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 def print_report(report: dict[str, Any]) -> None:
     """The sections as tables (``repeats``: runs per median, ± half their range), then the noisy figures."""
     for name, rows in section_rows(report).items():
-        echo(f"\n{name}\n" + format_table(rows))
+        model = report[name].get("model", "") if isinstance(report[name], dict) else ""
+        echo(f"\n{name}" + (f" (model: {model})" if model else "") + "\n" + format_table(rows))
+        if model.startswith("untrained"):
+            echo("  an untrained model: its timings are the point; its rewards and gaps are not results (ckpt=PATH "
+                 "times a trained one)")
     if "pipeline" in report:
         p = report["pipeline"]
         echo(f"optimized / naive: {p['optimized_over_naive']:.1f}x (with AMP {p['optimized_amp_over_naive']:.1f}x); "
