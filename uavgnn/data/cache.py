@@ -24,7 +24,6 @@ else (workers, batch size, device) does not invalidate. Guarantees:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -51,7 +50,7 @@ from uavgnn.data.store import GraphStore
 from uavgnn.errors import StorageError
 from uavgnn.problem.graphs import FEATURE_SET, build_graph
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.problem.generator import generate_scenes
+from uavgnn.problem.generator import distribution_key, generate_scenes
 from uavgnn.report import count
 from uavgnn.storage import atomic_write, save_torch, storage_error, system_path_problem
 
@@ -87,7 +86,7 @@ class BuildSettings:
 def cache_key(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings) -> dict[str, Any]:
     """Every field that changes a split's content; its hash names the directory."""
     return {"format_version": FORMAT_VERSION, "feature_set": FEATURE_SET, "n_uav": spec.n_uav, "count": spec.count,
-            "seed": spec.seed, "distribution": dataclasses.asdict(dist), "k_max": settings.k_max,
+            "seed": spec.seed, "distribution": distribution_key(dist), "k_max": settings.k_max,
             "uav_neighbours": settings.uav_neighbours, "solver": {"name": "milp-highs", "time_limit": settings.label_time_limit,
                                                                   "mip_rel_gap": MIP_REL_GAP}}
 

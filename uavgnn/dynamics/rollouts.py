@@ -32,6 +32,7 @@ from uavgnn.envs.policies import Policy
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.errors import ConfigError
+from uavgnn.problem.generator import distribution_key
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.randomness import stream
 
@@ -93,7 +94,7 @@ def rollout_key(spec: RolloutSpec, settings: EnvSettings, dist: SceneDistributio
     """Every field that changes a split's content."""
     env = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("name", "n_envs")}
     return {"format_version": FORMAT_VERSION, "kind": "rollouts", "spec": dataclasses.asdict(spec), "env": env,
-            "distribution": dataclasses.asdict(dist), "policy": policy_id}
+            "distribution": distribution_key(dist), "policy": policy_id}
 
 
 def load_rollouts(cfg, split: str, policy: Policy, policy_id: str) -> dict[str, Any]:

@@ -3,20 +3,30 @@ device generator of ``scene_batch`` for ``task=mixed`` (one definition of that d
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import inspect
 import math
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 import torch
 
+from uavgnn.errors import ConfigError
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import Scene, SceneDistribution
 
 
 def generate_scenes(dist: SceneDistribution, n_uav: int, count: int, seed: int) -> list[Scene]:
     """``count`` scenes of ``n_uav`` UAVs, drawn at once with numpy (no per-scene loop
-    beyond wrapping the arrays). The same (dist, n_uav, count, seed) gives the same scenes."""
+    beyond wrapping the arrays), or by ``dist.generator``. The same (dist, n_uav, count, seed) gives the same
+    scenes."""
     if n_uav < 1 or count < 0:
         raise ValueError(f"generate_scenes: need n_uav >= 1 and count >= 0, got n_uav={n_uav}, count={count}")
+    if dist.generator is not None:
+        return _custom_scenes(dist, n_uav, count, seed)
     if dist.positions == "mixed":
         return _mixed_scenes(dist, n_uav, count, seed)
     rng = np.random.default_rng(seed)
@@ -55,3 +65,45 @@ def _mixed_scenes(dist: SceneDistribution, n_uav: int, count: int, seed: int) ->
     return [scene for start in range(0, count, MIXED_CHUNK)
             for scene in generate_scene_batch(dist, n_uav, min(MIXED_CHUNK, count - start), generator,
                                               torch.device("cpu")).to_scenes()]
+
+
+def custom_generator(path: str) -> Callable[..., list[Scene]]:
+    """The function a ``task.generator`` path names (``mypkg.scenes.draw``: importable, like a ``_target_``)."""
+    module, _, name = path.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), name) if module else None
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(f"task.generator={path}: cannot import it ({err}); give module.function, importable "
+                          "from where you run (PYTHONPATH)") from None
+    if not callable(found):
+        raise ConfigError(f"task.generator={path}: not a function of a module (give module.function)")
+    return found
+
+
+def distribution_key(dist: SceneDistribution) -> dict[str, Any]:
+    """What names a distribution's scenes in a cache key: its fields, and a custom generator's path and source
+    code (a changed generator is a new split). Without one, the fields as they were before the generator
+    existed, so the caches built then still match."""
+    key = asdict(dist)
+    if dist.generator is None:
+        key.pop("generator")
+    else:
+        function = custom_generator(dist.generator)
+        try:
+            key["generator_source"] = hashlib.sha256(inspect.getsource(function).encode()).hexdigest()
+        except (OSError, TypeError):  # no source to read (a builtin, a compiled module): its path names it
+            key["generator_source"] = None
+    return key
+
+
+def _custom_scenes(dist: SceneDistribution, n_uav: int, count: int, seed: int) -> list[Scene]:
+    """The scenes of ``dist.generator``, checked: ``count`` of them, each with ``n_uav`` UAVs."""
+    scenes = list(custom_generator(dist.generator)(dist, n_uav, count, seed))
+    wrong = next((i for i, s in enumerate(scenes) if not isinstance(s, Scene) or s.n_uav != n_uav), None)
+    if len(scenes) != count or wrong is not None:
+        what = (f"{len(scenes)} scenes for {count}" if len(scenes) != count else
+                f"scene {wrong} is {type(scenes[wrong]).__name__}" + (
+                    f" of {scenes[wrong].n_uav} UAVs" if isinstance(scenes[wrong], Scene) else ""))
+        raise ConfigError(f"task.generator={dist.generator}: returned {what}; it must return a list of {count} "
+                          f"Scene objects of {n_uav} UAVs (uavgnn.problem.scenes.Scene)")
+    return scenes

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from uavgnn.errors import ConfigError
 from uavgnn.problem.scenes import Scene, SceneDistribution
 
 
@@ -70,6 +71,10 @@ def generate_scene_batch(dist: SceneDistribution, n_uav: int, count: int, genera
     """``count`` scenes of ``n_uav`` UAVs drawn at once on ``device`` (no loop over scenes)."""
     if n_uav < 1 or count < 1:
         raise ValueError(f"generate_scene_batch: need n_uav >= 1 and count >= 1, got n_uav={n_uav}, count={count}")
+    if dist.generator is not None:
+        raise ConfigError(f"task.generator={dist.generator}: your generator draws numpy scenes for the cached "
+                          "splits (data.source=cache), mode=solve and mode=eval; the device generator "
+                          "(data.source=generated) and the UAV environment draw their own")
     if dist.positions == "mixed":
         return _mixed_scene_batch(dist, n_uav, count, generator, device)
     n_target, side = dist.n_targets(n_uav), dist.side(n_uav)
