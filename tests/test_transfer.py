@@ -75,6 +75,9 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
         assert line["scenes"] == 8 and line["greedy_gap"] == pytest.approx(greedy["optimality_gap"].mean())
         assert line["beats_greedy"] == (line["model_gap"] < line["greedy_gap"])
         assert line["shift_cost"] == pytest.approx(line["model_gap"] - shifts["in-distribution"]["model_gap"])
+        # the 95% interval of the mean gap over the 8 scenes: t(0.975, 7 dof) = 2.3646
+        row = next(r for r in report["shift_rows"] if (r["test_set"], r["method"]) == (name, "greedy"))
+        assert row["gap_ci95"] == pytest.approx(2.3646 * greedy["optimality_gap"].std(ddof=1) / 8**0.5, rel=1e-4)
     assert max(int(s.need.max()) for s in generate_scenes(SceneDistribution(need_max=5), 6, 8, seed=3_000_006)) > 3
     assert final["shift_gap/needs_5"] == pytest.approx(shifts["needs_5"]["model_gap"])
 

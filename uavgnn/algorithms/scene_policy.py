@@ -113,7 +113,8 @@ class ScenePolicy(Algorithm):
                                             cfg.eval.guided_keep, cfg.eval.milp_time_limit)
         echo(f"\nTest set: {count(len(test_store), 'scene')} of {count(cfg.data.n_uav, 'UAV')} ({cfg.task.positions})\n"
              + format_table(rows, ["method", "reward", "completion_score", "efficiency", "optimality_gap",
-                                   "infeasible", "time_s", "note"]))
+                                   "gap_ci95", "infeasible", "time_s", "note"])
+             + "\ngap_ci95: half-width of the 95% interval of the mean gap over the test scenes")
         plot = model_vs_milp_picture(test_store, evaluation, cfg.model.name, out_dir / "test_scene.png")
         logger.log_image("test/scene", plot, result.state.step)
         test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}

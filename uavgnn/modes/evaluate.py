@@ -88,8 +88,9 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
                 log.warning("zero-shot transfer failed: %s scenes of %d UAVs score %.2f x the training size's",
                             positions, n_uav, ratio)
     echo(format_table(rows, ["positions", "n_uav", "scenes", "method", "reward", "completion_score", "efficiency",
-                             "optimality_gap", "reference_optimal", "transfer_ratio", "time_s", "build_s",
-                             "forward_s", "decode_s", "note"]))
+                             "optimality_gap", "gap_ci95", "reference_optimal", "transfer_ratio", "time_s", "build_s",
+                             "forward_s", "decode_s", "note"])
+         + "\ngap_ci95: half-width of the 95% interval of the mean gap over the test scenes")
     summary = shift_summary(shifts)
     if summary:
         echo(format_table(summary, ["test_set", "scenes", "model_gap", "guided_gap", "greedy_gap", "lap_gap",

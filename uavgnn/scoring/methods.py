@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import torch
+from scipy.stats import t as t_dist
 from torch import nn
 
 from uavgnn.data.store import GraphStore
@@ -70,5 +71,11 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
 
 
 def _means(metrics: dict[str, np.ndarray]) -> dict[str, float]:
+    """The table's means over the split's scenes, and the half-width of the 95% interval of the mean gap
+    (Student's t over the scenes: how far another draw of test scenes could move it)."""
     means = mean_metrics(metrics)
-    return {key: means[key] for key in TABLE_KEYS if key in means}
+    out = {key: means[key] for key in TABLE_KEYS if key in means}
+    gaps = np.asarray(metrics.get("optimality_gap", []), dtype=float)
+    if len(gaps) > 1 and np.isfinite(gaps).all():
+        out["gap_ci95"] = float(t_dist.ppf(0.975, len(gaps) - 1) * gaps.std(ddof=1) / np.sqrt(len(gaps)))
+    return out
