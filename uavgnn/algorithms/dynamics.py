@@ -31,7 +31,7 @@ from torch import nn
 from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Score, StepOutput, write_results
 from uavgnn.algorithms.env_policy import load_env_policy
 from uavgnn.console import echo
-from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions, plot_steps_ahead
+from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions, plot_steps_ahead, scoring_methods
 from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_residuals
 from uavgnn.dynamics.rollouts import SPLITS, load_rollouts
 from uavgnn.dynamics.windows import N_FEATURES, Units, WindowBatch, window_starts
@@ -134,12 +134,13 @@ class Dynamics(Algorithm):
         the known kinematics) and constant velocity on the test splits (in and out of the training
         disturbances): the table, the error at each step ahead, and the predicted-vs-true picture."""
         alg, work = self.cfg.algorithm, result.workload
-        rows = compare_on_test(result.model, work)
+        methods = scoring_methods(result.model, work)  # the filters calibrated once, for the table and picture
+        rows = compare_on_test(result.model, work, methods)
         steps = [key for key in rows[0] if key.startswith("step_")]
         echo(f"\nTest rollouts ({alg.rollout_policy} policy; test_ood: wind and drag x{alg.ood_scale})\n"
              + format_table(rows, [key for key in rows[0] if key not in steps])
              + "\n\nPosition error by steps ahead\n" + format_table(rows, ["split", "method", *steps]))
-        logger.log_image("test/predictions", plot_predictions(result.model, work, "test_ood",
+        logger.log_image("test/predictions", plot_predictions(result.model, work, methods, "test_ood",
                                                               out_dir / "predictions.png"), result.state.step)
         logger.log_image("test/steps_ahead", plot_steps_ahead(rows, out_dir / "steps_ahead.png"), result.state.step)
         test = {f"test/{row['split']}/{'' if row['method'] == 'tcn' else row['method'] + '/'}{key}": value

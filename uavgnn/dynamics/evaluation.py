@@ -36,11 +36,11 @@ def scoring_methods(model: nn.Module, work: TrajectoryWorkload) -> dict[str, Est
     return {"tcn": work.tcn(model), **filters, "constant_velocity": work.constant_velocity}
 
 
-def compare_on_test(model: nn.Module, work: TrajectoryWorkload) -> list[dict[str, Any]]:
-    """One row per split and method, all scored on the same windows; ``vs_constant_velocity``: the share of
-    the constant-velocity k-step error a method removes. Methods without a disturbance estimate (kinematics,
-    constant velocity) score its zero."""
-    estimators = scoring_methods(model, work)
+def compare_on_test(model: nn.Module, work: TrajectoryWorkload, estimators: dict[str, Estimator]
+                    ) -> list[dict[str, Any]]:
+    """One row per split and method (``scoring_methods``), all scored on the same windows;
+    ``vs_constant_velocity``: the share of the constant-velocity k-step error a method removes. Methods without
+    a disturbance estimate (kinematics, constant velocity) score its zero."""
     rows: list[dict[str, Any]] = []
     with eval_mode(model):
         for split in TEST_SPLITS:
@@ -52,7 +52,8 @@ def compare_on_test(model: nn.Module, work: TrajectoryWorkload) -> list[dict[str
 
 
 @torch.no_grad()
-def plot_predictions(model: nn.Module, work: TrajectoryWorkload, split: str, path: Path, windows: int = 3) -> Path:
+def plot_predictions(model: nn.Module, work: TrajectoryWorkload, methods: dict[str, Estimator], split: str,
+                     path: Path, windows: int = 3) -> Path:
     """For a few windows of ``split`` (the last: the one the wall stops most): true path, noisy observations
     and the k-step predictions of the TCN, the Kalman filter and constant velocity from every scored row
     (top); the disturbance the TCN and the filter estimate against the hidden truth, rows on the wall shaded
@@ -64,7 +65,6 @@ def plot_predictions(model: nn.Module, work: TrajectoryWorkload, split: str, pat
     spread = ((torch.arange(windows - 1) + 0.5) * len(data) / windows).long()  # evenly inside the split
     ids = torch.cat([spread, wall_rows.argmax().view(1)])
     batch = data.gather(ids).to(work.device)
-    methods = scoring_methods(model, work)
     with eval_mode(model):
         est = {name: methods[name](batch) for name in ("tcn", "kalman", "constant_velocity")}
     look = {"tcn": ("x", "tab:blue", "TCN"), "kalman": ("1", "tab:green", "Kalman filter"),
