@@ -51,7 +51,8 @@ def test_console_script_help_lists_every_mode_and_group(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_built_wheel_runs_outside_the_repository(tmp_path) -> None:
-    """The wheel carries the configs: ``python -m uavgnn`` from it solves a scene in an empty directory."""
+    """The wheel carries the configs and the pretrained policy: ``python -m uavgnn`` from it solves a scene
+    with ``ckpt=pretrained`` in an empty directory."""
     source = tmp_path / "source"  # a copy: setuptools builds inside the tree it is given
     shutil.copytree(ROOT / "uavgnn", source / "uavgnn", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
@@ -68,8 +69,8 @@ def test_built_wheel_runs_outside_the_repository(tmp_path) -> None:
     where = subprocess.run([sys.executable, "-c", "import uavgnn; print(uavgnn.__file__)"], cwd=work, env=env,
                            capture_output=True, text=True, check=True)
     assert where.stdout.startswith(str(site))  # the installed copy, not this checkout
-    proc = subprocess.run([sys.executable, "-m", "uavgnn", "mode=solve", "solver=greedy", "logger=none",
-                           "hydra.run.dir=solved"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "uavgnn", "mode=solve", "solver=model", "ckpt=pretrained",
+                           "logger=none", "hydra.run.dir=solved"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert (work / "solved" / "assignment.json").exists() and (work / "solved" / "run.log").exists()
 

@@ -91,6 +91,11 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         scene = generate_scenes(SceneDistribution(), 6, 1, 0)[0]
         save_scene(tmp_path / "scene.json", scene)
         overrides += ["mode=solve", "solver=greedy", f"task.file={tmp_path / 'scene.json'}"]
+    if (group, option) == ("task", "folder"):  # a flat folder of 10 scene files: 8 to train, 1 each to val, test
+        (tmp_path / "scenes").mkdir()
+        for i, scene in enumerate(generate_scenes(SceneDistribution(), 6, 10, 0)):
+            save_scene(tmp_path / "scenes" / f"scene{i}.json", scene)
+        overrides.append(f"task.folder={tmp_path / 'scenes'}")
     cfg = tiny(compose_cfg(*overrides), tmp_path, shared_cache)
     check_config(cfg)
     if (group, option) == ("optim", "gpu"):

@@ -25,11 +25,13 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
                    "eval.positions=[uniform,clustered]", "eval.shift_sets=[needs_5,clustered_2,clustered_12]",
                    *common, "logger=wandb", f"hydra.run.dir={out}", cwd=tmp_path)
     # the trained task's own set is the uniform 6-UAV one: scored once; 3 targets make one cluster of 4 or 12
-    assert "7 test sets to score (1 repeated under another name, scored once)" in proc.stdout
-    assert "set 7/7: clustered_12, 6 UAVs, 8 scenes" in proc.stdout and "s left" in proc.stdout
+    assert "7 test sets to score (1 repeated under another name, scored once): about " in proc.stdout
+    assert "set 7/7: clustered_12, 6 UAVs, 8 scenes, about " in proc.stdout and "s left" in proc.stdout
     assert "clustered_12 gives the same 6-UAV scenes as clustered" in proc.stderr + proc.stdout
     report = json.loads((out / "transfer.json").read_text())
     assert report["train_n_uav"] == 6 and report["score"] == "1 - optimality_gap"
+    assert report["estimated_s"] > 0 and report["took_s"] > 0  # said first, measured after (the ratio: a benchmark)
+    assert f"scored in {report['took_s']:.0f} s (estimated {report['estimated_s']:.0f} s)" in proc.stdout
     rows = report["rows"]
     keys = {(r["positions"], r["n_uav"], r["method"].split(" ")[0]) for r in rows}
     methods = ("model", "guided", "greedy", "lap", "mcf", "milp")

@@ -5,8 +5,9 @@ Scenes and solvers:
     ``generate_scenes(SceneDistribution(), n_uav, count, seed)``, ``load_scene(path)`` / ``save_scene``, and
     ``solve(scene, "milp" | "greedy" | "lap" | "mcf")`` -> ``SolveResult`` (assignment, objective, status).
 A trained assignment policy:
-    ``load_policy(best.pt)`` -> (model, graph settings, config); ``solve_with_model(model, scene, graph)``
-    -> (``SolveResult``, timings): any scene size.
+    ``load_policy(best.pt)`` -> (model, graph settings, config); ``load_policy("pretrained")``: the 16-UAV
+    policy shipped in the package; ``solve_with_model(model, scene, graph)`` -> (``SolveResult``, timings): any
+    scene size; ``export_policy(best.pt, new.pt)``: its weights, config and graph settings alone, to share.
 A trained environment policy (MASAC, COMA):
     ``load_env_policy(best.pt)`` -> (policy, config); ``play(policy, config, episodes, seed)`` -> the episodes'
     ``EpisodeScores`` (return, completion, collisions, environment 0's trajectory), on the environment it was
@@ -22,17 +23,19 @@ import torch
 
 from uavgnn.algorithms.env_policy import load_env_policy as _load_env_policy
 from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.checkpoints import export_policy
 from uavgnn.envs.policies import EpisodeScores, Policy, run_episodes
 from uavgnn.envs.settings import EnvSettings
-from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.uav_env import UAVEnv, make_env
 from uavgnn.inference.scene import solve_with_model
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scene_io import load_scene, save_scene
 from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.solvers import solve
 
-__all__ = ["EnvSettings", "EpisodeScores", "Scene", "SceneDistribution", "UAVEnv", "generate_scenes",
-           "load_env_policy", "load_policy", "load_scene", "play", "save_scene", "solve", "solve_with_model"]
+__all__ = ["EnvSettings", "EpisodeScores", "Scene", "SceneDistribution", "UAVEnv", "export_policy",
+           "generate_scenes", "load_env_policy", "load_policy", "load_scene", "play", "save_scene", "solve",
+           "solve_with_model"]
 
 
 def load_env_policy(path: str | Path) -> tuple[Policy, Any]:
@@ -43,5 +46,5 @@ def load_env_policy(path: str | Path) -> tuple[Policy, Any]:
 def play(policy: Policy, config: Any, episodes: int = 64, seed: int = 0) -> EpisodeScores:
     """``episodes`` full episodes of ``policy`` at once, in the environment and scenes of ``config`` (a
     checkpoint's, from ``load_env_policy``)."""
-    env = UAVEnv(EnvSettings.of(config.env), SceneDistribution.of(config.task), episodes, torch.device("cpu"), seed)
+    env = make_env(EnvSettings.of(config.env), SceneDistribution.of(config.task), episodes, torch.device("cpu"), seed)
     return run_episodes(env, policy)

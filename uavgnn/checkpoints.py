@@ -35,6 +35,9 @@ BEST = "best.pt"
 REQUIRED = ("policy", "config")
 EXPLODED = 1e3  # weight-norm growth between two checkpoints taken as a blow-up
 CHECKSUMS = "checksums"
+PRETRAINED = "pretrained"  # ckpt=pretrained, algorithm.init_from=pretrained: the policy shipped in the package
+PRETRAINED_FILE = Path(__file__).parent / "pretrained" / "policy16.pt"
+DEPLOYED = ("policy", "config", "graph")  # the parts that run a policy: what export_policy keeps
 
 # what each checksummed part is called in an error ("data.<key>": a part of the workload's state)
 PART_NAMES = {"model": "weights", "policy": "policy weights", "ema": "moving-average weights",
@@ -156,7 +159,7 @@ def load_part(path: Path, map_location: str | torch.device = "cpu") -> Any:
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """A checkpoint's contents with ``config`` as a plain dict; anything else is a one-line ``CheckpointError``
     naming the file: missing, truncated, not a checkpoint, or carrying code that would run on load."""
-    path = Path(path)
+    path = checkpoint_path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path}: no such file")
     try:
@@ -181,6 +184,29 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     _verify_parts(path, ckpt, config)
     ckpt["config"] = config
     return ckpt
+
+
+def checkpoint_path(value: str | Path) -> Path:
+    """``pretrained`` is the 16-UAV assignment policy shipped in the package (README "Pretrained policy");
+    anything else is a path."""
+    return PRETRAINED_FILE if str(value) == PRETRAINED else Path(value)
+
+
+def export_policy(source: str | Path, destination: str | Path) -> int:
+    """A checkpoint's policy weights, config and graph settings (what deploys it; no optimiser, counters or
+    random states) in a new file of their own, checksummed like any checkpoint: how a policy is shared.
+    Refuses to replace an existing file; returns the bytes written."""
+    destination = Path(destination)
+    if destination.exists():
+        raise CheckpointError(f"export_policy: {destination} exists; not replacing it (remove it first)")
+    ckpt = load_checkpoint(source)
+    missing = [part for part in DEPLOYED if part not in ckpt]
+    if missing:
+        raise CheckpointError(f"checkpoint {source} ({kind(ckpt['config'])}): has no {', '.join(missing)}: "
+                              "not an assignment policy to export")
+    payload = {part: ckpt[part] for part in DEPLOYED if part != "config"}
+    save_checkpoint(destination, payload, OmegaConf.create(ckpt["config"]))
+    return destination.stat().st_size
 
 
 def _first_line(err: Exception) -> str:

@@ -28,6 +28,7 @@ from uavgnn.problem.scenes import SceneDistribution
 class TaskConfig(SceneDistribution):
     name: str = "uniform"
     file: Optional[str] = None  # scene file (JSON/NPZ) used by task=file
+    folder: Optional[str] = None  # folder of scene files used by task=folder (uavgnn/problem/scene_folder.py)
 
 
 @dataclass

@@ -149,6 +149,11 @@ def validate(cfg) -> None:
     check_ranges(cfg)
     if cfg.task.name == "file" and (OmegaConf.is_missing(cfg.task, "file") or not cfg.task.file):
         raise ConfigError("task=file needs task.file=PATH (a .json or .npz scene file)")
+    if cfg.task.name == "folder" and (OmegaConf.is_missing(cfg.task, "folder") or not cfg.task.folder):
+        raise ConfigError("task=folder needs task.folder=PATH (a folder of .json/.npz scene files)")
+    if cfg.task.get("folder") and cfg.curriculum.name != "none":
+        raise ConfigError(f"task=folder with curriculum={cfg.curriculum.name}: a curriculum draws scenes of its "
+                          "stages' sizes; your folder's scenes are one split: use curriculum=none")
     problem = system_path_problem(cfg.data.cache_dir)
     if problem:
         raise ConfigError(f"data.cache_dir={cfg.data.cache_dir}: {problem}: caches are written there; choose a "

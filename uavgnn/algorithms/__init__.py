@@ -23,6 +23,7 @@ from uavgnn.algorithms.base import TAKERS, Algorithm
 from uavgnn.checkpoints import kind
 from uavgnn.config import GROUP_SCHEMAS, Config, register_configs
 from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.envs.uav_env import env_class
 from uavgnn.models.agent_stack import MLPConfig
 from uavgnn.models.tcn import TCNConfig
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
@@ -130,4 +131,9 @@ def check_config(cfg: Any) -> None:
     algorithm = algorithm_class(cfg.algorithm.name)
     if cfg.curriculum.name != "none" and not algorithm.stages:
         raise ConfigError(f"algorithm={algorithm.name} trains on one scene size: use curriculum=none")
+    if cfg.env.get("target"):
+        env_class(cfg.env.target)  # your environment class imports and is a UAVEnv: before any work
+    if cfg.task.get("folder") and not algorithm.scene_splits:
+        raise ConfigError(f"task=folder with algorithm={algorithm.name}: its scenes come from the environment, "
+                          "which draws its own; your scene files train imitation or reinforce")
     algorithm.check(cfg)

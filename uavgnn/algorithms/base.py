@@ -122,6 +122,7 @@ class Algorithm(ABC):
     produces: ClassVar[str]  # a key of TAKERS
     score: ClassVar[Score]
     stages: ClassVar[bool] = False  # trains through curriculum stages of scene sizes
+    scene_splits: ClassVar[bool] = False  # trains on the task's scene splits (task=folder applies)
     resume_safe: ClassVar[tuple[str, ...]] = ()  # its keys a resumed run may change (they never change a step)
     restart_hint: ClassVar[str] = "start a new run in another directory (hydra.run.dir=...)"  # {path}: last.pt
 

@@ -30,7 +30,7 @@ from torch_geometric.data import Batch
 from uavgnn import distributed
 from uavgnn.algorithms import describe, require
 from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Score, write_results
-from uavgnn.checkpoints import kind, load_checkpoint, load_weights
+from uavgnn.checkpoints import checkpoint_path, kind, load_checkpoint, load_weights
 from uavgnn.console import echo
 from uavgnn.data.batches import BatchSource, jittered_k
 from uavgnn.data.fresh_scenes import FreshScenes
@@ -61,6 +61,7 @@ class ScenePolicy(Algorithm):
     produces = PRODUCT
     score = Score("val/optimality_gap")
     stages = True
+    scene_splits = True
     resume_safe = ("algorithm.init_from",)  # where the run started from: read once, at step 0
     restart_hint = "start a new run from its weights with algorithm.init_from={path}"
 
@@ -80,14 +81,14 @@ class ScenePolicy(Algorithm):
         if OmegaConf.get_type(cfg.model) is not TransformerGNNConfig:
             raise ConfigError(f"model={cfg.model.name} with algorithm={cls.name}: an assignment policy is a "
                               "TransformerGNN: model=tiny|small|medium|large")
-        if cfg.algorithm.init_from and not Path(cfg.algorithm.init_from).is_file():
+        if cfg.algorithm.init_from and not checkpoint_path(cfg.algorithm.init_from).is_file():
             raise ConfigError(f"algorithm.init_from={cfg.algorithm.init_from}: no checkpoint there")
         problem = cls.without_labels(cfg) if cfg.data.source == "generated" else None
         if problem:
             raise ConfigError(problem)
-        if cfg.data.source == "generated" and cfg.task.name == "file":
-            raise ConfigError("data.source=generated with task=file: fresh scenes come from a generator task "
-                              "(uniform, clustered or mixed)")
+        if cfg.data.source == "generated" and cfg.task.name in ("file", "folder"):
+            raise ConfigError(f"data.source=generated with task={cfg.task.name}: fresh scenes come from a generator "
+                              "task (uniform, clustered or mixed)")
 
     @classmethod
     def build_model(cls, cfg: Any) -> nn.Module:
@@ -111,7 +112,10 @@ class ScenePolicy(Algorithm):
         rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, graph, graph.k(cfg.data.n_uav),
                                             device, amp_dtype(cfg, device), cfg.eval.samples, cfg.eval.repair,
                                             cfg.eval.guided_keep, cfg.eval.milp_time_limit)
-        echo(f"\nTest set: {count(len(test_store), 'scene')} of {count(cfg.data.n_uav, 'UAV')} ({cfg.task.positions})\n"
+        low, high = (int(f(test_store.tensors["n_uav"])) for f in (torch.min, torch.max))
+        uavs = count(high, "UAV") if low == high else f"{low}-{high} UAVs"
+        source = f"task.folder={cfg.task.folder}" if cfg.task.get("folder") else cfg.task.positions
+        echo(f"\nTest set: {count(len(test_store), 'scene')} of {uavs} ({source})\n"
              + format_table(rows, ["method", "reward", "completion_score", "efficiency", "optimality_gap",
                                    "gap_ci95", "infeasible", "time_s", "note"])
              + "\ngap_ci95: half-width of the 95% interval of the mean gap over the test scenes")
@@ -243,7 +247,7 @@ def load_policy(path: str | Path, device: torch.device | str = "cpu", taker: str
 
 def load_initial_policy(model: TransformerGNN, path: str, model_cfg: Any, device: torch.device) -> None:
     """Start from a checkpoint's policy (``algorithm.init_from``), e.g. imitation weights to fine-tune."""
-    ckpt = load_checkpoint(Path(path), device)
+    ckpt = load_checkpoint(path, device)
     require(ckpt, path, PRODUCT, "algorithm.init_from")
     if "graph" in ckpt:
         _check_features(path, ckpt["graph"].get("features", "rel-v2"))

@@ -1,9 +1,10 @@
 """On-disk graph cache (DESIGN §2 "Cache"); the trajectory datasets of ``algorithm=dynamics`` use it too.
 
 A split's graphs, scenes and MILP labels live in
-``<cache_dir>/<split>-n<N>-<hash>/graphs.pt`` with a ``manifest.json``. The
-hash covers every setting that changes the content (``cache_key``); anything
-else (workers, batch size, device) does not invalidate. Guarantees:
+``<cache_dir>/<split>-n<N>-<hash>/graphs.pt`` (``<split>-folder-<hash>`` for
+``task=folder``) with a ``manifest.json``. The hash covers every setting that
+changes the content (``cache_key``); anything else (workers, batch size,
+device) does not invalidate. Guarantees:
 
 - atomic writes: temp file + ``os.replace``; the manifest is written last, so a
   directory without one is an unfinished build; a full disk or read-only
@@ -49,7 +50,7 @@ from uavgnn.data.labels import solve_labels, status_counts
 from uavgnn.data.store import GraphStore
 from uavgnn.errors import StorageError
 from uavgnn.problem.graphs import FEATURE_SET, build_graph
-from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.problem.generator import distribution_key, generate_scenes
 from uavgnn.report import count
 from uavgnn.storage import atomic_write, save_torch, storage_error, system_path_problem
@@ -60,7 +61,8 @@ GRAPHS_FILE = "graphs.pt"
 MANIFEST_FILE = "manifest.json"
 NO_MANIFEST = "no manifest (unfinished build)"
 MARKER_FILE = ".uavgnn-cache"  # written into an entry's directory when it is made: the proof it is ours
-ENTRY_NAME = re.compile(r"^[A-Za-z0-9_.-]+-n\d+-(?P<hash>[0-9a-f]{16})$")  # <split>-n<N>-<key hash>
+# <split>-n<N>-<key hash>, or <split>-folder-<key hash> for task=folder
+ENTRY_NAME = re.compile(r"^[A-Za-z0-9_.-]+-(n\d+|folder)-(?P<hash>[0-9a-f]{16})$")
 MIP_REL_GAP = 1e-6
 
 
@@ -87,8 +89,11 @@ def cache_key(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings)
     """Every field that changes a split's content; its hash names the directory."""
     return {"format_version": FORMAT_VERSION, "feature_set": FEATURE_SET, "n_uav": spec.n_uav, "count": spec.count,
             "seed": spec.seed, "distribution": distribution_key(dist), "k_max": settings.k_max,
-            "uav_neighbours": settings.uav_neighbours, "solver": {"name": "milp-highs", "time_limit": settings.label_time_limit,
-                                                                  "mip_rel_gap": MIP_REL_GAP}}
+            "uav_neighbours": settings.uav_neighbours, "solver": solver_key(settings)}
+
+
+def solver_key(settings: BuildSettings) -> dict[str, Any]:
+    return {"name": "milp-highs", "time_limit": settings.label_time_limit, "mip_rel_gap": MIP_REL_GAP}
 
 
 def key_hash(key: dict[str, Any]) -> str:
@@ -105,19 +110,23 @@ def _sha256(path: Path) -> str:
 
 def build_split(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, workers: int) -> tuple[GraphStore, dict]:
     """Generate scenes, solve their labels, build their graphs: the cold path."""
-    timings = {}
     start = time.perf_counter()
     scenes = generate_scenes(dist, spec.n_uav, spec.count, spec.seed)
-    timings["scenes_s"] = time.perf_counter() - start
+    return label_and_build(scenes, time.perf_counter() - start, f"{spec.split} N={spec.n_uav}", settings, workers)
+
+
+def label_and_build(scenes: list[Scene], scenes_s: float, what: str, settings: BuildSettings,
+                    workers: int) -> tuple[GraphStore, dict]:
+    """The scenes' MILP labels and graphs, with the time each part took."""
+    timings = {"scenes_s": scenes_s}
     start = time.perf_counter()
-    labels = solve_labels(scenes, settings.label_time_limit, workers, desc=f"MILP labels {spec.split} N={spec.n_uav}")
+    labels = solve_labels(scenes, settings.label_time_limit, workers, desc=f"MILP labels {what}")
     timings["labels_s"] = time.perf_counter() - start
     start = time.perf_counter()
     graphs = [build_graph(s, settings.k_max, settings.uav_neighbours, r.assignment) for s, r in zip(scenes, labels)]
     store = GraphStore.from_graphs(graphs, scenes, labels)
     timings["graphs_s"] = time.perf_counter() - start
     return store, {"timings": timings, "label_status": status_counts(labels)}
-
 
 def _save(directory: Path, payload: dict[str, Any], key: dict, info: dict, count: int, n_uav: int) -> None:
     save_torch(directory / GRAPHS_FILE, payload)
@@ -167,20 +176,31 @@ def _short(value: Any) -> str:
 def load_or_build(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, cache_dir: str | Path,
                   workers: int = 1, use_cache: bool = True) -> GraphStore:
     """The split from the cache if present and intact, else built (and cached when ``use_cache``)."""
-    if not use_cache:
-        return build_split(spec, dist, settings, workers)[0]
+    key = cache_key(spec, dist, settings)
+    return cached_store(entry_directory(cache_dir, spec.split, f"n{spec.n_uav}", key), key,
+                        lambda: build_split(spec, dist, settings, workers),
+                        f"{count(spec.count, 'scene')} of {count(spec.n_uav, 'UAV')}", use_cache)
 
-    def build() -> tuple[dict[str, Any], dict, int, int]:
-        store, info = build_split(spec, dist, settings, workers)
+
+def entry_directory(cache_dir: str | Path, split: str, kind: str, key: dict[str, Any]) -> Path:
+    """Where the entry of ``key`` lives: ``<cache_dir>/<split>-<kind>-<key hash>`` (kind: ``n<N>``, ``folder``)."""
+    return Path(cache_dir) / f"{split}-{kind}-{key_hash(key)}"
+
+
+def cached_store(directory: Path, key: dict[str, Any], build: Callable[[], tuple[GraphStore, dict]], what: str,
+                 use_cache: bool) -> GraphStore:
+    """``build()``'s store, cached in ``directory`` under ``key`` (built once, then loaded) when ``use_cache``."""
+    if not use_cache:
+        return build()[0]
+
+    def build_payload() -> tuple[dict[str, Any], dict, int, int]:
+        store, info = build()
         payload = {"tensors": store.tensors, "objective": store.objective, "status": store.status,
                    "solve_time": store.solve_time}
-        return payload, info, len(store), spec.n_uav
+        return payload, info, len(store), int(store.tensors["n_uav"].max()) if len(store) else 0
 
-    key = cache_key(spec, dist, settings)
-    payload = load_or_build_payload(Path(cache_dir) / f"{spec.split}-n{spec.n_uav}-{key_hash(key)}", key, build,
-                                    f"{count(spec.count, 'scene')} of {count(spec.n_uav, 'UAV')}")
+    payload = load_or_build_payload(directory, key, build_payload, what)
     return GraphStore(payload["tensors"], payload["objective"], payload["status"], payload["solve_time"])
-
 
 Build = Callable[[], tuple[dict[str, Any], dict, int, int]]  # () -> (payload, build info, count, n_uav)
 

@@ -30,8 +30,9 @@ import torch
 from uavgnn.data.cache import key_hash, load_or_build_payload
 from uavgnn.envs.policies import Policy
 from uavgnn.envs.settings import EnvSettings
-from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.uav_env import env_class, make_env
 from uavgnn.errors import ConfigError
+from uavgnn.plugins import source_digest
 from uavgnn.problem.generator import distribution_key
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.randomness import stream
@@ -70,7 +71,7 @@ def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, 
     """Play the split (a loop over time only; environments and UAVs are batched) and add observation noise."""
     scaled = dataclasses.replace(settings, wind=settings.wind * spec.disturbance_scale,
                                  drag=settings.drag * spec.disturbance_scale)
-    env = UAVEnv(scaled, dist, spec.envs, torch.device("cpu"), seed=spec.seed)
+    env = make_env(scaled, dist, spec.envs, torch.device("cpu"), seed=spec.seed)
     rows = {name: torch.zeros(spec.steps + 1, spec.envs, settings.n_uav, 2) for name in RECORDED}
     episode = torch.zeros(spec.steps + 1, spec.envs, dtype=torch.long)
     for t in range(spec.steps + 1):
@@ -91,8 +92,11 @@ def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, 
 
 
 def rollout_key(spec: RolloutSpec, settings: EnvSettings, dist: SceneDistribution, policy_id: str) -> dict[str, Any]:
-    """Every field that changes a split's content."""
-    env = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("name", "n_envs")}
+    """Every field that changes a split's content (your own environment's path and source code too; without
+    one, the fields as they were before ``env.target`` existed, so the caches built then still match)."""
+    env = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("name", "n_envs", "target")}
+    if settings.target is not None:
+        env.update(target=settings.target, target_source=source_digest(env_class(settings.target)))
     return {"format_version": FORMAT_VERSION, "kind": "rollouts", "spec": dataclasses.asdict(spec), "env": env,
             "distribution": distribution_key(dist), "policy": policy_id}
 

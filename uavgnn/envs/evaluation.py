@@ -9,7 +9,7 @@ import torch
 
 from uavgnn.envs.policies import EpisodeScores, Policy, nearest_target, random_policy, run_episodes, scripted_planner
 from uavgnn.envs.settings import EnvSettings
-from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.uav_env import make_env
 from uavgnn.problem.scenes import SceneDistribution
 
 TEST_SEED = 3_000_017  # test episodes: fixed, disjoint from validation's
@@ -21,7 +21,7 @@ class PlannerValidation:
     ``val/planner_gap = (planner - policy) / |planner|`` is what best.pt minimises for the RL algorithms."""
 
     def __init__(self, settings: EnvSettings, dist: SceneDistribution, episodes: int, device: torch.device) -> None:
-        self.env = UAVEnv(settings, dist, episodes, device, seed=VAL_SEED, count_key="env.val_episodes")
+        self.env = make_env(settings, dist, episodes, device, seed=VAL_SEED, count_key="env.val_episodes")
         self.references: dict[str, float] | None = None  # the planner's and nearest targets' returns
 
     def _return(self, policy: Policy) -> dict[str, float]:
@@ -52,7 +52,7 @@ def compare_policies(policies: dict[str, Policy], settings: EnvSettings, dist: S
     table rows (return mean and std, completion, collisions, share of the planner's return) and the scores."""
     policies = {**policies, "scripted planner": scripted_planner, "nearest target": nearest_target,
                 "random": random_policy}
-    env = UAVEnv(settings, dist, episodes, device, seed)
+    env = make_env(settings, dist, episodes, device, seed)
     scores: dict[str, EpisodeScores] = {}
     times: dict[str, float] = {}
     for name, policy in policies.items():

@@ -33,7 +33,7 @@ from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.rl_workload import RLWorkload
 from uavgnn.envs.saved_state import check_tensors
-from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.uav_env import make_env
 from uavgnn.randomness import stream, stream_seed
 from uavgnn.runtime import keep_on_device, unwrap
 
@@ -47,7 +47,7 @@ class Experience(RLWorkload):
         super().__init__(cfg, model, device)
         alg = cfg.algorithm
         rank = distributed.context().rank
-        self.env = UAVEnv(self.settings, self.dist, cfg.env.n_envs, device,
+        self.env = make_env(self.settings, self.dist, cfg.env.n_envs, device,
                           seed=stream_seed(cfg.seed, "environment", rank=rank))
         self.exploration = stream(cfg.seed, "exploration", rank=rank, device=device)  # saved with the buffer
         self.obs, self.state = self.env.reset()

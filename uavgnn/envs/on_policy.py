@@ -21,7 +21,7 @@ from torch import nn
 
 from uavgnn import distributed
 from uavgnn.envs.rl_workload import RLWorkload
-from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.uav_env import UAVEnv, make_env
 from uavgnn.errors import ConfigError
 from uavgnn.randomness import stream, stream_seed
 from uavgnn.runtime import unwrap
@@ -68,7 +68,7 @@ class EpisodeWorkload(RLWorkload):
         return max(1, batch_size // self.world_size) * self.minibatches
 
     def _make_env(self, batch_size: int) -> UAVEnv:
-        return UAVEnv(self.settings, self.dist, self._n_envs(batch_size), self.device,
+        return make_env(self.settings, self.dist, self._n_envs(batch_size), self.device,
                       seed=stream_seed(self.cfg.seed, "environment", rank=self.rank), count_key="hardware.batch_size x algorithm.minibatches")
 
     # -- the loop's interface -----------------------------------------------------------------------------------

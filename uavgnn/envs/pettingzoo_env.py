@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from uavgnn.envs.settings import N_DISCRETE, EnvSettings
-from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.uav_env import make_env
 from uavgnn.problem.scenes import SceneDistribution
 
 try:
@@ -45,7 +45,7 @@ class UAVParallelEnv(ParallelEnv):
         self.settings, self.dist, self.seed = settings, dist, seed
         self.possible_agents = [f"uav_{i}" for i in range(settings.n_uav)]
         self.agents: list[str] = []
-        self.env = UAVEnv(settings, dist, 1, torch.device("cpu"), seed)
+        self.env = make_env(settings, dist, 1, torch.device("cpu"), seed)
         self._state = np.zeros(settings.state_dim(dist), dtype=np.float32)
 
     @functools.lru_cache(maxsize=None)
@@ -71,7 +71,7 @@ class UAVParallelEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         """A fresh episode; ``seed`` restarts the environment's random stream (the same seed, the same episodes)."""
         if seed is not None:
-            self.env = UAVEnv(self.settings, self.dist, 1, torch.device("cpu"), seed)
+            self.env = make_env(self.settings, self.dist, 1, torch.device("cpu"), seed)
         obs, state = self.env.reset()
         self.agents = self.possible_agents[:]
         self._state = state[0].numpy()

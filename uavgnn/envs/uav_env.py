@@ -32,7 +32,9 @@ import torch
 
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.settings import HEADINGS, EnvSettings
+from uavgnn.errors import ConfigError
 from uavgnn.memory import check_fits
+from uavgnn.plugins import import_named
 from uavgnn.problem.observation import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
@@ -298,3 +300,21 @@ class UAVEnv:
         for name, value in state["tensors"].items():
             setattr(self, name, value.to(self.device))
         self.generator.set_state(state["generator"].cpu())
+
+
+def make_env(settings: EnvSettings, dist: SceneDistribution, n_envs: int, device: torch.device | str, seed: int,
+             **kwargs: Any) -> UAVEnv:
+    """The environment of ``settings``: ``UAVEnv``, or your subclass of it that ``settings.target`` names
+    (``env.target=mypkg.envs.MyEnv``: same constructor; override its reward, dynamics or scenes)."""
+    return env_class(settings.target)(settings, dist, n_envs, device, seed, **kwargs)
+
+
+def env_class(target: str | None) -> type[UAVEnv]:
+    """``UAVEnv``, or the subclass of it ``target`` names; anything else is one line naming ``env.target``."""
+    if target is None:
+        return UAVEnv
+    found = import_named(target, "env.target")
+    if not (isinstance(found, type) and issubclass(found, UAVEnv)):
+        raise ConfigError(f"env.target={target}: {found!r} is not a subclass of uavgnn.envs.uav_env.UAVEnv (the "
+                          "algorithms step it through that class's methods)")
+    return found

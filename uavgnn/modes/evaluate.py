@@ -27,39 +27,27 @@ and the pictures to the configured dashboard.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-from omegaconf import OmegaConf, open_dict
-from torch import nn
+from omegaconf import OmegaConf
 
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.config import Config
 from uavgnn.console import echo
-from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
 from uavgnn.loggers import publish
+from uavgnn.modes.eval_sets import SetScorer
 from uavgnn.plots import plot_shifts, plot_transfer
-from uavgnn.problem.graphs import GraphSettings
-from uavgnn.problem.scenes import Scene, SceneDistribution
-from uavgnn.report import count, format_table, write_json
-from uavgnn.runtime import amp_dtype, prepare_device
-from uavgnn.scoring.methods import compare_on_split
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.report import format_table, write_json
+from uavgnn.runtime import prepare_device
 
 log = logging.getLogger(__name__)
 TRANSFER_FAILED = 0.5  # the original guide's threshold on transfer_ratio
 IN_DISTRIBUTION = "in-distribution"
-
-
-def scenes_at(cfg: Config, n_uav: int) -> int:
-    return max(1, min(cfg.data.test_scenes, cfg.eval.max_total_uavs // n_uav))
 
 
 def run_eval(cfg: Config, out_dir: Path) -> dict:
@@ -68,16 +56,21 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     device = prepare_device(cfg)
     model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
     train_size = int(trained_cfg["data"]["n_uav"])
-    scales = sorted({train_size, *cfg.eval.scales})
-    tests = [(positions, {**OmegaConf.to_container(cfg.task), "positions": positions, "name": positions}, n_uav)
-             for positions in cfg.eval.positions for n_uav in scales]
+    own = OmegaConf.to_container(cfg.task)
+    if cfg.task.get("folder"):  # your own test scenes, as they are: no scales, no positions
+        labels, tests = ["folder"], [("folder", own, train_size)]
+    else:
+        labels, scales = list(cfg.eval.positions), sorted({train_size, *cfg.eval.scales})
+        tests = [(positions, {**own, "positions": positions, "name": positions}, n_uav)
+                 for positions in labels for n_uav in scales]
     shift_sets = [(name, task, train_size) for name, task in _shift_tasks(cfg, trained_cfg["task"]).items()]
-    scored = SetScorer(cfg, model, graph, device).run(tests + shift_sets)
+    scorer = SetScorer(cfg, model, graph, device)
+    scored = scorer.run(tests + shift_sets)
     rows = [{"positions": label, **row} for (label, _, _), set_rows in zip(tests, scored) for row in set_rows]
     shifts = [{"test_set": label, **row} for (label, _, _), set_rows in zip(shift_sets, scored[len(tests):])
               for row in set_rows]
     transfer = []
-    for positions in cfg.eval.positions:
+    for positions in labels:
         model_rows = {r["n_uav"]: r for r in rows if r["positions"] == positions and r["method"].startswith("model")}
         base = 1 - model_rows[train_size]["optimality_gap"]
         for n_uav, row in model_rows.items():
@@ -97,7 +90,7 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
                                     "mcf_gap", "beats_greedy", "shift_cost"]))
     report = {"checkpoint": str(cfg.ckpt), "train_n_uav": train_size, "decoder": cfg.eval.decoder,
               "milp_time_limit": cfg.eval.milp_time_limit, "gap_reference": "proven-optimal MILP objective (NaN where the MILP hit its time limit)",
-              "score": "1 - optimality_gap", "rows": rows, "transfer": transfer,
+              "score": "1 - optimality_gap", "estimated_s": scorer.estimated_s, "took_s": scorer.took_s, "rows": rows, "transfer": transfer,
               "trained_task": trained_cfg["task"], "shift_sets": {IN_DISTRIBUTION: "the trained task",
                                                                   **{name: OmegaConf.to_container(cfg.eval.shifts[name])
                                                                      for name in cfg.eval.shift_sets}},
@@ -116,79 +109,13 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     return report
 
 
-class SetScorer:
-    """Scores test sets - each distinct set once, however many names it has (the trained task's own test set is
-    also a scale's) - saying how far it is and how long is left, and warning about sets that give the same
-    scenes as another (a shift that degenerates at this size, e.g. clusters larger than the targets)."""
-
-    def __init__(self, cfg: Config, model: nn.Module, graph: GraphSettings, device: torch.device) -> None:
-        self.cfg, self.model, self.graph, self.device = cfg, model, graph, device
-
-    def run(self, sets: list[tuple[str, dict[str, Any], int]]) -> list[list[dict]]:
-        """The rows of every (label, task, UAVs) set, in order."""
-        keys = [_set_key(self.cfg, task, n_uav) for _, task, n_uav in sets]
-        distinct = list(dict.fromkeys(keys))
-        work = {key: scenes_at(self.cfg, n_uav) * n_uav for key, (_, _, n_uav) in zip(keys, sets)}
-        echo(f"mode=eval: {count(len(distinct), 'test set')} to score ({len(sets) - len(distinct)} repeated "
-             f"under another name, scored once), {sum(work.values()):,} scene-UAVs in all")
-        done: dict[str, list[dict]] = {}
-        seen: dict[str, str] = {}
-        start = time.perf_counter()
-        for label, task, n_uav in sets:
-            key = _set_key(self.cfg, task, n_uav)
-            if key in done:
-                continue
-            echo(f"  set {len(done) + 1}/{len(distinct)}: {label}, {n_uav} UAVs, {scenes_at(self.cfg, n_uav)} scenes")
-            done[key], scenes = self.score(task, n_uav)
-            if scenes in seen:
-                log.warning("eval: %s gives the same %d-UAV scenes as %s: at this size the shift changes nothing "
-                            "(one of them says nothing more)", label, n_uav, seen[scenes])
-            seen.setdefault(scenes, label)
-            elapsed = time.perf_counter() - start
-            left = elapsed / sum(work[k] for k in done) * sum(work[k] for k in distinct if k not in done)
-            echo(f"    done in {elapsed:.0f} s so far; about {left:.0f} s left (by the scene-UAVs scored so far)")
-        return [done[key] for key in keys]
-
-    def score(self, task: dict[str, Any], n_uav: int) -> tuple[list[dict], str]:
-        """Every method on the fixed-seed test split of ``task`` at ``n_uav`` UAVs (built and labelled once,
-        cached), and a fingerprint of its scenes."""
-        cfg = self.cfg
-        split_cfg = OmegaConf.create(OmegaConf.to_container(cfg))
-        with open_dict(split_cfg):
-            split_cfg.task = task
-            split_cfg.data.label_time_limit = cfg.eval.milp_time_limit
-        store = load_split(split_cfg, "test", n_uav=n_uav, count=scenes_at(cfg, n_uav))
-        rows, _ = compare_on_split(self.model, store, cfg.eval.decoder, self.graph, self.graph.k(n_uav), self.device,
-                                   amp_dtype(cfg, self.device), cfg.eval.samples, cfg.eval.repair,
-                                   cfg.eval.guided_keep, cfg.eval.milp_time_limit)
-        log.info("eval %s %d UAVs: model gap %.4f", task["name"], n_uav, rows[0]["optimality_gap"])
-        if rows[0]["reference_optimal"] != f"{len(store)}/{len(store)}":
-            log.warning("eval %s %d UAVs: the MILP reference is proven optimal on only %s scenes "
-                        "(eval.milp_time_limit=%gs): no optimality gap at this scale", task["name"], n_uav,
-                        rows[0]["reference_optimal"], cfg.eval.milp_time_limit)
-        return [{"n_uav": n_uav, "scenes": len(store), **row} for row in rows], _fingerprint(store.scenes())
-
-
-def _set_key(cfg: Config, task: dict[str, Any], n_uav: int) -> str:
-    """What makes a test set: the task's fields (its name aside), the size and the number of scenes."""
-    fields = {k: v for k, v in task.items() if k != "name"}
-    return json.dumps([fields, n_uav, scenes_at(cfg, n_uav)], sort_keys=True, default=str)
-
-
-def _fingerprint(scenes: list[Scene]) -> str:
-    digest = hashlib.sha256()
-    for scene in scenes:
-        for array in (scene.uav_pos, scene.uav_range, scene.target_pos, scene.need, scene.value):
-            digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
 def _shift_tasks(cfg: Config, trained_task: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The trained task's own test set and each ``eval.shifts`` set (at the training size)."""
     if not cfg.eval.shift_sets:
         return {}
     tasks = {IN_DISTRIBUTION: {**trained_task, "file": None}}
-    tasks.update({name: {**asdict(SceneDistribution()), **cfg.eval.shifts[name], "name": name, "file": None}
+    tasks.update({name: {**asdict(SceneDistribution()), **cfg.eval.shifts[name], "name": name, "file": None,
+                         "folder": None}
                   for name in cfg.eval.shift_sets})
     return tasks
 

@@ -3,9 +3,6 @@ device generator of ``scene_batch`` for ``task=mixed`` (one definition of that d
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import inspect
 import math
 from collections.abc import Callable
 from dataclasses import asdict
@@ -15,6 +12,7 @@ import numpy as np
 import torch
 
 from uavgnn.errors import ConfigError
+from uavgnn.plugins import import_named, source_digest
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import Scene, SceneDistribution
 
@@ -69,12 +67,7 @@ def _mixed_scenes(dist: SceneDistribution, n_uav: int, count: int, seed: int) ->
 
 def custom_generator(path: str) -> Callable[..., list[Scene]]:
     """The function a ``task.generator`` path names (``mypkg.scenes.draw``: importable, like a ``_target_``)."""
-    module, _, name = path.rpartition(".")
-    try:
-        found = getattr(importlib.import_module(module), name) if module else None
-    except (ImportError, AttributeError) as err:
-        raise ConfigError(f"task.generator={path}: cannot import it ({err}); give module.function, importable "
-                          "from where you run (PYTHONPATH)") from None
+    found = import_named(path, "task.generator")
     if not callable(found):
         raise ConfigError(f"task.generator={path}: not a function of a module (give module.function)")
     return found
@@ -88,11 +81,7 @@ def distribution_key(dist: SceneDistribution) -> dict[str, Any]:
     if dist.generator is None:
         key.pop("generator")
     else:
-        function = custom_generator(dist.generator)
-        try:
-            key["generator_source"] = hashlib.sha256(inspect.getsource(function).encode()).hexdigest()
-        except (OSError, TypeError):  # no source to read (a builtin, a compiled module): its path names it
-            key["generator_source"] = None
+        key["generator_source"] = source_digest(custom_generator(dist.generator))
     return key
 
 

@@ -1,0 +1,80 @@
+"""Your own environment (``env.target``, a ``_target_``-style path to a ``UAVEnv`` subclass): the algorithms
+train and validate on it, its dynamics are the ones stepped, and a wrong path is one clear line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import run_cli
+
+from uavgnn.envs.policies import random_policy, run_episodes
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv, make_env
+from uavgnn.errors import ConfigError
+from uavgnn.problem.scenes import SceneDistribution
+
+ENVIRONMENTS = '''
+import os
+
+import torch
+from uavgnn.envs.uav_env import UAVEnv
+
+
+class Frozen(UAVEnv):
+    """UAVs that never move, whatever they are told."""
+
+    def velocity_command(self, action):
+        return torch.zeros(self.n_envs, self.n_uav, 2, device=self.device)
+
+
+class Counted(UAVEnv):
+    """The default environment, writing how many environments each instance steps to $ENV_LOG."""
+
+    def __init__(self, settings, dist, n_envs, device, seed, **kwargs):
+        super().__init__(settings, dist, n_envs, device, seed, **kwargs)
+        with open(os.environ["ENV_LOG"], "a") as log:
+            log.write(f"{n_envs}\\n")
+
+
+NOT_AN_ENV = 3
+'''
+
+
+@pytest.fixture
+def my_envs(tmp_path, monkeypatch) -> str:
+    (tmp_path / "my_envs.py").write_text(ENVIRONMENTS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # for the runs in subprocesses
+    monkeypatch.setenv("ENV_LOG", str(tmp_path / "envs.log"))
+    return "my_envs"
+
+
+def test_your_environment_is_the_one_stepped(my_envs) -> None:
+    settings, dist = EnvSettings(target=f"{my_envs}.Frozen"), SceneDistribution()
+    env = make_env(settings, dist, 6, "cpu", seed=0)
+    assert type(env).__name__ == "Frozen"
+    scores = run_episodes(env, random_policy)
+    assert (scores.trajectory == scores.trajectory[0]).all()  # environment 0's UAVs stay where they started, every step
+    moving = run_episodes(make_env(EnvSettings(), dist, 6, "cpu", seed=0), random_policy)
+    assert type(make_env(EnvSettings(), dist, 1, "cpu", seed=0)) is UAVEnv
+    assert not torch.equal(moving.trajectory[-1], moving.trajectory[0])
+
+
+def test_masac_trains_and_validates_on_your_environment(tmp_path, my_envs) -> None:
+    run_cli("algorithm=masac", f"env.target={my_envs}.Counted", "env.n_envs=8", "env.val_episodes=16",
+            "algorithm.learning_starts=16", "algorithm.buffer_size=512", "model.hidden=16",
+            "algorithm.critic_hidden=16", "hardware.batch_size=32", "train.steps=10", "train.eval_every=5",
+            "train.ckpt_every=5", "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    made = (tmp_path / "envs.log").read_text().split()
+    assert "8" in made and "16" in made  # the training environments and the validation episodes
+
+
+def test_a_wrong_environment_is_one_line(tmp_path, my_envs) -> None:
+    with pytest.raises(ConfigError, match=r"env.target=my_envs.NOT_AN_ENV: 3 is not a subclass of .*UAVEnv"):
+        make_env(EnvSettings(target="my_envs.NOT_AN_ENV"), SceneDistribution(), 2, "cpu", seed=0)
+    proc = run_cli("algorithm=masac", "env.target=my_envs.Nowhere", "logger=jsonl",
+                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
+                   check=False)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1 and "env.target=my_envs.Nowhere: cannot import it" in errors[0]

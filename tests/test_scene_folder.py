@@ -1,0 +1,103 @@
+"""Your own scene files as train/val/test splits (``task=folder``): how a folder splits, a training run and an
+evaluation on them, the cached split holding exactly the files' scenes with their MILP labels, and one clear
+line for each wrong use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, run_cli
+from hydra import compose, initialize_config_dir
+
+from uavgnn.algorithms import register_configs
+from uavgnn.data.splits import load_split
+from uavgnn.errors import ConfigError
+from uavgnn.problem.generator import generate_scenes
+from uavgnn.problem.scene_folder import split_files
+from uavgnn.problem.scene_io import load_scene, save_scene
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.solvers.milp import solve_milp
+
+
+def write_scenes(folder: Path, sizes: list[int], seed: int) -> None:
+    """One scene file per size, alternating JSON and NPZ."""
+    folder.mkdir(parents=True)
+    for i, n_uav in enumerate(sizes):
+        (scene,) = generate_scenes(SceneDistribution(), n_uav, 1, seed + i)
+        save_scene(folder / f"scene{i:03d}.{'json' if i % 2 else 'npz'}", scene)
+
+
+def test_a_flat_folder_splits_a_tenth_to_val_and_test_the_same_way_every_time(tmp_path) -> None:
+    write_scenes(tmp_path / "scenes", [5] * 23, seed=0)
+    (tmp_path / "scenes" / "notes.txt").write_text("not a scene")
+    splits = {split: split_files(tmp_path / "scenes", split) for split in ("train", "val", "test")}
+    assert [len(splits[s]) for s in ("train", "val", "test")] == [19, 2, 2]
+    names = [p.name for files in splits.values() for p in files]
+    assert sorted(names) == [f"scene{i:03d}.{'json' if i % 2 else 'npz'}" for i in range(23)]  # each file once
+    assert splits == {split: split_files(tmp_path / "scenes", split) for split in splits}
+
+
+def test_subfolders_are_the_split_and_a_missing_one_is_one_line(tmp_path) -> None:
+    for split, count in (("train", 4), ("val", 2), ("test", 3)):
+        write_scenes(tmp_path / "mine" / split, [5] * count, seed=10 * count)
+    assert [len(split_files(tmp_path / "mine", s)) for s in ("train", "val", "test")] == [4, 2, 3]
+    for path in (tmp_path / "mine" / "val").iterdir():
+        path.unlink()
+    with pytest.raises(ConfigError, match=r"has train/, val/, test/ but no scene files in val/"):
+        split_files(tmp_path / "mine", "train")
+    with pytest.raises(ConfigError, match="no such folder"):
+        split_files(tmp_path / "nowhere", "train")
+    write_scenes(tmp_path / "two", [5, 5], seed=0)
+    with pytest.raises(ConfigError, match="2 scene files .* needs at least 3"):
+        split_files(tmp_path / "two", "test")
+
+
+def test_a_folder_of_scenes_of_several_sizes_trains_and_evaluates(tmp_path) -> None:
+    folder = tmp_path / "scenes"
+    sizes = {"train": [5, 6, 7] * 8, "val": [5, 6, 7] * 2, "test": [5, 6, 7, 6]}
+    for offset, (split, split_sizes) in enumerate(sizes.items()):
+        write_scenes(folder / split, split_sizes, seed=1000 * offset)
+    cache, common = tmp_path / "cache", ["task=folder", f"task.folder={folder}", "logger=jsonl"]
+    train = run_cli("experiment=debug", "model=tiny", "data.n_uav=6", "hardware.batch_size=8", *common,
+                    f"data.cache_dir={cache}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert f"Test set: 4 scenes of 5-7 UAVs (task.folder={folder})" in train.stdout
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"] > 0 and np.isfinite(summary["best_val_optimality_gap"])
+    assert sorted(d.name.split("-")[:2] for d in cache.iterdir() if d.is_dir()) == [
+        ["test", "folder"], ["train", "folder"], ["val", "folder"]]
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=["experiment=debug", "data.n_uav=6", *common, f"data.cache_dir={cache}"])
+    store = load_split(cfg, "train")  # the cached split the run trained on (a cache hit)
+    files = sorted((folder / "train").iterdir())
+    assert len(store) == 24 and store.tensors["n_uav"].tolist() == sizes["train"]
+    for i in (0, 1, 2):  # each scene as its file holds it, labelled by the MILP solved here independently
+        scene, _ = load_scene(files[i])
+        np.testing.assert_allclose(store.scene(i).target_pos, scene.target_pos)
+        assert float(store.objective[i]) == pytest.approx(solve_milp(scene).objective, rel=1e-6, abs=1e-9)
+
+    run_cli("mode=eval", f"ckpt={tmp_path / 'run' / 'best.pt'}", *common, "eval.shift_sets=[]",
+            f"data.cache_dir={cache}", f"hydra.run.dir={tmp_path / 'eval'}", cwd=tmp_path)
+    rows = json.loads((tmp_path / "eval" / "transfer.json").read_text())["rows"]
+    assert {row["positions"] for row in rows} == {"folder"} and {row["scenes"] for row in rows} == {4}
+    assert rows[0]["method"].startswith("model") and np.isfinite(rows[0]["optimality_gap"])
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["task=folder"], "task=folder needs task.folder=PATH"),
+    (["task=folder", "task.folder=TMP/nowhere"], "task.folder=TMP/nowhere: no such folder"),
+    (["task=folder", "task.folder=TMP", "algorithm=masac"], "task=folder with algorithm=masac: its scenes come"),
+    (["task=folder", "task.folder=TMP", "curriculum=conservative"], "task=folder with curriculum=conservative"),
+    (["task=folder", "task.folder=TMP", "data.source=generated", "algorithm=reinforce"],
+     "data.source=generated with task=folder"),
+])
+def test_a_wrong_folder_task_is_one_line(tmp_path, overrides, says) -> None:
+    overrides = [o.replace("TMP", str(tmp_path)) for o in overrides]
+    proc = run_cli("experiment=debug", *overrides, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
+                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, check=False)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1 and says.replace("TMP", str(tmp_path)) in errors[0], proc.stderr

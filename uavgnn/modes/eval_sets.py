@@ -1,0 +1,152 @@
+"""The test sets of ``mode=eval``, scored so as to respect the user's time.
+
+Each distinct set is scored once, however many names it has (the trained task's own test set is also a
+scale's). Before any of them, a probe scores ``PROBE_SCENES`` fresh scenes like each set's with every method
+(their MILP labels included) and the duration is estimated from it: per set, its scenes x the probe's mean
+time per scene to score, plus, where the set is not in the cache yet, its time per scene to
+label over ``data.label_workers`` processes. After each set: the time so far and what is left, by the estimate corrected
+with the time measured. A set that gives the same scenes as another (a shift that degenerates at this size,
+e.g. clusters larger than the targets) gets a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf, open_dict
+from torch import nn
+
+from uavgnn.config import Config
+from uavgnn.console import echo
+from uavgnn.data.cache import label_and_build
+from uavgnn.data.labels import INLINE_BELOW
+from uavgnn.data.splits import build_settings, is_cached, load_split
+from uavgnn.problem.generator import generate_scenes
+from uavgnn.problem.graphs import GraphSettings
+from uavgnn.problem.scene_folder import load_scenes, split_files
+from uavgnn.problem.scenes import Scene, SceneDistribution
+from uavgnn.report import count
+from uavgnn.runtime import amp_dtype
+from uavgnn.scoring.methods import compare_on_split
+
+log = logging.getLogger(__name__)
+PROBE_SCENES = 3  # scenes like a set's the estimate is measured on
+PROBE_SEED = 4_000_000  # their generator seeds (+ UAVs): apart from every split's
+
+
+def scenes_at(cfg: Config, n_uav: int) -> int:
+    return max(1, min(cfg.data.test_scenes, cfg.eval.max_total_uavs // n_uav))
+
+
+class SetScorer:
+    """Scores (label, task, UAVs) test sets: each distinct one once, its duration said first."""
+
+    def __init__(self, cfg: Config, model: nn.Module, graph: GraphSettings, device: torch.device) -> None:
+        self.cfg, self.model, self.graph, self.device = cfg, model, graph, device
+        self.estimated_s = self.took_s = 0.0
+
+    def run(self, sets: list[tuple[str, dict[str, Any], int]]) -> list[list[dict]]:
+        """The rows of every set, in order."""
+        keys = [self.set_key(task, n_uav) for _, task, n_uav in sets]
+        distinct: dict[str, tuple[str, dict[str, Any], int]] = {}
+        for key, item in zip(keys, sets):
+            distinct.setdefault(key, item)  # named by its first name
+        start = time.perf_counter()
+        estimate = self.estimate(list(distinct.values()))
+        expected = dict(zip(distinct, estimate))
+        self.estimated_s = sum(estimate)
+        echo(f"mode=eval: {count(len(distinct), 'test set')} to score ({len(sets) - len(distinct)} repeated under "
+             f"another name, scored once): about {self.estimated_s:.0f} s (measured on {PROBE_SCENES} probe scenes "
+             f"like each set's in {time.perf_counter() - start:.0f} s)")
+        done: dict[str, list[dict]] = {}
+        seen: dict[str, str] = {}
+        start = time.perf_counter()
+        for key, (label, task, n_uav) in distinct.items():
+            echo(f"  set {len(done) + 1}/{len(distinct)}: {label}, {n_uav} UAVs, "
+                 f"{count(self.scene_count(task, n_uav), 'scene')}, about {expected[key]:.0f} s")
+            done[key], scenes = self.score(task, n_uav)
+            if scenes in seen:
+                log.warning("eval: %s gives the same %d-UAV scenes as %s: at this size the shift changes nothing "
+                            "(one of them says nothing more)", label, n_uav, seen[scenes])
+            seen.setdefault(scenes, label)
+            elapsed = time.perf_counter() - start
+            pace = elapsed / max(sum(expected[k] for k in done), 1e-9)  # measured / estimated so far
+            left = pace * sum(expected[k] for k in distinct if k not in done)
+            echo(f"    done in {elapsed:.0f} s so far; about {left:.0f} s left")
+        self.took_s = time.perf_counter() - start
+        echo(f"mode=eval: scored in {self.took_s:.0f} s (estimated {self.estimated_s:.0f} s)")
+        return [done[key] for key in keys]
+
+    def split_cfg(self, task: dict[str, Any]) -> Any:
+        """The config whose test split is ``task``'s, labelled with the eval's MILP time limit."""
+        split_cfg = OmegaConf.create(OmegaConf.to_container(self.cfg))
+        with open_dict(split_cfg):
+            split_cfg.task = task
+            split_cfg.data.label_time_limit = self.cfg.eval.milp_time_limit
+        return split_cfg
+
+    def scene_count(self, task: dict[str, Any], n_uav: int) -> int:
+        return len(split_files(task["folder"], "test")) if task.get("folder") else scenes_at(self.cfg, n_uav)
+
+    def set_key(self, task: dict[str, Any], n_uav: int) -> str:
+        """What makes a test set: the task's fields (its name aside), the size and the number of scenes."""
+        fields = {k: v for k, v in task.items() if k != "name"}
+        return json.dumps([fields, n_uav, self.scene_count(task, n_uav)], sort_keys=True, default=str)
+
+    def estimate(self, sets: list[tuple[str, dict[str, Any], int]]) -> list[float]:
+        """Seconds each set is expected to take, from a probe of its own task and size."""
+        workers = max(1, self.cfg.data.label_workers)
+        seconds = []
+        for i, (_, task, n_uav) in enumerate(sets):
+            label_s, score_s = self.probe(task, n_uav, warm_up=i == 0)
+            scenes = self.scene_count(task, n_uav)
+            cached = is_cached(self.split_cfg(task), "test", n_uav=n_uav, count=scenes)
+            labelling = 1 if scenes < INLINE_BELOW else min(workers, scenes)  # processes that will label it
+            seconds.append(scenes * score_s + (0.0 if cached else scenes * label_s / labelling))
+        return seconds
+
+    def probe(self, task: dict[str, Any], n_uav: int, warm_up: bool) -> tuple[float, float]:
+        """Seconds per scene to label (the MILP's own time, and the graph's) and to score scenes like the set's,
+        over ``PROBE_SCENES`` of them. With ``warm_up`` they are scored twice and the second time is kept (the
+        first call pays one-off costs)."""
+        split_cfg = self.split_cfg(task)
+        scenes = (load_scenes(split_files(task["folder"], "test")[:PROBE_SCENES]) if task.get("folder") else
+                  generate_scenes(SceneDistribution.of(split_cfg.task), n_uav, PROBE_SCENES, PROBE_SEED + n_uav))
+        store, info = label_and_build(scenes, 0.0, "probe", build_settings(split_cfg), 1)
+        for _ in range(2 if warm_up else 1):
+            start = time.perf_counter()
+            self.compare(store, n_uav)
+        score_s = time.perf_counter() - start
+        return float(store.solve_time.mean()) + info["timings"]["graphs_s"] / len(store), score_s / len(store)
+
+    def compare(self, store: Any, n_uav: int) -> list[dict]:
+        cfg = self.cfg
+        return compare_on_split(self.model, store, cfg.eval.decoder, self.graph, self.graph.k(n_uav), self.device,
+                                amp_dtype(cfg, self.device), cfg.eval.samples, cfg.eval.repair, cfg.eval.guided_keep,
+                                cfg.eval.milp_time_limit)[0]
+
+    def score(self, task: dict[str, Any], n_uav: int) -> tuple[list[dict], str]:
+        """Every method on the fixed-seed test split of ``task`` at ``n_uav`` UAVs (built and labelled once,
+        cached), and a fingerprint of its scenes."""
+        store = load_split(self.split_cfg(task), "test", n_uav=n_uav, count=self.scene_count(task, n_uav))
+        rows = self.compare(store, n_uav)
+        log.info("eval %s %d UAVs: model gap %.4f", task["name"], n_uav, rows[0]["optimality_gap"])
+        if rows[0]["reference_optimal"] != f"{len(store)}/{len(store)}":
+            log.warning("eval %s %d UAVs: the MILP reference is proven optimal on only %s scenes "
+                        "(eval.milp_time_limit=%gs): no optimality gap at this scale", task["name"], n_uav,
+                        rows[0]["reference_optimal"], self.cfg.eval.milp_time_limit)
+        return [{"n_uav": n_uav, "scenes": len(store), **row} for row in rows], _fingerprint(store.scenes())
+
+
+def _fingerprint(scenes: list[Scene]) -> str:
+    digest = hashlib.sha256()
+    for scene in scenes:
+        for array in (scene.uav_pos, scene.uav_range, scene.target_pos, scene.need, scene.value):
+            digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,66 @@
+"""A folder of your own scene files as train/val/test splits (``task=folder``).
+
+Either the folder has ``train/``, ``val/`` and ``test/`` subfolders of scene files (your split), or it is one
+flat folder of them, split once and for all by a fixed permutation of the sorted file names: a tenth (at
+least one file) to ``val``, a tenth to ``test``, the rest to ``train``. Scene files are the ``.json`` and
+``.npz`` files of ``uavgnn.problem.scene_io`` (README "Scene files"); scenes may differ in size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from uavgnn.errors import ConfigError
+from uavgnn.problem.scene_io import load_scene
+from uavgnn.problem.scenes import Scene
+
+SCENE_SUFFIXES = (".json", ".npz")
+SPLIT_NAMES = ("train", "val", "test")
+FLAT_SPLIT_SEED = 0  # the permutation that splits a flat folder: fixed, so a folder always splits the same way
+
+
+def _scene_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.is_file() and p.suffix in SCENE_SUFFIXES)
+
+
+def split_files(folder: str | Path, split: str) -> list[Path]:
+    """The scene files of ``split`` (train, val or test) in ``folder``; a missing or too small folder is one
+    line naming it."""
+    root = Path(folder).expanduser()
+    where = f"task.folder={folder}"
+    if not root.is_dir():
+        raise ConfigError(f"{where}: no such folder (give a folder of .json/.npz scene files, or one with "
+                          "train/, val/ and test/ subfolders of them)")
+    subfolders = [name for name in SPLIT_NAMES if (root / name).is_dir()]
+    if subfolders:
+        missing = [name for name in SPLIT_NAMES if name not in subfolders or not _scene_files(root / name)]
+        if missing:
+            raise ConfigError(f"{where}: has {', '.join(n + '/' for n in subfolders)} but no scene files in "
+                              f"{', '.join(n + '/' for n in missing)}: give all three of train/, val/ and test/, "
+                              "or one flat folder of scene files")
+        return _scene_files(root / split)
+    files = _scene_files(root)
+    if len(files) < 3:
+        raise ConfigError(f"{where}: {len(files)} scene files (.json/.npz); a flat folder needs at least 3 "
+                          "(train, val and test get one each at least)")
+    held_out = max(1, len(files) // 10)
+    order = np.random.default_rng(FLAT_SPLIT_SEED).permutation(len(files))
+    parts = {"val": order[:held_out], "test": order[held_out:2 * held_out], "train": order[2 * held_out:]}
+    return [files[i] for i in sorted(parts[split])]
+
+
+def files_fingerprint(files: list[Path]) -> str:
+    """SHA-256 of the files' names and contents: a changed, added or removed file names a new split."""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def load_scenes(files: list[Path]) -> list[Scene]:
+    """The scenes of ``files`` (an assignment stored in a file is not used: the MILP labels every scene)."""
+    return [load_scene(path)[0] for path in files]
