@@ -18,7 +18,7 @@ from wandb_records import run_record
 
 from uavgnn import distributed
 from uavgnn.data.loader import ShardedBatchSampler
-from uavgnn.checkpoints import load_part
+from uavgnn.checkpoints import load_checkpoint, load_part
 
 DEBUG = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
          "data.test_scenes=8", "hardware.batch_size=16", "train.steps=12", "train.eval_every=6",
@@ -230,3 +230,37 @@ def test_a_process_a_rank_started_does_not_join_the_group_again(monkeypatch) -> 
     monkeypatch.setenv(distributed.GROUP_PID_ENV, str(os.getppid()))  # the parent formed the group
     assert distributed.init_from_launcher() == distributed.DistContext() and not dist.is_initialized()
 
+
+
+def test_ranks_handed_different_configs_stop_before_training(tmp_path) -> None:
+    """A resolver that differs per process (here the seed from each rank's RANK) would train two different
+    models in one job: refused on every rank, in one line naming the key."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "run.py"),
+           *DEBUG, "logger=jsonl", "seed=${oc.env:RANK}", f"data.cache_dir={tmp_path / 'cache'}",
+           f"hydra.run.dir={tmp_path / 'run'}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode != 0 and errors, proc.stderr[-3000:]
+    assert "handed different configs: rank 1 has seed=1 (rank 0: 0)" in errors[0]
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()  # nothing trained
+
+
+@pytest.mark.heavy  # two Optuna trials, each a two-process DDP job: ~1 min on 2 cores
+def test_an_optuna_search_whose_trials_are_ddp_jobs_reports_each_trial_once(tmp_path) -> None:
+    sweep = tmp_path / "search"
+    proc = run_cli("hparams_search=optuna", "hydra.sweeper.n_trials=2", "hydra/launcher=submitit_local",
+                   "hydra.launcher.tasks_per_node=2", *DEBUG, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
+                   f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    jobs = job_dirs(sweep)  # one study (not one per rank), two trials, each one job of two ranks
+    assert (proc.stdout + proc.stderr).count("A new study created") == 1 and len(jobs) == 2
+    gaps = []
+    for job in jobs:
+        assert "global batch 16 = 8 per rank" in (job / "run.log").read_text()  # each trial: a 2-rank DDP run
+        trained = load_checkpoint(job / "last.pt")["config"]  # rank 0's; every rank was checked to hold the same
+        for override in OmegaConf.load(job / ".hydra" / "overrides.yaml"):
+            key, value = override.split("=", 1)
+            if key in ("train.lr", "model.hidden", "model.layers"):  # the trial's parameters, as trained
+                assert OmegaConf.select(OmegaConf.create(trained), key) == pytest.approx(float(value)), key
+        gaps.append(json.loads((job / "summary.json").read_text())["best_val_optimality_gap"])
+    assert OmegaConf.load(sweep / "optimization_results.yaml").best_value == pytest.approx(min(gaps))

@@ -61,6 +61,10 @@ def test_a_folder_of_scenes_of_several_sizes_trains_and_evaluates(tmp_path) -> N
     for offset, (split, split_sizes) in enumerate(sizes.items()):
         write_scenes(folder / split, split_sizes, seed=1000 * offset)
     cache, common = tmp_path / "cache", ["task=folder", f"task.folder={folder}", "logger=jsonl"]
+    too_many = run_cli("experiment=debug", "data.n_uav=6", "hardware.batch_size=32", *common, f"data.cache_dir={cache}",
+                       f"hydra.run.dir={tmp_path / 'refused'}", cwd=tmp_path, check=False)  # 24 scenes
+    assert f"task.folder={folder}: its train split has 24 scenes, fewer than hardware.batch_size=32" in too_many.stderr
+    assert too_many.returncode == 2 and not (tmp_path / "refused").exists()  # refused before it wrote anything
     train = run_cli("experiment=debug", "model=tiny", "data.n_uav=6", "hardware.batch_size=8", *common,
                     f"data.cache_dir={cache}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert f"Test set: 4 scenes of 5-7 UAVs (task.folder={folder})" in train.stdout
@@ -84,6 +88,7 @@ def test_a_folder_of_scenes_of_several_sizes_trains_and_evaluates(tmp_path) -> N
             f"data.cache_dir={cache}", f"hydra.run.dir={tmp_path / 'eval'}", cwd=tmp_path)
     rows = json.loads((tmp_path / "eval" / "transfer.json").read_text())["rows"]
     assert {row["positions"] for row in rows} == {"folder"} and {row["scenes"] for row in rows} == {4}
+    assert {row["n_uav"] for row in rows} == {7}  # the folder's largest scene, not the training size (6)
     assert rows[0]["method"].startswith("model") and np.isfinite(rows[0]["optimality_gap"])
 
 
@@ -94,6 +99,7 @@ def test_a_folder_of_scenes_of_several_sizes_trains_and_evaluates(tmp_path) -> N
     (["task=folder", "task.folder=TMP", "curriculum=conservative"], "task=folder with curriculum=conservative"),
     (["task=folder", "task.folder=TMP", "data.source=generated", "algorithm=reinforce"],
      "data.source=generated with task=folder"),
+    (["task=folder", "task.folder=TMP", "mode=solve"], "mode=solve with task=folder: it solves one scene"),
 ])
 def test_a_wrong_folder_task_is_one_line(tmp_path, overrides, says) -> None:
     overrides = [o.replace("TMP", str(tmp_path)) for o in overrides]

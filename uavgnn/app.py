@@ -13,7 +13,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from uavgnn import distributed, run_dir, run_lock, signals, sweep_worker
+from uavgnn import distributed, requeue, run_dir, run_lock, signals, sweep_worker
 from uavgnn.algorithms import check_config
 from uavgnn.console import attach_run_log, echo
 from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, MemoryBudgetError, ProblemTooLarge,
@@ -41,6 +41,8 @@ def run_mode(cfg: DictConfig) -> float | None:
         raise SystemExit(2) from None
     except Interrupted as err:
         echo(str(err), err=True)
+        if err.saved_step is not None:  # under a scheduler that can, the job is requeued and resumes
+            requeue.requeue(out_dir, err.saved_step, str(err).split(";")[0], err.exit_code)
         _finish(out_dir)
         sweep_worker.exit_worker(err.exit_code)  # a launcher's worker ends here instead of taking more work
         raise SystemExit(err.exit_code) from None

@@ -29,6 +29,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from uavgnn.errors import ConfigError
+from uavgnn.report import flatten
+
 RUN_STAMP_ENV = "UAVGNN_RUN_STAMP"
 GROUP_PID_ENV = "UAVGNN_DDP_PID"  # the process that joined the group: its children inherit the variables only
 
@@ -154,6 +157,21 @@ def broadcast_from_main(value):
     box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def same_config_on_every_rank(config: dict[str, Any]) -> None:
+    """Every rank of a job must train the same (resolved) config: ranks handed different hyperparameters - a
+    sweeper or a resolver that differs per process - stop before training with one line naming the keys."""
+    if not context().enabled:
+        return
+    configs: list[Any] = [None] * context().world_size
+    dist.all_gather_object(configs, flatten(config))
+    for rank, other in enumerate(configs[1:], start=1):
+        differ = sorted(key for key in configs[0].keys() | other.keys() if configs[0].get(key) != other.get(key))
+        if differ:
+            shown = ", ".join(f"{key}={other.get(key)!r} (rank 0: {configs[0].get(key)!r})" for key in differ[:4])
+            raise ConfigError(f"the ranks of this job were handed different configs: rank {rank} has {shown}; every "
+                              "rank must train the same config (pass the same overrides to every process)")
 
 
 def agree_on_step(loss: torch.Tensor, weight: Any, stats: dict[str, torch.Tensor], stop_seen: bool

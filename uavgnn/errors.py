@@ -42,6 +42,7 @@ class Interrupted(BaseException):
     """SIGINT/SIGTERM: the run stopped (cleanly at the end of a step while training), saying how to resume. A
     ``BaseException``, as ``KeyboardInterrupt`` is: no ``except Exception`` on the way turns it into another error."""
 
-    def __init__(self, message: str, exit_code: int) -> None:
+    def __init__(self, message: str, exit_code: int, saved_step: int | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.saved_step = saved_step  # training stopped at the end of this step, last.pt written (None: elsewhere)

@@ -154,6 +154,9 @@ def validate(cfg) -> None:
     if cfg.task.get("folder") and cfg.curriculum.name != "none":
         raise ConfigError(f"task=folder with curriculum={cfg.curriculum.name}: a curriculum draws scenes of its "
                           "stages' sizes; your folder's scenes are one split: use curriculum=none")
+    if cfg.task.get("folder") and cfg.mode == "solve":
+        raise ConfigError("mode=solve with task=folder: it solves one scene (task=file task.file=PATH); a folder's "
+                          "test scenes are scored by mode=eval ckpt=... task=folder")
     problem = system_path_problem(cfg.data.cache_dir)
     if problem:
         raise ConfigError(f"data.cache_dir={cfg.data.cache_dir}: {problem}: caches are written there; choose a "

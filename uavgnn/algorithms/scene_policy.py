@@ -138,6 +138,13 @@ class SceneWorkload:
         with distributed.main_rank_first():  # one split per curriculum stage (just data.n_uav without one)
             self.stage_train = [] if generated else [load_split(cfg, "train", n_uav=n) for n in self.sizes]
             self.stage_val = [load_split(cfg, "val", n_uav=n) for n in self.sizes]
+        batch_size = cfg.hardware.batch_size
+        if not generated and isinstance(batch_size, int) and len(self.stage_train[-1]) < batch_size:
+            scenes = len(self.stage_train[-1])
+            what = (f"task.folder={cfg.task.folder}: its train split has {scenes} scenes," if cfg.task.get("folder")
+                    else f"data.train_scenes={scenes} is")
+            raise ConfigError(f"{what} fewer than hardware.batch_size={batch_size} (the scenes of one step): lower "
+                              "hardware.batch_size")
         self.batches = (FreshScenes(cfg, self.sizes, device) if generated
                         else BatchSource(cfg, self.sizes, self.stage_train, device))
         self.k_seen = 0  # the last batch's candidate budget, logged as train/k
@@ -185,7 +192,8 @@ class SceneWorkload:
         return {f"val/{key}": value for key, value in mean_metrics(result.metrics).items()}
 
     def describe(self, val: dict[str, float], stage: int, best: float) -> str:
-        return (f"val ({self.sizes[stage]} UAVs) optimality_gap {val['val/optimality_gap']:.4f} (best {best:.4f}), "
+        uavs = "your scenes" if self.cfg.task.get("folder") else f"{self.sizes[stage]} UAVs"
+        return (f"val ({uavs}) optimality_gap {val['val/optimality_gap']:.4f} (best {best:.4f}), "
                 f"completion_score {val['val/completion_score']:.3f}")
 
     def checkpoint_extras(self) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     shifts = [{"test_set": label, **row} for (label, _, _), set_rows in zip(shift_sets, scored[len(tests):])
               for row in set_rows]
     transfer = []
-    for positions in labels:
+    for positions in [] if cfg.task.get("folder") else labels:  # transfer across scales: none in a folder
         model_rows = {r["n_uav"]: r for r in rows if r["positions"] == positions and r["method"].startswith("model")}
         base = 1 - model_rows[train_size]["optimality_gap"]
         for n_uav, row in model_rows.items():

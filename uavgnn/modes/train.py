@@ -12,11 +12,11 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from uavgnn import distributed, run_dir
+from uavgnn import distributed, requeue, run_dir
 from uavgnn.algorithms import algorithm_class, describe, stored_config
 from uavgnn.checkpoints import load_checkpoint, load_weights
 from uavgnn.config import Config
-from uavgnn.console import launched_as
+from uavgnn.console import echo, launched_as
 from uavgnn.errors import Interrupted
 from uavgnn.loggers import open_logger
 from uavgnn.storage import remove_stale_temps, storage_error
@@ -43,12 +43,17 @@ def run_train(cfg: Config, out_dir: Path) -> float:
     try:
         return _train_and_test(cfg, out_dir)
     except Interrupted as err:
-        raise Interrupted(f"{err}; resume with: {resume_command(out_dir)}", err.exit_code) from None
+        raise Interrupted(f"{err}; resume with: {resume_command(out_dir)}", err.exit_code, err.saved_step) from None
 
 
 def _train_and_test(cfg: Config, out_dir: Path) -> float:
     main = distributed.context().is_main  # under torchrun the other ranks share rank 0's directory
-    resume_from = resume_checkpoint(cfg.resume, out_dir, refuse_existing_run=main)
+    distributed.same_config_on_every_rank(OmegaConf.to_container(cfg, resolve=True))
+    # the scheduler stopped this job and started it again: it resumes (rank 0 reads the record for every rank)
+    requeued = distributed.broadcast_from_main(requeue.pending(out_dir) if main else None)
+    if requeued:
+        echo(f"requeued after it stopped at step {requeued['step']} ({requeued.get('why')}): resuming", err=True)
+    resume_from = resume_checkpoint("auto" if requeued else cfg.resume, out_dir, refuse_existing_run=main)
     resume_step, safe_changes = None, {}
     if resume_from is not None:  # checked before the directory is touched: a refused resume changes nothing
         stored = load_checkpoint(resume_from)
@@ -60,6 +65,7 @@ def _train_and_test(cfg: Config, out_dir: Path) -> float:
     run_dir.accept(out_dir, cfg)  # every check passed: the run writes from here on
     if main:
         remove_stale_temps(out_dir)
+        requeue.done(out_dir)
     logger = open_logger(cfg, out_dir, resume_step=resume_step, enabled=main)
     try:
         if resume_from is not None:

@@ -56,10 +56,11 @@ class Recovery:
         last = self.out_dir / LAST
         if not self.updating and not self.checkpoint(last):
             raise Interrupted(f"interrupted by {stop.requested} at step {self.state.step} (the step under way stopped "
-                              f"with it: {cause}): {last} saved", stop.exit_code)
-        kept = f"{last} (step {load_checkpoint(last)['state']['step']}) kept" if last.exists() else "no checkpoint yet"
+                              f"with it: {cause}): {last} saved", stop.exit_code, saved_step=self.state.step)
+        kept_step = load_checkpoint(last)['state']['step'] if last.exists() else None
+        kept = f"{last} (step {kept_step}) kept" if kept_step is not None else "no checkpoint yet"
         raise Interrupted(f"interrupted by {stop.requested} in step {self.state.step + 1} ({cause}): {kept}",
-                          stop.exit_code)
+                          stop.exit_code, saved_step=kept_step)
 
     def read_steps(self) -> bool:
         """The one host read of the steps since the last: their loss and stats into the log window, and the

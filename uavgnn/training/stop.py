@@ -1,7 +1,9 @@
-"""Graceful stop: SIGINT/SIGTERM during training end the run at the end of the current step.
+"""Graceful stop: SIGINT/SIGTERM during training end the run at the end of the current step, and so do a
+scheduler's notices of preemption or of the time limit (SIGUSR1, SIGUSR2: SLURM's ``--signal``, submitit's).
 
 The handler only records the signal; the loop checks it after each step,
-writes ``last.pt`` and raises ``Interrupted`` with the command that resumes.
+writes ``last.pt`` and raises ``Interrupted`` with the command that resumes
+(under a scheduler the job is then requeued: ``uavgnn.requeue``).
 A second signal ends the run at once, wherever it is (``uavgnn.signals``), so
 pressing Ctrl-C twice still leaves a stuck run.
 """
@@ -15,9 +17,12 @@ from types import FrameType
 from uavgnn import signals
 from uavgnn.signals import EXIT_CODES
 
+PREEMPTION = (signal.SIGUSR1, signal.SIGUSR2)  # a scheduler's notice that the job is about to be stopped
+
 
 class StopRequest:
-    """Context manager: ``requested`` is the name of the first SIGINT/SIGTERM received inside it, else None."""
+    """Context manager: ``requested`` is the name of the first SIGINT/SIGTERM/SIGUSR1/SIGUSR2 received inside it,
+    else None."""
 
     def __init__(self) -> None:
         self.signal: signal.Signals | None = None
@@ -29,14 +34,14 @@ class StopRequest:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES.get(self.signal, 1)
+        return 1 if self.signal is None else EXIT_CODES.get(self.signal, 128 + int(self.signal))
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.signal = self.signal or signal.Signals(signum)
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():  # signals can only be caught there
-            for sig in EXIT_CODES:
+            for sig in (*EXIT_CODES, *PREEMPTION):
                 self._previous[sig] = signal.signal(sig, self._handle)
         self._graceful = signals.graceful()
         self._graceful.__enter__()

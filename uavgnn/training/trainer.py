@@ -158,7 +158,7 @@ class Trainer(Recovery):
                 if stopping:
                     self.bar.close()
                     raise Interrupted(f"interrupted by {stop.requested or 'a signal on another rank'} at step "
-                                      f"{step}: {self.out_dir / LAST} saved", stop.exit_code)
+                                      f"{step}: {self.out_dir / LAST} saved", stop.exit_code, saved_step=step)
         self.bar.close()
         if not (self.out_dir / BEST).exists():
             self.checkpoint(self.out_dir / BEST)

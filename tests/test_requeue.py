@@ -1,0 +1,73 @@
+"""A job its scheduler stops (SIGTERM, or the USR signal of a preemption or the time limit) is requeued and
+resumes with no step lost or repeated: submitit's local executor, for real, against an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, job_dirs, run_cli
+
+from uavgnn.loggers import read_history
+
+LONG = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
+        "data.test_scenes=8", "hardware.batch_size=16", "train.steps=400", "train.eval_every=200",
+        "train.ckpt_every=200", "train.log_every=10", "hardware.threads=1", "logger=jsonl"]
+
+
+def job_tasks(sweep: Path) -> list[int]:
+    """The processes of the sweep's submitit jobs (``python -m submitit.core._submit <sweep>/.submitit/<id>``)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"submitit.core._submit" in command and any(str(sweep).encode() in part for part in command):
+            found.append(int(proc.name))
+    return found
+
+
+def train_steps(run: Path) -> list[int]:
+    return [row["step"] for row in read_history(run) if "train/loss" in row]
+
+
+@pytest.mark.heavy  # a submitit job started twice and an uninterrupted one: ~30 s each on 2 cores
+@pytest.mark.parametrize("signum, tasks", [(signal.SIGTERM, 1), (signal.SIGUSR2, 1), (signal.SIGTERM, 2)])
+def test_a_stopped_job_is_requeued_and_resumes_with_no_step_lost_or_repeated(tmp_path, signum, tasks) -> None:
+    """``tasks`` = 2: the job is a 2-rank DDP run; the scheduler signals both ranks."""
+    sweep, cache = tmp_path / "sweep", f"data.cache_dir={tmp_path / 'cache'}"
+    launcher = ["-m", "hydra/launcher=submitit_local", f"hydra.launcher.tasks_per_node={tasks}"]
+    sweeping = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *launcher, *LONG, cache,
+                                 f"hydra.sweep.dir={sweep}"], cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 240
+    while not (list(sweep.glob("0-*")) and train_steps(job_dirs(sweep)[0])):  # training under way
+        assert time.time() < deadline and sweeping.poll() is None, "the job never started training"
+        time.sleep(0.02)
+    running = job_tasks(sweep)
+    assert len(running) == tasks
+    for task in running:
+        os.kill(task, signum)
+    output = sweeping.communicate(timeout=300)[0]
+    assert sweeping.returncode == 0, output[-3000:]
+    (job,) = job_dirs(sweep)
+    log = (job / "run.log").read_text()
+    assert "requeued by the scheduler: the job resumes from step" in log and "resuming" in log, log[-2000:]
+    resumed = [row for row in read_history(job) if row.get("event") == "resume"]
+    assert len(resumed) == 1 and 0 < resumed[0]["step"] < 400  # stopped mid-training, resumed once
+    assert train_steps(job) == list(range(10, 401, 10))  # every logged step once: none lost, none repeated
+    assert not (job / "requeued.json").exists() and json.loads((job / "summary.json").read_text())["steps"] == 400
+
+    run_cli(*launcher, *LONG, cache, f"hydra.sweep.dir={tmp_path / 'uninterrupted'}", cwd=tmp_path)
+    requeued, straight = (torch.load(d / "last.pt", weights_only=True)["model"]
+                          for d in (job, job_dirs(tmp_path / "uninterrupted")[0]))
+    for name, value in straight.items():  # the requeued job trained exactly what an uninterrupted run does
+        torch.testing.assert_close(requeued[name], value, rtol=0, atol=0)
