@@ -50,7 +50,7 @@ def sweep(tmp_path) -> Path:
 
 
 def test_table_values_aggregates_and_failures(sweep) -> None:
-    rows = compare_runs([sweep], sweep)
+    rows, _ = compare_runs([sweep], sweep)
     runs = [load_run(d) for d in find_runs([sweep])]
     assert differing_keys(runs) == ["model.hidden", "model.name", "seed"]  # cache_dir differs but is ignored
     by_run = {r["run"]: r for r in rows}

@@ -180,6 +180,7 @@ class EvalConfig:
     repair: bool = False  # fill nearly-complete partial targets with idle UAVs in range, drop the rest
     guided_keep: int = 2  # the model-guided MILP's row keeps each UAV's 2 most likely targets (0: no row)
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
+    episodes: int = 256  # an environment policy's checkpoint: fixed test episodes
     # shifted test sets at the training size: name -> task fields changed from task=uniform's defaults
     shifts: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in SHIFTS.items()})
     shift_sets: list[str] = field(default_factory=lambda: list(SHIFTS))  # the eval.shifts sets to run ([]: none)

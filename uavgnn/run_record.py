@@ -75,6 +75,9 @@ def load_run(directory: Path) -> Run:
         metrics["best_val_optimality_gap"] = summary.get("best_val_optimality_gap", math.nan)
         for key in ("test/optimality_gap", "test/reward", "test/completion_score"):
             metrics[key] = summary.get(key, math.nan)
+        metrics.update({key: float(value) for key, value in summary.items()  # an environment policy's too
+                        if key.startswith(("best_val_", "test/")) and isinstance(value, (int, float))
+                        and not isinstance(value, bool)})
         status = "ok"
     elif (directory / "failed.json").exists():
         failed, failed_problem = _read(directory / "failed.json", lambda: _object(directory / "failed.json"), {})
@@ -82,10 +85,11 @@ def load_run(directory: Path) -> Run:
     if problem:
         echo(f"compare: {directory.name} is damaged: {problem}; listed as damaged", err=True)
         return Run(directory.name, directory, "damaged", config, {}, [], problem, overrides)
-    speeds = [r["perf/graphs_per_s"] for r in history if "perf/graphs_per_s" in r]
     memory = [r["perf/peak_mem_mb"] for r in history if "perf/peak_mem_mb" in r]
     if status == "ok":
-        metrics["graphs_per_s"] = statistics.median(speeds) if speeds else math.nan
+        for unit in ("graphs", "env_steps"):  # scene policies' throughput, environment policies'
+            speeds = [r[f"perf/{unit}_per_s"] for r in history if f"perf/{unit}_per_s" in r]
+            metrics[f"{unit}_per_s"] = statistics.median(speeds) if speeds else math.nan
         metrics["peak_mem_mb"] = max(memory) if memory else math.nan
     return Run(directory.name, directory, status, config, metrics, history, error, overrides)
 

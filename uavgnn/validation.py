@@ -100,7 +100,7 @@ RANGES: dict[str, Range] = {
                                                   "milp_uavs")},
     "benchmark.milp_time_limit": POSITIVE, "benchmark.expected_minutes": POSITIVE,
     "eval.scales": AT_LEAST_1, "eval.max_total_uavs": AT_LEAST_1, "eval.samples": AT_LEAST_1,
-    "eval.milp_time_limit": POSITIVE, "eval.guided_keep": NON_NEGATIVE,
+    "eval.episodes": AT_LEAST_1, "eval.milp_time_limit": POSITIVE, "eval.guided_keep": NON_NEGATIVE,
     "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE, "solve.guided_keep": AT_LEAST_1,
     "logger.init_timeout": POSITIVE, "optim.dense_max_nodes": NON_NEGATIVE,
 }

@@ -30,7 +30,7 @@ from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.validation import validate
 
 __all__ = ["MODEL_SCHEMAS", "DEFAULTS", "algorithms", "algorithm_class", "make_algorithm", "make_model",
-           "register_configs", "default_config", "stored_config", "describe", "require", "check_config"]
+           "register_configs", "default_config", "stored_config", "describe", "produces", "require", "check_config"]
 
 MODEL_SCHEMAS = {"transformer_gnn": TransformerGNNConfig, "mlp": MLPConfig, "tcn": TCNConfig}
 DEFAULTS = {"algorithm": "imitation", "model": ("transformer_gnn", "small")}  # conf/config.yaml's choices
@@ -102,10 +102,15 @@ def _known(schema: Any, stored: Any) -> Any:
     return {key: _known(schema[key], value) for key, value in stored.items() if key in schema}
 
 
+def produces(config: dict[str, Any] | None) -> str | None:
+    """What a checkpoint with this stored config is (a key of ``TAKERS``), None for an unknown algorithm."""
+    name = ((config or {}).get("algorithm") or {}).get("name", DEFAULTS["algorithm"])
+    return algorithms()[name].produces if name in algorithms() else None
+
+
 def describe(config: dict[str, Any] | None) -> str:
     """A checkpoint's kind and what takes it, from its stored config: for the errors that refuse it."""
-    name = ((config or {}).get("algorithm") or {}).get("name", DEFAULTS["algorithm"])
-    product = algorithms()[name].produces if name in algorithms() else None
+    product = produces(config)
     return f"{kind(config)}: " + (f"{_a(product)}; {TAKERS[product]}" if product else "an unknown algorithm")
 
 

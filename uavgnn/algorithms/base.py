@@ -42,7 +42,8 @@ LossOf = Callable[[nn.Module, Any], torch.Tensor]  # (model, batch) -> a trainin
 
 # what an algorithm's checkpoints are -> what takes them (for the errors that refuse them elsewhere)
 TAKERS = {"assignment policy": "mode=eval ckpt=, mode=solve solver=model ckpt= and algorithm.init_from= take it",
-          "environment policy": "resume=auto hydra.run.dir=<its run> and algorithm.rollout_policy= take it",
+          "environment policy": "mode=eval ckpt=, resume=auto hydra.run.dir=<its run> and algorithm.rollout_policy= "
+                                "take it",
           "dynamics model": "resume=auto hydra.run.dir=<its run> takes it"}
 
 

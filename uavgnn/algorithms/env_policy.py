@@ -67,15 +67,15 @@ class EnvPolicy(Algorithm):
         return write_results(result, out_dir, logger, rows, test)
 
 
-def load_env_policy(path: str | Path, taker: str) -> tuple[Policy, Any]:
-    """An environment policy's checkpoint as a policy (greedy actions) and its config on this version's schemas;
-    ``taker`` names what asked (for the errors)."""
-    ckpt = load_checkpoint(path)
+def load_env_policy(path: str | Path, taker: str, device: torch.device | str = "cpu") -> tuple[Policy, Any]:
+    """An environment policy's checkpoint as a policy (greedy actions, on ``device``) and its config on this
+    version's schemas; ``taker`` names what asked (for the errors)."""
+    ckpt = load_checkpoint(path, device)
     algorithm = require(ckpt, path, PRODUCT, taker)
     config = stored_config(ckpt["config"])
-    agents = algorithm.build_model(config)
+    agents = algorithm.build_model(config).to(device)
     load_weights(agents, ckpt["policy"], path, describe(ckpt["config"]))
-    return agents.play, config
+    return agents.eval().play, config
 
 
 def compare_checkpoints(paths: list[str], episodes: int, horizon: int, device: torch.device,

@@ -11,7 +11,7 @@ from uavgnn import run_dir
 from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.errors import ConfigError, RunDirectoryError
-from uavgnn.modes.sweep_report import METRICS, cell, compare_runs
+from uavgnn.modes.sweep_report import cell, compare_runs
 from uavgnn.report import format_table
 
 
@@ -26,9 +26,10 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
             raise RunDirectoryError(f"{out_dir} already holds {', '.join(left[:6])}: mode=compare writes its report "
                                     "into a directory of its own; leave out hydra.run.dir or choose another")
         run_dir.accept(out_dir, cfg)
-    rows = compare_runs(paths, target)
+    rows, metrics = compare_runs(paths, target)
     columns = [c for c in rows[0] if c not in ("error", "label", "group") and not c.endswith(("_std", "_ci95"))]
-    columns = [c for c in columns if c not in METRICS] + [m for m in METRICS if m in columns]
+    columns = [c for c in columns if not c.startswith(("best_val_", "test/", "graphs_per_s", "env_steps_per_s",
+                                                       "peak_mem_mb"))] + [m for m in metrics.final if m in columns]
     echo(format_table([{c: cell(row, c) for c in columns} for row in rows], columns))  # means with ± std, [95%]
     echo(f"wrote comparison.md, comparison.csv, comparison.tex, comparison.png and comparison.html into {target}")
     return rows

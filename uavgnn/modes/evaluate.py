@@ -34,12 +34,16 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.algorithms import describe, produces
+from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
+from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY, load_policy
+from uavgnn.checkpoints import load_checkpoint
 from uavgnn.config import Config
 from uavgnn.console import echo
-from uavgnn.errors import ConfigError
+from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.loggers import publish
 from uavgnn.modes.eval_sets import SetScorer
+from uavgnn.modes.evaluate_env import run_env_eval
 from uavgnn.plots import plot_shifts, plot_transfer
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import format_table, write_json
@@ -53,6 +57,13 @@ IN_DISTRIBUTION = "in-distribution"
 def run_eval(cfg: Config, out_dir: Path) -> dict:
     if not cfg.ckpt:
         raise ConfigError("mode=eval needs ckpt=PATH (a best.pt or last.pt from a training run)")
+    product = produces(load_checkpoint(cfg.ckpt)["config"])
+    if product == ENV_POLICY:
+        return run_env_eval(cfg, out_dir)
+    if product != ASSIGNMENT_POLICY:
+        raise CheckpointError(f"checkpoint {cfg.ckpt} ({describe(load_checkpoint(cfg.ckpt)['config'])}): mode=eval "
+                              "takes an assignment policy (algorithm=imitation or reinforce) or an environment "
+                              "policy (algorithm=masac or coma)")
     device = prepare_device(cfg)
     model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
     train_size = int(trained_cfg["data"]["n_uav"])
@@ -90,7 +101,8 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
                                     "mcf_gap", "beats_greedy", "shift_cost"]))
     report = {"checkpoint": str(cfg.ckpt), "train_n_uav": train_size, "decoder": cfg.eval.decoder,
               "milp_time_limit": cfg.eval.milp_time_limit, "gap_reference": "proven-optimal MILP objective (NaN where the MILP hit its time limit)",
-              "score": "1 - optimality_gap", "estimated_s": scorer.estimated_s, "took_s": scorer.took_s, "rows": rows, "transfer": transfer,
+              "score": "1 - optimality_gap", "estimated_s": scorer.estimated_s, "took_s": scorer.took_s,
+              "rows": rows, "transfer": transfer,
               "trained_task": trained_cfg["task"], "shift_sets": {IN_DISTRIBUTION: "the trained task",
                                                                   **{name: OmegaConf.to_container(cfg.eval.shifts[name])
                                                                      for name in cfg.eval.shift_sets}},

@@ -28,14 +28,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.stats import t as t_dist  # noqa: E402
 
+from uavgnn.modes.run_metrics import Metrics, metrics_of  # noqa: E402
 from uavgnn.plots import panel_grid  # noqa: E402
 from uavgnn.run_record import Run, find_runs, load_run  # noqa: E402
 from uavgnn.storage import atomic_write, save_figure  # noqa: E402
 
-# final metric -> True if higher is better
-METRICS = {"best_val_optimality_gap": False, "test/optimality_gap": False, "test/reward": True,
-           "test/completion_score": True, "graphs_per_s": True, "peak_mem_mb": False}
-FINAL_PANELS = ("best_val_optimality_gap", "test/optimality_gap", "test/completion_score", "test/reward")
 IGNORED_PREFIXES = ("hydra", "data.cache_dir", "ckpt", "path")
 MEAN = "mean ± std"
 
@@ -58,18 +55,18 @@ def group_labels(runs: list[Run], keys: list[str]) -> list[str]:
     return from_overrides if all(r.overrides for r in runs) and distinct else from_config
 
 
-def table_rows(runs: list[Run], keys: list[str]) -> list[dict[str, Any]]:
+def table_rows(runs: list[Run], keys: list[str], metrics: Metrics) -> list[dict[str, Any]]:
     """One row per run, grouped by their config without the seed; each group of >= 2 ok runs is
     followed by its mean ± std row and the 95% interval of the mean (Student's t). ``group`` numbers the
     groups (first appearance first)."""
     frame = pd.DataFrame([{"run": r.name, **{k: r.config.get(k) for k in keys}, "status": r.status, **r.metrics,
                            "error": r.error, "label": label} for r, label in zip(runs, group_labels(runs, keys))])
-    for metric in METRICS:
+    for metric in metrics.final:
         if metric not in frame:
             frame[metric] = math.nan
     frame["group"] = pd.factorize(frame["label"])[0]
     ok = frame[frame["status"] == "ok"]
-    stats = ok.groupby("group")[list(METRICS)].agg(["mean", "std", "count"]) if "seed" in keys else None
+    stats = ok.groupby("group")[list(metrics.final)].agg(["mean", "std", "count"]) if "seed" in keys else None
     rows: list[dict[str, Any]] = []
     for group, members in frame.groupby("group", sort=False):
         rows += members.to_dict("records")
@@ -79,7 +76,7 @@ def table_rows(runs: list[Run], keys: list[str]) -> list[dict[str, Any]]:
         first = members.iloc[0]
         mean = {"run": f"{MEAN} ({seeds} seeds)", **{k: first[k] for k in keys if k != "seed"}, "seed": "*",
                 "status": "ok", "error": "", "label": first["label"], "group": group}
-        for metric in METRICS:
+        for metric in metrics.final:
             count = int(stats.loc[group, (metric, "count")])
             if count > 0:
                 mean[metric] = float(stats.loc[group, (metric, "mean")])
@@ -94,13 +91,13 @@ def is_mean(row: dict[str, Any]) -> bool:
     return str(row["run"]).startswith(MEAN)
 
 
-def best_cells(rows: list[dict[str, Any]]) -> dict[str, set[str]]:
+def best_cells(rows: list[dict[str, Any]], metrics: Metrics) -> dict[str, set[str]]:
     """For each metric, the rows holding the best value as shown (4 significant digits: ties all count) among
     what a reader compares: each seed group's mean row, and the runs of groups that have none."""
     averaged = {r["group"] for r in rows if is_mean(r)}
     candidates = [r for r in rows if r["status"] == "ok" and (is_mean(r) or r["group"] not in averaged)]
     best: dict[str, set[str]] = {}
-    for metric, higher in METRICS.items():
+    for metric, higher in metrics.final.items():
         values = [(r[metric], r["run"], r["group"]) for r in candidates if isinstance(r.get(metric), float)]
         if values:
             top = _number((max if higher else min)(v for v, _, _ in values), 4)
@@ -136,8 +133,8 @@ LEGEND = ("Bold: the best per metric among the seed groups' means (and runs with
           "bold. ± std over seeds; [95% interval of the mean, Student's t].")
 
 
-def render_markdown(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]]) -> str:
-    columns = ["run", *keys, "status", *METRICS]
+def render_markdown(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]], metrics: Metrics) -> str:
+    columns = ["run", *keys, "status", *metrics.final]
     cells = [{c: f"**{cell(row, c)}**" if is_best(best, row, c) else cell(row, c) for c in columns} for row in rows]
     lines = [pd.DataFrame(cells, columns=columns).to_markdown(index=False, stralign="right"), "", LEGEND]
     for status in ("failed", "damaged"):
@@ -147,15 +144,15 @@ def render_markdown(rows: list[dict[str, Any]], keys: list[str], best: dict[str,
     return "\n".join(lines) + "\n"
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
-    columns = ["run", *keys, "status", *[m for metric in METRICS for m in (metric, f"{metric}_std", f"{metric}_ci95")],
-               "error"]
+def write_csv(path: Path, rows: list[dict[str, Any]], keys: list[str], metrics: Metrics) -> None:
+    columns = ["run", *keys, "status", *[m for metric in metrics.final for m in (metric, f"{metric}_std",
+                                                                                  f"{metric}_ci95")], "error"]
     atomic_write(path, pd.DataFrame(rows).reindex(columns=columns).to_csv(index=False).encode())
 
 
-def render_latex(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]]) -> str:
+def render_latex(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]], metrics: Metrics) -> str:
     """The table for a paper (pandas' Styler): the runs that finished, the best cells in bold, text escaped."""
-    columns = ["run", *keys, *METRICS]
+    columns = ["run", *keys, *metrics.final]
     shown = [r for r in rows if r["status"] == "ok"]
     frame = pd.DataFrame([{c: cell(r, c) for c in columns} for r in shown], columns=columns)
     bold = pd.DataFrame([{c: "textbf: --rwrap;" if is_best(best, r, c) else "" for c in columns} for r in shown],
@@ -175,20 +172,20 @@ def _curve(runs: list[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return np.array(steps), values.mean(0), values.min(0), values.max(0)
 
 
-def plot(path: Path, runs: list[Run], keys: list[str]) -> None:
+def plot(path: Path, runs: list[Run], keys: list[str], metrics: Metrics) -> None:
     """Learning curves and throughput (one line per seed group, its seeds' min-max as a band),
     then one panel per final metric (group means, whiskers = std over seeds)."""
     groups: dict[str, list[Run]] = {}
     for r, label in zip(runs, group_labels(runs, keys)):
         if r.status == "ok":
-            groups.setdefault(label or r.name, []).append(r)
+            groups.setdefault(label or "all runs", []).append(r)  # no label: they differ by seed alone
     ok = [r for members in groups.values() for r in members]
-    finals = [m for m in FINAL_PANELS if any(not math.isnan(r.metrics.get(m, math.nan)) for r in ok)]
+    finals = [m for m in metrics.panels if any(not math.isnan(r.metrics.get(m, math.nan)) for r in ok)]
     fig, axes = panel_grid(2 + len(finals))
     for i, (label, members) in enumerate(groups.items()):
         colour = f"C{i % 10}"
         name = label if len(members) == 1 else f"{label} ({len(members)} seeds)"
-        for ax, key in zip(axes, ("val/optimality_gap", "perf/graphs_per_s")):
+        for ax, key in zip(axes, (metrics.curve[0], metrics.speed[0])):
             curve = _curve(members, key)
             if curve is None:
                 continue
@@ -196,8 +193,8 @@ def plot(path: Path, runs: list[Run], keys: list[str]) -> None:
             ax.plot(steps, mean, color=colour, marker="o" if len(steps) < 30 else None, ms=3, label=name)
             if len(members) > 1:
                 ax.fill_between(steps, low, high, color=colour, alpha=0.2)
-    axes[0].set(xlabel="step", ylabel="val optimality gap", title="learning curves (band: min-max over seeds)")
-    axes[1].set(xlabel="step", ylabel="graphs/s", title="throughput")
+    axes[0].set(xlabel="step", ylabel=metrics.curve[1], title="learning curves (band: min-max over seeds)")
+    axes[1].set(xlabel="step", ylabel=metrics.speed[1], title="throughput")
     names = list(groups)
     for ax, metric in zip(axes[2:], finals):
         values = [[r.metrics.get(metric, math.nan) for r in members] for members in groups.values()]
@@ -205,7 +202,7 @@ def plot(path: Path, runs: list[Run], keys: list[str]) -> None:
         spread = [np.nanstd(v, ddof=1) if np.isfinite(v).sum() > 1 else 0.0 for v in values]
         ax.bar(range(len(names)), means, yerr=spread, capsize=4, color=[f"C{i % 10}" for i in range(len(names))])
         ax.set_xticks(range(len(names)), [n.replace(", ", "\n") for n in names], fontsize=7)
-        ax.set(ylabel=metric, title=f"{metric} ({'higher' if METRICS[metric] else 'lower'} is better)")
+        ax.set(ylabel=metric, title=f"{metric} ({'higher' if metrics.final[metric] else 'lower'} is better)")
     for ax in axes:
         ax.grid(alpha=0.3)
     for ax in axes[:2]:
@@ -282,8 +279,9 @@ def _header(key: str) -> str:
     return html.escape(key).replace(".", ".<wbr>").replace("_", "_<wbr>")
 
 
-def render_html(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]], png: Path) -> str:
-    columns = ["run", *keys, "status", *METRICS]
+def render_html(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]], png: Path,
+                metrics: Metrics) -> str:
+    columns = ["run", *keys, "status", *metrics.final]
     head = "".join(f"<th scope='col' aria-sort='none' title='{html.escape(c)}: click to sort'>{_header(c)}</th>"
                    for c in columns)
     bodies = []
@@ -319,16 +317,17 @@ reverse); groups stay together.</p>
 """
 
 
-def compare_runs(paths: list[Path], out_dir: Path) -> list[dict[str, Any]]:
-    """Write the comparison files into ``out_dir``; returns the table rows."""
+def compare_runs(paths: list[Path], out_dir: Path) -> tuple[list[dict[str, Any]], Metrics]:
+    """Write the comparison files into ``out_dir``; returns the table rows and the metrics they show."""
     runs = [load_run(d) for d in find_runs(paths)]
-    keys = differing_keys(runs)
-    rows = table_rows(runs, keys)
-    best = best_cells(rows)
+    keys, metrics = differing_keys(runs), metrics_of(runs)
+    rows = table_rows(runs, keys, metrics)
+    best = best_cells(rows, metrics)
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(out_dir / "comparison.md", render_markdown(rows, keys, best).encode())
-    write_csv(out_dir / "comparison.csv", rows, keys)
-    atomic_write(out_dir / "comparison.tex", render_latex(rows, keys, best).encode())
-    plot(out_dir / "comparison.png", runs, keys)
-    atomic_write(out_dir / "comparison.html", render_html(rows, keys, best, out_dir / "comparison.png").encode())
-    return rows
+    atomic_write(out_dir / "comparison.md", render_markdown(rows, keys, best, metrics).encode())
+    write_csv(out_dir / "comparison.csv", rows, keys, metrics)
+    atomic_write(out_dir / "comparison.tex", render_latex(rows, keys, best, metrics).encode())
+    plot(out_dir / "comparison.png", runs, keys, metrics)
+    atomic_write(out_dir / "comparison.html",
+                 render_html(rows, keys, best, out_dir / "comparison.png", metrics).encode())
+    return rows, metrics
