@@ -5,6 +5,12 @@ throughput, side by side.
     .venv/bin/python benchmarks/bench_masac.py --section update --agents 2 4
     .venv/bin/python benchmarks/bench_masac.py --section toggles   # amp, compile, prioritized replay, batch size
     .venv/bin/python benchmarks/bench_masac.py --section env --vmas   # beside VMAS's discovery (pip install vmas)
+    .venv/bin/python benchmarks/bench_masac.py --section ops    # aten ops per update, batched vs naive
+
+Ops: the aten ops one update dispatches (``uavgnn.perf.OpCounter``; on a GPU each is at least one kernel
+launch, so this is the ratio a GPU sees where a compute-bound CPU cannot show it), batched and naive, at each
+``--agents``; counted on the second update (the first creates the optimiser's state). Sizes do not change the
+count: batch 16 and hidden 32 keep the naive 64-agent update quick.
 
 Update: one MASAC update (forward, backward, optimiser step, target averaging)
 of ``MASACAgents`` vs ``NaiveMASAC`` on the same random batch, median of
@@ -20,6 +26,7 @@ the same process, back to back.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import statistics
 import time
@@ -31,7 +38,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms import make_model
-from uavgnn.algorithms.masac import MASACAgents, MASACSettings
+from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
 from uavgnn.algorithms import register_configs
 from uavgnn.envs.experience import Experience
@@ -39,6 +46,7 @@ from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.envs.settings import EnvSettings
+from uavgnn.perf import OpCounter
 from uavgnn.problem.scenes import SceneDistribution
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +82,7 @@ def batched_update(agents: MASACAgents, data: Transitions | None, noise: torch.T
     """One update as the Trainer runs it: one loss, one backward, one optimiser step, target averaging; on
     ``data``, or on a fresh batch from ``next_data()`` each time."""
     optimizer = torch.optim.Adam(agents.parameters(), 3e-4)
-    runner = agents if runner is None else runner
+    runner = functools.partial(masac_loss, agents) if runner is None else runner
 
     def update() -> None:
         batch = data if next_data is None else next_data()
@@ -96,6 +104,31 @@ def bench_update(n: int, batch: int, hidden: int, repeats: int) -> dict[str, flo
     return {"agents": n, "batched_ms": 1000 * t_batched, "naive_ms": 1000 * t_naive, "speedup": t_naive / t_batched}
 
 
+def ops_per_update(update: Callable[[], None]) -> int:
+    """Aten ops of one call of ``update``, after one uncounted call."""
+    update()
+    with OpCounter() as counted:
+        update()
+    return counted.ops
+
+
+def bench_ops(n: int) -> dict[str, float]:
+    agents, data, noise, next_noise = setup(n, 16, 32)
+    naive = NaiveMASAC(agents)
+    batched_ops = ops_per_update(batched_update(agents, data, noise, next_noise))
+    naive_ops = ops_per_update(lambda: naive.update(data, noise, next_noise))
+    return {"agents": n, "batched_ops": batched_ops, "naive_ops": naive_ops, "ratio": naive_ops / batched_ops}
+
+
+def print_ops(rows: list[dict[str, float]]) -> None:
+    """The table, and how far the batched count moves across agent counts."""
+    print(f"{'agents':>6} {'batched ops':>12} {'naive ops':>10} {'naive/batched':>14}")
+    for r in rows:
+        print(f"{r['agents']:>6} {r['batched_ops']:>12} {r['naive_ops']:>10} {r['ratio']:>13.1f}x", flush=True)
+    counts = [r["batched_ops"] for r in rows]
+    print(f"batched: {min(counts)}-{max(counts)} ops, {100 * (max(counts) / min(counts) - 1):.1f}% apart")
+
+
 def bench_toggles(n: int, batch: int, hidden: int, repeats: int) -> list[tuple[str, str, float, float]]:
     """(toggle, unit, off, on) for each optimisation, measured back to back."""
     rows = []
@@ -103,7 +136,8 @@ def bench_toggles(n: int, batch: int, hidden: int, repeats: int) -> list[tuple[s
     base = median_time(batched_update(agents, data, noise, next_noise), repeats)
     rows.append(("amp (bf16 autocast)", "update ms", 1000 * base,
                  1000 * median_time(batched_update(agents, data, noise, next_noise, amp=True), repeats)))
-    compiled = batched_update(agents, data, noise, next_noise, runner=torch.compile(agents))
+    compiled = batched_update(agents, data, noise, next_noise,
+                              runner=torch.compile(functools.partial(masac_loss, agents)))
     compiled()  # compilation, not timed
     rows.append(("optim.compile", "update ms", 1000 * base, 1000 * median_time(compiled, repeats)))
     shapes = {"obs": data.obs.shape[1:], "state": data.state.shape[1:], "action": data.action.shape[1:],
@@ -199,7 +233,7 @@ def bench_vmas(n_envs: int, n_uav: int, repeats: int, device: torch.device, max_
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=["update", "toggles", "env", "all"], default="all")
+    parser.add_argument("--section", choices=["update", "toggles", "env", "ops", "all"], default="all")
     parser.add_argument("--agents", type=int, nargs="+", default=[2, 4, 16, 64])
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--hidden", type=int, default=256)
@@ -221,6 +255,9 @@ def main() -> None:
         for n in args.agents:
             r = bench_update(n, args.batch, args.hidden, args.repeats if n < 64 else max(3, args.repeats // 2))
             print(f"{r['agents']:>6} {r['batched_ms']:>11.1f} {r['naive_ms']:>10.1f} {r['speedup']:>7.1f}x", flush=True)
+    if args.section in ("ops", "all"):
+        print("\nMASAC aten ops per update (forward, backward, optimiser step, target averaging)")
+        print_ops([bench_ops(n) for n in args.agents])
     if args.section in ("toggles", "all"):
         print(f"\nToggles, 4 agents, batch {args.batch}, hidden {args.hidden}, median of {args.repeats} "
               "(prefetch moves the copy off the critical path only on CUDA; on a CPU there is no copy)")
