@@ -1095,7 +1095,8 @@ def test_every_weight_load_names_the_checkpoints_kind_and_what_takes_it(tmp_path
                                     "policy (algorithm=imitation or reinforce)" in line
     proc = run_cli(*small(tmp_path, tmp_path / "ev", "mode=eval", f"ckpt={dyn / 'best.pt'}"), cwd=tmp_path,
                    check=False)
-    assert proc.returncode == 2 and "mode=eval ckpt= takes an assignment policy" in one_error_line(proc, "error:")
+    assert proc.returncode == 2 and "mode=eval takes an assignment policy (algorithm=imitation or reinforce) or an " \
+                                    "environment policy (algorithm=masac or coma)" in one_error_line(proc, "error:")
     run = copy_run(finished_run, tmp_path)
     for part, key in (("weights", "model"), ("optimiser state", "optimizer")):
         ckpt = torch.load(finished_run / "run" / "last.pt", weights_only=True)
