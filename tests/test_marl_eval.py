@@ -5,6 +5,7 @@ dashboard run; a checkpoint of another kind is one line saying what it is and wh
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,9 +25,17 @@ MASAC = ["algorithm=masac", "env.n_envs=8", "env.val_episodes=8", "algorithm.lea
 
 
 @pytest.mark.slow
-def test_mode_eval_scores_a_masac_checkpoint_on_fixed_test_episodes(tmp_path) -> None:
-    run_cli(*MASAC, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'masac'}", cwd=tmp_path)
-    ckpt = tmp_path / "masac" / "best.pt"
+def test_marl_runs_are_evaluated_and_compared(tmp_path) -> None:
+    """A 2-seed MASAC sweep: mode=eval on one checkpoint, mode=compare over both runs."""
+    sweep = tmp_path / "sweep"
+    run_cli("-m", *MASAC, "seed=0,1", f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}",
+            cwd=tmp_path)
+    check_eval(tmp_path, job_dirs(sweep)[0] / "best.pt")
+    check_compare(tmp_path, sweep)
+
+
+def check_eval(tmp_path: Path, ckpt: Path) -> None:
+    """mode=eval scores the checkpoint on fixed test episodes, beside the references, with its files."""
     out = tmp_path / "eval"
     proc = run_cli("mode=eval", f"ckpt={ckpt}", "eval.episodes=16", "logger=wandb", f"hydra.run.dir={out}",
                    cwd=tmp_path)
@@ -49,23 +58,8 @@ def test_mode_eval_scores_a_masac_checkpoint_on_fixed_test_episodes(tmp_path) ->
                                                                         "eval/trajectories": "image-file"}
 
 
-def test_mode_eval_names_a_checkpoint_it_does_not_take(tmp_path) -> None:
-    dynamics = tmp_path / "dynamics.pt"
-    save_checkpoint(dynamics, {"policy": {}}, OmegaConf.create({"algorithm": {"name": "dynamics"},
-                                                                 "model": {"name": "tcn"}}))
-    proc = run_cli("mode=eval", f"ckpt={dynamics}", "logger=none", f"hydra.run.dir={tmp_path / 'eval'}",
-                   cwd=tmp_path, check=False)
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 2 and len(errors) == 1, proc.stderr
-    assert "a dynamics model" in errors[0] and "mode=eval takes an assignment policy" in errors[0]
-    assert "or an environment policy (algorithm=masac or coma)" in errors[0]
-
-
-@pytest.mark.slow
-def test_mode_compare_aggregates_marl_runs_over_seeds(tmp_path) -> None:
-    sweep = tmp_path / "sweep"
-    run_cli("-m", *MASAC, "seed=0,1", f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}",
-            cwd=tmp_path)
+def check_compare(tmp_path: Path, sweep: Path) -> None:
+    """mode=compare shows the runs by MARL metrics, with mean, std and 95% interval over the seeds."""
     proc = run_cli("mode=compare", f"path={sweep}", cwd=tmp_path)
     assert "test/of_planner" in proc.stdout and "best_val_planner_gap" in proc.stdout
     frame = pd.read_csv(sweep / "comparison.csv")
@@ -77,3 +71,15 @@ def test_mode_compare_aggregates_marl_runs_over_seeds(tmp_path) -> None:
     assert mean["test/of_planner_ci95"] == pytest.approx(12.7062 * np.std(values, ddof=1) / np.sqrt(2), rel=1e-4)
     assert runs["test/return"].notna().all() and runs["env_steps_per_s"].notna().all()
     assert (sweep / "comparison.png").stat().st_size > 0 and r"test/of\_planner" in (sweep / "comparison.tex").read_text()
+
+
+def test_mode_eval_names_a_checkpoint_it_does_not_take(tmp_path) -> None:
+    dynamics = tmp_path / "dynamics.pt"
+    save_checkpoint(dynamics, {"policy": {}}, OmegaConf.create({"algorithm": {"name": "dynamics"},
+                                                                 "model": {"name": "tcn"}}))
+    proc = run_cli("mode=eval", f"ckpt={dynamics}", "logger=none", f"hydra.run.dir={tmp_path / 'eval'}",
+                   cwd=tmp_path, check=False)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr
+    assert "a dynamics model" in errors[0] and "mode=eval takes an assignment policy" in errors[0]
+    assert "or an environment policy (algorithm=masac or coma)" in errors[0]

@@ -5,6 +5,7 @@ line for each wrong use."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import register_configs
+from uavgnn.algorithms import check_config, register_configs
 from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
 from uavgnn.problem.generator import generate_scenes
@@ -94,16 +95,23 @@ def test_a_folder_of_scenes_of_several_sizes_trains_and_evaluates(tmp_path) -> N
 
 @pytest.mark.parametrize("overrides, says", [
     (["task=folder"], "task=folder needs task.folder=PATH"),
-    (["task=folder", "task.folder=TMP/nowhere"], "task.folder=TMP/nowhere: no such folder"),
-    (["task=folder", "task.folder=TMP", "algorithm=masac"], "task=folder with algorithm=masac: its scenes come"),
     (["task=folder", "task.folder=TMP", "curriculum=conservative"], "task=folder with curriculum=conservative"),
     (["task=folder", "task.folder=TMP", "data.source=generated", "algorithm=reinforce"],
      "data.source=generated with task=folder"),
     (["task=folder", "task.folder=TMP", "mode=solve"], "mode=solve with task=folder: it solves one scene"),
 ])
-def test_a_wrong_folder_task_is_one_line(tmp_path, overrides, says) -> None:
-    overrides = [o.replace("TMP", str(tmp_path)) for o in overrides]
-    proc = run_cli("experiment=debug", *overrides, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
-                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, check=False)
+def test_a_wrong_folder_task_is_refused_before_any_work(tmp_path, overrides, says) -> None:
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=["experiment=debug", *(o.replace("TMP", str(tmp_path)) for o in overrides)])
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        check_config(cfg)
+
+
+def test_a_folder_with_an_environment_algorithm_is_one_line(tmp_path) -> None:
+    proc = run_cli("experiment=debug", "task=folder", f"task.folder={tmp_path}", "algorithm=masac", "logger=jsonl",
+                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
+                   check=False)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 2 and len(errors) == 1 and says.replace("TMP", str(tmp_path)) in errors[0], proc.stderr
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr
+    assert "task=folder with algorithm=masac: its scenes come from the environment" in errors[0]
