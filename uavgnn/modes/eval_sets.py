@@ -1,8 +1,9 @@
 """The test sets of ``mode=eval``, scored so as to respect the user's time.
 
 Each distinct set is scored once, however many names it has (the trained task's own test set is also a
-scale's). Before any of them, a probe scores ``PROBE_SCENES`` fresh scenes like each set's with every method
-(their MILP labels included) and the duration is estimated from it: per set, its scenes x the probe's time
+scale's). Before any of them, a probe scores up to ``PROBE_SCENES`` fresh scenes like each set's (an eighth of
+a small set: it stays a small share of the work) with every method (their MILP labels included) and the
+duration is estimated from it: per set, its scenes x the probe's time
 per scene to score, plus, where the set is not in the cache yet, its time per scene to label over the
 processes that will label it. After each set: the time so far and what is left, by the estimate corrected
 with the time measured. A set that gives the same scenes as another (a shift that degenerates at this size,
@@ -36,7 +37,7 @@ from uavgnn.runtime import amp_dtype
 from uavgnn.scoring.methods import compare_on_split
 
 log = logging.getLogger(__name__)
-PROBE_SCENES = 4  # scenes like a set's the estimate is measured on
+PROBE_SCENES = 4  # scenes like a set's the estimate is measured on (at most)
 PROBE_SEED = 4_000_000  # their generator seeds (+ UAVs): apart from every split's
 
 
@@ -62,8 +63,8 @@ class SetScorer:
         expected = dict(zip(distinct, estimate))
         self.estimated_s = sum(estimate)
         echo(f"mode=eval: {count(len(distinct), 'test set')} to score ({len(sets) - len(distinct)} repeated under "
-             f"another name, scored once): about {self.estimated_s:.0f} s (measured on {PROBE_SCENES} probe scenes "
-             f"like each set's in {time.perf_counter() - start:.0f} s)")
+             f"another name, scored once): about {self.estimated_s:.0f} s (measured on up to {PROBE_SCENES} probe "
+             f"scenes like each set's in {time.perf_counter() - start:.0f} s)")
         done: dict[str, list[dict]] = {}
         seen: dict[str, str] = {}
         start = time.perf_counter()
@@ -114,13 +115,14 @@ class SetScorer:
 
     def probe(self, task: dict[str, Any], n_uav: int, warm_up: bool) -> tuple[float, float]:
         """Seconds per scene to label (the MILP's own time, and the graph's) and to score scenes like the set's,
-        over ``PROBE_SCENES`` of them. The MILP's times are heavy-tailed (their median is 1.2x below their mean
+        over up to ``PROBE_SCENES`` of them. The MILP's times are heavy-tailed (their median is 1.2x below their mean
         at 16 UAVs, 2-4x at 256): the median would say too little, one slow scene among a few far too much, so
         the slowest counts as the next slowest. With ``warm_up`` the scenes are scored twice and the second
         time is kept (the first call pays one-off costs)."""
         split_cfg = self.split_cfg(task)
-        scenes = (load_scenes(split_files(task["folder"], "test")[:PROBE_SCENES]) if task.get("folder") else
-                  generate_scenes(SceneDistribution.of(split_cfg.task), n_uav, PROBE_SCENES, PROBE_SEED + n_uav))
+        probes = min(PROBE_SCENES, max(1, self.scene_count(task, n_uav) // 8))
+        scenes = (load_scenes(split_files(task["folder"], "test")[:probes]) if task.get("folder") else
+                  generate_scenes(SceneDistribution.of(split_cfg.task), n_uav, probes, PROBE_SEED + n_uav))
         store, info = label_and_build(scenes, 0.0, "probe", build_settings(split_cfg), 1)
         for _ in range(2 if warm_up else 1):
             start = time.perf_counter()

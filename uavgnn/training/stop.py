@@ -38,6 +38,9 @@ class StopRequest:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.signal = self.signal or signal.Signals(signum)
+        # a signal to the process group ends the loader's workers too: torch's SIGCHLD handler would raise at
+        # any later line (writing last.pt); the run is stopping, so their end is no error
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():  # signals can only be caught there
