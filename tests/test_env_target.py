@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import run_cli
+from conftest import ROOT, run_cli
+from hydra import compose, initialize_config_dir
 
+from uavgnn.algorithms import check_config, register_configs
 from uavgnn.envs.policies import random_policy, run_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env
@@ -73,8 +75,8 @@ def test_masac_trains_and_validates_on_your_environment(tmp_path, my_envs) -> No
 def test_a_wrong_environment_is_one_line(tmp_path, my_envs) -> None:
     with pytest.raises(ConfigError, match=r"env.target=my_envs.NOT_AN_ENV: 3 is not a subclass of .*UAVEnv"):
         make_env(EnvSettings(target="my_envs.NOT_AN_ENV"), SceneDistribution(), 2, "cpu", seed=0)
-    proc = run_cli("algorithm=masac", "env.target=my_envs.Nowhere", "logger=jsonl",
-                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
-                   check=False)
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 2 and len(errors) == 1 and "env.target=my_envs.Nowhere: cannot import it" in errors[0]
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=["algorithm=masac", "model=mlp", "env.target=my_envs.Nowhere"])
+    with pytest.raises(ConfigError, match="env.target=my_envs.Nowhere: cannot import it"):
+        check_config(cfg)  # before any work

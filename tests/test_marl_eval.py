@@ -1,6 +1,6 @@
 """First-class evaluation of environment policies: ``mode=eval`` on a real (small) MASAC checkpoint scores it on
 fixed test episodes against the planner, nearest targets and random actions, with its table, pictures and
-dashboard run; a checkpoint of another kind is one line saying what it is and what mode=eval takes."""
+dashboard run; ``mode=compare`` over MARL runs. (A checkpoint of another kind: ``tests/test_faults.py``.)"""
 
 from __future__ import annotations
 
@@ -11,11 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import job_dirs, run_cli
-from omegaconf import OmegaConf
 from wandb_records import media
 
 from uavgnn.api import EnvSettings, SceneDistribution, load_env_policy
-from uavgnn.checkpoints import save_checkpoint
 from uavgnn.envs.policies import run_episodes
 from uavgnn.envs.uav_env import make_env
 
@@ -71,15 +69,3 @@ def check_compare(tmp_path: Path, sweep: Path) -> None:
     assert mean["test/of_planner_ci95"] == pytest.approx(12.7062 * np.std(values, ddof=1) / np.sqrt(2), rel=1e-4)
     assert runs["test/return"].notna().all() and runs["env_steps_per_s"].notna().all()
     assert (sweep / "comparison.png").stat().st_size > 0 and r"test/of\_planner" in (sweep / "comparison.tex").read_text()
-
-
-def test_mode_eval_names_a_checkpoint_it_does_not_take(tmp_path) -> None:
-    dynamics = tmp_path / "dynamics.pt"
-    save_checkpoint(dynamics, {"policy": {}}, OmegaConf.create({"algorithm": {"name": "dynamics"},
-                                                                 "model": {"name": "tcn"}}))
-    proc = run_cli("mode=eval", f"ckpt={dynamics}", "logger=none", f"hydra.run.dir={tmp_path / 'eval'}",
-                   cwd=tmp_path, check=False)
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 2 and len(errors) == 1, proc.stderr
-    assert "a dynamics model" in errors[0] and "mode=eval takes an assignment policy" in errors[0]
-    assert "or an environment policy (algorithm=masac or coma)" in errors[0]
