@@ -52,8 +52,9 @@ def main() -> None:
         "worst_ratio": max((r["ratio"] for r in rows), key=lambda x: max(x, 1 / x))} for state, rows in runs.items()}
     print(f"run.py {' '.join(overrides)}")
     for state, row in summary.items():
-        print(f"{state}: estimated {row['estimated_s']:.0f} s, took {row['took_s']:.0f} s (command {row['wall_s']:.0f} s"
-              f" wall): measured / estimated {row['ratio']:.2f} (worst {row['worst_ratio']:.2f} of {args.repeats})")
+        print(f"{state}: estimated {row['estimated_s']:.0f} s, took {row['took_s']:.0f} s (command "
+              f"{row['wall_s']:.0f} s wall): measured / estimated {row['ratio']:.2f} (worst {row['worst_ratio']:.2f} "
+              f"of {args.repeats})")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"overrides": overrides, "runs": runs, "summary": summary}, indent=2))

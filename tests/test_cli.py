@@ -70,7 +70,8 @@ def test_built_wheel_runs_outside_the_repository(tmp_path) -> None:
                            capture_output=True, text=True, check=True)
     assert where.stdout.startswith(str(site))  # the installed copy, not this checkout
     proc = subprocess.run([sys.executable, "-m", "uavgnn", "mode=solve", "solver=model", "ckpt=pretrained",
-                           "logger=none", "hydra.run.dir=solved"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+                           "logger=none", "hydra.run.dir=solved"], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert (work / "solved" / "assignment.json").exists() and (work / "solved" / "run.log").exists()
 

@@ -162,7 +162,8 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
         compare_checkpoints([str(tmp_path / "damaged.pt")], episodes=4, horizon=3, device=torch.device("cpu"))
     del older["checksums"]  # written before checksums: loaded, and its mismatch named
     torch.save(older, tmp_path / "older.pt")
-    with pytest.raises(CheckpointError, match=r"older.pt \(algorithm=masac, model=mlp: an environment policy; mode=eval ckpt=, resume=auto .*\): "
+    with pytest.raises(CheckpointError, match=r"older.pt \(algorithm=masac, model=mlp: an environment policy; "
+                                              r"mode=eval ckpt=, resume=auto .*\): "
                                               r"its weights do not fit what this run builds \(size mismatch "
                                               r"for critics"):
         compare_checkpoints([str(tmp_path / "older.pt")], episodes=4, horizon=3, device=torch.device("cpu"))
