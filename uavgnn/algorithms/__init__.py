@@ -137,6 +137,9 @@ def check_config(cfg: Any) -> None:
     if cfg.curriculum.name != "none" and not algorithm.stages:
         raise ConfigError(f"algorithm={algorithm.name} trains on one scene size: use curriculum=none")
     if cfg.env.get("target"):
+        if algorithm.scene_splits:
+            raise ConfigError(f"env.target with algorithm={algorithm.name}: it trains on scenes, not in the "
+                              "environment; your environment trains masac, coma and the dynamics model")
         env_class(cfg.env.target)  # your environment class imports and is a UAVEnv: before any work
     if cfg.task.get("folder") and not algorithm.scene_splits:
         raise ConfigError(f"task=folder with algorithm={algorithm.name}: its scenes come from the environment, "
