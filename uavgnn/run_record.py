@@ -72,10 +72,7 @@ def load_run(directory: Path) -> Run:
     if (directory / "summary.json").exists():
         summary, summary_problem = _read(directory / "summary.json", lambda: _object(directory / "summary.json"), {})
         problem = problem or summary_problem
-        metrics["best_val_optimality_gap"] = summary.get("best_val_optimality_gap", math.nan)
-        for key in ("test/optimality_gap", "test/reward", "test/completion_score"):
-            metrics[key] = summary.get(key, math.nan)
-        metrics.update({key: float(value) for key, value in summary.items()  # an environment policy's too
+        metrics.update({key: float(value) for key, value in summary.items()  # the final ones, of any algorithm
                         if key.startswith(("best_val_", "test/")) and isinstance(value, (int, float))
                         and not isinstance(value, bool)})
         status = "ok"

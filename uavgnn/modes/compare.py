@@ -26,10 +26,7 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
             raise RunDirectoryError(f"{out_dir} already holds {', '.join(left[:6])}: mode=compare writes its report "
                                     "into a directory of its own; leave out hydra.run.dir or choose another")
         run_dir.accept(out_dir, cfg)
-    rows, metrics = compare_runs(paths, target)
-    columns = [c for c in rows[0] if c not in ("error", "label", "group") and not c.endswith(("_std", "_ci95"))]
-    columns = [c for c in columns if not c.startswith(("best_val_", "test/", "graphs_per_s", "env_steps_per_s",
-                                                       "peak_mem_mb"))] + [m for m in metrics.final if m in columns]
+    rows, columns = compare_runs(paths, target)
     echo(format_table([{c: cell(row, c) for c in columns} for row in rows], columns))  # means with ± std, [95%]
     echo(f"wrote comparison.md, comparison.csv, comparison.tex, comparison.png and comparison.html into {target}")
     return rows

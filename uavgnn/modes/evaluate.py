@@ -57,13 +57,12 @@ IN_DISTRIBUTION = "in-distribution"
 def run_eval(cfg: Config, out_dir: Path) -> dict:
     if not cfg.ckpt:
         raise ConfigError("mode=eval needs ckpt=PATH (a best.pt or last.pt from a training run)")
-    product = produces(load_checkpoint(cfg.ckpt)["config"])
-    if product == ENV_POLICY:
+    stored = load_checkpoint(cfg.ckpt)["config"]
+    if produces(stored) == ENV_POLICY:
         return run_env_eval(cfg, out_dir)
-    if product != ASSIGNMENT_POLICY:
-        raise CheckpointError(f"checkpoint {cfg.ckpt} ({describe(load_checkpoint(cfg.ckpt)['config'])}): mode=eval "
-                              "takes an assignment policy (algorithm=imitation or reinforce) or an environment "
-                              "policy (algorithm=masac or coma)")
+    if produces(stored) != ASSIGNMENT_POLICY:
+        raise CheckpointError(f"checkpoint {cfg.ckpt} ({describe(stored)}): mode=eval takes an assignment policy "
+                              "(algorithm=imitation or reinforce) or an environment policy (algorithm=masac or coma)")
     device = prepare_device(cfg)
     model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
     train_size = int(trained_cfg["data"]["n_uav"])

@@ -87,6 +87,11 @@ def table_rows(runs: list[Run], keys: list[str], metrics: Metrics) -> list[dict[
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()} for row in rows]
 
 
+def table_columns(keys: list[str], metrics: Metrics) -> list[str]:
+    """The columns every table shows: the run, the config values that differ, its status, the final metrics."""
+    return ["run", *keys, "status", *metrics.final]
+
+
 def is_mean(row: dict[str, Any]) -> bool:
     return str(row["run"]).startswith(MEAN)
 
@@ -134,7 +139,7 @@ LEGEND = ("Bold: the best per metric among the seed groups' means (and runs with
 
 
 def render_markdown(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]], metrics: Metrics) -> str:
-    columns = ["run", *keys, "status", *metrics.final]
+    columns = table_columns(keys, metrics)
     cells = [{c: f"**{cell(row, c)}**" if is_best(best, row, c) else cell(row, c) for c in columns} for row in rows]
     lines = [pd.DataFrame(cells, columns=columns).to_markdown(index=False, stralign="right"), "", LEGEND]
     for status in ("failed", "damaged"):
@@ -281,7 +286,7 @@ def _header(key: str) -> str:
 
 def render_html(rows: list[dict[str, Any]], keys: list[str], best: dict[str, set[str]], png: Path,
                 metrics: Metrics) -> str:
-    columns = ["run", *keys, "status", *metrics.final]
+    columns = table_columns(keys, metrics)
     head = "".join(f"<th scope='col' aria-sort='none' title='{html.escape(c)}: click to sort'>{_header(c)}</th>"
                    for c in columns)
     bodies = []
@@ -317,8 +322,8 @@ reverse); groups stay together.</p>
 """
 
 
-def compare_runs(paths: list[Path], out_dir: Path) -> tuple[list[dict[str, Any]], Metrics]:
-    """Write the comparison files into ``out_dir``; returns the table rows and the metrics they show."""
+def compare_runs(paths: list[Path], out_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Write the comparison files into ``out_dir``; returns the table rows and the columns they show."""
     runs = [load_run(d) for d in find_runs(paths)]
     keys, metrics = differing_keys(runs), metrics_of(runs)
     rows = table_rows(runs, keys, metrics)
@@ -330,4 +335,4 @@ def compare_runs(paths: list[Path], out_dir: Path) -> tuple[list[dict[str, Any]]
     plot(out_dir / "comparison.png", runs, keys, metrics)
     atomic_write(out_dir / "comparison.html",
                  render_html(rows, keys, best, out_dir / "comparison.png", metrics).encode())
-    return rows, metrics
+    return rows, table_columns(keys, metrics)
