@@ -1,8 +1,10 @@
-"""MASAC and COMA checkpoints against the scripted planner, nearest targets and random actions, on the same
-scenes and horizon, whatever each checkpoint's action mode (issue 18's one table).
+"""MASAC, COMA and MAPPO checkpoints against the scripted planner, nearest targets and random actions, on the
+same scenes and horizon, whatever each checkpoint's action mode (issue 18's one table); graph actors also on
+swarms of another size (``--n-uav``, zero-shot).
 
     .venv/bin/python benchmarks/compare_marl.py outputs/<masac run>/best.pt outputs/<coma run>/best.pt ...
     .venv/bin/python benchmarks/compare_marl.py RUN/best.pt ... --horizon 14 --episodes 256 --markdown
+    .venv/bin/python benchmarks/compare_marl.py multirun/mappo-swarm/*/best.pt --horizon 40 --n-uav 64
 
 Every checkpoint plays its greedy policy in the action mode it was trained in, on the test episodes
 (``uavgnn.envs.evaluation.TEST_SEED``, none of them seen in training or validation); each mode's rows are
@@ -39,14 +41,16 @@ def seed_summary(rows: list[dict]) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoints", nargs="+", help="best.pt files of MASAC and COMA runs")
+    parser.add_argument("checkpoints", nargs="+", help="best.pt files of MASAC, COMA and MAPPO runs")
     parser.add_argument("--horizon", type=int, default=14, help="steps per episode for every policy")
     parser.add_argument("--episodes", type=int, default=256, help="test episodes (the same scenes for all)")
+    parser.add_argument("--n-uav", type=int, default=None, help="UAVs per episode (default: the trained size)")
     parser.add_argument("--markdown", action="store_true", help="also print the tables as markdown")
     args = parser.parse_args()
     torch.set_num_threads(1)
     try:
-        rows = compare_checkpoints(args.checkpoints, args.episodes, args.horizon, torch.device("cpu"))
+        rows = compare_checkpoints(args.checkpoints, args.episodes, args.horizon, torch.device("cpu"),
+                                   n_uav=args.n_uav)
     except CheckpointError as error:  # a missing, foreign or mismatched checkpoint: one line, no traceback
         parser.error(str(error))
     summary = seed_summary(rows)

@@ -119,3 +119,15 @@ def straight_and_resumed(compose_steps, tmp_path: Path, half: int = 10) -> tuple
     run("resumed", half)
     resumed = run("resumed", 2 * half, resume=True)
     return tuple(torch.load(d / "last.pt", weights_only=True) for d in (straight, resumed))
+
+
+def resume_is_exact(compose, tmp_path: Path, half: int) -> tuple[dict, dict]:
+    """``straight_and_resumed`` of ``compose(*overrides)`` on the plateau schedule, the two runs' weights checked
+    equal to the bit; the two ``last.pt`` for further checks."""
+    import torch
+
+    a, b = straight_and_resumed(lambda steps: compose(f"train.steps={steps}", "train.schedule=plateau"), tmp_path,
+                                half)
+    for name, value in a["model"].items():
+        torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
+    return a, b

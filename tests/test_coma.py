@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, straight_and_resumed
+from conftest import ROOT, resume_is_exact
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms.coma import COMAAgents, COMASettings, coma_loss, td_lambda_targets
-from uavgnn.envs.on_policy import Episodes
+from uavgnn.algorithms.coma import COMAAgents, COMASettings, coma_loss
+from uavgnn.envs.on_policy import Episodes, td_lambda_targets
 from uavgnn.algorithms.coma_naive import naive_loss
 from uavgnn.algorithms import register_configs
 from uavgnn.envs.uav_env import UAVEnv
@@ -89,10 +89,7 @@ def compose_coma(*overrides: str):
 
 def test_a_resumed_coma_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> None:
     """Stopped mid-collection (step 6 of rounds of 4): the episodes, environments and target come back."""
-    a, b = straight_and_resumed(lambda steps: compose_coma(f"train.steps={steps}", "train.schedule=plateau"),
-                                tmp_path, half=6)
-    for name, value in a["model"].items():
-        torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
+    a, b = resume_is_exact(compose_coma, tmp_path, half=6)
     assert a["algorithm"]["updates"] == b["algorithm"]["updates"] == 12
 
 
@@ -117,11 +114,11 @@ def test_coma_trains_and_is_compared_with_the_planner(tmp_path: Path) -> None:
     assert (out / "trajectories.png").stat().st_size > 0
 
 
-def test_mode_info_checks_that_the_environment_and_both_marl_algorithms_run_here() -> None:
+def test_mode_info_checks_that_the_environment_and_every_marl_algorithm_run_here() -> None:
     from uavgnn.algorithms import algorithms
     from uavgnn.modes.info import trial
 
-    for name in ("masac", "coma"):  # each brings an update of its own to try (mode=info runs every one)
+    for name in ("masac", "coma", "mappo"):  # each brings an update of its own to try (mode=info runs every one)
         result = trial(name, lambda: algorithms()[name].self_check(torch.device("cpu")))
         assert result["ok"] and result["error"] == "", result["error"]
 
@@ -153,6 +150,8 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
     other = checkpoint("six.pt", compose_coma("env=goto", "env.n_uav=6"))
     with pytest.raises(CheckpointError, match="six.pt: trained on 6 UAVs .* not the same episodes"):
         compare_checkpoints([coma, other], episodes=4, horizon=3, device=torch.device("cpu"))
+    with pytest.raises(CheckpointError, match="coma.pt: model=mlp flies the 4 UAVs it was trained for .* not 6"):
+        compare_checkpoints([coma], episodes=4, horizon=3, device=torch.device("cpu"), n_uav=6)
     older = torch.load(masac, weights_only=True)  # as saved before the critics read the UAV's own observation
     critic_in = older["policy"]["critics.weights.0"]
     older["policy"]["critics.weights.0"] = critic_in[..., : -EnvSettings.of(masac_cfg.env).obs_dim()]

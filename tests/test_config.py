@@ -62,7 +62,7 @@ def test_groups_have_the_documented_options() -> None:
     assert {"wandb", "tensorboard", "jsonl", "none"} <= found["logger"]
     assert {"dev", "prod", "debug"} <= found["experiment"]
     assert "none" in found["curriculum"]
-    assert {"imitation", "reinforce", "masac", "coma", "dynamics"} <= found["algorithm"]
+    assert {"imitation", "reinforce", "masac", "coma", "mappo", "dynamics"} <= found["algorithm"]
 
 
 def test_model_sizes() -> None:
@@ -114,7 +114,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         assert summary["steps"] == 4 and summary["best_val_k_step_rmse"] == pytest.approx(gap)
         assert {r["method"] for r in summary["test"]} == {"tcn", "kalman", "kinematics", "constant_velocity"}
         return
-    if cfg.algorithm.name in ("masac", "coma"):
+    if cfg.algorithm.name in ("masac", "coma", "mappo"):
         assert summary["steps"] == 4 and summary["best_val_planner_gap"] == pytest.approx(gap)
         assert [r["method"] for r in summary["test"]] == [cfg.algorithm.name, "scripted planner", "nearest target",
                                                           "random"]

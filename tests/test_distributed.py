@@ -192,11 +192,12 @@ def test_masac_under_torchrun_steps_its_own_environments_and_resumes(tmp_path) -
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # 15 s (CI margin); the shared DDP loop runs by default for imitation and MASAC
-def test_coma_under_torchrun_collects_its_own_episodes(tmp_path) -> None:
+@pytest.mark.heavy  # 15 s each (CI margin); the shared DDP loop runs by default for imitation and MASAC
+@pytest.mark.parametrize("algorithm", ["coma", "mappo"])
+def test_on_policy_algorithms_under_torchrun_collect_their_own_episodes(tmp_path, algorithm) -> None:
     """Each rank plays its share of the episodes in its own environments; DDP averages the gradients."""
-    run = tmp_path / "coma"
-    torchrun("algorithm=coma", "logger=jsonl", "hardware.batch_size=8", "algorithm.minibatches=2",
+    run = tmp_path / algorithm
+    torchrun(f"algorithm={algorithm}", "env=discrete", "logger=jsonl", "hardware.batch_size=8", "algorithm.minibatches=2",
              "algorithm.data_passes=1", "env.val_episodes=8", "model.hidden=16", "algorithm.critic_hidden=16",
              "train.steps=4", "train.eval_every=4", "train.ckpt_every=4", "train.log_every=2", "hardware.threads=1",
              f"hydra.run.dir={run}", cwd=tmp_path)

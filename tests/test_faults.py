@@ -1095,8 +1095,9 @@ def test_every_weight_load_names_the_checkpoints_kind_and_what_takes_it(tmp_path
                                     "policy (algorithm=imitation or reinforce)" in line
     proc = run_cli(*small(tmp_path, tmp_path / "ev", "mode=eval", f"ckpt={dyn / 'best.pt'}"), cwd=tmp_path,
                    check=False)
+    line = one_error_line(proc, "error:")
     assert proc.returncode == 2 and "mode=eval takes an assignment policy (algorithm=imitation or reinforce) or an " \
-                                    "environment policy (algorithm=masac or coma)" in one_error_line(proc, "error:")
+                                    "environment policy (algorithm=masac, coma or mappo)" in line
     run = copy_run(finished_run, tmp_path)
     for part, key in (("weights", "model"), ("optimiser state", "optimizer")):
         ckpt = torch.load(finished_run / "run" / "last.pt", weights_only=True)
@@ -1359,7 +1360,7 @@ def test_checkpoints_of_the_wrong_kind_name_what_takes_them(tmp_path, finished_r
                    cwd=tmp_path, check=False)
     line = one_error_line(proc, "error:")
     assert proc.returncode == 2 and "(algorithm=imitation, model=tiny: an assignment policy; mode=eval ckpt=" in line
-    assert "algorithm.rollout_policy= takes an environment policy (algorithm=coma or masac)" in line
+    assert "algorithm.rollout_policy= takes an environment policy (algorithm=coma, mappo or masac)" in line
     (tmp_path / "afile").write_text("mine")
     proc = run_cli(*small(tmp_path, tmp_path / "afile"), cwd=tmp_path, check=False)
     assert proc.returncode == 2 and f"cannot write {tmp_path / 'afile'}" in one_error_line(proc, "error:")

@@ -40,6 +40,8 @@ SMALL = {  # each algorithm at its smallest (the benchmark's configurations, shr
                         "data.source=generated", "hardware.batch_size=8", "algorithm.samples=3", "optim.sync_free=true",
                         "optim.dense_max_nodes=64"],  # padded fresh scenes, dense attention: fixed shapes
     "coma": ["experiment=coma", "env.val_episodes=4", "hardware.batch_size=4", "algorithm.minibatches=2"],
+    "mappo": ["experiment=debug", "algorithm=mappo", "env.val_episodes=4", "hardware.batch_size=4",
+              "algorithm.minibatches=2"],
     "dynamics": ["experiment=debug", "algorithm=dynamics"],
 }
 

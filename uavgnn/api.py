@@ -39,7 +39,7 @@ __all__ = ["EnvSettings", "EpisodeScores", "Scene", "SceneDistribution", "UAVEnv
 
 
 def load_env_policy(path: str | Path) -> tuple[Policy, Any]:
-    """A MASAC or COMA checkpoint as a policy (greedy actions) and the config it was trained with."""
+    """A MASAC, COMA or MAPPO checkpoint as a policy (greedy actions) and the config it was trained with."""
     return _load_env_policy(path, "load_env_policy")
 
 

@@ -124,7 +124,8 @@ def require(ckpt: dict[str, Any], path: str | Path, product: str, taker: str) ->
     else a one-line ``CheckpointError`` naming the checkpoint's kind and what takes it."""
     name = (ckpt["config"].get("algorithm") or {}).get("name", DEFAULTS["algorithm"])
     if name not in algorithms() or algorithms()[name].produces != product:
-        makers = " or ".join(n for n, a in algorithms().items() if a.produces == product)
+        names = [n for n, a in algorithms().items() if a.produces == product]
+        makers = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
         raise CheckpointError(f"checkpoint {path} ({describe(ckpt['config'])}): {taker}= takes {_a(product)} "
                               f"(algorithm={makers})")
     return algorithms()[name]
@@ -139,7 +140,7 @@ def check_config(cfg: Any) -> None:
     if cfg.env.get("target"):
         if algorithm.scene_splits:
             raise ConfigError(f"env.target with algorithm={algorithm.name}: it trains on scenes, not in the "
-                              "environment; your environment trains masac, coma and the dynamics model")
+                              "environment; your environment trains masac, coma, mappo and the dynamics model")
         env_class(cfg.env.target)  # your environment class imports and is a UAVEnv: before any work
     if cfg.task.get("folder") and not algorithm.scene_splits:
         raise ConfigError(f"task=folder with algorithm={algorithm.name}: its scenes come from the environment, "

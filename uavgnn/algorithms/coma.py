@@ -35,7 +35,7 @@ from torch import nn
 
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
-from uavgnn.envs.on_policy import Episodes, EpisodeWorkload
+from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.errors import ConfigError
@@ -75,21 +75,6 @@ def first_layer(layer: nn.Linear, state: torch.Tensor, action: torch.Tensor, n_a
     onehot = (action[..., None] == torch.arange(n_actions, device=action.device)).to(state.dtype)  # (B, T, N, A)
     own = torch.einsum("btna,nah->btnh", onehot, w_action.T.reshape(n, n_actions, -1))  # each agent's column
     return per_step[:, :, None] + (own.sum(2, keepdim=True) - own) + w_id.T
-
-
-def td_lambda_targets(reward: torch.Tensor, done: torch.Tensor, next_q: torch.Tensor, gamma: float,
-                      lam: float) -> torch.Tensor:
-    """(B, T, N) TD(lambda) returns, all steps at once: G_t = sum_{k>=t} (prod_{t<=j<k} c_j) b_k with
-    c_j = gamma lambda (1 - done_j) and b_k = r_k + gamma (1 - lambda)(1 - done_k) next_q_k."""
-    steps = reward.shape[1]
-    live = (1 - done)[..., None]  # (B, T, 1)
-    b = reward + gamma * (1 - lam) * live * next_q  # (B, T, N)
-    c = (gamma * lam * live).expand_as(b).transpose(1, 2)  # (B, N, T)
-    upper = torch.ones(steps, steps, dtype=torch.bool, device=reward.device).triu()  # j >= t
-    factors = torch.where(upper, c[..., None, :], torch.ones_like(c[..., None, :]))  # (B, N, t, j)
-    through = factors.cumprod(-1)  # prod_{t <= j' <= j} c_j'
-    weight = torch.cat([torch.ones_like(through[..., :1]), through[..., :-1]], -1) * upper  # prod over t..k-1
-    return (weight @ b.transpose(1, 2)[..., None]).squeeze(-1).transpose(1, 2)
 
 
 class COMAAgents(nn.Module):

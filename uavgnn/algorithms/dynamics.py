@@ -84,7 +84,7 @@ class Dynamics(Algorithm):
                               f"not fit in algorithm.rollout_steps + 1 = {alg.rollout_steps + 1}")
         if alg.rollout_policy not in ("scripted", "random") and not Path(alg.rollout_policy).is_file():
             raise ConfigError(f"algorithm.rollout_policy={alg.rollout_policy!r} is not scripted, random or an "
-                              "environment policy's checkpoint file (algorithm=masac or coma)")
+                              "environment policy's checkpoint file (algorithm=masac, coma or mappo)")
         if cfg.task.positions == "mixed":
             raise ConfigError("task=mixed with algorithm=dynamics: the environment has one scene size and square for "
                               "all its envs; use task=uniform or task=clustered")

@@ -35,7 +35,7 @@ PRODUCT = "environment policy"
 
 
 class EnvPolicy(Algorithm):
-    """The base of the algorithms that train a policy of the UAV environment (masac, coma)."""
+    """The base of the algorithms that train a policy of the UAV environment (masac, coma, mappo)."""
 
     produces = PRODUCT
     score = Score("val/planner_gap")
@@ -79,15 +79,20 @@ def load_env_policy(path: str | Path, taker: str, device: torch.device | str = "
 
 
 def compare_checkpoints(paths: list[str], episodes: int, horizon: int, device: torch.device,
-                        seed: int = TEST_SEED) -> list[dict[str, Any]]:
+                        seed: int = TEST_SEED, n_uav: int | None = None) -> list[dict[str, Any]]:
     """Environment policies, whatever their action mode, on the same scenes and horizon: each mode's
     checkpoints next to the scripted planner, nearest targets and random actions in that mode
-    (``of_planner``: the share of that mode's planner). The checkpoints must share the UAV count and scenes."""
+    (``of_planner``: the share of that mode's planner). The checkpoints must share the UAV count and scenes;
+    ``n_uav`` plays them on swarms of another size (graph actors only: one set of weights for any size)."""
     by_mode: dict[str, tuple[EnvSettings, SceneDistribution, dict[str, Policy]]] = {}
     first = None
     for path in paths:
         policy, config = load_env_policy(path, "compare_checkpoints")
-        settings = dataclasses.replace(EnvSettings.of(config.env), horizon=horizon)
+        trained = EnvSettings.of(config.env)
+        if n_uav not in (None, trained.n_uav) and EnvPolicy.is_mlp(config):
+            raise CheckpointError(f"{path}: model=mlp flies the {trained.n_uav} UAVs it was trained for (its "
+                                  f"networks are per agent or take agent ids), not {n_uav}")
+        settings = dataclasses.replace(trained, horizon=horizon, n_uav=n_uav or trained.n_uav)
         dist = SceneDistribution.of(config.task)
         first = first or (path, settings.n_uav, dist)
         if (settings.n_uav, dist) != first[1:]:

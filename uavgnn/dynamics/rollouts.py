@@ -2,7 +2,7 @@
 
 A split is ``envs`` environments played for ``rollout_steps`` steps (episodes
 auto-reset inside) by a policy - the scripted planner, random actions, or a
-trained MASAC or COMA checkpoint - in an environment with hidden wind and drag
+trained MASAC, COMA or MAPPO checkpoint - in an environment with hidden wind and drag
 (``env=windy``). Recorded for every UAV at rows t = 0..steps: its true
 position p_t and velocity v_t, the commanded acceleration a_t the policy chose
 at t (applied in the step t -> t+1), the hidden disturbance d_t of that step

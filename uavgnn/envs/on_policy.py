@@ -1,4 +1,5 @@
-"""The on-policy workload of the shared loop (``algorithm=coma``): episode batches from parallel environments.
+"""The on-policy workload of the shared loop (``algorithm=coma``, ``mappo``): episode batches from parallel
+environments, and the TD(lambda) returns both compute on them.
 
 When the loop collects (the algorithm's cadence: every ``minibatches x passes``
 updates) the current policy plays one full episode (``env.horizon`` steps, from
@@ -43,16 +44,32 @@ class Episodes:
         return self.obs.shape[0]
 
     def index(self, ids: torch.Tensor) -> Episodes:
-        return Episodes(*(getattr(self, f.name)[ids] for f in fields(self)))
+        return type(self)(*(getattr(self, f.name)[ids] for f in fields(self)))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def td_lambda_targets(reward: torch.Tensor, done: torch.Tensor, next_q: torch.Tensor, gamma: float,
+                      lam: float) -> torch.Tensor:
+    """(B, T, N) TD(lambda) returns, all steps at once: G_t = sum_{k>=t} (prod_{t<=j<k} c_j) b_k with
+    c_j = gamma lambda (1 - done_j) and b_k = r_k + gamma (1 - lambda)(1 - done_k) next_q_k."""
+    steps = reward.shape[1]
+    live = (1 - done)[..., None]  # (B, T, 1)
+    b = reward + gamma * (1 - lam) * live * next_q  # (B, T, N)
+    c = (gamma * lam * live).expand_as(b).transpose(1, 2)  # (B, N, T)
+    upper = torch.ones(steps, steps, dtype=torch.bool, device=reward.device).triu()  # j >= t
+    factors = torch.where(upper, c[..., None, :], torch.ones_like(c[..., None, :]))  # (B, N, t, j)
+    through = factors.cumprod(-1)  # prod_{t <= j' <= j} c_j'
+    weight = torch.cat([torch.ones_like(through[..., :1]), through[..., :-1]], -1) * upper  # prod over t..k-1
+    return (weight @ b.transpose(1, 2)[..., None]).squeeze(-1).transpose(1, 2)
 
 
 class EpisodeWorkload(RLWorkload):
     """On-policy episodes: collected every round, sliced into minibatches for several passes."""
 
     unit = "episodes"
+    episodes_type: type[Episodes] = Episodes  # what ``finish`` makes of a collection (and ``last.pt`` restores)
 
     def __init__(self, cfg, model: nn.Module, device: torch.device, minibatches: int) -> None:
         """``minibatches``: updates per pass over a collection (each of ``hardware.batch_size`` episodes)."""
@@ -69,7 +86,8 @@ class EpisodeWorkload(RLWorkload):
 
     def _make_env(self, batch_size: int) -> UAVEnv:
         return make_env(self.settings, self.dist, self._n_envs(batch_size), self.device,
-                      seed=stream_seed(self.cfg.seed, "environment", rank=self.rank), count_key="hardware.batch_size x algorithm.minibatches")
+                        seed=stream_seed(self.cfg.seed, "environment", rank=self.rank),
+                        count_key="hardware.batch_size x algorithm.minibatches")
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 
@@ -99,26 +117,36 @@ class EpisodeWorkload(RLWorkload):
     def feedback(self, batch: Episodes, values: torch.Tensor | None) -> None:
         """On-policy: nothing to feed back."""
 
+    def act(self, obs: torch.Tensor, state: torch.Tensor, avail: torch.Tensor
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The environments' actions for one step of the current (sampling) policy, and the columns stored with
+        the step besides its observation, state, feasible actions, reward and ends: here the action taken."""
+        action = unwrap(self.model).act(obs, avail, self.env.generator)
+        return action, {"action": action}
+
+    def finish(self, columns: dict[str, torch.Tensor]) -> Episodes:
+        """A collection's stacked columns (B, T, ...) as the batch the updates slice."""
+        return self.episodes_type(**columns)
+
     @torch.no_grad()
     def collect(self, step: int) -> None:
         """One episode in every environment with the current (sampling) policy."""
-        env, agents = self.env, unwrap(self.model)
+        env = self.env
         obs, state = env.reset()
         alive = torch.ones(env.n_envs, dtype=torch.bool, device=self.device)
-        rows: dict[str, list[torch.Tensor]] = {name: [] for name in ("obs", "state", "avail", "action", "reward",
-                                                                     "done", "mask")}
+        rows: dict[str, list[torch.Tensor]] = {}
         for _ in range(self.settings.horizon):
             avail = env.available_actions()
-            action = agents.act(obs, avail, env.generator)
+            action, columns = self.act(obs, state, avail)
             outcome = env.step(action)
             ended = outcome.done & alive
-            for name, value in (("obs", obs), ("state", state), ("avail", avail), ("action", action),
+            for name, value in (("obs", obs), ("state", state), ("avail", avail), *columns.items(),
                                 ("reward", outcome.reward), ("done", ended.float()), ("mask", alive.float())):
-                rows[name].append(value)
+                rows.setdefault(name, []).append(value)
             self.record(outcome, ended, alive)
             alive = alive & ~outcome.done
             obs, state = outcome.obs, outcome.state
-        self.episodes = Episodes(*(torch.stack(rows[name], 1) for name in rows))
+        self.episodes = self.finish({name: torch.stack(values, 1) for name, values in rows.items()})
         self.collected_at = step
         self.collected()
 
@@ -134,4 +162,4 @@ class EpisodeWorkload(RLWorkload):
         self.load_window(state.get("window"))
         self.env_steps, self.collected_at = state["env_steps"], state["collected_at"]
         if state["episodes"] is not None:
-            self.episodes = Episodes(**{k: v.to(self.device) for k, v in state["episodes"].items()})
+            self.episodes = self.episodes_type(**{k: v.to(self.device) for k, v in state["episodes"].items()})

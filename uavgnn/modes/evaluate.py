@@ -62,7 +62,8 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
         return run_env_eval(cfg, out_dir)
     if produces(stored) != ASSIGNMENT_POLICY:
         raise CheckpointError(f"checkpoint {cfg.ckpt} ({describe(stored)}): mode=eval takes an assignment policy "
-                              "(algorithm=imitation or reinforce) or an environment policy (algorithm=masac or coma)")
+                              "(algorithm=imitation or reinforce) or an environment policy (algorithm=masac, coma "
+                              "or mappo)")
     device = prepare_device(cfg)
     model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
     train_size = int(trained_cfg["data"]["n_uav"])

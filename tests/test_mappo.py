@@ -1,0 +1,198 @@
+"""MAPPO: GAE against the TD-error recursion, the batched loss against per-sample torch.distributions,
+the value normaliser against the returns' moments, and algorithm=mappo in the shared loop (exact resume,
+mode=eval on its checkpoint, the graph actor at other swarm sizes)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, resume_is_exact
+from hydra import compose, initialize_config_dir
+from torch.distributions import Categorical, Normal
+
+from uavgnn.algorithms import check_config, register_configs
+from uavgnn.algorithms.mappo import MAPPOAgents, MAPPOSettings, Rollouts, gae, mappo_loss
+from uavgnn.errors import ConfigError
+
+
+def gae_by_recursion(reward, done, value, gamma, lam):
+    """GAE as written in the PPO paper: A_t = delta_t + gamma lambda (1 - done_t) A_{t+1}, one step at a time."""
+    b, t, n = reward.shape
+    advantage = torch.zeros_like(reward)
+    for e in range(b):
+        for i in range(n):
+            running = 0.0
+            for k in reversed(range(t)):
+                live = 1.0 - float(done[e, k])
+                next_value = float(value[e, k + 1, i]) if k + 1 < t else 0.0
+                delta = float(reward[e, k, i]) + gamma * live * next_value - float(value[e, k, i])
+                running = delta + gamma * lam * live * running
+                advantage[e, k, i] = running
+    return advantage
+
+
+def test_gae_is_the_td_error_recursion_and_the_returns_are_advantage_plus_value() -> None:
+    g = torch.Generator().manual_seed(0)
+    reward, value = torch.randn(3, 7, 2, generator=g, dtype=torch.float64), torch.randn(3, 7, 2, generator=g,
+                                                                                        dtype=torch.float64)
+    done = torch.zeros(3, 7, dtype=torch.float64)
+    done[0, 3] = done[1, 6] = 1.0  # episode 2 never ends inside the window: no bootstrap past it
+    advantage, returns = gae(reward, done, value, 0.9, 0.8)
+    torch.testing.assert_close(advantage, gae_by_recursion(reward, done, value, 0.9, 0.8), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(returns, advantage + value, rtol=1e-12, atol=1e-12)
+
+
+def test_gae_by_hand_on_two_steps() -> None:
+    # r = (1, 2), V = (0.5, 1), ends at step 1, gamma 0.9, lambda 0.5:
+    # delta_1 = 2 - 1 = 1; delta_0 = 1 + 0.9 * 1 - 0.5 = 1.4; A_0 = 1.4 + 0.45 * 1 = 1.85
+    advantage, _ = gae(torch.tensor([[[1.0], [2.0]]]), torch.tensor([[0.0, 1.0]]), torch.tensor([[[0.5], [1.0]]]),
+                       0.9, 0.5)
+    torch.testing.assert_close(advantage[0, :, 0], torch.tensor([1.85, 1.0]))
+
+
+def agents_for(continuous: bool, n: int = 3) -> MAPPOAgents:
+    torch.manual_seed(0)
+    agents = MAPPOAgents(MAPPOSettings(n, 6, 8, 2 if continuous else 5, continuous, 16, 2, 16, 2, 0.9)).double()
+    with torch.no_grad():
+        agents.log_std.copy_(torch.linspace(-0.5, 0.3, agents.log_std.numel()))
+        agents.return_moments.copy_(torch.tensor([0.5, 1.0, 4.0], dtype=torch.float64))  # mean 2, std 2
+    return agents
+
+
+def random_rollouts(agents: MAPPOAgents, b: int = 4, t: int = 5) -> Rollouts:
+    s, g = agents.s, torch.Generator().manual_seed(1)
+    n = s.n_agents
+    avail = torch.rand(b, t, n, s.n_actions, generator=g) > 0.4
+    avail[..., 0] = True
+    obs = torch.randn(b, t, n, s.obs_dim, generator=g, dtype=torch.float64)
+    if s.continuous:
+        action = torch.randn(b, t, n, s.n_actions, generator=g, dtype=torch.float64)
+    else:
+        action = torch.multinomial(avail.double().view(-1, s.n_actions), 1, generator=g).view(b, t, n)
+    with torch.no_grad():  # old log-probs near the current ones: some ratios inside the clip range, some outside
+        old = agents.log_prob(obs, avail, action)[0] + 0.3 * torch.randn(b, t, n, generator=g, dtype=torch.float64)
+    mask = torch.ones(b, t, dtype=torch.float64)
+    mask[0, 3:] = 0.0
+    rand = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)  # noqa: E731
+    return Rollouts(obs, rand(b, t, s.state_dim), avail, action, rand(b, t, n), torch.zeros(b, t, dtype=torch.float64),
+                    mask, old, rand(b, t, n), rand(b, t, n), rand(b, t, n))
+
+
+def loss_per_sample(agents: MAPPOAgents, r: Rollouts, clip: float, entropy_coef: float) -> torch.Tensor:
+    """The clipped objective and the normalised value loss, one (episode, step, agent) at a time, with
+    torch.distributions for the log-probabilities and entropies."""
+    s = agents.s
+    live = [(e, k, i) for e in range(len(r)) for k in range(r.obs.shape[1]) for i in range(s.n_agents)
+            if r.mask[e, k] > 0]
+    adv = torch.stack([r.advantage[e, k, i] for e, k, i in live])
+    adv = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
+    mean, std = 2.0, 2.0  # return_moments above
+    actor, critic = [], []
+    for (e, k, i), a in zip(live, adv):
+        ident = torch.eye(s.n_agents, dtype=torch.float64)[i]
+        out = agents.actor(torch.cat([r.obs[e, k, i], ident]))
+        if s.continuous:
+            dist = Normal(out, agents.log_std.exp())
+            logp, entropy = dist.log_prob(r.action[e, k, i]).sum(), dist.entropy().sum()
+        else:
+            dist = Categorical(logits=out.masked_fill(~r.avail[e, k, i], -math.inf))
+            logp, entropy = dist.log_prob(r.action[e, k, i]), dist.entropy()
+        ratio = torch.exp(logp - r.logp[e, k, i])
+        actor.append(-(torch.min(ratio * a, torch.clamp(ratio, 1 - clip, 1 + clip) * a) + entropy_coef * entropy))
+        v = agents.critic(torch.cat([r.state[e, k], r.obs[e, k, i], ident]))[0]
+        critic.append((v - (r.returns[e, k, i] - mean) / std) ** 2)
+    return torch.stack(actor).mean() + torch.stack(critic).mean()
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_the_batched_loss_and_gradients_equal_the_per_sample_reference(continuous: bool) -> None:
+    agents = agents_for(continuous)
+    r = random_rollouts(agents)
+    batched, stats = mappo_loss(agents, r, 0.2, 0.01)
+    reference = loss_per_sample(agents, r, 0.2, 0.01)
+    torch.testing.assert_close(batched, reference, rtol=1e-10, atol=1e-10)
+    params = list(agents.parameters())
+    for a, b in zip(torch.autograd.grad(batched, params, allow_unused=True),
+                    torch.autograd.grad(reference, params, allow_unused=True)):
+        if a is None or b is None:  # the log-std of discrete actions (empty) takes no part
+            assert a is None and b is None or (a if b is None else b).abs().sum() == 0
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    assert 0 < stats["clip_fraction"] < 1  # the case has clipped and unclipped samples
+
+
+def test_a_clipped_sample_gives_the_actor_no_gradient() -> None:
+    agents = agents_for(False, n=1)
+    r = random_rollouts(agents, b=2, t=1)
+    r.mask.fill_(1.0)
+    r.advantage = torch.tensor([[[1.0]], [[-1.0]]], dtype=torch.float64)  # normalised: +1 and -1
+    with torch.no_grad():
+        r.logp = agents.log_prob(r.obs, r.avail, r.action)[0] - 0.5  # ratio e^0.5 = 1.65 > 1.2 for both
+    loss, _ = mappo_loss(agents, Rollouts(*[x[:1] for x in vars(r).values()]), 0.2, 0.0)  # A > 0, clipped: flat
+    grads = torch.autograd.grad(loss, list(agents.actor.parameters()), allow_unused=True)
+    assert all(g is None or g.abs().max() == 0 for g in grads)
+    loss, _ = mappo_loss(agents, r, 0.2, 0.0)  # with A < 0 the unclipped term is the minimum: it has a gradient
+    assert sum(g.abs().sum() for g in torch.autograd.grad(loss, list(agents.actor.parameters()))) > 0
+
+
+def test_the_value_normaliser_tracks_the_returns_moving_moments() -> None:
+    agents = MAPPOAgents(MAPPOSettings(2, 6, 8, 2, True, 8, 1, 8, 1, 0.5))
+    assert [float(x) for x in agents.return_scale()] == [0.0, 1.0]  # before any data: no scaling
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    first = torch.tensor([[[1.0, 3.0], [1.0, 3.0], [100.0, 100.0]]])  # the masked step does not count
+    agents.observe_returns(first, mask)
+    mean, std = agents.return_scale()
+    assert (float(mean), float(std)) == pytest.approx((2.0, 1.0))
+    agents.observe_returns(torch.full((1, 3, 2), 5.0), mask)
+    # weights (1 - d) d = 0.25 and (1 - d) = 0.5, normalised: 1/3 and 2/3
+    mean, std = agents.return_scale()
+    expect_mean = 2.0 / 3 + 5.0 * 2 / 3
+    expect_var = (5.0 / 3 + 25.0 * 2 / 3) - expect_mean ** 2  # E[x^2]: (1 + 9) / 2 = 5 for the first
+    assert (float(mean), float(std)) == pytest.approx((expect_mean, math.sqrt(expect_var)))
+
+
+def compose_mappo(*overrides: str):
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return compose("config", overrides=["algorithm=mappo", "logger=jsonl", "hardware.batch_size=4",
+                                            "algorithm.minibatches=2", "algorithm.data_passes=2", "env.val_episodes=8",
+                                            "model.hidden=16", "algorithm.critic_hidden=16", "train.log_every=4",
+                                            "train.eval_every=6", "train.ckpt_every=6", *overrides])
+
+
+def test_a_resumed_mappo_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> None:
+    """Stopped mid-collection (step 6 of rounds of 4): the rollouts, environments and normaliser come back."""
+    a, b = resume_is_exact(compose_mappo, tmp_path, half=6)
+    assert float(a["model"]["return_moments"][0]) > 0  # the normaliser saw returns
+
+
+@pytest.mark.parametrize("override, message", [("hardware.batch_size=auto", "give a number, not auto"),
+                                               ("model=tcn", "model=tcn with algorithm=mappo: its actor is")])
+def test_mappo_settings_are_checked_before_any_work(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_config(compose_mappo(override))
+
+
+def test_a_graph_actor_trained_at_4_uavs_is_evaluated_at_12(tmp_path: Path) -> None:
+    """goto actions and the graph actor: trained in the loop, then mode=eval at another swarm size."""
+    from uavgnn.algorithms.env_policy import compare_checkpoints
+    from uavgnn.modes.evaluate import run_eval
+    from uavgnn.modes.train import run_train
+
+    run = tmp_path / "run"
+    run_train(compose_mappo("model=tiny", "env=goto", "train.steps=4", "train.eval_every=4", "train.ckpt_every=4"),
+              run)
+    summary = json.loads((run / "summary.json").read_text())
+    assert [r["method"] for r in summary["test"]] == ["mappo", "scripted planner", "nearest target", "random"]
+    out = tmp_path / "eval"
+    out.mkdir()
+    run_eval(compose_mappo("mode=eval", f"ckpt={run / 'best.pt'}", "eval.episodes=4", "eval.scales=[12]"), out)
+    report = json.loads((out / "eval.json").read_text())
+    sizes = [(row["n_uav"], row["method"]) for row in report["rows"]]
+    assert sizes == [(n, m) for n in (4, 12) for m in ("mappo", "scripted planner", "nearest target", "random")]
+    rows = compare_checkpoints([str(run / "best.pt")], episodes=4, horizon=14, device=torch.device("cpu"), n_uav=12)
+    assert rows[0]["return"] == report["rows"][4]["return"]  # the same 12-UAV test episodes, the same policy

@@ -1,0 +1,307 @@
+"""``algorithm=mappo``: multi-agent PPO with a centralised value function, every agent and step batched.
+
+A shared actor - an MLP over the agent's observation and its one-hot id (parameter sharing, ``model=mlp``), or
+one graph-Transformer over the UAV's observation graph for any swarm size (``GraphActor``, ``model`` a
+TransformerGNN size) - and a centralised critic V_i(state, o_i, id_i) per agent (MAPPO's agent-specific
+global state). Continuous actions are a Gaussian u with a learned log-std per action dimension, flown as
+tanh(u) (the tanh's Jacobian cancels in the ratio); discrete and goto actions a categorical over the
+feasible ones. One collection of on-policy episodes (``EpisodeWorkload``) records each step's log-probability
+and value, then ``data_passes`` passes of ``minibatches`` updates:
+
+  A_t    = GAE(gamma, lambda) = G^lambda_t - V_t      the lambda-returns of the denormalised values, all steps
+                                                      at once (``td_lambda_targets``), per agent
+  rho_t  = pi(u_t | o_t) / pi_old(u_t | o_t)
+  L_pi   = -mean of (min(rho A, clip(rho, 1 - eps, 1 + eps) A) + entropy_coef H(pi(. | o_t)))   (A normalised
+                                                                                               per minibatch)
+  L_V    = mean of (V_t - norm(G^lambda_t))^2         value normalisation: the critic predicts returns scaled by
+                                                      running statistics (a debiased moving average over
+                                                      collections, summed over ranks under ``torchrun``)
+
+``r`` is each UAV's training reward (``env.team_weight`` mixes in the team's). Actor and critic have an
+optimiser each (``networks``). Every tensor is (episodes, steps, agents, ...): no loop over agents or steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+
+from uavgnn import distributed
+from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
+from uavgnn.algorithms.env_policy import EnvPolicy
+from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.errors import ConfigError
+from uavgnn.models.agent_stack import MLPConfig, mlp_net
+from uavgnn.models.graph_actor import GraphActor
+from uavgnn.models.transformer_gnn import TransformerGNNConfig
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.runtime import unwrap
+from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
+
+
+@dataclass
+class MAPPOSettings:
+    n_agents: int
+    obs_dim: int
+    state_dim: int
+    n_actions: int  # continuous: action dimensions; discrete, goto: actions
+    continuous: bool
+    hidden: int  # actor width
+    layers: int  # actor hidden layers
+    critic_hidden: int
+    critic_layers: int
+    value_norm_decay: float  # 0: no value normalisation
+    graph_actor: tuple[int, int, int, int] | None = None  # (obs_targets, obs_uavs, heads, ffn_mult): shared GNN actor
+
+
+@dataclass
+class Rollouts(Episodes):
+    """On-policy episodes with what the collecting policy saw of them (``action``: u for continuous actions)."""
+
+    logp: torch.Tensor  # (B, T, N) log-probability of the action under the collecting policy
+    value: torch.Tensor  # (B, T, N) its value estimate, denormalised
+    advantage: torch.Tensor  # (B, T, N) GAE
+    returns: torch.Tensor  # (B, T, N) lambda-returns: the critic's targets
+
+
+class MAPPOAgents(nn.Module):
+    """The shared actor, the centralised critic and the value normaliser's running statistics."""
+
+    def __init__(self, s: MAPPOSettings) -> None:
+        super().__init__()
+        self.s = s
+        outputs = s.n_actions
+        if s.graph_actor is None:
+            self.actor: nn.Module = mlp_net(s.obs_dim + s.n_agents, s.hidden, s.layers, outputs)
+        else:
+            kt, ku, heads, ffn_mult = s.graph_actor
+            self.actor = GraphActor(kt, ku, outputs, s.hidden, heads, s.layers, ffn_mult)
+        self.log_std = nn.Parameter(torch.zeros(s.n_actions if s.continuous else 0))
+        self.critic = mlp_net(s.state_dim + s.obs_dim + s.n_agents, s.critic_hidden, s.critic_layers, 1)
+        self.register_buffer("return_moments", torch.zeros(3))  # weight, mean, mean of squares (debiased by weight)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def actor_parameters(self) -> list[nn.Parameter]:
+        return [*self.actor.parameters(), self.log_std]
+
+    def _ids(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[-2]
+        return torch.eye(n, device=x.device, dtype=x.dtype).expand(*x.shape[:-1], n)
+
+    def head(self, obs: torch.Tensor, avail: torch.Tensor) -> torch.Tensor:
+        """(..., N, A) the Gaussian's means, or logits with -inf on infeasible actions, for obs (..., N, obs_dim)."""
+        out = self.actor(obs) if self.s.graph_actor else self.actor(torch.cat([obs, self._ids(obs)], -1))
+        return out if self.s.continuous else out.masked_fill(~avail, float("-inf"))
+
+    def log_prob(self, obs: torch.Tensor, avail: torch.Tensor, action: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log pi(action | obs), entropy of pi(. | obs)), each (..., N)."""
+        return self.scored(self.head(obs, avail), avail, action)
+
+    def scored(self, out: torch.Tensor, avail: torch.Tensor, action: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``log_prob`` from the actor's ``head`` output."""
+        if self.s.continuous:
+            log_std = self.log_std.expand_as(out)
+            z = (action - out) / log_std.exp()
+            logp = (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+            return logp, (log_std + 0.5 * (1 + math.log(2 * math.pi))).sum(-1)
+        logp = out.log_softmax(-1)
+        entropy = -(logp.exp() * logp.masked_fill(~avail, 0.0)).sum(-1)  # 0 log 0 = 0, with finite gradients
+        return logp.gather(-1, action[..., None]).squeeze(-1), entropy
+
+    @torch.no_grad()
+    def sample(self, obs: torch.Tensor, avail: torch.Tensor, generator: torch.Generator
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(E, N[, A]) an action drawn from the policy (u for continuous actions) and its log-probability."""
+        out = self.head(obs, avail)
+        if self.s.continuous:
+            action = out + self.log_std.exp() * torch.randn(out.shape, generator=generator, device=out.device)
+        else:
+            probs = out.softmax(-1).flatten(0, -2)
+            action = torch.multinomial(probs, 1, generator=generator).view(out.shape[:-1])
+        return action, self.scored(out, avail, action)[0]
+
+    def to_env(self, action: torch.Tensor) -> torch.Tensor:
+        """What the environment flies: tanh(u) for continuous actions, the action itself otherwise."""
+        return torch.tanh(action) if self.s.continuous else action
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, avail: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """(E, N[, A]) environment actions: sampled, or the policy's mode without a generator."""
+        obs = obs.to(self.return_moments.dtype)
+        if generator is not None:
+            return self.to_env(self.sample(obs, avail, generator)[0])
+        out = self.head(obs, avail)
+        return torch.tanh(out) if self.s.continuous else out.argmax(-1)
+
+    def play(self, env, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The policy as an environment policy (``uavgnn.envs.policies.Policy``)."""
+        return self.act(env.observe(), env.available_actions(), generator)
+
+    def value(self, state: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """(..., N) normalised values of every agent from the state (..., state_dim) and obs (..., N, obs_dim)."""
+        inputs = torch.cat([state[..., None, :].expand(*obs.shape[:-1], state.shape[-1]), obs, self._ids(obs)], -1)
+        return self.critic(inputs).squeeze(-1)
+
+    def return_scale(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, std) of the returns seen so far: the value normaliser (0, 1 when it is off or before data)."""
+        weight, mean, square = self.return_moments.unbind()
+        live = weight > 0
+        mean = torch.where(live, mean / weight.clamp(min=1e-12), 0.0)
+        var = torch.where(live, square / weight.clamp(min=1e-12) - mean.pow(2), 1.0)
+        return mean, var.clamp(min=1e-4).sqrt()
+
+    @torch.no_grad()
+    def observe_returns(self, returns: torch.Tensor, mask: torch.Tensor) -> None:
+        """Move the normaliser's moments toward a collection's returns (weighted by ``mask``, summed over ranks)."""
+        decay = self.s.value_norm_decay
+        if decay == 0:
+            return
+        w = mask[..., None].expand_as(returns)
+        sums = distributed.all_reduce_sum(torch.stack([w.sum(), (returns * w).sum(), (returns.pow(2) * w).sum()]))
+        batch = torch.stack([torch.ones_like(sums[0]), sums[1] / sums[0].clamp(min=1), sums[2] / sums[0].clamp(min=1)])
+        self.return_moments.mul_(decay).add_((1 - decay) * batch)
+
+
+def gae(reward: torch.Tensor, done: torch.Tensor, value: torch.Tensor, gamma: float, lam: float
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, lambda-returns), each (B, T, N), of episodes' rewards (B, T, N), ends (B, T) and values
+    (B, T, N): GAE's sum of discounted TD errors is the lambda-return minus the value, and the lambda-returns
+    come for every step at once (``td_lambda_targets``). No bootstrap past the last step: episodes end there."""
+    next_value = torch.cat([value[:, 1:], torch.zeros_like(value[:, :1])], 1)
+    returns = td_lambda_targets(reward, done, next_value, gamma, lam)
+    return returns - value, returns
+
+
+def mappo_loss(agents: MAPPOAgents, batch: Rollouts, clip: float, entropy_coef: float
+               ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """(actor + critic loss, stats) of a minibatch of rollouts."""
+    weight = batch.mask[..., None].expand_as(batch.logp)
+    count = weight.sum().clamp(min=1.0)
+    mean = (batch.advantage * weight).sum() / count
+    std = (((batch.advantage - mean).pow(2) * weight).sum() / count).sqrt()
+    advantage = (batch.advantage - mean) / (std + 1e-8)
+    logp, entropy = agents.log_prob(batch.obs, batch.avail, batch.action)
+    log_ratio = logp - batch.logp
+    ratio = log_ratio.exp()
+    surrogate = torch.minimum(ratio * advantage, ratio.clamp(1 - clip, 1 + clip) * advantage)
+    actor_loss = -((surrogate + entropy_coef * entropy) * weight).sum() / count
+    return_mean, return_std = agents.return_scale()
+    value = agents.value(batch.state, batch.obs)
+    critic_loss = ((value - (batch.returns - return_mean) / return_std).pow(2) * weight).sum() / count
+    with torch.no_grad():
+        stats = {"actor_loss": actor_loss.detach(), "critic_loss": critic_loss.detach(),
+                 "entropy": (entropy * weight).sum() / count,
+                 "approx_kl": ((ratio - 1 - log_ratio) * weight).sum() / count,
+                 "clip_fraction": (((ratio - 1).abs() > clip) * weight).sum() / count,
+                 "value": (batch.value * weight).sum() / count}
+    return actor_loss + critic_loss, stats
+
+
+class MAPPOWorkload(EpisodeWorkload):
+    """On-policy episodes that keep each step's log-probability and value, and their advantages."""
+
+    episodes_type = Rollouts
+
+    def act(self, obs: torch.Tensor, state: torch.Tensor, avail: torch.Tensor
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        agents = unwrap(self.model)
+        action, logp = agents.sample(obs, avail, self.env.generator)
+        return agents.to_env(action), {"action": action, "logp": logp, "value": agents.value(state, obs)}
+
+    def finish(self, columns: dict[str, torch.Tensor]) -> Rollouts:
+        """GAE and the lambda-returns of the collection; the value normaliser then moves toward the returns."""
+        agents, alg = unwrap(self.model), self.cfg.algorithm
+        mean, std = agents.return_scale()
+        value = columns.pop("value") * std + mean
+        advantage, returns = gae(columns["reward"], columns["done"], value, alg.gamma, alg.gae_lambda)
+        agents.observe_returns(returns, columns["mask"])
+        return Rollouts(**columns, value=value, advantage=advantage, returns=returns)
+
+
+@dataclass
+class MAPPOConfig(AlgorithmConfig):
+    name: str = "mappo"
+    gamma: float = ranged(0.99, UNIT)  # discount
+    gae_lambda: float = ranged(0.95, UNIT)  # GAE's lambda (the critic's targets are the same lambda-returns)
+    clip: float = ranged(0.2, Range(0, 1, low_open=True))  # the clipped objective's epsilon
+    entropy_coef: float = ranged(0.01, NON_NEGATIVE)  # entropy bonus
+    value_norm_decay: float = ranged(0.99, Range(0, 1, high_open=True))  # value normaliser's moving average (0: off)
+    actor_lr_scale: float = ranged(1.0, POSITIVE)  # actor LR = train.lr x this
+    critic_hidden: int = ranged(128, AT_LEAST_1)  # centralised critic width
+    critic_layers: int = ranged(2, AT_LEAST_1)  # centralised critic hidden layers
+    minibatches: int = ranged(4, AT_LEAST_1)  # minibatches of hardware.batch_size episodes per collection
+    data_passes: int = ranged(5, AT_LEAST_1)  # passes (PPO epochs) over each collection
+
+
+class MAPPO(EnvPolicy):
+    """The plug-in: one loss for actor and critic, each with its optimiser; a collection every
+    ``minibatches x data_passes`` updates."""
+
+    name = "mappo"
+    config = MAPPOConfig
+
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        super().check(cfg)
+        if OmegaConf.get_type(cfg.model) not in (MLPConfig, TransformerGNNConfig):
+            raise ConfigError(f"model={cfg.model.name} with algorithm=mappo: its actor is model=mlp (shared, with "
+                              "agent ids) or a TransformerGNN size (one graph actor for any swarm size)")
+        if cfg.hardware.batch_size == "auto":
+            raise ConfigError("algorithm=mappo: hardware.batch_size is episodes per minibatch; give a number, not auto")
+
+    @classmethod
+    def build_model(cls, cfg: Any) -> MAPPOAgents:
+        env, dist, alg = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task), cfg.algorithm
+        graph = None if cls.is_mlp(cfg) else (env.obs_targets, env.obs_uavs, cfg.model.heads, cfg.model.ffn_mult)
+        return MAPPOAgents(MAPPOSettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
+                                         env.action == "continuous", cfg.model.hidden, cfg.model.layers,
+                                         alg.critic_hidden, alg.critic_layers, alg.value_norm_decay, graph))
+
+    def workload(self, model: nn.Module) -> MAPPOWorkload:
+        return MAPPOWorkload(self.cfg, model, self.device, self.cfg.algorithm.minibatches)
+
+    def cadence(self) -> Cadence:
+        return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)
+
+    def training_step(self, model: nn.Module, batch: Rollouts, draws: None) -> StepOutput:
+        alg = self.cfg.algorithm
+        loss, stats = mappo_loss(unwrap(model), batch, alg.clip, alg.entropy_coef)
+        return StepOutput(loss, stats, batch.mask.sum() * batch.logp.shape[-1])
+
+    def networks(self, model: nn.Module) -> list[Network]:
+        agents = unwrap(model)
+        return [Network("critic", list(agents.critic.parameters())),
+                Network("actor", agents.actor_parameters(), self.cfg.algorithm.actor_lr_scale)]
+
+    @classmethod
+    def self_check(cls, device: torch.device) -> bool:
+        """Three steps of 8 environments of 4 UAVs (continuous actions), then one update on those episodes."""
+        dist, generator = SceneDistribution(), torch.Generator(device=device).manual_seed(0)
+        settings = EnvSettings(n_uav=4)
+        env = UAVEnv(settings, dist, 8, device, seed=0)
+        obs, state = env.reset()
+        agents = MAPPOAgents(MAPPOSettings(4, settings.obs_dim(), settings.state_dim(dist), 2, True, 32, 2, 32, 2,
+                                           0.99)).to(device)
+        rows = []
+        for _ in range(3):
+            avail = env.available_actions()
+            action, logp = agents.sample(obs, avail, generator)
+            step = env.step(agents.to_env(action))
+            value = agents.value(state, obs).detach()
+            rows.append((obs, state, avail, action, step.reward, step.done.float(), torch.ones(8, device=device),
+                         logp, value, step.reward - value, step.reward))
+            obs, state = step.obs, step.state
+        batch = Rollouts(*(torch.stack(column, 1) for column in zip(*rows)))
+        mappo_loss(agents, batch, 0.2, 0.01)[0].backward()
+        return True
