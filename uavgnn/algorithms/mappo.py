@@ -83,7 +83,8 @@ class MAPPOAgents(nn.Module):
         else:
             kt, ku, heads, ffn_mult = s.graph_actor
             self.actor = GraphActor(kt, ku, outputs, s.hidden, heads, s.layers, ffn_mult)
-        self.log_std = nn.Parameter(torch.zeros(s.n_actions if s.continuous else 0))
+        # the Gaussian's log-std per action dimension; none for categorical actions (DDP wants every parameter used)
+        self.log_std = nn.Parameter(torch.zeros(s.n_actions)) if s.continuous else None
         self.critic = mlp_net(s.state_dim + s.obs_dim + s.n_agents, s.critic_hidden, s.critic_layers, 1)
         self.register_buffer("return_moments", torch.zeros(3))  # weight, mean, mean of squares (debiased by weight)
 
@@ -91,7 +92,7 @@ class MAPPOAgents(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def actor_parameters(self) -> list[nn.Parameter]:
-        return [*self.actor.parameters(), self.log_std]
+        return [*self.actor.parameters(), *([] if self.log_std is None else [self.log_std])]
 
     def _ids(self, x: torch.Tensor) -> torch.Tensor:
         n = x.shape[-2]
