@@ -29,7 +29,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from uavgnn.algorithms.imitation import batch_imitation_loss  # noqa: E402
+from uavgnn.algorithms.scene_policy import batch_imitation_loss  # noqa: E402
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build  # noqa: E402
 from uavgnn.data.loader import make_loader  # noqa: E402
 from uavgnn.models import TransformerGNN  # noqa: E402

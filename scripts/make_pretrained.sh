@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/python run.py seed=0 logger=jsonl hydra.run.dir=outputs/pretrained-il
+.venv/bin/python run.py algorithm=imitation seed=0 logger=jsonl hydra.run.dir=outputs/pretrained-il
 .venv/bin/python run.py algorithm=reinforce algorithm.init_from=outputs/pretrained-il/best.pt data.source=generated \
     train.steps=1000 seed=0 logger=jsonl hydra.run.dir=outputs/pretrained-rl
 .venv/bin/python -c "from uavgnn.api import export_policy; print(export_policy('outputs/pretrained-rl/best.pt', \

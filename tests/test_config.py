@@ -42,6 +42,8 @@ def tiny(cfg, tmp_path: Path, cache_dir: Path):
         cfg.env.update(n_envs=8, val_episodes=16)
         shrink = {"learning_starts": 16, "train_envs": 4, "eval_envs": 2, "rollout_steps": 48}
         cfg.algorithm.update({key: value for key, value in shrink.items() if key in cfg.algorithm})
+        if cfg.algorithm.get("imitation_steps"):  # the main job's imitation phase, then REINFORCE
+            cfg.algorithm.imitation_steps = 2
         if cfg.curriculum.name != "none":
             cfg.curriculum.update(stages=[3, 6], replay=[0.0, 0.3], patience=1)
         if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
@@ -76,13 +78,13 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
     overrides = [f"{group}={option}"]
     if (group, option) == ("model", "mlp"):  # MASAC's per-agent actors: algorithm=masac runs them
         check_config(compose_cfg("model=mlp", "algorithm=masac"))
-        with pytest.raises(ConfigError, match="model=mlp with algorithm=imitation: an assignment policy is a "
+        with pytest.raises(ConfigError, match="model=mlp with algorithm=reinforce: an assignment policy is a "
                                               "TransformerGNN"):
             check_config(compose_cfg("model=mlp"))
         return
     if (group, option) == ("model", "tcn"):  # the dynamics model: algorithm=dynamics runs it
         check_config(compose_cfg("model=tcn", "algorithm=dynamics"))
-        with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation"):
+        with pytest.raises(ConfigError, match="model=tcn with algorithm=reinforce"):
             check_config(compose_cfg("model=tcn"))
         return
     if group != "logger":
@@ -95,7 +97,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         (tmp_path / "scenes").mkdir()
         for i, scene in enumerate(generate_scenes(SceneDistribution(), 6, 10, 0)):
             save_scene(tmp_path / "scenes" / f"scene{i}.json", scene)
-        overrides.append(f"task.folder={tmp_path / 'scenes'}")
+        overrides += [f"task.folder={tmp_path / 'scenes'}", "data.source=cache"]  # the main job's REINFORCE: yours
     cfg = tiny(compose_cfg(*overrides), tmp_path, shared_cache)
     check_config(cfg)
     if (group, option) == ("optim", "gpu"):
@@ -164,16 +166,21 @@ def test_batch_size_and_checkpoint_layers_are_validated() -> None:
 
 
 def test_the_schema_defaults_are_the_composed_default_config() -> None:
-    """One source of truth: the schemas' defaults (``default_config``) equal what ``python run.py`` composes, key
-    by key, every algorithm's keys are its schema's, and every group has a YAML file (a comment per key)."""
+    """One source of truth: the schemas' defaults (``default_config``) equal what ``python run.py
+    algorithm=imitation`` composes, key by key (the main job only adds its phases), every algorithm's keys are its
+    schema's, and every group has a YAML file (a comment per key)."""
     from omegaconf import OmegaConf
 
     from uavgnn.algorithms import algorithms, default_config
     from uavgnn.report import flatten
 
-    composed = flatten(OmegaConf.to_container(compose_cfg(), resolve=True))
+    composed = flatten(OmegaConf.to_container(compose_cfg("algorithm=imitation"), resolve=True))
     schema = flatten(OmegaConf.to_container(default_config()))
     assert composed == schema
+    # the main job (experiment=dev) picks algorithm=imitation_reinforce: REINFORCE's schema with an imitation phase
+    main_job = compose_cfg()
+    assert main_job == compose_cfg("algorithm=imitation_reinforce")
+    assert main_job.algorithm == {**default_config("reinforce").algorithm, "imitation_steps": 1500}
     for name in algorithms():
         assert compose_cfg(f"algorithm={name}").algorithm == default_config(name).algorithm, name
     for group in ("task", "model", "hardware", "optim", "curriculum", "algorithm", "logger", "data", "train", "eval",

@@ -61,6 +61,23 @@ def test_curriculum_replay_mixes_earlier_sizes_into_one_valid_batch() -> None:
     assert bool((batch.node_type[batch.cand_index[0]] == 0).all() and (batch.node_type[batch.cand_index[1]] == 1).all())
 
 
+def test_fresh_sizes_draw_one_size_per_step_at_the_batchs_node_count() -> None:
+    """``data.fresh_sizes``: each step's scenes all have one of the sizes, drawn by (seed, step), as many as hold
+    the nodes of ``batch_size`` scenes of ``data.n_uav`` (16 UAVs + 8 targets = 24 nodes each here)."""
+    cfg = fresh_cfg()
+    cfg.data.fresh_sizes = [16, 32, 64]
+    source = FreshScenes(cfg, [16], CPU)
+    seen = set()
+    for step in range(12):
+        batch = source.next(step, 0, 8)
+        n_uav = source.n_uav_of(step, 0)
+        nodes = n_uav + SceneDistribution().n_targets(n_uav)
+        assert set(batch.n_uav.tolist()) == {n_uav} and batch.num_graphs == 8 * 24 // nodes
+        assert FreshScenes(cfg, [16], CPU).n_uav_of(step, 0) == n_uav  # a pure function of (seed, step)
+        seen.add(n_uav)
+    assert seen == {16, 32, 64}
+
+
 def test_concatenated_batches_equal_one_batch_of_the_same_scenes() -> None:
     scenes = generate_scene_batch(SceneDistribution(), 6, 8, torch.Generator().manual_seed(0), CPU)
     whole = build_graph_batch(scenes, 6, 4)

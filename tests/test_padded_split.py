@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from test_step_anatomy import compose_small
 
 from uavgnn.algorithms import register_configs
-from uavgnn.algorithms.imitation import batch_imitation_loss
+from uavgnn.algorithms.scene_policy import batch_imitation_loss
 from uavgnn.data.padded import PaddedSplit
 from uavgnn.data.store import GraphStore
 from uavgnn.models import TransformerGNN

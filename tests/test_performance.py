@@ -11,7 +11,7 @@ from conftest import run_cli
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch_geometric.data import Batch
 
-from uavgnn.algorithms.imitation import batch_imitation_loss
+from uavgnn.algorithms.scene_policy import batch_imitation_loss
 from uavgnn.algorithms.scene_policy import Budgeted
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.data.naive import NaiveSceneDataset

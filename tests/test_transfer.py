@@ -34,8 +34,13 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
     assert f"scored in {report['took_s']:.0f} s (estimated {report['estimated_s']:.0f} s)" in proc.stdout
     rows = report["rows"]
     keys = {(r["positions"], r["n_uav"], r["method"].split(" ")[0]) for r in rows}
-    methods = ("model", "guided", "greedy", "lap", "mcf", "milp")
+    methods = ("model", "sampled", "guided", "greedy", "lap", "mcf", "milp")
     assert keys == {(p, n, m) for p in ("uniform", "clustered") for n in (6, 24) for m in methods}
+    for row in (r for r in rows if r["method"] == "sampled (best of 16)"):  # its first decode is the greedy one
+        model = next(r for r in rows if (r["positions"], r["n_uav"], r["method"]) == (row["positions"], row["n_uav"],
+                                                                                       "model (greedy)"))
+        assert row["reward"] >= model["reward"] - 1e-9 and row["optimality_gap"] <= model["optimality_gap"] + 1e-9
+        assert row["time_s"] == pytest.approx(row["build_s"] + row["forward_s"] + row["decode_s"])
     assert {(r["n_uav"], r["scenes"]) for r in rows} == {(6, 8), (24, 2)}  # min(test_scenes, 48 // n_uav)
     for positions in ("uniform", "clustered"):
         model = {r["n_uav"]: r for r in rows if r["positions"] == positions and r["method"].startswith("model")}
@@ -48,11 +53,13 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
             assert milp["optimality_gap"] == pytest.approx(0.0) and milp["reward"] >= model[n]["reward"] - 1e-9
             assert "status optimal" in milp["note"]
     assert len(report["transfer"]) == 4 and (out / "transfer.png").stat().st_size > 0
+    assert (out / "frontier.png").stat().st_size > 0
     assert "clustered" in proc.stdout
     # the dashboard: the method rows and the transfer rows as tables, the picture, the ratios in the summary
     run_file = next(out.glob("wandb/offline-run-*/run-*.wandb"))
     assert media(run_file) == {"eval/methods": "table-file", "eval/transfer": "table-file",
-                               "eval/transfer_plot": "image-file", "eval/shifts": "table-file",
+                               "eval/transfer_plot": "image-file", "eval/frontier_plot": "image-file",
+                               "eval/shifts": "table-file",
                                "eval/shifts_plot": "image-file"}
     tables = run_file.parent / "files" / "media" / "table" / "eval"
     methods = json.loads(next(tables.glob("methods_*.table.json")).read_text())

@@ -137,6 +137,11 @@ def _verify_parts(path: Path, ckpt: dict[str, Any], config: dict[str, Any]) -> N
                                   f"{problem}: the file was damaged after it was written; restore it from a copy")
 
 
+def rank_data_path(path: Path, rank: int) -> Path:
+    """Where rank ``rank`` > 0 keeps its workload state beside ``last.pt`` (rank 0's is inside it)."""
+    return path.with_name(f"{path.stem}.rank{rank}.data.pt")
+
+
 def save_part(path: Path, value: Any) -> None:
     """A part of a checkpoint in a file of its own (a data-parallel rank's environments), with its checksum."""
     save_torch(path, {"part": value, CHECKSUMS: part_checksums({"part": value})})

@@ -40,6 +40,9 @@ class EnvConfig(EnvSettings):
 class DataConfig:
     source: str = "cache"  # cache: MILP-labelled cached splits | generated: new device-generated scenes every step
     n_uav: int = 16  # UAVs per training scene (the curriculum may change it per stage)
+    # data.source=generated: each step's scenes have one of these sizes (drawn per step), as many as hold the nodes
+    # of hardware.batch_size scenes of data.n_uav; [] = data.n_uav only
+    fresh_sizes: list[int] = field(default_factory=list)
     train_scenes: int = 4000
     val_scenes: int = 256
     test_scenes: int = 256
@@ -179,6 +182,7 @@ class EvalConfig:
     samples: int = 16  # decoder=sample: assignments tried per scene (the first is the greedy decode)
     repair: bool = False  # fill nearly-complete partial targets with idle UAVs in range, drop the rest
     guided_keep: int = 2  # the model-guided MILP's row keeps each UAV's 2 most likely targets (0: no row)
+    best_of: int = 16  # mode=eval: a "sampled (best of 16)" row, the sample decoder's (0: no row)
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
     episodes: int = 256  # an environment policy's checkpoint: fixed test episodes
     # shifted test sets at the training size: name -> task fields changed from task=uniform's defaults

@@ -1,4 +1,5 @@
-"""Pictures of results: a scene with its assignment, a profiled step, the benchmark, zero-shot transfer and shifts."""
+"""Pictures of results: a scene with its assignment, a profiled step, the benchmark, zero-shot transfer, shifts and
+the quality-time frontier."""
 
 from __future__ import annotations
 
@@ -186,5 +187,33 @@ def plot_shifts(summary: list[dict[str, Any]], train_size: int, path: Path) -> N
     ax.set(ylabel="gap vs proven-optimal MILP (%)", title=f"shifted test sets ({train_size} UAVs)")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)
+
+
+def plot_frontier(rows: list[dict[str, Any]], path: Path) -> None:
+    """Gap against time per scene, every method, one panel per scale: what each method's time buys (the lower
+    left wins). Filled markers: the first test distribution; hollow: the others. The MILP sits at gap 0."""
+    scales = sorted({r["n_uav"] for r in rows})
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    positions = list(dict.fromkeys(r["positions"] for r in rows))
+    fig, axes = panel_grid(len(scales))
+    for ax, n_uav in zip(axes, scales):
+        for m_i, method in enumerate(methods):
+            for p_i, label in enumerate(positions):
+                row = next((r for r in rows if (r["n_uav"], r["method"], r["positions"]) == (n_uav, method, label)),
+                           {})
+                gap, seconds = row.get("optimality_gap", float("nan")), row.get("time_s", float("nan"))
+                if not (np.isfinite(gap) and np.isfinite(seconds)):  # no proven reference, or not run here
+                    continue
+                ax.plot(seconds, 100 * gap, ls="none", marker="osD^vPX*"[m_i % 8], ms=8, color=f"C{m_i}",
+                        mfc=f"C{m_i}" if p_i == 0 else "none", label=f"{method}, {label}")
+        scenes = next(r["scenes"] for r in rows if r["n_uav"] == n_uav)
+        ax.set(xscale="log", xlabel="seconds per scene", ylabel="gap vs proven-optimal MILP (%)",
+               title=f"{n_uav} UAVs ({count(scenes, 'scene')} per set)")
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 + 0.035 * ((len(labels) - 1) // 4), 1, 1))
     save_figure(fig, path, dpi=120)
     plt.close(fig)

@@ -23,6 +23,7 @@ STREAMS = {
     "scene_order": "the training split's shuffle, per epoch",
     "curriculum": "a step's scenes of the current and earlier curriculum stages",
     "fresh_scenes": "a step's generated scenes (data.source=generated)",
+    "fresh_size": "the size of a step's fresh scenes (data.fresh_sizes; the same on every rank)",
     "candidate_budget": "a step's jittered candidate budget k",
     "windows": "a step's trajectory windows",
     "observation_noise": "the noise on the recorded positions and velocities of a rollout split",

@@ -9,7 +9,8 @@ found by the registry in ``uavgnn.algorithms``) declares everything else, in one
   composes its keys only: another algorithm's key is a typo error naming it);
 - ``build_model``: its networks; ``networks``: one optimiser each (its parameters, LR multiple and clip);
 - ``workload``: its data side (what each step trains on, how the policy is validated) and ``cadence``: how
-  often the loop collects new experience (off- and on-policy algorithms);
+  often the loop collects new experience (off- and on-policy algorithms); ``phases``: the parts of a run with
+  their own objective and LR schedule (one by default; imitation then REINFORCE);
 - ``draws``: what a step draws at random (from its named streams, before the step: TorchDynamo cannot trace a
   ``torch.Generator``); ``training_step``: the loss of a batch; ``after_step``: e.g. target networks;
 - ``score``: the validation metric that selects ``best.pt``, with its direction; ``check``: its config rules;
@@ -87,6 +88,20 @@ class Cadence:
     updates: int = 0
 
 
+@dataclass(frozen=True)
+class Phase:
+    """A part of the run with its own objective and LR schedule, steps [``start``, ``end``): its LR warms up over
+    ``warmup`` steps to ``lr``, then follows ``train.schedule`` to ``end``. At the start of every phase but the
+    first the loop restarts from the best policy so far (``best.pt``'s) with fresh optimisers, as a new run
+    started from that checkpoint would."""
+
+    name: str
+    start: int
+    end: int
+    lr: float
+    warmup: int
+
+
 @dataclass
 class StepOutput:
     loss: torch.Tensor  # scalar to minimise
@@ -153,6 +168,11 @@ class Algorithm(ABC):
 
     def cadence(self) -> Cadence:
         return Cadence()
+
+    def phases(self) -> list[Phase]:
+        """The run's phases in order (the last ends at ``train.steps``): one, at ``train.lr``, by default."""
+        train = self.cfg.train
+        return [Phase(self.name, 0, int(train.steps), float(train.lr), int(train.warmup_steps))]
 
     def networks(self, model: nn.Module) -> list[Network]:
         """One optimiser per network; one for the whole model by default."""
@@ -230,10 +250,12 @@ def write_results(result: Any, out_dir: Path, logger: Any, rows: list[dict[str, 
 
 def step_loss(algorithm: Algorithm, device: torch.device, dtype: torch.dtype | None) -> LossOf:
     """The algorithm's loss under autocast, as ``hardware.batch_size=auto``, ``mode=profile`` and
-    ``mode=benchmark`` measure it (at step 0: what they time does not depend on the step)."""
+    ``mode=benchmark`` measure it (at the first step of its last phase: what they time does not depend on the
+    step, only on the phase's objective)."""
+    start = algorithm.phases()[-1].start
 
     def loss_of(model: nn.Module, batch: Any) -> torch.Tensor:
         with autocast(device, dtype):
-            return algorithm.training_step(model, batch, algorithm.draws(batch, 0)).loss
+            return algorithm.training_step(model, batch, algorithm.draws(batch, start)).loss
 
     return loss_of

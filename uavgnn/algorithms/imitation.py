@@ -12,28 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from torch import nn
 from torch_geometric.data import Batch
 
 from uavgnn.algorithms.base import StepOutput
-from uavgnn.algorithms.scene_policy import ScenePolicy, ScenePolicyConfig
-from uavgnn.models.choices import imitation_loss
-from uavgnn.models.policy import policy_log_probs
+from uavgnn.algorithms.scene_policy import ScenePolicy, ScenePolicyConfig, batch_imitation_loss
 
 
 @dataclass
 class ImitationConfig(ScenePolicyConfig):
     name: str = "imitation"
-
-
-def batch_imitation_loss(model: nn.Module, batch: Batch, dense_max_nodes: int = 0
-                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(NLL of the MILP's choices, accuracy, covered UAVs) of a labelled batch at its candidate budget
-    (``dense_max_nodes``: see ``policy_log_probs``)."""
-    cand_logp, idle_logp, keep = policy_log_probs(model, batch, batch.k, dense_max_nodes=dense_max_nodes)
-    return imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep], batch.busy,
-                          batch.node_type == 0)
 
 
 class Imitation(ScenePolicy):

@@ -55,8 +55,8 @@ from torch import nn
 from torch_geometric.data import Batch
 
 from uavgnn import distributed
-from uavgnn.algorithms.base import StepOutput
-from uavgnn.algorithms.scene_policy import ScenePolicy, ScenePolicyConfig
+from uavgnn.algorithms.base import Phase, StepOutput
+from uavgnn.algorithms.scene_policy import SceneWorkload, ScenePolicy, ScenePolicyConfig, batch_imitation_loss
 from uavgnn.decoders import argmax_decode, fixed_round_greedy, greedy_decode, gumbel_noise
 from uavgnn.errors import ConfigError
 from uavgnn.models.choices import choice_log_probs, imitation_loss, policy_entropy
@@ -141,6 +141,9 @@ class ReinforceConfig(ScenePolicyConfig):
     entropy_coef: float = ranged(0.01, NON_NEGATIVE)  # entropy bonus (per UAV, nats): 2.2% vs 3.8% test gap without
     temperature: float = ranged(1.0, POSITIVE)  # rollouts from pi^(1/T) renormalised per UAV (T < 1: nearer greedy)
     greedy_rounds: int = ranged(48, AT_LEAST_1)  # optim.sync_free: the greedy baseline's rounds (35 needed at 256 UAVs)
+    imitation_steps: int = ranged(0, NON_NEGATIVE)  # first imitate the MILP labels this many steps, in this run
+    imitation_lr: float = ranged(3e-3, POSITIVE)  # the imitation phase's peak LR (train.lr is REINFORCE's)
+    imitation_warmup: int = ranged(50, NON_NEGATIVE)  # the imitation phase's LR warmup steps
 
 
 def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Generator | Noise | None = None,
@@ -204,7 +207,15 @@ def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Ge
 
 
 class Reinforce(ScenePolicy):
-    """``reinforce_loss`` with rollouts drawn from their own stream of (seed, step, rank): resumable exactly."""
+    """``reinforce_loss`` with rollouts drawn from their own stream of (seed, step, rank): resumable exactly.
+
+    With ``algorithm.imitation_steps`` N > 0 (the main job, ``algorithm=imitation_reinforce``) the run has two
+    phases: N steps of imitation of the MILP labels of the cached training split (``algorithm=imitation``'s
+    loss, at ``imitation_lr``), then REINFORCE from the best of them (``uavgnn.training.phases``) for the rest
+    of ``train.steps``, its batches and rollouts counted from its own first step: the same run as
+    ``algorithm=imitation train.steps=N`` followed by ``algorithm=reinforce algorithm.init_from=<its best.pt>``
+    (with a curriculum, its stages go on through both phases).
+    """
 
     name = "reinforce"
     config = ReinforceConfig
@@ -212,6 +223,7 @@ class Reinforce(ScenePolicy):
     def __init__(self, cfg: Any, device: torch.device) -> None:
         super().__init__(cfg, device)
         alg = cfg.algorithm  # read once here: an OmegaConf lookup inside a compiled step breaks its graph
+        self.imitation_steps = int(alg.imitation_steps)
         self.loss_options = dict(samples=int(alg.samples), imitation_weight=float(alg.imitation_weight),
                                  baseline=str(alg.baseline), entropy_coef=float(alg.entropy_coef),
                                  temperature=float(alg.temperature), dense_max_nodes=self.dense_max_nodes,
@@ -234,17 +246,47 @@ class Reinforce(ScenePolicy):
         if alg.baseline == "mean" and alg.samples < 3:
             raise ConfigError(f"algorithm.samples={alg.samples} must be >= 3 with algorithm.baseline=mean "
                               "(the greedy rollout and two samples, each the other's baseline)")
+        if alg.imitation_steps:
+            cls.check_imitation_phase(cfg)
 
-    def draws(self, batch: Batch, step: int) -> Noise | torch.Generator:
-        """The rollouts' noise from the step's own stream, drawn before the step when the batch knows on the host
-        how many candidates its budget keeps (cached splits, padded fresh scenes: the step stays one graph);
-        otherwise the step draws from the stream itself."""
-        generator = stream(self.cfg.seed, "rollouts", step, distributed.context().rank, self.device)
+    @staticmethod
+    def check_imitation_phase(cfg: Any) -> None:
+        steps, name = cfg.algorithm.imitation_steps, "algorithm.imitation_steps"
+        if steps > cfg.train.steps:
+            raise ConfigError(f"{name}={steps} must be at most train.steps={cfg.train.steps} (REINFORCE trains "
+                              "the steps after it)")
+        if cfg.algorithm.init_from:
+            raise ConfigError(f"{name}={steps} with algorithm.init_from: the run trains its starting policy itself; "
+                              "set algorithm.imitation_steps=0 to start from the checkpoint")
+
+    def phases(self) -> list[Phase]:
+        reinforce = super().phases()[0]
+        if not self.imitation_steps:
+            return [reinforce]
+        alg, n = self.cfg.algorithm, self.imitation_steps
+        return [Phase("imitation", 0, n, float(alg.imitation_lr), int(alg.imitation_warmup)),
+                Phase("reinforce", n, reinforce.end, reinforce.lr, reinforce.warmup)]
+
+    def workload(self, model: nn.Module) -> SceneWorkload:
+        return SceneWorkload(self.cfg, self.device, self.imitation_steps)
+
+    def draws(self, batch: Batch, step: int) -> Noise | torch.Generator | None:
+        """The rollouts' noise from the step's own stream (counted from REINFORCE's first step), drawn before the
+        step when the batch knows on the host how many candidates its budget keeps (cached splits, padded fresh
+        scenes: the step stays one graph); otherwise the step draws from the stream itself. None in the
+        imitation phase, which draws nothing."""
+        if step < self.imitation_steps:
+            return None
+        generator = stream(self.cfg.seed, "rollouts", step - self.imitation_steps, distributed.context().rank,
+                           self.device)
         n_cand = kept_size(batch, batch.k)
         if n_cand is None:
             return generator
         return rollout_noise(generator, self.cfg.algorithm.samples - 1, n_cand, batch.num_nodes, self.device)
 
-    def training_step(self, model: nn.Module, batch: Batch, draws: Noise | torch.Generator) -> StepOutput:
+    def training_step(self, model: nn.Module, batch: Batch, draws: Noise | torch.Generator | None) -> StepOutput:
+        if draws is None:  # the imitation phase (see ``draws``)
+            loss, acc, covered = batch_imitation_loss(model, batch, self.dense_max_nodes)
+            return StepOutput(loss, {"acc": acc}, covered)
         loss, stats, n_uav = reinforce_loss(model, batch, draws=draws, **self.loss_options)
         return StepOutput(loss, stats, n_uav)

@@ -2,7 +2,8 @@
 
 - Data side (``SceneWorkload``): the cached MILP-labelled split of every curriculum stage, in
   ``BatchSource`` order, or scenes generated on the device every step (``data.source=generated``,
-  ``FreshScenes``). Each batch carries its candidate budget ``batch.k``: the stage's k, jittered in training.
+  ``FreshScenes``); a run that imitates first (``algorithm.imitation_steps``) takes the labelled split until
+  then. Each batch carries its candidate budget ``batch.k``: the stage's k, jittered in training.
 - Validation: the greedy-decoded policy against the MILP labels of the cached validation split;
   ``val/optimality_gap`` (minimised) selects ``best.pt``.
 - Test phase: the best policy against the guided MILP, greedy, lap, min-cost flow and the MILP on the test
@@ -37,6 +38,8 @@ from uavgnn.data.fresh_scenes import FreshScenes
 from uavgnn.data.splits import load_split
 from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.models import TransformerGNN, model_from_config
+from uavgnn.models.choices import imitation_loss
+from uavgnn.models.policy import policy_log_probs
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.plots import plot_assignments
 from uavgnn.problem.graphs import FEATURE_SET, GraphSettings, with_budget
@@ -83,12 +86,15 @@ class ScenePolicy(Algorithm):
                               "TransformerGNN: model=tiny|small|medium|large")
         if cfg.algorithm.init_from and not checkpoint_path(cfg.algorithm.init_from).is_file():
             raise ConfigError(f"algorithm.init_from={cfg.algorithm.init_from}: no checkpoint there")
-        problem = cls.without_labels(cfg) if cfg.data.source == "generated" else None
+        generated = cfg.data.source == "generated" and cfg.get("mode", "train") in ("train", "profile")  # training
+        problem = cls.without_labels(cfg) if generated else None
         if problem:
             raise ConfigError(problem)
-        if cfg.data.source == "generated" and cfg.task.name in ("file", "folder"):
-            raise ConfigError(f"data.source=generated with task={cfg.task.name}: fresh scenes come from a generator "
-                              "task (uniform, clustered or mixed)")
+        if generated and (cfg.task.name in ("file", "folder") or cfg.task.get("generator")):
+            task = f"task.generator={cfg.task.generator}" if cfg.task.get("generator") else f"task={cfg.task.name}"
+            raise ConfigError(f"data.source=generated with {task}: fresh scenes come from the built-in generators "
+                              "(task=uniform, clustered or mixed); add data.source=cache to train on the cached split "
+                              "of yours")
 
     @classmethod
     def build_model(cls, cfg: Any) -> nn.Module:
@@ -126,27 +132,31 @@ class ScenePolicy(Algorithm):
 
 
 class SceneWorkload:
-    """Labelled scene graphs: one training and one validation split per curriculum stage."""
+    """Labelled scene graphs: one training and one validation split per curriculum stage; with
+    ``imitation_steps``, the labelled training split until then and ``data.source``'s batches after, from their
+    own step 0 (as a run started at that step would see them)."""
 
     unit = "graphs"
 
-    def __init__(self, cfg: Any, device: torch.device) -> None:
-        self.cfg, self.device = cfg, device
+    def __init__(self, cfg: Any, device: torch.device, imitation_steps: int = 0) -> None:
+        self.cfg, self.device, self.imitation_steps = cfg, device, imitation_steps
         self.graph = GraphSettings.from_config(cfg.data)
         self.sizes = list(cfg.curriculum.stages) if cfg.curriculum.name != "none" else [cfg.data.n_uav]
         generated = cfg.data.source == "generated"
+        labelled = not generated or imitation_steps > 0
         with distributed.main_rank_first():  # one split per curriculum stage (just data.n_uav without one)
-            self.stage_train = [] if generated else [load_split(cfg, "train", n_uav=n) for n in self.sizes]
+            self.stage_train = [load_split(cfg, "train", n_uav=n) for n in self.sizes] if labelled else []
             self.stage_val = [load_split(cfg, "val", n_uav=n) for n in self.sizes]
         batch_size = cfg.hardware.batch_size
-        if not generated and isinstance(batch_size, int) and len(self.stage_train[-1]) < batch_size:
+        if labelled and isinstance(batch_size, int) and len(self.stage_train[-1]) < batch_size:
             scenes = len(self.stage_train[-1])
             what = (f"task.folder={cfg.task.folder}: its train split has {scenes} scenes," if cfg.task.get("folder")
                     else f"data.train_scenes={scenes} is")
             raise ConfigError(f"{what} fewer than hardware.batch_size={batch_size} (the scenes of one step): lower "
                               "hardware.batch_size")
-        self.batches = (FreshScenes(cfg, self.sizes, device) if generated
-                        else BatchSource(cfg, self.sizes, self.stage_train, device))
+        cached = BatchSource(cfg, self.sizes, self.stage_train, device) if labelled else None
+        self.batches = FreshScenes(cfg, self.sizes, device) if generated else cached
+        self.labelled = cached  # the imitation steps' batches
         self.k_seen = 0  # the last batch's candidate budget, logged as train/k
 
     def k(self, stage: int) -> int:
@@ -160,13 +170,22 @@ class SceneWorkload:
     def collect(self, step: int) -> None:
         """A dataset: nothing to collect."""
 
+    def source_at(self, step: int) -> tuple[BatchSource | FreshScenes, int]:
+        """Where step ``step``'s batch comes from, and its step there."""
+        if step < self.imitation_steps:
+            return self.labelled, step
+        return self.batches, step - self.imitation_steps
+
     def restart(self, step: int, batch_size: int) -> None:
-        self.batches.restart(step, batch_size)
+        source, at = self.source_at(step)
+        source.restart(at, batch_size)
 
     def batch(self, step: int, stage: int, batch_size: int) -> Batch:
-        """The step's batch with its candidate budget: the stage's k, jittered by (seed, step)."""
-        self.k_seen = jittered_k(self.k(stage), self.cfg.data.k_jitter, self.cfg.seed, step, self.cfg.data.k_max)
-        return with_budget(self.batches.next(step, stage, batch_size), self.k_seen)
+        """The step's batch with its candidate budget: its scenes' k, jittered by (seed, step)."""
+        source, at = self.source_at(step)
+        n_uav = source.n_uav_of(at, stage) if isinstance(source, FreshScenes) else self.sizes[stage]
+        self.k_seen = jittered_k(self.graph.k(n_uav), self.cfg.data.k_jitter, self.cfg.seed, at, self.cfg.data.k_max)
+        return with_budget(source.next(at, stage, batch_size), self.k_seen)
 
     def host_batches(self, start: int, batch_size: int) -> Iterator[Batch]:
         """The batches of steps ``start``, ``start + 1``, ... before any copy to the device (``mode=profile``
@@ -218,6 +237,15 @@ class Budgeted:
 
     def gather(self, ids: torch.Tensor) -> Batch:
         return with_budget(self.items.gather(ids), self.k)
+
+
+def batch_imitation_loss(model: nn.Module, batch: Batch, dense_max_nodes: int = 0
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(NLL of the MILP's choices, accuracy, covered UAVs) of a labelled batch at its candidate budget
+    (``dense_max_nodes``: see ``policy_log_probs``)."""
+    cand_logp, idle_logp, keep = policy_log_probs(model, batch, batch.k, dense_max_nodes=dense_max_nodes)
+    return imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep], batch.busy,
+                          batch.node_type == 0)
 
 
 def first_difference(ours: list[np.ndarray], reference: list[np.ndarray]) -> int | None:

@@ -8,13 +8,17 @@ be limited to a few thousand cached scenes: each batch is ``generate_scene_batch
 resume / rollback repeat exactly what an uninterrupted run saw; each rank of a
 ``torchrun`` job draws its own share of the global batch. With a curriculum, a
 ``replay[stage]`` share of every batch is drawn at the sizes of earlier stages
-(each earlier stage equally likely), as the cached sampler does. The batches are padded
-(``build_graph_batch``): their shapes depend on the scene sizes and batch size only (with a curriculum's
-replay, also on how many scenes of each earlier stage the step drew).
+(each earlier stage equally likely), as the cached sampler does. With ``data.fresh_sizes`` every step's
+scenes have one size drawn from the list (by (seed, step)), as many of them as hold the nodes of
+``hardware.batch_size`` scenes of ``data.n_uav``: training sees large scenes, their truncated candidate lists
+and arena borders far away, at the cost of small ones. The batches are padded (``build_graph_batch``): their
+shapes depend on the scene sizes and batch size only (one shape per size; with a curriculum's replay, also on
+how many scenes of each earlier stage the step drew).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch_geometric.data import Batch
 
@@ -23,7 +27,7 @@ from uavgnn.data.stages import stage_batch_size
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.randomness import stream
+from uavgnn.randomness import stream, stream_seed
 
 GRAPH_KEYS = ("x", "node_type", "need", "cand_attr", "cand_rank", "cand_target", "cand_valid", "uu_attr", "n_uav")
 
@@ -62,7 +66,19 @@ class FreshScenes:
         scenes = generate_scene_batch(self.dist, n_uav, count, generator, self.device)
         return build_graph_batch(scenes, self.cfg.data.k_max, self.cfg.data.uav_neighbours)
 
+    def n_uav_of(self, step: int, stage: int) -> int:
+        """UAVs per scene of step ``step``: one of ``data.fresh_sizes`` drawn by (seed, step), else the stage's."""
+        sizes = self.cfg.data.fresh_sizes
+        if not sizes:
+            return self.sizes[stage]
+        return int(sizes[int(np.random.default_rng(stream_seed(self.cfg.seed, "fresh_size", step)).integers(len(sizes)))])
+
     def next(self, step: int, stage: int, batch_size: int) -> Batch:
+        if self.cfg.data.fresh_sizes:  # one size per step, at the nodes of batch_size scenes of data.n_uav
+            n_uav, n_base = self.n_uav_of(step, stage), self.cfg.data.n_uav
+            nodes = batch_size * (n_base + self.dist.n_targets(n_base))
+            count = max(1, nodes // (n_uav + self.dist.n_targets(n_uav)) // self.ctx.world_size)
+            return self._graphs(n_uav, count, stream(self.cfg.seed, "fresh_scenes", step, self.ctx.rank, self.device))
         cur = self.cfg.curriculum
         n_stage = self.sizes[stage]
         if cur.name != "none":

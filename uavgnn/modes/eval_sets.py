@@ -137,7 +137,7 @@ class SetScorer:
         cfg = self.cfg
         return compare_on_split(self.model, store, cfg.eval.decoder, self.graph, self.graph.k(n_uav), self.device,
                                 amp_dtype(cfg, self.device), cfg.eval.samples, cfg.eval.repair, cfg.eval.guided_keep,
-                                cfg.eval.milp_time_limit)[0]
+                                cfg.eval.milp_time_limit, cfg.eval.best_of)[0]
 
     def score(self, task: dict[str, Any], n_uav: int) -> tuple[list[dict], str]:
         """Every method on the fixed-seed test split of ``task`` at ``n_uav`` UAVs (built and labelled once,

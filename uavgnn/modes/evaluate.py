@@ -21,8 +21,9 @@ of the task the model was trained on (``in-distribution``) and every
 training task) are solved by every method; ``transfer.json["shifts"]`` gives each
 set's gaps, whether the model beats greedy, and its gap minus the in-distribution
 gap (``shift_cost``; the acceptance asks <= 0.02). Writes ``transfer.json``,
-``eval.json`` (the rows), ``transfer.png`` and ``shifts.png``, and logs the tables
-and the pictures to the configured dashboard.
+``eval.json`` (the rows), ``transfer.png``, ``shifts.png`` and ``frontier.png`` (gap against time per
+scene, every method, one panel per scale: with the ``sampled (best of eval.best_of)`` row, the quality each
+method buys with its time), and logs the tables and the pictures to the configured dashboard.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.loggers import publish
 from uavgnn.modes.eval_sets import SetScorer
 from uavgnn.modes.evaluate_env import run_env_eval
-from uavgnn.plots import plot_shifts, plot_transfer
+from uavgnn.plots import plot_frontier, plot_shifts, plot_transfer
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import format_table, write_json
 from uavgnn.runtime import prepare_device
@@ -110,14 +111,15 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     write_json(out_dir / "transfer.json", report)
     write_json(out_dir / "eval.json", rows + shifts)
     plot_transfer(rows, train_size, out_dir / "transfer.png")
-    pictures = {"eval/transfer_plot": out_dir / "transfer.png"}
+    plot_frontier(rows, out_dir / "frontier.png")
+    pictures = {"eval/transfer_plot": out_dir / "transfer.png", "eval/frontier_plot": out_dir / "frontier.png"}
     if summary:
         plot_shifts(summary, train_size, out_dir / "shifts.png")
         pictures["eval/shifts_plot"] = out_dir / "shifts.png"
     headline = {f"transfer_ratio/{t['positions']}/{t['n_uav']}": t["transfer_ratio"] for t in transfer}
     headline.update({f"shift_gap/{t['test_set']}": t["model_gap"] for t in summary})
     publish(cfg, out_dir, {"eval/methods": rows, "eval/transfer": transfer, "eval/shifts": summary}, pictures, headline)
-    echo(f"results in {out_dir} (transfer.json, transfer.png{', shifts.png' if summary else ''})")
+    echo(f"results in {out_dir} (transfer.json, transfer.png, frontier.png{', shifts.png' if summary else ''})")
     return report
 
 

@@ -21,11 +21,12 @@ TABLE_KEYS = ("reward", "completion_score", "efficiency", "optimality_gap", "inf
 
 def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: GraphSettings, k: int,
                      device: torch.device, amp_dtype: torch.dtype | None = None, samples: int = 16,
-                     repair: bool = False, guided_keep: int = 0, time_limit: float = 60.0
+                     repair: bool = False, guided_keep: int = 0, time_limit: float = 60.0, best_of: int = 0
                      ) -> tuple[list[dict], Evaluation]:
     """One row per method: mean metrics over the split's scenes and time per scene (s). ``graph``: the
     model's graph settings; ``guided_keep`` > 0 adds the model-guided MILP (``solve_guided``, each UAV's
-    ``guided_keep`` most likely targets, ``time_limit`` seconds).
+    ``guided_keep`` most likely targets, ``time_limit`` seconds); ``best_of`` > 1 adds the best, by the true
+    reward, of that many decodes of the perturbed policy (the ``sample`` decoder's; not when it is ``decoder``).
 
     The model's time is graph build + forward + decode; the MILP's is the
     label solve. Gaps are measured against the MILP only where it proved
@@ -43,9 +44,11 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
     result = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples, repair=repair,
                             reference=optimum)
     n = len(scenes)
-    rows = [{"method": f"model ({decoder}{' + repair' if repair else ''})", **_means(result.metrics),
-             "time_s": (build_s + result.forward_s + result.decode_s) / n, "build_s": build_s / n,
-             "forward_s": result.forward_s / n, "decode_s": result.decode_s / n}]
+    rows = [{"method": f"model ({decoder}{' + repair' if repair else ''})", **_model_row(result, build_s, n)}]
+    if best_of > 1 and decoder != "sample":
+        sampled = evaluate_model(model, store, "sample", k, device, amp_dtype=amp_dtype, samples=best_of,
+                                 reference=optimum)
+        rows.append({"method": f"sampled (best of {best_of})", **_model_row(sampled, build_s, n)})
     if guided_keep > 0:
         guided = [solve_guided(model, s, graph, guided_keep, time_limit, device, amp_dtype)[0] for s in scenes]
         metrics = assignment_metrics(scenes, [r.assignment for r in guided], optimum)
@@ -68,6 +71,12 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
         row["reference_optimal"] = f"{int(proven.sum())}/{n}"
     rows[0]["note"] = f"build {build_s / n * 1e3:.2f} ms + forward {result.forward_s / n * 1e3:.2f} ms + decode {result.decode_s / n * 1e3:.2f} ms per scene"
     return rows, result
+
+
+def _model_row(result: Evaluation, build_s: float, n: int) -> dict[str, float]:
+    """A decoded policy's row: its means, and its time per scene split into graph build, forward and decode."""
+    return {**_means(result.metrics), "time_s": (build_s + result.forward_s + result.decode_s) / n,
+            "build_s": build_s / n, "forward_s": result.forward_s / n, "decode_s": result.decode_s / n}
 
 
 def _means(metrics: dict[str, np.ndarray]) -> dict[str, float]:

@@ -20,16 +20,17 @@ class Optimisers:
     ``grad_clip``); stepped together under one gradient scaler."""
 
     def __init__(self, networks: list[Network], lr: float, weight_decay: float, grad_clip: float) -> None:
-        self.networks, self.lr = networks, lr
+        self.networks = networks
         self.clips = [grad_clip if net.grad_clip is None else net.grad_clip for net in networks]
         self.adamw = [torch.optim.AdamW(net.params, lr=lr * net.lr_scale, weight_decay=weight_decay, fused=True)
                       for net in networks]
 
-    def set_lr(self, factor: float) -> None:
-        """Every network at ``train.lr`` x its own scale x ``factor`` (schedule, curriculum, rollbacks)."""
+    def set_lr(self, lr: float, factor: float) -> None:
+        """Every network at ``lr`` (the phase's peak LR) x its own scale x ``factor`` (schedule, curriculum,
+        rollbacks)."""
         for net, adamw in zip(self.networks, self.adamw):
             for group in adamw.param_groups:
-                group["lr"] = self.lr * net.lr_scale * factor
+                group["lr"] = lr * net.lr_scale * factor
 
     def zero_grad(self) -> None:
         for adamw in self.adamw:

@@ -35,8 +35,8 @@ from torch.optim.swa_utils import AveragedModel
 from uavgnn import distributed
 from uavgnn.algorithms import describe, make_algorithm
 from uavgnn.algorithms.base import AlgorithmStep, step_loss
-from uavgnn.checkpoints import (BEST, LAST, load_checkpoint, load_part, load_weights, rng_state, save_checkpoint,
-                                save_part, set_rng_state, weights_norm, weights_problem)
+from uavgnn.checkpoints import (BEST, LAST, load_checkpoint, load_part, load_weights, rank_data_path, rng_state,
+                                save_checkpoint, save_part, set_rng_state, weights_norm, weights_problem)
 from uavgnn.console import echo, progress
 from uavgnn.errors import CheckpointError, Interrupted
 from uavgnn.loggers import MetricLogger
@@ -46,8 +46,8 @@ from uavgnn.training.batch_size import resolve_batch_size
 from uavgnn.training.curriculum import CurriculumState, curriculum_step
 from uavgnn.training.ema import update_moving_average
 from uavgnn.training.optimisers import Optimisers
+from uavgnn.training.phases import Phases, phase_lr
 from uavgnn.training.recovery import Recovery
-from uavgnn.training.schedule import lr_factor
 from uavgnn.training.state import TrainResult, TrainState
 from uavgnn.training.step_stats import HOST_KEYS, StepStats
 from uavgnn.training.stop import StopRequest
@@ -63,7 +63,7 @@ class StepDone:
     stopping: bool  # a signal asked the run to stop (agreed by every rank)
 
 
-class Trainer(Recovery):
+class Trainer(Recovery, Phases):
     """Owns the loop and everything algorithms share; ``fit()`` trains to ``train.steps``."""
 
     def __init__(self, cfg, out_dir: Path, resume_from: Path | None = None) -> None:
@@ -81,6 +81,8 @@ class Trainer(Recovery):
             self.algorithm.initialize(self.model)
         self.work = self.algorithm.workload(self.model)  # the data side: scene graphs, experience, trajectories
         self.cadence, self.score, self.sizes = self.algorithm.cadence(), self.algorithm.score, self.work.sizes
+        self.phases = self.algorithm.phases()
+        self.phase_starts = {phase.start: phase for phase in self.phases[1:]}  # each restarts from best.pt
         self.optimisers = Optimisers(self.algorithm.networks(self.model), cfg.train.lr, cfg.train.weight_decay,
                                      cfg.train.grad_clip)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.dtype == torch.float16)
@@ -136,7 +138,8 @@ class Trainer(Recovery):
                 tick = time.perf_counter()
                 if done is None:  # out of memory: the same step again with half the batch
                     continue
-                step, stopping, at_end = self.state.step, done.stopping, self.state.step == cfg.train.steps
+                step, stopping = self.state.step, done.stopping
+                at_end = step == cfg.train.steps or step in self.phase_starts  # the run's or a phase's end
                 log_now = step % cfg.train.log_every == 0 or at_end
                 eval_now = step % cfg.train.eval_every == 0 or at_end
                 save_now = stopping or step % cfg.train.ckpt_every == 0 or at_end
@@ -171,12 +174,14 @@ class Trainer(Recovery):
         """One optimiser step, its loss and stats left on the device for the next read; None when a CUDA
         out-of-memory error made it try again with half the batch."""
         cfg, state = self.cfg, self.state
+        if state.step in self.phase_starts:
+            self.start_phase(self.phase_starts[state.step])
         if self.cadence.updates and state.step % self.cadence.updates == 0:  # the algorithm's rhythm
             self.work.collect(state.step)
         batch = self.work.batch(state.step, self.cur.stage, state.batch_size)
         got_batch = time.perf_counter()
-        self.optimisers.set_lr(state.lr_scale * lr_factor(state.step, cfg.train.steps, cfg.train.warmup_steps,
-                                                          cfg.train.schedule))
+        lr, factor = phase_lr(self.phases, state.step, cfg.train.schedule)
+        self.optimisers.set_lr(lr, state.lr_scale * factor)
         try:
             out = self.algorithm_step(batch)
         except torch.cuda.OutOfMemoryError as err:
@@ -336,11 +341,6 @@ class Trainer(Recovery):
         self.window = {**dict.fromkeys(WINDOW, 0.0), **ckpt.get("window", {})}
         self.window["steps"] = self.window["steps"] or self.window["n"]  # before issue 32: every step was applied
         self.unread = StepStats(self.device, self.window)
-
-
-def rank_data_path(path: Path, rank: int) -> Path:
-    """Where rank ``rank`` > 0 keeps its workload state beside ``last.pt`` (rank 0's is inside it)."""
-    return path.with_name(f"{path.stem}.rank{rank}.data.pt")
 
 
 def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
