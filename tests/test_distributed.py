@@ -209,6 +209,19 @@ def test_on_policy_algorithms_under_torchrun_collect_their_own_episodes(tmp_path
     assert [row["step"] for row in history(run) if "train/loss" in row] == [2, 4]
 
 
+@pytest.mark.heavy  # ~20 s
+def test_the_main_jobs_two_phases_under_torchrun(tmp_path) -> None:
+    """Both ranks start REINFORCE from rank 0's best.pt (broadcast, not read by each rank) and train on."""
+    run = tmp_path / "phases"
+    torchrun(*DEBUG, f"data.cache_dir={tmp_path / 'cache'}", "algorithm=imitation_reinforce", "data.source=generated",
+             "algorithm.imitation_steps=6", "train.steps=12", "train.warmup_steps=0", "logger=jsonl",
+             f"hydra.run.dir={run}", cwd=tmp_path)
+    rows = history(run)
+    assert [r["step"] for r in rows if r.get("event") == "phase reinforce"] == [6]
+    assert {r["step"] for r in rows if "train/acc" in r} <= set(range(7)) and any("train/advantage" in r for r in rows)
+    assert torch.load(run / "last.pt", weights_only=True)["state"]["step"] == 12
+
+
 @pytest.mark.heavy  # two jobs of two DDP processes each: ~1 min on 2 cores
 def test_a_submitit_sweep_whose_jobs_are_two_process_ddp_runs(tmp_path) -> None:
     sweep = tmp_path / "sweep"

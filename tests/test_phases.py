@@ -74,7 +74,7 @@ def test_a_run_stopped_at_the_phase_boundary_resumes_exactly(tmp_path) -> None:
     (["algorithm.imitation_steps=30"], "algorithm.imitation_steps=30 must be at most train.steps=20"),
     (["algorithm.init_from=ckpt"], "algorithm.imitation_steps=4 with algorithm.init_from: the run trains its "
                                    "starting policy itself"),
-    (["data.fresh_sizes=[16,64]", "data.source=cache"], "data.fresh_sizes=[16, 64]: positive scene sizes for "
+    (["data.fresh_sizes=[16,64]", "data.source=cache"], "data.fresh_sizes=[16, 64]: scene sizes for "
                                                          "data.source=generated without a curriculum"),
     (["task.generator=mypkg.draw"], "data.source=generated with task.generator=mypkg.draw: fresh scenes come "
                                     "from the built-in generators"),

@@ -102,6 +102,7 @@ RANGES: dict[str, Range] = {
     "eval.scales": AT_LEAST_1, "eval.max_total_uavs": AT_LEAST_1, "eval.samples": AT_LEAST_1,
     "eval.episodes": AT_LEAST_1, "eval.milp_time_limit": POSITIVE, "eval.guided_keep": NON_NEGATIVE,
     "eval.best_of": NON_NEGATIVE,
+    "data.fresh_sizes": AT_LEAST_1,
     "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE, "solve.guided_keep": AT_LEAST_1,
     "logger.init_timeout": POSITIVE, "optim.dense_max_nodes": NON_NEGATIVE,
 }
@@ -171,10 +172,10 @@ def validate(cfg) -> None:
         raise ConfigError(f"optim.checkpoint_layers={list(layers)} must index the model's "
                           f"{cfg.model.layers} layers (0..{cfg.model.layers - 1})")
     sizes = list(cfg.data.fresh_sizes)
-    if sizes and (cfg.data.source != "generated" or cfg.curriculum.name != "none" or min(sizes) < 1):
-        raise ConfigError(f"data.fresh_sizes={sizes}: positive scene sizes for data.source=generated without a "
-                          f"curriculum (here data.source={cfg.data.source}, curriculum={cfg.curriculum.name}): fresh "
-                          "scenes are drawn at any size, a cached split or a curriculum stage has one")
+    if sizes and (cfg.data.source != "generated" or cfg.curriculum.name != "none"):
+        raise ConfigError(f"data.fresh_sizes={sizes}: scene sizes for data.source=generated without a curriculum "
+                          f"(here data.source={cfg.data.source}, curriculum={cfg.curriculum.name}): fresh scenes are "
+                          "drawn at any size, a cached split or a curriculum stage has one")
     cur = cfg.curriculum
     if cur.name != "none":
         if list(cur.stages) != sorted(set(cur.stages)) or min(cur.stages) < 1 or cur.stages[-1] != cfg.data.n_uav:
