@@ -12,8 +12,6 @@ the run has had.
 
 from __future__ import annotations
 
-import logging
-
 import torch
 
 from uavgnn import distributed
@@ -23,8 +21,6 @@ from uavgnn.console import echo
 from uavgnn.training.optimisers import Optimisers
 from uavgnn.training.schedule import lr_factor
 from uavgnn.training.step_stats import StepStats
-
-log = logging.getLogger(__name__)
 
 
 def phase_at(phases: list[Phase], step: int) -> Phase:
