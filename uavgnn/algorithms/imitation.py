@@ -29,5 +29,5 @@ class Imitation(ScenePolicy):
     config = ImitationConfig
 
     def training_step(self, model: nn.Module, batch: Batch, draws: None) -> StepOutput:
-        loss, acc, covered = batch_imitation_loss(model, batch, self.dense_max_nodes)
+        loss, acc, covered = batch_imitation_loss(model, batch, self.dense_max_nodes, self.greedy_rounds)
         return StepOutput(loss, {"acc": acc}, covered)

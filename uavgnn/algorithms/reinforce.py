@@ -40,6 +40,8 @@ and then drifts (measured in BENCHMARKS.md): best.pt keeps the best policy,
 and ``imitation_weight`` keeps the MILP's labels in the loss as an anchor.
 Rewards are computed from the batch's own tensors on the device (need, value
 per slot and travel cost per candidate are graph features), without the scenes.
+A refining model (``model.refine_rounds``) is trained on every round's policy,
+each against its own greedy rollout (``uavgnn.inference.refinement``).
 The data, validation and test phase are those of every assignment policy
 (``scene_policy.py``); with ``imitation_weight=0`` it trains on fresh,
 unlabelled scenes too (``data.source=generated``).
@@ -59,8 +61,8 @@ from uavgnn.algorithms.base import Phase, StepOutput
 from uavgnn.algorithms.scene_policy import SceneWorkload, ScenePolicy, ScenePolicyConfig, batch_imitation_loss
 from uavgnn.decoders import argmax_decode, fixed_round_greedy, greedy_decode, gumbel_noise
 from uavgnn.errors import ConfigError
+from uavgnn.inference.refinement import policy_rounds
 from uavgnn.models.choices import choice_log_probs, imitation_loss, policy_entropy
-from uavgnn.models.policy import policy_log_probs
 from uavgnn.problem.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE, kept_size, unsquash
 from uavgnn.randomness import stream
 from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
@@ -140,7 +142,6 @@ class ReinforceConfig(ScenePolicyConfig):
     baseline: str = "greedy"  # greedy: the greedy decode's J | mean: the mean J of the scene's other samples (POMO)
     entropy_coef: float = ranged(0.01, NON_NEGATIVE)  # entropy bonus (per UAV, nats): 2.2% vs 3.8% test gap without
     temperature: float = ranged(1.0, POSITIVE)  # rollouts from pi^(1/T) renormalised per UAV (T < 1: nearer greedy)
-    greedy_rounds: int = ranged(48, AT_LEAST_1)  # optim.sync_free: the greedy baseline's rounds (35 needed at 256 UAVs)
     imitation_steps: int = ranged(0, NON_NEGATIVE)  # first imitate the MILP labels this many steps, in this run
     imitation_lr: float = ranged(3e-3, POSITIVE)  # the imitation phase's peak LR (train.lr is REINFORCE's)
     imitation_warmup: int = ranged(50, NON_NEGATIVE)  # the imitation phase's LR warmup steps
@@ -155,19 +156,36 @@ def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Ge
     at ``temperature`` (the defaults: plain REINFORCE against the greedy rollout), with the noise ``draws``
     (``rollout_noise``'s, or drawn here from a generator); with ``greedy_rounds`` the
     greedy rollout is decoded in that many fixed-shape rounds (``fixed_round_greedy``: no host sync), otherwise
-    by ``greedy_decode``'s loop; ``dense_max_nodes``: see ``policy_log_probs``.
+    by ``greedy_decode``'s loop; ``dense_max_nodes``: see ``policy_log_probs``. A refining model's loss is
+    summed over its rounds (``policy_rounds``), each against its own greedy rollout, with the same noise.
 
-    stats: ``advantage`` (mean of the sampled rollouts' reward minus the greedy one, per unit of scene
-    value), ``better`` (share of sampled rollouts beating greedy), ``greedy_reward`` (greedy J per unit
-    of scene value), ``entropy`` (mean per-UAV policy entropy, nats); with ``greedy_rounds``, ``greedy_converged``
-    (1 when the greedy rollout reached its fixed point within them; an unconverged one still makes an unbiased
-    baseline, as any baseline the samples do not depend on, but is not exactly what would be deployed). With
-    ``imitation_weight`` > 0 the NLL of the MILP's labels is added, keeping the policy near the exact solver's
-    choices while it is tuned on J.
+    stats (of the last round): ``advantage`` (mean of the sampled rollouts' reward minus the greedy one, per
+    unit of scene value), ``better`` (share of sampled rollouts beating greedy), ``greedy_reward`` (greedy J per
+    unit of scene value), ``entropy`` (mean per-UAV policy entropy, nats); with ``greedy_rounds``,
+    ``greedy_converged`` (1 when the greedy rollout reached its fixed point within them; an unconverged one still
+    makes an unbiased baseline, as any baseline the samples do not depend on, but is not exactly what would be
+    deployed). With ``imitation_weight`` > 0 the NLL of the MILP's labels is added, keeping the policy near the
+    exact solver's choices while it is tuned on J.
     """
     if samples < 2:
         raise ValueError(f"algorithm.samples={samples}: REINFORCE needs the greedy rollout and at least one sample")
-    cand_logp, idle_logp, keep = policy_log_probs(model, batch, batch.k, dense_max_nodes=dense_max_nodes)
+    policies = policy_rounds(model, batch, batch.k, dense_max_nodes=dense_max_nodes, greedy_rounds=greedy_rounds)
+    keep = policies[-1][2]
+    if not isinstance(draws, tuple):
+        draws = rollout_noise(draws, samples - 1, keep.numel(), batch.num_nodes, keep.device)
+    total = None
+    for policy in policies:
+        loss, stats, n_uav = rollout_loss(batch, policy, samples, draws, imitation_weight, baseline, entropy_coef,
+                                          temperature, greedy_rounds)
+        total = loss if total is None else total + loss
+    return total, stats, n_uav
+
+
+def rollout_loss(batch: Batch, policy: tuple[torch.Tensor, torch.Tensor, torch.Tensor], samples: int, draws: Noise,
+                 imitation_weight: float, baseline: str, entropy_coef: float, temperature: float,
+                 greedy_rounds: int | None) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+    """``reinforce_loss`` of one policy (``policy_log_probs``'s triple)."""
+    cand_logp, idle_logp, keep = policy
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
     if greedy_rounds is None:
         greedy, converged = greedy_decode(cand_logp.detach(), cand_uav, cand_target, batch.need), None
@@ -177,8 +195,6 @@ def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Ge
     sample_cand, sample_idle = cand_logp, idle_logp  # the sampling policy: pi, or pi^(1/T) renormalised
     if temperature != 1.0:
         sample_cand, sample_idle = choice_log_probs(cand_logp / temperature, idle_logp / temperature, cand_uav)
-    if not isinstance(draws, tuple):
-        draws = rollout_noise(draws, samples - 1, cand_uav.numel(), batch.num_nodes, cand_logp.device)
     choice = torch.cat([greedy[None], policy_samples(batch, sample_cand, sample_idle, keep, samples - 1, draws)])
     reward, total_value = rollout_rewards(batch, keep, choice)
     scale = total_value.clamp(min=1e-6)
@@ -227,7 +243,7 @@ class Reinforce(ScenePolicy):
         self.loss_options = dict(samples=int(alg.samples), imitation_weight=float(alg.imitation_weight),
                                  baseline=str(alg.baseline), entropy_coef=float(alg.entropy_coef),
                                  temperature=float(alg.temperature), dense_max_nodes=self.dense_max_nodes,
-                                 greedy_rounds=int(alg.greedy_rounds) if cfg.optim.sync_free else None)
+                                 greedy_rounds=self.greedy_rounds)
 
     @classmethod
     def without_labels(cls, cfg: Any) -> str | None:
@@ -286,7 +302,7 @@ class Reinforce(ScenePolicy):
 
     def training_step(self, model: nn.Module, batch: Batch, draws: Noise | torch.Generator | None) -> StepOutput:
         if draws is None:  # the imitation phase (see ``draws``)
-            loss, acc, covered = batch_imitation_loss(model, batch, self.dense_max_nodes)
+            loss, acc, covered = batch_imitation_loss(model, batch, self.dense_max_nodes, self.greedy_rounds)
             return StepOutput(loss, {"acc": acc}, covered)
         loss, stats, n_uav = reinforce_loss(model, batch, draws=draws, **self.loss_options)
         return StepOutput(loss, stats, n_uav)

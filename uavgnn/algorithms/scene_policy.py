@@ -37,9 +37,9 @@ from uavgnn.data.batches import BatchSource, jittered_k
 from uavgnn.data.fresh_scenes import FreshScenes
 from uavgnn.data.splits import load_split
 from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.inference.refinement import policy_rounds
 from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.models.choices import imitation_loss
-from uavgnn.models.policy import policy_log_probs
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.plots import plot_assignments
 from uavgnn.problem.graphs import FEATURE_SET, GraphSettings, with_budget
@@ -48,6 +48,7 @@ from uavgnn.report import count, format_table
 from uavgnn.runtime import amp_dtype
 from uavgnn.scoring.methods import compare_on_split
 from uavgnn.scoring.policy import evaluate_model
+from uavgnn.validation import AT_LEAST_1, ranged
 
 log = logging.getLogger(__name__)
 PRODUCT = "assignment policy"
@@ -56,6 +57,9 @@ PRODUCT = "assignment policy"
 @dataclass
 class ScenePolicyConfig(AlgorithmConfig):
     init_from: Optional[str] = None  # checkpoint whose policy starts training (same model config), e.g. to fine-tune
+    # optim.sync_free: the rounds of a greedy decode in a step (REINFORCE's baseline, between refinement rounds;
+    # 35 needed at 256 UAVs)
+    greedy_rounds: int = ranged(48, AT_LEAST_1)
 
 
 class ScenePolicy(Algorithm):
@@ -72,6 +76,7 @@ class ScenePolicy(Algorithm):
         super().__init__(cfg, device)
         # read once here: an OmegaConf lookup inside a compiled step breaks its graph
         self.dense_max_nodes = int(cfg.optim.dense_max_nodes)
+        self.greedy_rounds = int(cfg.algorithm.greedy_rounds) if cfg.optim.sync_free else None
 
     @classmethod
     def without_labels(cls, cfg: Any) -> str | None:
@@ -239,13 +244,19 @@ class Budgeted:
         return with_budget(self.items.gather(ids), self.k)
 
 
-def batch_imitation_loss(model: nn.Module, batch: Batch, dense_max_nodes: int = 0
+def batch_imitation_loss(model: nn.Module, batch: Batch, dense_max_nodes: int = 0, greedy_rounds: int | None = None
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(NLL of the MILP's choices, accuracy, covered UAVs) of a labelled batch at its candidate budget
-    (``dense_max_nodes``: see ``policy_log_probs``)."""
-    cand_logp, idle_logp, keep = policy_log_probs(model, batch, batch.k, dense_max_nodes=dense_max_nodes)
-    return imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep], batch.busy,
-                          batch.node_type == 0)
+    (``dense_max_nodes``, ``greedy_rounds``: see ``policy_rounds``), the accuracy of the model's last round; a
+    refining model's NLL is summed over its rounds: each learns to decide well from the one before."""
+    losses = [imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep], batch.busy,
+                             batch.node_type == 0)
+              for cand_logp, idle_logp, keep in policy_rounds(model, batch, batch.k, dense_max_nodes=dense_max_nodes,
+                                                              greedy_rounds=greedy_rounds)]
+    nll = losses[0][0]
+    for later in losses[1:]:
+        nll = nll + later[0]
+    return nll, losses[-1][1], losses[-1][2]
 
 
 def first_difference(ours: list[np.ndarray], reference: list[np.ndarray]) -> int | None:
@@ -290,10 +301,14 @@ def load_initial_policy(model: TransformerGNN, path: str, model_cfg: Any, device
     stored = ckpt["config"]["model"]
     differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored.get(key)})"
               for key in ("hidden", "heads", "layers", "ffn_mult") if stored.get(key) != model_cfg[key]]
+    if stored.get("refine_rounds", 0) and not model_cfg.get("refine_rounds", 0):  # plain -> refining is fine
+        differ.append(f"model.refine_rounds=0 (checkpoint: {stored['refine_rounds']})")
     if differ:
         raise ConfigError(f"algorithm.init_from={path} was trained with another architecture: {', '.join(differ)}; "
                           f"use model={stored.get('name')}")
-    load_weights(model, ckpt["policy"], path, describe(ckpt["config"]))
+    # a refining model may start from a plain policy: its assignment input starts at zero, as the plain model
+    fresh = {key: value for key, value in model.state_dict().items() if key.startswith("assignment_encoder.")}
+    load_weights(model, {**fresh, **ckpt["policy"]}, path, describe(ckpt["config"]))
     log.info("algorithm.init_from: starting from the policy of %s", path)
 
 

@@ -11,7 +11,7 @@ from torch_geometric.data import Batch
 
 from uavgnn.decoders import decode
 from uavgnn.models import TransformerGNN
-from uavgnn.models.policy import policy_log_probs
+from uavgnn.inference.refinement import refined_log_probs
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import reward
 from uavgnn.problem.scenes import Scene
@@ -88,8 +88,8 @@ def score_scene(model: TransformerGNN, scene: Scene, graph: GraphSettings, devic
     batch = Batch.from_data_list([data]).to(device)
     built = time.perf_counter()
     with autocast(device, amp_dtype):
-        cand_logp, idle_logp, keep = policy_log_probs(model.eval(), batch, graph.k(scene.n_uav),
-                                                      max_edges=CHUNK_EDGES)
+        cand_logp, idle_logp, keep = refined_log_probs(model.eval(), batch, graph.k(scene.n_uav),
+                                                       max_edges=CHUNK_EDGES)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return SceneScores(scene, batch, cand_logp.float(), idle_logp.float(), keep, uav_order, target_order,

@@ -11,15 +11,16 @@ from uavgnn.models.transformer_gnn import dense_scenes
 from uavgnn.problem.graphs import message_edges
 
 
-def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None, dense_max_nodes: int = 0
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None, dense_max_nodes: int = 0,
+                     assignment: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Candidate and idle log-probabilities of a batch at candidate budget ``k``, plus the kept candidates'
     indices; padding candidates (``cand_valid`` False) get probability 0.
 
     A batch whose scenes have at most ``dense_max_nodes`` nodes (``batch.max_nodes``, known on the host)
     attends by dense masked matmuls (``dense_scenes``: fixed shapes, no host sync, the same result); otherwise
     PyG's sparse path runs, leaving a padded batch's padding edges out (a host sync on a GPU). With
-    ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded memory."""
+    ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded memory. ``assignment``:
+    a refinement round's input (``uavgnn.inference.refinement``)."""
     edge_index, edge_attr, keep, edge_valid = message_edges(batch, k)
     dense, size = None, getattr(batch, "max_nodes", None)
     if size is not None and size <= dense_max_nodes:
@@ -28,9 +29,10 @@ def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | No
         edge_index, edge_attr = edge_index[:, edge_valid], edge_attr[edge_valid]
     args = (batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
     if max_edges is not None and edge_index.shape[1] > max_edges:
-        cand_logit, idle_logit = model.forward_chunked(*args, max_edges=max_edges)
+        cand_logit, idle_logit = model.forward_chunked(*args, max_edges=max_edges, assignment=assignment)
     else:
-        cand_logit, idle_logit = model(*args) if dense is None else model(*args, dense=dense)
+        given = {"dense": dense, "assignment": assignment}  # passed only when set: a plain forward(*args) works
+        cand_logit, idle_logit = model(*args, **{key: value for key, value in given.items() if value is not None})
     if edge_valid is not None:  # its first entries: the kept candidates' own (message_edges' order)
         cand_logit = cand_logit.masked_fill(~edge_valid[:keep.numel()], float("-inf"))
     cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, batch.cand_index[0, keep])

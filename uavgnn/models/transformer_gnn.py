@@ -3,7 +3,10 @@
 Per-type node encoders; L pre-norm layers of PyG ``TransformerConv`` with edge
 features (residual + FFN), each optionally under gradient checkpointing; an
 edge scorer giving one logit per candidate UAV->target edge and an idle logit
-per UAV. Every UAV of every graph in the batch is decided in one pass.
+per UAV. Every UAV of every graph in the batch is decided in one pass. A model
+with ``refine_rounds`` R > 0 also reads an assignment (``assignment_features``
+of the previous round's decode) through a zero-initialised linear map added to
+the node embeddings (``uavgnn.inference.refinement`` runs the R + 1 rounds).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import TransformerConv
 
-from uavgnn.problem.graphs import EDGE_DIM, NODE_DIM
+from uavgnn.problem.graphs import ASSIGNMENT_DIM, EDGE_DIM, NODE_DIM
 
 
 def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.GELU) -> nn.Sequential:
@@ -109,17 +112,24 @@ class TransformerGNN(nn.Module):
     """Scores (candidate edge logits (C,), idle logits (num_nodes,)) for a batch of scene graphs.
 
     ``checkpoint_layers`` lists the layer indices run under ``torch.utils.checkpoint``
-    (activation memory traded for recomputation in backward).
+    (activation memory traded for recomputation in backward); ``refine_rounds``: see the module docstring
+    (zero-initialised, so a refining model starts as the plain one and can start from its weights).
     """
 
     def __init__(self, hidden: int = 64, heads: int = 2, layers: int = 2, dropout: float = 0.0, ffn_mult: int = 2,
-                 checkpoint_layers: Sequence[int] = ()) -> None:
+                 checkpoint_layers: Sequence[int] = (), refine_rounds: int = 0) -> None:
         super().__init__()
-        if min(hidden, heads, layers, ffn_mult) < 1:
-            raise ValueError(f"model: hidden, heads, layers and ffn_mult must be >= 1, got "
-                             f"hidden={hidden}, heads={heads}, layers={layers}, ffn_mult={ffn_mult}")
+        if min(hidden, heads, layers, ffn_mult) < 1 or refine_rounds < 0:
+            raise ValueError(f"model: hidden, heads, layers and ffn_mult must be >= 1 and refine_rounds >= 0, got "
+                             f"hidden={hidden}, heads={heads}, layers={layers}, ffn_mult={ffn_mult}, "
+                             f"refine_rounds={refine_rounds}")
         self.uav_encoder = mlp([NODE_DIM, hidden, hidden])
         self.target_encoder = mlp([NODE_DIM, hidden, hidden])
+        self.refine_rounds = refine_rounds
+        if refine_rounds:
+            self.assignment_encoder = nn.Linear(ASSIGNMENT_DIM, hidden)
+            nn.init.zeros_(self.assignment_encoder.weight)
+            nn.init.zeros_(self.assignment_encoder.bias)
         self.layers = nn.ModuleList(GraphTransformerLayer(hidden, heads, dropout, ffn_mult) for _ in range(layers))
         self.checkpoint_layers = set(checkpoint_layers)
         self.final_norm = nn.LayerNorm(hidden)
@@ -128,11 +138,11 @@ class TransformerGNN(nn.Module):
         self.idle_scorer = mlp([hidden, hidden, 1])
 
     def forward(self, x: torch.Tensor, node_type: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor,
-                cand_index: torch.Tensor, cand_attr: torch.Tensor, dense: DenseScenes | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``dense``: the message graph laid out by ``dense_scenes`` (attention as dense matmuls, same result)."""
-        is_uav = (node_type == 0).unsqueeze(1)
-        h = torch.where(is_uav, self.uav_encoder(x), self.target_encoder(x))  # (num_nodes, hidden)
+                cand_index: torch.Tensor, cand_attr: torch.Tensor, dense: DenseScenes | None = None,
+                assignment: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``dense``: the message graph laid out by ``dense_scenes`` (attention as dense matmuls, same result);
+        ``assignment``: the refinement input (``assignment_features``), None in the first round."""
+        h = self.embed(x, node_type, assignment)  # (num_nodes, hidden)
         for i, layer in enumerate(self.layers):
             if i in self.checkpoint_layers and self.training and torch.is_grad_enabled():
                 h = checkpoint(layer, h, edge_index, edge_attr, dense, use_reentrant=False)
@@ -146,7 +156,8 @@ class TransformerGNN(nn.Module):
     @torch.no_grad()
     def forward_chunked(self, x: torch.Tensor, node_type: torch.Tensor, edge_index: torch.Tensor,
                         edge_attr: torch.Tensor, cand_index: torch.Tensor, cand_attr: torch.Tensor,
-                        max_edges: int = 2**20) -> tuple[torch.Tensor, torch.Tensor]:
+                        max_edges: int = 2**20, assignment: torch.Tensor | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
         """``forward`` for inference on huge scenes in bounded memory (PyG's layer-wise inference).
 
         Per-edge tensors dominate memory (several ``E x hidden`` buffers per layer), so each
@@ -155,8 +166,7 @@ class TransformerGNN(nn.Module):
         scorer runs over blocks of candidates. Every node still attends over all its edges,
         so the result equals ``forward``'s.
         """
-        is_uav = (node_type == 0).unsqueeze(1)
-        h = torch.where(is_uav, self.uav_encoder(x), self.target_encoder(x))
+        h = self.embed(x, node_type, assignment)
         order = torch.argsort(edge_index[1], stable=True)
         src, dst, attr = edge_index[0, order], edge_index[1, order], edge_attr[order]
         ptr = torch.searchsorted(dst, torch.arange(h.shape[0] + 1, device=dst.device))
@@ -181,6 +191,15 @@ class TransformerGNN(nn.Module):
             for i in range(0, cand_index.shape[1], max_edges)]) if cand_index.shape[1] else h.new_zeros(0)
         return cand_logit, self.idle_scorer(h).squeeze(1)
 
+    def embed(self, x: torch.Tensor, node_type: torch.Tensor, assignment: torch.Tensor | None) -> torch.Tensor:
+        """Each node's embedding by its type's encoder, plus the encoded assignment in a refinement round."""
+        h = torch.where((node_type == 0).unsqueeze(1), self.uav_encoder(x), self.target_encoder(x))
+        if assignment is not None:
+            if not self.refine_rounds:
+                raise ValueError("an assignment input needs a model built with refine_rounds > 0")
+            h = h + self.assignment_encoder(assignment.to(h.dtype))
+        return h
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
@@ -195,6 +214,7 @@ class TransformerGNNConfig:
     layers: int = 2  # TransformerConv layers (pre-norm, residual, FFN)
     dropout: float = 0.0  # dropout in attention and FFN
     ffn_mult: int = 2  # FFN width = ffn_mult * hidden
+    refine_rounds: int = 0  # re-decide this many times, reading the previous round's greedy assignment (0: once)
 
 
 def model_from_config(model_cfg, grad_checkpoint: bool = False,
@@ -205,4 +225,5 @@ def model_from_config(model_cfg, grad_checkpoint: bool = False,
     chosen = range(layers) if checkpoint_layers is None else [int(i) for i in checkpoint_layers]
     return TransformerGNN(hidden=int(model_cfg.hidden), heads=int(model_cfg.heads), layers=layers,
                           dropout=float(model_cfg.dropout), ffn_mult=int(model_cfg.ffn_mult),
-                          checkpoint_layers=chosen if grad_checkpoint else ())
+                          checkpoint_layers=chosen if grad_checkpoint else (),
+                          refine_rounds=int(getattr(model_cfg, "refine_rounds", 0)))  # 0: saved before it existed

@@ -60,6 +60,7 @@ COUNT_SCALE = 8.0
 LAM_SCALE = 0.1
 VALUE_COLUMN = 3  # target feature: squash(value / need, VALUE_SCALE) (rewards are computed back from it)
 COST_COLUMN = 6  # candidate feature: squash(lam * dist / (value / need), 1), travel cost per unit of slot value
+ASSIGNMENT_DIM = 3  # refinement input per node (assignment_features): [fill, complete, 1]
 
 
 def squash(x: torch.Tensor, scale: float) -> torch.Tensor:
@@ -223,6 +224,18 @@ def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torc
         valid = batch.cand_valid[kept]
         edge_valid = torch.cat([valid, valid, torch.ones_like(batch.uu_index[0], dtype=torch.bool)])
     return edge_index, edge_attr, kept, edge_valid
+
+
+def assignment_features(need: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
+    """(num_nodes, ASSIGNMENT_DIM) of an assignment, the input of a refinement round: a target node gets
+    [UAVs sent / need, complete, 1], a UAV node [sent anywhere, its target complete, 1]. ``need``: per node (0
+    on UAV nodes); ``choice``: each node's target node (-1 idle), as the decoders return it. Fixed shapes."""
+    is_target, sent = need > 0, choice >= 0
+    count = torch.zeros_like(need, dtype=torch.float).index_add_(0, choice.clamp(min=0), sent.float())
+    complete = is_target & (count >= need)
+    fill = torch.where(is_target, count / need.clamp(min=1), sent.float())
+    done = torch.where(is_target, complete, sent & complete[choice.clamp(min=0)])
+    return torch.stack([fill, done.float(), torch.ones_like(fill)], 1)
 
 
 def with_budget(batch: Data, k: int) -> Data:

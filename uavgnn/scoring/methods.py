@@ -13,6 +13,8 @@ from uavgnn.data.store import GraphStore
 from uavgnn.inference.guided import solve_guided
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
+from uavgnn.report import count
+from uavgnn.runtime import unwrap
 from uavgnn.scoring.policy import Evaluation, evaluate_model
 from uavgnn.solvers import ProblemTooLarge, solve
 
@@ -27,6 +29,8 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
     model's graph settings; ``guided_keep`` > 0 adds the model-guided MILP (``solve_guided``, each UAV's
     ``guided_keep`` most likely targets, ``time_limit`` seconds); ``best_of`` > 1 adds the best, by the true
     reward, of that many decodes of the perturbed policy (the ``sample`` decoder's; not when it is ``decoder``).
+    A refining model (``refine_rounds`` > 0) also gets an ``unrefined`` row: its first round alone, what the
+    rounds buy.
 
     The model's time is graph build + forward + decode; the MILP's is the
     label solve. Gaps are measured against the MILP only where it proved
@@ -43,8 +47,13 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
     build_s = time.perf_counter() - start
     result = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples, repair=repair,
                             reference=optimum)
-    n = len(scenes)
-    rows = [{"method": f"model ({decoder}{' + repair' if repair else ''})", **_model_row(result, build_s, n)}]
+    n, rounds = len(scenes), getattr(unwrap(model), "refine_rounds", 0)
+    refined = f", {count(rounds, 'refinement round')}" if rounds else ""
+    rows = [{"method": f"model ({decoder}{' + repair' if repair else ''}{refined})", **_model_row(result, build_s, n)}]
+    if rounds:
+        plain = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples, repair=repair,
+                               reference=optimum, rounds=0)
+        rows.append({"method": f"unrefined ({decoder})", **_model_row(plain, build_s, n)})
     if best_of > 1 and decoder != "sample":
         sampled = evaluate_model(model, store, "sample", k, device, amp_dtype=amp_dtype, samples=best_of,
                                  reference=optimum)
@@ -69,7 +78,8 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
     for row in rows:
         row.setdefault("note", "")
         row["reference_optimal"] = f"{int(proven.sum())}/{n}"
-    rows[0]["note"] = f"build {build_s / n * 1e3:.2f} ms + forward {result.forward_s / n * 1e3:.2f} ms + decode {result.decode_s / n * 1e3:.2f} ms per scene"
+    rows[0]["note"] = (f"build {build_s / n * 1e3:.2f} ms + forward {result.forward_s / n * 1e3:.2f} ms + decode "
+                      f"{result.decode_s / n * 1e3:.2f} ms per scene")
     return rows, result
 
 

@@ -12,7 +12,7 @@ from torch import nn
 from uavgnn.data.loader import InMemoryLoader
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import decode
-from uavgnn.models.policy import policy_log_probs
+from uavgnn.inference.refinement import refined_log_probs
 from uavgnn.problem.metrics import assignment_metrics
 from uavgnn.runtime import autocast, eval_mode
 
@@ -28,9 +28,10 @@ class Evaluation:
 @torch.no_grad()
 def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, device: torch.device,
                    batch_size: int = 256, amp_dtype: torch.dtype | None = None, samples: int = 16,
-                   repair: bool = False, reference: np.ndarray | None = None) -> Evaluation:
+                   repair: bool = False, reference: np.ndarray | None = None, rounds: int | None = None
+                   ) -> Evaluation:
     """Decode every scene of ``store`` and score it; ``optimality_gap`` is against ``reference`` (per scene),
-    by default the label MILP's objective."""
+    by default the label MILP's objective; ``rounds``: the refinement rounds to run (None: the model's own)."""
     assignments: list[np.ndarray] = []
     forward_s = decode_s = 0.0
     with eval_mode(model):
@@ -38,7 +39,7 @@ def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, de
             batch = batch.to(device)
             start = time.perf_counter()
             with autocast(device, amp_dtype):
-                cand_logp, idle_logp, keep = policy_log_probs(model, batch, k)
+                cand_logp, idle_logp, keep = refined_log_probs(model, batch, k, rounds=rounds)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             forward_s += time.perf_counter() - start

@@ -1,0 +1,55 @@
+"""Iterative refinement, the coordinating decoder: the model decides again, seeing what the last round decided.
+
+A UAV's choice is a softmax of its own, so in one pass two UAVs may both skip a target each would complete
+with the other (or both take one that needs only one). A model built with ``refine_rounds`` R reads an
+assignment as node features (``assignment_features``: how full each target is, whether it is complete, whether
+a UAV's target is), and this runs it R + 1 times: round 0 without an assignment, round r on the greedy decode of
+round r - 1. The last round's policy is the model's: every decoder, the guided MILP and REINFORCE's rollouts
+use it. Imitation trains every round on the MILP's labels, so each learns to correct the one before.
+The rounds are in the model, not a repair pass: the row stays purely learned.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch_geometric.data import Batch
+
+from uavgnn.decoders import fixed_round_greedy, greedy_decode
+from uavgnn.models.policy import policy_log_probs
+from uavgnn.problem.graphs import assignment_features
+from uavgnn.runtime import unwrap
+
+Policy = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # candidate and idle log-probabilities, kept candidates
+
+
+def policy_rounds(model: nn.Module, batch: Batch, k: int, rounds: int | None = None, max_edges: int | None = None,
+                  dense_max_nodes: int = 0, greedy_rounds: int | None = None, grad_every_round: bool = True
+                  ) -> list[Policy]:
+    """The policy (``policy_log_probs``) of every round, the first unrefined; ``rounds``: refinements to run
+    (None: the model's own ``refine_rounds``; 0 gives the one plain pass). Between rounds the assignment is the
+    greedy decode, by ``greedy_decode``'s loop or, with ``greedy_rounds``, in that many fixed-shape rounds
+    (``fixed_round_greedy``: no host sync). Without ``grad_every_round`` only the last round records gradients."""
+    rounds = getattr(unwrap(model), "refine_rounds", 0) if rounds is None else rounds
+    policies: list[Policy] = []
+    assignment = None
+    for r in range(rounds + 1):
+        with torch.set_grad_enabled(torch.is_grad_enabled() and (grad_every_round or r == rounds)):
+            policies.append(policy_log_probs(model, batch, k, max_edges, dense_max_nodes, assignment))
+        if r < rounds:
+            cand_logp, _, keep = policies[-1]
+            cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
+            if greedy_rounds is None:
+                choice = greedy_decode(cand_logp.detach().float(), cand_uav, cand_target, batch.need)
+            else:
+                choice = fixed_round_greedy(cand_logp.detach().float(), cand_uav, cand_target, batch.need,
+                                            batch.batch, batch.num_graphs, greedy_rounds)[0]
+            assignment = assignment_features(batch.need, choice)
+    return policies
+
+
+def refined_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None, dense_max_nodes: int = 0,
+                      greedy_rounds: int | None = None, rounds: int | None = None) -> Policy:
+    """The last round's policy (``policy_rounds``), earlier rounds without gradients: what the model decides."""
+    return policy_rounds(model, batch, k, rounds, max_edges, dense_max_nodes, greedy_rounds,
+                         grad_every_round=False)[-1]
