@@ -16,7 +16,7 @@ from torch import nn
 from torch_geometric.data import Batch
 
 from uavgnn.decoders import fixed_round_greedy, greedy_decode
-from uavgnn.models.policy import policy_log_probs
+from uavgnn.models.policy import graph_log_probs, message_graph
 from uavgnn.problem.graphs import assignment_features
 from uavgnn.runtime import unwrap
 
@@ -26,16 +26,17 @@ Policy = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # candidate and idle l
 def policy_rounds(model: nn.Module, batch: Batch, k: int, rounds: int | None = None, max_edges: int | None = None,
                   dense_max_nodes: int = 0, greedy_rounds: int | None = None, grad_every_round: bool = True
                   ) -> list[Policy]:
-    """The policy (``policy_log_probs``) of every round, the first unrefined; ``rounds``: refinements to run
-    (None: the model's own ``refine_rounds``; 0 gives the one plain pass). Between rounds the assignment is the
-    greedy decode, by ``greedy_decode``'s loop or, with ``greedy_rounds``, in that many fixed-shape rounds
-    (``fixed_round_greedy``: no host sync). Without ``grad_every_round`` only the last round records gradients."""
+    """The policy (``models.policy.policy_log_probs``) of every round, the first unrefined; ``rounds``: the
+    refinements to run (None: the model's own ``refine_rounds``; 0 gives the one plain pass). Between rounds the
+    assignment is the greedy decode, by ``greedy_decode``'s loop or, with ``greedy_rounds``, in that many
+    fixed-shape rounds (``fixed_round_greedy``: no host sync). Without ``grad_every_round`` only the last round
+    records gradients. The rounds share one ``MessageGraph``: the edges are assembled once."""
     rounds = getattr(unwrap(model), "refine_rounds", 0) if rounds is None else rounds
     policies: list[Policy] = []
-    assignment = None
+    graph, assignment = message_graph(batch, k, dense_max_nodes), None  # the rounds share the message graph
     for r in range(rounds + 1):
         with torch.set_grad_enabled(torch.is_grad_enabled() and (grad_every_round or r == rounds)):
-            policies.append(policy_log_probs(model, batch, k, max_edges, dense_max_nodes, assignment))
+            policies.append(graph_log_probs(model, batch, graph, max_edges, assignment))
         if r < rounds:
             cand_logp, _, keep = policies[-1]
             cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]

@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch_geometric.data import Batch
 
 from uavgnn.models.choices import choice_log_probs
-from uavgnn.models.transformer_gnn import dense_scenes
+from uavgnn.models.transformer_gnn import DenseScenes, dense_scenes
 from uavgnn.problem.graphs import message_edges
 
 
-def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None, dense_max_nodes: int = 0,
-                     assignment: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Candidate and idle log-probabilities of a batch at candidate budget ``k``, plus the kept candidates'
-    indices; padding candidates (``cand_valid`` False) get probability 0.
+@dataclass
+class MessageGraph:
+    """What a forward pass of a batch at one candidate budget reads, assembled once (a refining model's rounds
+    share it): the model's positional inputs, the dense layout or None, which candidates are real (padding: None
+    when all are) and the kept candidates' indices."""
 
-    A batch whose scenes have at most ``dense_max_nodes`` nodes (``batch.max_nodes``, known on the host)
-    attends by dense masked matmuls (``dense_scenes``: fixed shapes, no host sync, the same result); otherwise
-    PyG's sparse path runs, leaving a padded batch's padding edges out (a host sync on a GPU). With
-    ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded memory. ``assignment``:
-    a refinement round's input (``uavgnn.inference.refinement``)."""
+    args: tuple[torch.Tensor, ...]
+    dense: DenseScenes | None
+    cand_valid: torch.Tensor | None
+    keep: torch.Tensor
+
+
+def message_graph(batch: Batch, k: int, dense_max_nodes: int = 0) -> MessageGraph:
+    """The ``MessageGraph`` of a batch at budget ``k``: a batch whose scenes have at most ``dense_max_nodes`` nodes
+    (``batch.max_nodes``, known on the host) attends by dense masked matmuls (``dense_scenes``: fixed shapes, no host
+    sync, the same result); otherwise PyG's sparse path runs, leaving a padded batch's padding edges out (a host sync
+    on a GPU)."""
     edge_index, edge_attr, keep, edge_valid = message_edges(batch, k)
     dense, size = None, getattr(batch, "max_nodes", None)
     if size is not None and size <= dense_max_nodes:
@@ -28,12 +37,28 @@ def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | No
     elif edge_valid is not None:
         edge_index, edge_attr = edge_index[:, edge_valid], edge_attr[edge_valid]
     args = (batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
-    if max_edges is not None and edge_index.shape[1] > max_edges:
-        cand_logit, idle_logit = model.forward_chunked(*args, max_edges=max_edges, assignment=assignment)
+    # edge_valid's first entries: the kept candidates' own (message_edges' order)
+    return MessageGraph(args, dense, None if edge_valid is None else edge_valid[:keep.numel()], keep)
+
+
+def graph_log_probs(model: nn.Module, batch: Batch, graph: MessageGraph, max_edges: int | None = None,
+                    assignment: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``policy_log_probs`` on an assembled ``MessageGraph``."""
+    if max_edges is not None and graph.args[2].shape[1] > max_edges:
+        cand_logit, idle_logit = model.forward_chunked(*graph.args, max_edges=max_edges, assignment=assignment)
     else:
-        given = {"dense": dense, "assignment": assignment}  # passed only when set: a plain forward(*args) works
-        cand_logit, idle_logit = model(*args, **{key: value for key, value in given.items() if value is not None})
-    if edge_valid is not None:  # its first entries: the kept candidates' own (message_edges' order)
-        cand_logit = cand_logit.masked_fill(~edge_valid[:keep.numel()], float("-inf"))
-    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, batch.cand_index[0, keep])
-    return cand_logp, idle_logp, keep
+        given = {"dense": graph.dense, "assignment": assignment}  # passed only when set: a plain forward(*args) works
+        cand_logit, idle_logit = model(*graph.args, **{key: value for key, value in given.items() if value is not None})
+    if graph.cand_valid is not None:
+        cand_logit = cand_logit.masked_fill(~graph.cand_valid, float("-inf"))
+    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, batch.cand_index[0, graph.keep])
+    return cand_logp, idle_logp, graph.keep
+
+
+def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None, dense_max_nodes: int = 0,
+                     assignment: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Candidate and idle log-probabilities of a batch at candidate budget ``k``, plus the kept candidates'
+    indices; padding candidates (``cand_valid`` False) get probability 0. ``dense_max_nodes``: see
+    ``message_graph``. With ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded
+    memory. ``assignment``: a refinement round's input (``uavgnn.inference.refinement``)."""
+    return graph_log_probs(model, batch, message_graph(batch, k, dense_max_nodes), max_edges, assignment)
