@@ -4,8 +4,8 @@ A UAV's choice is a softmax of its own, so in one pass two UAVs may both skip a 
 with the other (or both take one that needs only one). A model built with ``refine_rounds`` R reads an
 assignment as node features (``assignment_features``: how full each target is, whether it is complete, whether
 a UAV's target is), and this runs it R + 1 times: round 0 without an assignment, round r on the greedy decode of
-round r - 1. The last round's policy is the model's: every decoder, the guided MILP and REINFORCE's rollouts
-use it. Imitation trains every round on the MILP's labels, so each learns to correct the one before.
+round r - 1. The last round's policy is the model's: every decoder and the guided MILP use it. Imitation and
+REINFORCE (each round against its own greedy rollout) train every round, so each learns to correct the one before.
 The rounds are in the model, not a repair pass: the row stays purely learned.
 """
 
