@@ -119,10 +119,9 @@ def test_main_rank_goes_first_and_reductions_span_ranks(tmp_path) -> None:
     assert order[0] == "0" and sorted(order) == ["0", "1", "2"]  # rank 0 (the cache builder) strictly first
 
 
-@pytest.mark.slow
-def test_two_process_gloo_run_matches_one_process_and_resumes(tmp_path) -> None:
-    cache = f"data.cache_dir={tmp_path / 'cache'}"
-    ddp = torchrun(*DEBUG, cache, "logger=wandb", cwd=tmp_path)
+def gloo_run(tmp_path: Path) -> Path:
+    """A two-process torchrun job (gloo) with wandb: one run directory, one wandb run, rank 0 alone tests."""
+    ddp = torchrun(*DEBUG, f"data.cache_dir={tmp_path / 'cache'}", "logger=wandb", cwd=tmp_path)
     run_dirs = [p for p in (tmp_path / "outputs").glob("*/*") if p.is_dir()]
     assert len(run_dirs) == 1, run_dirs  # one Hydra run directory, not one per rank
     run_dir = run_dirs[0]
@@ -131,8 +130,14 @@ def test_two_process_gloo_run_matches_one_process_and_resumes(tmp_path) -> None:
     wandb_files = list(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
     assert len(wandb_files) == 1 and run_record(wandb_files[0]).run_id  # one wandb run
     assert ddp.stdout.count("Test set:") == 1  # rank 0 alone tests and reports
+    return run_dir
 
-    run_cli(*DEBUG, cache, "logger=jsonl", f"hydra.run.dir={tmp_path / 'single'}", cwd=tmp_path)
+
+@pytest.mark.slow
+def test_two_process_gloo_run_matches_one_process(tmp_path) -> None:
+    run_dir = gloo_run(tmp_path)
+    run_cli(*DEBUG, f"data.cache_dir={tmp_path / 'cache'}", "logger=jsonl", f"hydra.run.dir={tmp_path / 'single'}",
+            cwd=tmp_path)
     one, two = history(tmp_path / "single"), history(run_dir)
     assert [r["step"] for r in one] == [r["step"] for r in two]  # one jsonl, no rank writes twice
     for a, b in zip(one, two):
@@ -143,19 +148,23 @@ def test_two_process_gloo_run_matches_one_process_and_resumes(tmp_path) -> None:
             assert b["val/optimality_gap"] == pytest.approx(a["val/optimality_gap"], abs=1e-6)
             assert b["val/reward"] == pytest.approx(a["val/reward"], abs=1e-6)
 
+
+@pytest.mark.heavy  # two more multi-process jobs (~25 s); the torchrun job itself runs by default (above)
+def test_a_slurm_jobs_tasks_train_what_torchrun_does_and_a_gloo_run_resumes(tmp_path) -> None:
+    run_dir, cache = gloo_run(tmp_path), f"data.cache_dir={tmp_path / 'cache'}"
     slurm_tasks(*DEBUG, cache, "logger=jsonl", f"hydra.run.dir={tmp_path / 'slurm'}", cwd=tmp_path)
     by_slurm, by_torchrun = (torch.load(d / "last.pt", weights_only=False)["model"] for d in (tmp_path / "slurm", run_dir))
     for name, value in by_torchrun.items():  # a SLURM job's tasks train exactly what torchrun's processes do
         torch.testing.assert_close(by_slurm[name], value, rtol=0, atol=0)
     assert "global batch 16 = 8 per rank" in (tmp_path / "slurm" / "run.log").read_text()
 
+    wandb_id = {run_record(f).run_id for f in run_dir.glob("wandb/offline-run-*/run-*.wandb")}
     torchrun(*DEBUG, cache, "logger=wandb", "resume=true", "train.steps=18", f"hydra.run.dir={run_dir}", cwd=tmp_path)
     resumed = history(run_dir)
     assert [r["step"] for r in resumed if "train/loss" in r] == [3, 6, 9, 12, 15, 18]
     assert torch.load(run_dir / "last.pt", weights_only=False)["state"]["step"] == 18
     # offline wandb writes one directory per session; both carry the one run id, so a sync merges them
-    assert {run_record(f).run_id for f in run_dir.glob("wandb/offline-run-*/run-*.wandb")} == {
-        run_record(wandb_files[0]).run_id}
+    assert {run_record(f).run_id for f in run_dir.glob("wandb/offline-run-*/run-*.wandb")} == wandb_id
 
 
 @pytest.mark.heavy  # the joblib and basic launchers run in the default suite

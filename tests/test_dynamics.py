@@ -154,6 +154,26 @@ def test_the_wall_stops_a_uav_in_the_kinematics_and_the_physics_residual() -> No
     assert metrics["edge_rows"] == 4 and metrics["interior_rows"] == 1  # the steps from rows 1..4 end on the wall
 
 
+def test_at_the_wall_only_the_persistence_residual_sees_the_disturbance_normal_to_it() -> None:
+    """The rollout above with the wind at row 3 estimated as -0.2 instead of -0.4: its step is stopped either way
+    (0 + 0.5 * -0.2 < 0), so the kinematic residuals are blind to it; the persistence columns (6: x, 7: y) show
+    +0.2 against row 2 and -0.2 at row 4 against it, and only the later row of each pair is pulled."""
+    x, v = torch.tensor([1.5, 0.5, 0.0, 0.0, 0.0, 0.0]), torch.tensor([-0.8, -1.0, -0.5, 0.0, 0.0, 0.0])
+    pos, vel = torch.stack([x, torch.full_like(x, 5.0)], -1)[None], torch.stack([v, torch.zeros_like(v)], -1)[None]
+    wind = torch.tensor([-0.4, 0.0]).expand(1, 6, 2)
+    batch = WindowBatch(torch.zeros(1, 6, 6), pos, pos, vel, vel, torch.zeros(1, 6, 2), wind)
+    guess = wind[:, :5].clone()
+    guess[0, 3, 0] = -0.2
+    guess.requires_grad_(True)
+    est = Estimate(torch.zeros(1, 5, 2), (pos[:, 1:] - pos[:, :5])[:, :, None], vel[:, :5], guess)
+    residual = physics_residuals(est, batch, WALL, 5)
+    assert residual[..., :6].abs().max() < 1e-6
+    torch.testing.assert_close(residual[0, :, 6], torch.tensor([0.0, 0.0, 0.2, -0.2]))
+    assert residual[..., 7].abs().max() == 0
+    residual[..., 6].pow(2).sum().backward()
+    torch.testing.assert_close(guess.grad[0, :, 0], torch.tensor([0.0, 0.0, 0.0, 0.4, -0.4]))
+
+
 def test_the_known_kinematics_replay_the_environment_at_every_row() -> None:
     """Every step of a windy rollout of random actions (which often meet the wall), in model units, is
     ``kinematic_step`` of the recorded state, command and disturbance: what the physics loss and the filters

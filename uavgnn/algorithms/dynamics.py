@@ -5,7 +5,8 @@ The TCN's outputs at every row (``now``, ``ahead``, ``velocity``, ``disturbance`
 
 data loss    = MSE(ahead, the observed future positions) + MSE(velocity, the measured velocity)
 physics loss = the residuals of the known kinematics between the estimates at t and t+1 and between the
-               estimate and the one-step prediction
+               estimate and the one-step prediction; on a row whose step the wall stops, the disturbance
+               normal to it carried over from the row before (the wind is constant; the motion cannot say)
 loss         = data + lambda_physics * physics
 
 Nothing measures the disturbance: only the physics loss ties it to the motion,
@@ -32,7 +33,7 @@ from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Score, StepOutput
 from uavgnn.algorithms.env_policy import load_env_policy
 from uavgnn.console import echo
 from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions, plot_steps_ahead, scoring_methods
-from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_residuals
+from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_loss
 from uavgnn.dynamics.rollouts import SPLITS, load_rollouts
 from uavgnn.dynamics.windows import N_FEATURES, Units, WindowBatch, window_starts
 from uavgnn.dynamics.workload import TrajectoryWorkload
@@ -123,7 +124,7 @@ class Dynamics(Algorithm):
         target = future(batch.pos_obs, w, self.k) - batch.pos_obs[:, :w, None]
         position = (est.ahead - target)[:, b:].float().pow(2).mean()
         velocity = (est.velocity - batch.vel_obs[:, :w])[:, b:].float().pow(2).mean()
-        physics = physics_residuals(est, batch, self.units, w)[:, b:].float().pow(2).mean()
+        physics = physics_loss(est, batch, self.units, w, b)
         data = position + velocity
         return StepOutput(data + self.lambda_physics * physics,
                           {"data_loss": data.detach(), "physics_loss": physics.detach()},

@@ -58,21 +58,36 @@ def kinematic_step(pos: torch.Tensor, vel: torch.Tensor, accel: torch.Tensor, di
                    units: Units) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of the known kinematics in model units: the position and velocity at t+1. The arena's wall
     clamps the position, so a UAV pushed against it keeps only the velocity along it (as ``UAVEnv.step``)."""
-    flown = clamp_speed(vel + units.accel_ratio * (accel + disturbance))
-    next_pos = (pos + flown).clamp(0.0, units.side)
+    next_pos = (pos + clamp_speed(vel + units.accel_ratio * (accel + disturbance))).clamp(0.0, units.side)
     return next_pos, next_pos - pos
 
 
 def physics_residuals(est: Estimate, batch: WindowBatch, units: Units, window: int) -> torch.Tensor:
-    """(B, window-1, 6) kinematic residuals between rows t and t+1: velocity, position, one-step prediction.
-    At the wall the velocity it stops does not depend on the disturbance: no gradient blames the estimate."""
+    """(B, window-1, 8) kinematic residuals between rows t and t+1: velocity, position, one-step prediction,
+    and the disturbance's persistence at the wall. A step the wall stops does not depend on the disturbance
+    normal to it (no gradient blames the estimate there), so on such a row that component is tied to the
+    previous row's estimate, as the episode's wind is constant: the estimate from before the contact carries on."""
     p_now = batch.pos_obs[:, :window] + est.now
-    _, v_next = kinematic_step(p_now[:, :-1], est.velocity[:, :-1], batch.accel[:, :window - 1],
-                               est.disturbance[:, :-1], units)
+    unclamped = p_now + clamp_speed(est.velocity + units.accel_ratio * (batch.accel[:, :window] + est.disturbance))
+    v_next = unclamped.clamp(0.0, units.side)[:, :-1] - p_now[:, :-1]
+    stopped = (unclamped < 0) | (unclamped > units.side)  # per axis: the wall stops this row's step
     r_velocity = est.velocity[:, 1:] - v_next
     r_position = p_now[:, 1:] - p_now[:, :-1] - est.velocity[:, 1:]
     r_step = est.ahead[:, :-1, 0] - est.now[:, :-1] - v_next
-    return torch.cat([r_velocity, r_position, r_step], -1)
+    persistence = est.disturbance[:, 1:] - est.disturbance[:, :-1].detach()
+    r_wall = torch.where(stopped[:, 1:], persistence, torch.zeros_like(persistence))
+    return torch.cat([r_velocity, r_position, r_step, r_wall], -1)
+
+
+WALL_PERSISTENCE_WEIGHT = 10.0  # on the squared persistence residuals: x1 left the wall rows' error where it was
+
+
+def physics_loss(est: Estimate, batch: WindowBatch, units: Units, window: int, burn_in: int) -> torch.Tensor:
+    """The squared residuals from row ``burn_in`` on, averaged per kinematic residual (6 a row): the wall's
+    persistence terms (x ``WALL_PERSISTENCE_WEIGHT``) add to the rows they are on, so a batch away from the
+    wall scores as without them."""
+    squared = physics_residuals(est, batch, units, window)[:, burn_in:].float().pow(2)
+    return (squared[..., :6].sum(-1) + WALL_PERSISTENCE_WEIGHT * squared[..., 6:].sum(-1)).mean() / 6
 
 
 def estimate(model: nn.Module, batch: WindowBatch, window: int, predict_steps: int) -> Estimate:
