@@ -54,11 +54,17 @@ def clamp_speed(v: torch.Tensor) -> torch.Tensor:
     return v * v.pow(2).sum(-1, keepdim=True).clamp(min=1.0).rsqrt()
 
 
+def unwalled_step(pos: torch.Tensor, vel: torch.Tensor, accel: torch.Tensor, disturbance: torch.Tensor,
+                  units: Units) -> torch.Tensor:
+    """The position at t+1 in model units before the arena's wall: where the flown step would end."""
+    return pos + clamp_speed(vel + units.accel_ratio * (accel + disturbance))
+
+
 def kinematic_step(pos: torch.Tensor, vel: torch.Tensor, accel: torch.Tensor, disturbance: torch.Tensor,
                    units: Units) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of the known kinematics in model units: the position and velocity at t+1. The arena's wall
     clamps the position, so a UAV pushed against it keeps only the velocity along it (as ``UAVEnv.step``)."""
-    next_pos = (pos + clamp_speed(vel + units.accel_ratio * (accel + disturbance))).clamp(0.0, units.side)
+    next_pos = unwalled_step(pos, vel, accel, disturbance, units).clamp(0.0, units.side)
     return next_pos, next_pos - pos
 
 
@@ -68,7 +74,7 @@ def physics_residuals(est: Estimate, batch: WindowBatch, units: Units, window: i
     normal to it (no gradient blames the estimate there), so on such a row that component is tied to the
     previous row's estimate, as the episode's wind is constant: the estimate from before the contact carries on."""
     p_now = batch.pos_obs[:, :window] + est.now
-    unclamped = p_now + clamp_speed(est.velocity + units.accel_ratio * (batch.accel[:, :window] + est.disturbance))
+    unclamped = unwalled_step(p_now, est.velocity, batch.accel[:, :window], est.disturbance, units)
     v_next = unclamped.clamp(0.0, units.side)[:, :-1] - p_now[:, :-1]
     stopped = (unclamped < 0) | (unclamped > units.side)  # per axis: the wall stops this row's step
     r_velocity = est.velocity[:, 1:] - v_next
