@@ -2,9 +2,12 @@
 
 A shared actor (an MLP over the agent's observation and its one-hot id;
 infeasible headings masked out) and a centralised critic that, for agent a at
-step t, reads the global state, the other agents' one-hot actions (a's own
-block zeroed) and a's id, and returns Q for every action of a at once (the
-layout of EPyMARL's ``coma_learner``). One forward of the critic covers all
+step t, reads the global state, a's own observation, the other agents' one-hot
+actions (a's own block zeroed) and a's id, and returns Q for every action of a
+at once (the inputs of EPyMARL's ``coma`` critic, less the last actions). The
+observation carries what a's actions mean: with ``env=goto`` action k is a's
+k-th nearest open target, which the absolute positions of the state only give
+after a sort the critic would have to learn. One forward of the critic covers all
 agents, steps and episodes of a batch:
 
   G_t   = r_t + gamma (1 - done_t) [(1 - lambda) Qtarget_{t+1}(taken) + lambda G_{t+1}]     TD(lambda), per agent
@@ -60,21 +63,22 @@ class COMASettings:
     entropy_coef: float
 
     def critic_inputs(self) -> int:
-        return self.state_dim + self.n_agents * self.n_actions + self.n_agents
+        return self.state_dim + self.obs_dim + self.n_agents * self.n_actions + self.n_agents
 
 
-def first_layer(layer: nn.Linear, state: torch.Tensor, action: torch.Tensor, n_actions: int) -> torch.Tensor:
-    """(B, T, N, H): the critic's first layer on every agent's input [state, others' one-hot actions (own block
-    zeroed), own one-hot id], without building those inputs: W [s; u_-a; e_a] = W_s s + sum_{j != a} W_u[j, u_j]
-    + W_id[a]. The state block runs once per step instead of once per agent, each action block once per agent
-    (a batched matmul: gathers and their scatter backward are slow on the CPU) - the same numbers as the dense
-    layer (``coma_naive`` uses that), a fraction of the work."""
+def first_layer(layer: nn.Linear, state: torch.Tensor, obs: torch.Tensor, action: torch.Tensor,
+                n_actions: int) -> torch.Tensor:
+    """(B, T, N, H): the critic's first layer on every agent's input [state, own observation, others' one-hot
+    actions (own block zeroed), own one-hot id], without building those inputs: W [s; o_a; u_-a; e_a] = W_s s
+    + W_o o_a + sum_{j != a} W_u[j, u_j] + W_id[a]. The state block runs once per step instead of once per
+    agent, each action block once per agent (a batched matmul: gathers and their scatter backward are slow on
+    the CPU) - the same numbers as the dense layer (``coma_naive`` uses that), a fraction of the work."""
     n = action.shape[-1]
-    w_state, w_action, w_id = layer.weight.split([state.shape[-1], n * n_actions, n], dim=1)
+    w_state, w_obs, w_action, w_id = layer.weight.split([state.shape[-1], obs.shape[-1], n * n_actions, n], dim=1)
     per_step = F.linear(state, w_state, layer.bias)  # (B, T, H)
     onehot = (action[..., None] == torch.arange(n_actions, device=action.device)).to(state.dtype)  # (B, T, N, A)
     own = torch.einsum("btna,nah->btnh", onehot, w_action.T.reshape(n, n_actions, -1))  # each agent's column
-    return per_step[:, :, None] + (own.sum(2, keepdim=True) - own) + w_id.T
+    return per_step[:, :, None] + F.linear(obs, w_obs) + (own.sum(2, keepdim=True) - own) + w_id.T
 
 
 class COMAAgents(nn.Module):
@@ -109,10 +113,11 @@ class COMAAgents(nn.Module):
         """The policy as an environment policy (``uavgnn.envs.policies.Policy``)."""
         return self.act(env.observe(), env.available_actions(), generator)
 
-    def q_values(self, state: torch.Tensor, action: torch.Tensor, critic: nn.Module | None = None) -> torch.Tensor:
+    def q_values(self, state: torch.Tensor, obs: torch.Tensor, action: torch.Tensor,
+                 critic: nn.Module | None = None) -> torch.Tensor:
         """(B, T, N, A): Q of every action of every agent, the others' actions as taken (one batched call)."""
         critic = self.critic if critic is None else critic
-        return critic[1:](first_layer(critic[0], state, action, self.s.n_actions))
+        return critic[1:](first_layer(critic[0], state, obs, action, self.s.n_actions))
 
     @torch.no_grad()
     def sync_target(self) -> None:
@@ -123,10 +128,10 @@ def coma_loss(agents: COMAAgents, ep: Episodes) -> tuple[torch.Tensor, dict[str,
     """(actor + critic loss, stats) of a batch of episodes."""
     s = agents.s
     taken = ep.action[..., None]
-    q = agents.q_values(ep.state, ep.action)
+    q = agents.q_values(ep.state, ep.obs, ep.action)
     q_taken = q.gather(-1, taken).squeeze(-1)  # (B, T, N)
     with torch.no_grad():
-        target = agents.q_values(ep.state, ep.action, agents.target_critic).gather(-1, taken).squeeze(-1)
+        target = agents.q_values(ep.state, ep.obs, ep.action, agents.target_critic).gather(-1, taken).squeeze(-1)
         next_q = torch.cat([target[:, 1:], torch.zeros_like(target[:, :1])], 1)
         returns = td_lambda_targets(ep.reward, ep.done, next_q, s.gamma, s.td_lambda)
     weight = ep.mask[..., None].expand_as(q_taken)

@@ -26,7 +26,7 @@ def naive_loss(agents: COMAAgents, ep: Episodes) -> tuple[torch.Tensor, dict[str
         others[:, :, a] = 0.0
         agent_id = torch.zeros(b, steps, n, dtype=ep.state.dtype, device=ep.state.device)
         agent_id[..., a] = 1.0
-        inputs = torch.cat([ep.state, others.flatten(-2), agent_id], -1)
+        inputs = torch.cat([ep.state, ep.obs[:, :, a], others.flatten(-2), agent_id], -1)
         q = agents.critic(inputs)  # (B, T, A)
         taken = ep.action[..., a:a + 1]
         q_taken = q.gather(-1, taken).squeeze(-1)
