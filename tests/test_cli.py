@@ -50,6 +50,16 @@ def test_console_script_help_lists_every_mode_and_group(tmp_path) -> None:
 
 
 @pytest.mark.slow
+def test_start_up_imports_neither_matplotlib_nor_scipy_stats(tmp_path) -> None:
+    """matplotlib comes with the first picture and a t quantile from ``scipy.special``: together ~1 s of every
+    refusal and utility mode's start. The program and every algorithm plug-in imported, neither is loaded."""
+    probe = ("import sys; from uavgnn import app, cli; from uavgnn.algorithms import algorithms; algorithms(); "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m == 'scipy.stats'))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
+
+
 def test_built_wheel_runs_outside_the_repository(tmp_path) -> None:
     """The wheel carries the configs and the pretrained policy: ``python -m uavgnn`` from it solves a scene
     with ``ckpt=pretrained`` in an empty directory."""

@@ -1087,8 +1087,6 @@ def test_a_damaged_best_pt_or_checksum_table_is_refused_on_every_load(tmp_path, 
 def test_every_weight_load_names_the_checkpoints_kind_and_what_takes_it(tmp_path, finished_run) -> None:
     """Audit 6: weight mismatches on init_from and resume were tracebacks, a failed resume appended a spurious
     'resume' event, a dynamics checkpoint as REINFORCE's init_from was a traceback, and the advice was wrong."""
-    from uavgnn.dynamics.evaluation import compare_on_test  # noqa: F401  (the dynamics run below needs it)
-
     dyn = tmp_path / "dyn"
     cfg = compose_cfg("algorithm=dynamics", "logger=jsonl", f"data.cache_dir={tmp_path / 'dcache'}",
                       "algorithm.train_envs=4", "algorithm.eval_envs=2", "algorithm.rollout_steps=40",

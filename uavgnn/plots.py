@@ -4,24 +4,25 @@ the quality-time frontier."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from uavgnn.problem.metrics import IDLE  # noqa: E402
-from uavgnn.problem.scenes import Scene  # noqa: E402
+from uavgnn.problem.metrics import IDLE
+from uavgnn.problem.scenes import Scene
 from uavgnn.report import count
-from uavgnn.storage import save_figure  # noqa: E402
+from uavgnn.storage import pyplot, save_figure
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def plot_assignments(scene: Scene, panels: dict[str, np.ndarray], path: Path, title: str = "") -> Path:
     """One scene, one panel per assignment (e.g. the model's and the MILP's) side by side: UAVs (triangles),
     targets (circles sized by need; filled if completed) and assignment lines; the legend sits below the
     panels, where it hides no point."""
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 6), squeeze=False, sharex=True, sharey=True)
     size = 40 + 60 * scene.need
     for ax, (name, assignment) in zip(axes[0], panels.items()):
@@ -52,6 +53,7 @@ def plot_assignments(scene: Scene, panels: dict[str, np.ndarray], path: Path, ti
 def plot_profile(report: dict[str, Any], path: Path) -> None:
     """ms per step of each stage of ``mode=profile``, the bottleneck in red."""
     stages = report["stages"]
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.5))
     colors = ["C3" if s["stage"] == report["bottleneck"] else "C0" for s in stages]
     ax.barh([s["stage"] for s in stages], [s["ms_per_step"] for s in stages], color=colors)
@@ -70,10 +72,10 @@ def _error_bars(figures: list[dict[str, Any]]) -> np.ndarray:
     return np.array([[f["median"] - f["min"] for f in figures], [f["max"] - f["median"] for f in figures]])
 
 
-def panel_grid(n: int, width: float = 5.5, height: float = 4.5) -> tuple[plt.Figure, list[plt.Axes]]:
+def panel_grid(n: int, width: float = 5.5, height: float = 4.5) -> tuple[Figure, list[Axes]]:
     """``n`` panels in rows of at most 3, the last row's panels widened to fill it: no empty panel."""
     rows = -(-n // 3)
-    fig = plt.figure(figsize=(width * min(3, n), height * rows))
+    fig = pyplot().figure(figsize=(width * min(3, n), height * rows))
     grid = fig.add_gridspec(rows, 6)
     axes = []
     for i in range(n):
@@ -86,6 +88,7 @@ def panel_grid(n: int, width: float = 5.5, height: float = 4.5) -> tuple[plt.Fig
 def plot_benchmark(report: dict[str, Any], path: Path) -> None:
     """One panel per ``mode=benchmark`` section that ran; whiskers span each figure's repeats (min to max)."""
     panels = [name for name in ("cache", "pipeline", "toggles", "scaling", "milp") if name in report]
+    plt = pyplot()
     fig, axes = panel_grid(len(panels))
     for ax, name in zip(axes, panels):
         section = report[name]
@@ -144,6 +147,7 @@ def plot_benchmark(report: dict[str, Any], path: Path) -> None:
 
 def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> None:
     """Optimality gap and time per scene vs scale (log axes), every method, one line style per distribution."""
+    plt = pyplot()
     fig, (gap_ax, time_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
     methods = list(dict.fromkeys(r["method"] for r in rows))
     for p_i, positions in enumerate(dict.fromkeys(r["positions"] for r in rows)):
@@ -177,6 +181,7 @@ def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> No
 def plot_shifts(summary: list[dict[str, Any]], train_size: int, path: Path) -> None:
     """Gap of every method on each shifted test set (grouped bars), the in-distribution set first."""
     methods = [m for m in ("model", "guided", "greedy", "lap", "mcf") if any(f"{m}_gap" in line for line in summary)]
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(summary)), 4.5))
     width = 0.8 / len(methods)
     for m_i, method in enumerate(methods):
@@ -197,6 +202,7 @@ def plot_frontier(rows: list[dict[str, Any]], path: Path) -> None:
     scales = sorted({r["n_uav"] for r in rows})
     methods = list(dict.fromkeys(r["method"] for r in rows))
     positions = list(dict.fromkeys(r["positions"] for r in rows))
+    plt = pyplot()
     fig, axes = panel_grid(len(scales))
     for ax, n_uav in zip(axes, scales):
         for m_i, method in enumerate(methods):

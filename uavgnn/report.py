@@ -14,6 +14,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from scipy.special import stdtrit
+
 from uavgnn.storage import atomic_write
 
 TABLE_WIDTH = 120  # characters: a wider table wraps its headers, then continues in blocks below (format_table)
@@ -77,6 +79,12 @@ def markdown_table(columns: Sequence[str], data: Sequence[Sequence[Any]]) -> str
     """A GitHub markdown table (TensorBoard's text tab, BENCHMARKS.md); ``None`` cells stay empty."""
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     return "\n".join(lines + ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in data])
+
+
+def ci95(std: float, n: int) -> float:
+    """Half-width of the 95% interval of a mean of ``n`` values of standard deviation ``std`` (Student's t;
+    its quantile from ``scipy.special``: ``scipy.stats`` would add ~0.5 s to every program's start)."""
+    return float(stdtrit(n - 1, 0.975)) * std / math.sqrt(n)
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

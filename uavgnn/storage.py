@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from uavgnn.errors import StorageError
@@ -96,6 +97,17 @@ def replacing(path: Path) -> Iterator[Path]:
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def pyplot() -> ModuleType:
+    """matplotlib's pyplot on the Agg backend (files, no display), imported with the first picture: it is
+    ~0.5 s of a program's start that a refused run or a utility mode never draws with."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
 
 
 def save_figure(fig: Any, path: Path, **savefig: Any) -> Path:

@@ -11,20 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import torch
+from torch import nn
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-from uavgnn.dynamics.filters import baseline_filters  # noqa: E402
-from uavgnn.dynamics.kinematics import on_wall  # noqa: E402
-from uavgnn.dynamics.workload import Estimator, TrajectoryWorkload  # noqa: E402
-from uavgnn.envs.settings import EnvSettings  # noqa: E402
-from uavgnn.runtime import eval_mode  # noqa: E402
-from uavgnn.storage import save_figure  # noqa: E402
+from uavgnn.dynamics.filters import baseline_filters
+from uavgnn.dynamics.kinematics import on_wall
+from uavgnn.dynamics.workload import Estimator, TrajectoryWorkload
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.runtime import eval_mode
+from uavgnn.storage import pyplot, save_figure
 
 TEST_SPLITS = ("test", "test_ood")
 
@@ -69,6 +64,9 @@ def plot_predictions(model: nn.Module, work: TrajectoryWorkload, methods: dict[s
         est = {name: methods[name](batch) for name in ("tcn", "kalman", "constant_velocity")}
     look = {"tcn": ("x", "tab:blue", "TCN"), "kalman": ("1", "tab:green", "Kalman filter"),
             "constant_velocity": ("+", "tab:orange", "constant velocity")}
+    plt = pyplot()
+    from matplotlib.patches import Patch
+
     fig, axes = plt.subplots(2, windows, figsize=(4.4 * windows, 9.6), squeeze=False)
     for ax in axes.flat:
         ax.set_box_aspect(1)  # every panel the same square
@@ -110,6 +108,7 @@ def plot_predictions(model: nn.Module, work: TrajectoryWorkload, methods: dict[s
 
 def plot_steps_ahead(rows: list[dict[str, Any]], path: Path) -> Path:
     """The position error against the number of steps ahead, one line per method, one panel per test split."""
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(TEST_SPLITS), figsize=(5.5 * len(TEST_SPLITS), 4.2), squeeze=False,
                              sharey=True)
     for ax, split in zip(axes[0], TEST_SPLITS):

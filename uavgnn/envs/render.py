@@ -5,15 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.animation import FuncAnimation, PillowWriter  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from uavgnn.envs.policies import EpisodeScores  # noqa: E402
-from uavgnn.storage import replacing, save_figure  # noqa: E402
+from uavgnn.envs.policies import EpisodeScores
+from uavgnn.storage import pyplot, replacing, save_figure
 
 
 def completed_targets(scores: EpisodeScores, service_radius: float):
@@ -25,6 +18,7 @@ def completed_targets(scores: EpisodeScores, service_radius: float):
 def _draw(ax, scores: EpisodeScores, service_radius: float, upto: int | None = None) -> None:
     path = scores.trajectory[: (upto or len(scores.trajectory))]
     done = completed_targets(scores, service_radius)
+    plt = pyplot()
     for i in range(path.shape[1]):
         ax.plot(path[:, i, 0], path[:, i, 1], lw=1.2, marker=".", ms=3, label=f"UAV {i}" if i < 8 else None)
     ax.scatter(*path[0].T, marker="^", c="k", s=30, zorder=3, label="start")
@@ -38,6 +32,7 @@ def _draw(ax, scores: EpisodeScores, service_radius: float, upto: int | None = N
 
 def plot_episodes(panels: dict[str, EpisodeScores], service_radius: float, path: Path) -> Path:
     """The same episode (environment 0) flown by each policy, side by side; filled targets were completed."""
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.5), squeeze=False)
     for ax, (name, scores) in zip(axes[0], panels.items()):
         _draw(ax, scores, service_radius)
@@ -53,6 +48,9 @@ def plot_episodes(panels: dict[str, EpisodeScores], service_radius: float, path:
 
 def episode_gif(scores: EpisodeScores, service_radius: float, path: Path, fps: int = 4) -> Path:
     """Environment 0's episode, step by step."""
+    plt = pyplot()
+    from matplotlib.animation import FuncAnimation, PillowWriter
+
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
     xs, ys = scores.trajectory[..., 0], scores.trajectory[..., 1]
     pad = service_radius
@@ -75,6 +73,9 @@ def episode_gif(scores: EpisodeScores, service_radius: float, path: Path, fps: i
 def plot_learning_curve(history: list[dict[str, Any]], path: Path) -> Path:
     """Validation return against the scripted planner's and nearest targets' (dashed references), and the
     training episodes' return, per step; a run with one validation still shows every line (a dot, a level)."""
+    plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, (key, label) in enumerate((("val/return", "policy (validation, deterministic)"),
                                       ("train/episode_return", "training episodes (exploring)"),

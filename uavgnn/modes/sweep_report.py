@@ -20,18 +20,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from scipy.stats import t as t_dist  # noqa: E402
-
-from uavgnn.modes.run_metrics import Metrics, metrics_of  # noqa: E402
-from uavgnn.plots import panel_grid  # noqa: E402
-from uavgnn.run_record import Run, find_runs, load_run  # noqa: E402
-from uavgnn.storage import atomic_write, save_figure  # noqa: E402
+from uavgnn.modes.run_metrics import Metrics, metrics_of
+from uavgnn.plots import panel_grid
+from uavgnn.report import ci95
+from uavgnn.run_record import Run, find_runs, load_run
+from uavgnn.storage import atomic_write, pyplot, save_figure
 
 IGNORED_PREFIXES = ("hydra", "data.cache_dir", "ckpt", "path")
 MEAN = "mean ± std"
@@ -82,7 +78,7 @@ def table_rows(runs: list[Run], keys: list[str], metrics: Metrics) -> list[dict[
                 mean[metric] = float(stats.loc[group, (metric, "mean")])
                 mean[f"{metric}_std"] = float(np.nan_to_num(stats.loc[group, (metric, "std")]))
                 if count > 1:
-                    mean[f"{metric}_ci95"] = float(t_dist.ppf(0.975, count - 1)) * mean[f"{metric}_std"] / count**0.5
+                    mean[f"{metric}_ci95"] = ci95(mean[f"{metric}_std"], count)
         rows.append(mean)
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()} for row in rows]
 
@@ -215,7 +211,7 @@ def plot(path: Path, runs: list[Run], keys: list[str], metrics: Metrics) -> None
             ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
-    plt.close(fig)
+    pyplot().close(fig)
 
 
 STYLE = """

@@ -6,14 +6,13 @@ import time
 
 import numpy as np
 import torch
-from scipy.stats import t as t_dist
 from torch import nn
 
 from uavgnn.data.store import GraphStore
 from uavgnn.inference.guided import solve_guided
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
-from uavgnn.report import count
+from uavgnn.report import ci95, count
 from uavgnn.runtime import unwrap
 from uavgnn.scoring.policy import Evaluation, evaluate_model
 from uavgnn.solvers import ProblemTooLarge, solve
@@ -96,5 +95,5 @@ def _means(metrics: dict[str, np.ndarray]) -> dict[str, float]:
     out = {key: means[key] for key in TABLE_KEYS if key in means}
     gaps = np.asarray(metrics.get("optimality_gap", []), dtype=float)
     if len(gaps) > 1 and np.isfinite(gaps).all():
-        out["gap_ci95"] = float(t_dist.ppf(0.975, len(gaps) - 1) * gaps.std(ddof=1) / np.sqrt(len(gaps)))
+        out["gap_ci95"] = ci95(float(gaps.std(ddof=1)), len(gaps))
     return out
