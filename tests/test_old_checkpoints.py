@@ -10,6 +10,12 @@ import pytest
 import torch
 from conftest import ROOT, run_cli
 
+from uavgnn.algorithms import describe, stored_config
+from uavgnn.algorithms.coma import COMA
+from uavgnn.checkpoints import load_checkpoint, load_weights
+from uavgnn.envs.on_policy import EpisodeWorkload
+from uavgnn.errors import CheckpointError
+
 OLD = ROOT / "tests" / "data" / "before_plugins"
 C = ["logger=jsonl", "train.ckpt_every=2", "train.eval_every=2", "train.log_every=2", "resume=auto"]
 RUNS = {
@@ -47,8 +53,19 @@ def test_a_checkpoint_from_before_the_plug_ins_resumes(tmp_path, name, optimiser
 
 @pytest.mark.slow
 def test_an_on_policy_checkpoint_from_before_the_plug_ins_is_refused_in_one_line(tmp_path) -> None:
+    """Its critic has no columns for the agent's observation (issue 34): resuming it is one line naming the
+    weights that do not fit, the run directory as it was. Its collection state, which predates the recorded
+    start step, is refused by name too (the weights are checked first, so that part is loaded on its own)."""
     run, proc = resume("coma", tmp_path)
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error:")]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 1
-    assert "saved before a collection recorded the step it started at" in lines[0]
+    assert "its weights do not fit what this run builds" in lines[0] and "critic.0.weight" in lines[0]
     assert sorted(p.name for p in run.iterdir()) == ["last.pt"]  # the run directory as it was
+
+    ckpt = load_checkpoint(OLD / "coma" / "last.pt")
+    cfg = stored_config(ckpt["config"])
+    work = EpisodeWorkload(cfg, COMA.build_model(cfg), torch.device("cpu"), cfg.algorithm.minibatches)
+    with pytest.raises(CheckpointError, match="its environment and replay state do not fit .*saved before a "
+                                              "collection recorded the step it started at"):
+        load_weights(work, ckpt["data"], OLD / "coma" / "last.pt", describe(ckpt["config"]),
+                     "environment and replay state")
