@@ -86,7 +86,7 @@ def physics_residuals(est: Estimate, batch: WindowBatch, units: Units, window: i
 
 
 WALL_PERSISTENCE_WEIGHT = 40.0  # on the squared persistence residuals (x1 left the wall rows' error where it was,
-#                                 x10 took test_ood's wall / inside from 2.05x to 1.99x, x40 to 1.5x: BENCHMARKS.md)
+#                                 x10 took test_ood's wall / inside from 2.05x to 1.99x, x40 to 1.55x: BENCHMARKS.md)
 
 
 def physics_loss(est: Estimate, batch: WindowBatch, units: Units, window: int, burn_in: int) -> torch.Tensor:
