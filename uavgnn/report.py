@@ -13,7 +13,6 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.table import Table
-
 from scipy.special import stdtrit
 
 from uavgnn.storage import atomic_write

@@ -17,13 +17,14 @@ def completed_targets(scores: EpisodeScores, service_radius: float):
 
 def _draw(ax, scores: EpisodeScores, service_radius: float, upto: int | None = None) -> None:
     path = scores.trajectory[: (upto or len(scores.trajectory))]
+    from matplotlib.patches import Circle  # the axes exist already: no pyplot needed here
+
     done = completed_targets(scores, service_radius)
-    plt = pyplot()
     for i in range(path.shape[1]):
         ax.plot(path[:, i, 0], path[:, i, 1], lw=1.2, marker=".", ms=3, label=f"UAV {i}" if i < 8 else None)
     ax.scatter(*path[0].T, marker="^", c="k", s=30, zorder=3, label="start")
     for j, (x, y) in enumerate(scores.targets.tolist()):
-        ax.add_patch(plt.Circle((x, y), service_radius, color="tab:red", alpha=0.35 if done[j] else 0.1))
+        ax.add_patch(Circle((x, y), service_radius, color="tab:red", alpha=0.35 if done[j] else 0.1))
         ax.annotate(f"need {int(scores.need[j])}", (x, y), fontsize=7, ha="center", va="center")
     ax.set_aspect("equal")
     ax.set_xlabel("x")
