@@ -12,9 +12,13 @@ from conftest import ROOT, run_cli
 
 from uavgnn.algorithms import describe, stored_config
 from uavgnn.algorithms.coma import COMA
+from uavgnn.algorithms.env_policy import load_env_policy
 from uavgnn.checkpoints import load_checkpoint, load_weights
 from uavgnn.envs.on_policy import EpisodeWorkload
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import make_env
 from uavgnn.errors import CheckpointError
+from uavgnn.problem.scenes import SceneDistribution
 
 OLD = ROOT / "tests" / "data" / "before_plugins"
 C = ["logger=jsonl", "train.ckpt_every=2", "train.eval_every=2", "train.log_every=2", "resume=auto"]
@@ -69,3 +73,23 @@ def test_an_on_policy_checkpoint_from_before_the_plug_ins_is_refused_in_one_line
                                               "collection recorded the step it started at"):
         load_weights(work, ckpt["data"], OLD / "coma" / "last.pt", describe(ckpt["config"]),
                      "environment and replay state")
+
+
+def test_an_on_policy_checkpoint_from_before_the_plug_ins_still_plays() -> None:
+    """Its actor is what this version builds, only its critic is not: ``load_env_policy`` (``mode=eval``,
+    ``compare``, the dynamics model's rollouts) loads the acting networks and plays their greedy actions,
+    computed here by hand from the stored weights (Linear, ReLU, Linear, ReLU, Linear over obs and agent id)."""
+    path = OLD / "coma" / "last.pt"
+    policy, config = load_env_policy(path, "the test")
+    w = load_checkpoint(path)["policy"]
+    settings = EnvSettings.of(config.env)
+    env = make_env(settings, SceneDistribution.of(config.task), 16, "cpu", seed=0)
+    for _ in range(5):
+        obs, avail = env.observe(), env.available_actions()
+        x = torch.cat([obs, torch.eye(settings.n_uav).expand(16, -1, -1)], -1)
+        for i in (0, 2):
+            x = torch.relu(x @ w[f"actor.{i}.weight"].T + w[f"actor.{i}.bias"])
+        logits = (x @ w["actor.4.weight"].T + w["actor.4.bias"]).masked_fill(~avail, float("-inf"))
+        action = policy(env)
+        assert torch.equal(action, logits.argmax(-1))
+        env.step(action)

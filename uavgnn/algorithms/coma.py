@@ -84,6 +84,8 @@ def first_layer(layer: nn.Linear, state: torch.Tensor, obs: torch.Tensor, action
 class COMAAgents(nn.Module):
     """The shared actor, the centralised critic and its target copy."""
 
+    acting = ("actor",)  # what ``play`` reads: all of a checkpoint that ``load_env_policy`` loads
+
     def __init__(self, s: COMASettings) -> None:
         super().__init__()
         self.s = s

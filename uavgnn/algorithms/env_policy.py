@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from omegaconf import OmegaConf
+from torch import nn
 
 from uavgnn.algorithms import describe, require, stored_config
 from uavgnn.algorithms.base import Algorithm, Score, write_results
@@ -69,13 +70,26 @@ class EnvPolicy(Algorithm):
 
 def load_env_policy(path: str | Path, taker: str, device: torch.device | str = "cpu") -> tuple[Policy, Any]:
     """An environment policy's checkpoint as a policy (greedy actions, on ``device``) and its config on this
-    version's schemas; ``taker`` names what asked (for the errors)."""
+    version's schemas; ``taker`` names what asked (for the errors). Only the acting networks are loaded."""
     ckpt = load_checkpoint(path, device)
     algorithm = require(ckpt, path, PRODUCT, taker)
     config = stored_config(ckpt["config"])
     agents = algorithm.build_model(config).to(device)
-    load_weights(agents, ckpt["policy"], path, describe(ckpt["config"]))
+    load_weights(*acting_part(agents, ckpt["policy"]), path, describe(ckpt["config"]))
     return agents.eval().play, config
+
+
+def acting_part(agents: nn.Module, state: dict[str, Any]) -> tuple[nn.Module, dict[str, Any]]:
+    """The networks ``agents.play`` reads (``agents.acting``; all of ``agents`` where a plug-in names none),
+    shared with ``agents``, and their weights in ``state``: a checkpoint whose critic a later version reshaped
+    still plays (resuming it is refused), and no acting weight goes unloaded."""
+    names = getattr(agents, "acting", None)
+    if names is None:
+        return agents, state
+    part = nn.Module()
+    for name in names:
+        setattr(part, name, getattr(agents, name))
+    return part, {key: value for key, value in state.items() if key.split(".")[0] in names}
 
 
 def compare_checkpoints(paths: list[str], episodes: int, horizon: int, device: torch.device,

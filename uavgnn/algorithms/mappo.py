@@ -74,6 +74,8 @@ class Rollouts(Episodes):
 class MAPPOAgents(nn.Module):
     """The shared actor, the centralised critic and the value normaliser's running statistics."""
 
+    acting = ("actor", "log_std")  # what ``play`` reads: all of a checkpoint that ``load_env_policy`` loads
+
     def __init__(self, s: MAPPOSettings) -> None:
         super().__init__()
         self.s = s

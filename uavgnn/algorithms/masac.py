@@ -85,6 +85,8 @@ class MASACSettings:
 class MASACAgents(nn.Module):
     """All agents' actors, twin critics, target critics (buffers) and temperatures."""
 
+    acting = ("actors",)  # what ``play`` reads: all of a checkpoint that ``load_env_policy`` loads
+
     def __init__(self, s: MASACSettings) -> None:
         super().__init__()
         self.s = s
