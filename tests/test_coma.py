@@ -159,10 +159,16 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
     with pytest.raises(CheckpointError, match=r"damaged.pt \(algorithm=masac, model=mlp\): part 'policy' \(policy "
                                               r"weights\) fails its checksum"):
         compare_checkpoints([str(tmp_path / "damaged.pt")], episodes=4, horizon=3, device=torch.device("cpu"))
-    del older["checksums"]  # written before checksums: loaded, and its mismatch named
+    del older["checksums"]  # written before checksums: its actor, unchanged, plays as the intact checkpoint's
+    torch.save(older, tmp_path / "older.pt")
+    old_rows, new_rows = (compare_checkpoints([str(tmp_path / name)], episodes=8, horizon=4, device=torch.device("cpu"))
+                          for name in ("older.pt", "masac.pt"))
+    assert [r["return"] for r in old_rows] == [r["return"] for r in new_rows]
+    actor_in = older["policy"]["actors.weights.0"]
+    older["policy"]["actors.weights.0"] = actor_in[..., :-1]  # an actor this version does not build: named
     torch.save(older, tmp_path / "older.pt")
     with pytest.raises(CheckpointError, match=r"older.pt \(algorithm=masac, model=mlp: an environment policy; "
                                               r"mode=eval ckpt=, resume=auto .*\): "
                                               r"its weights do not fit what this run builds \(size mismatch "
-                                              r"for critics"):
+                                              r"for actors"):
         compare_checkpoints([str(tmp_path / "older.pt")], episodes=4, horizon=3, device=torch.device("cpu"))
