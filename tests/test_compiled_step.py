@@ -55,11 +55,13 @@ def test_a_compiled_step_gives_the_eager_loss_and_gradients(tmp_path, algorithm)
         torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-5)
 
 
-@pytest.mark.heavy  # 300 compiled steps on a CPU: ~2 min
-def test_a_curriculum_compiles_the_step_again_only_when_a_stage_changes_its_shapes(tmp_path) -> None:
-    """4 -> 8 -> 16 UAVs: the stages change the batch's sizes and the candidate budget k; at most one compile per
+@pytest.mark.heavy  # 300 compiled steps on a CPU: ~2 min each, REINFORCE's ~N min
+@pytest.mark.parametrize("algorithm", ["imitation", "imitation_padded", "reinforce_fresh"])
+def test_a_curriculum_compiles_the_step_again_only_when_a_stage_changes_its_shapes(tmp_path, algorithm) -> None:
+    """4 -> 8 -> 16 UAVs, on cached batches, on padded splits on the device and on fresh scenes (issue 32's
+    configuration): the stages change the batch's sizes and the candidate budget k; at most one compile per
     stage (the first, and one when a stage's new k makes TorchDynamo treat it as dynamic), none per step."""
-    cfg = compose_small(tmp_path, "imitation", "data.n_uav=16", "curriculum=aggressive", "curriculum.stages=[4,8,16]",
+    cfg = compose_small(tmp_path, algorithm, "data.n_uav=16", "curriculum=aggressive", "curriculum.stages=[4,8,16]",
                         "curriculum.replay=[0.0,0.3,0.4]", "curriculum.patience=2", "train.steps=300",
                         "train.eval_every=25", "train.log_every=25", "train.ckpt_every=300", "optim.compile=true")
     (tmp_path / "run").mkdir()

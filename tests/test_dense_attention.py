@@ -10,7 +10,7 @@ import torch
 from torch_geometric.data import Batch
 
 from uavgnn.algorithms.reinforce import reinforce_loss, rollout_noise
-from uavgnn.data.fresh_scenes import concat_batches
+from uavgnn.data.padded import concat_batches
 from uavgnn.decoders import argmax_decode, fixed_round_greedy, greedy_decode
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import choice_log_probs, policy_entropy

@@ -1247,11 +1247,11 @@ def test_the_first_history_row_after_a_resume_averages_the_whole_window(tmp_path
     environments' - in last.pt: the resumed history equals the uninterrupted one, key for key."""
     real, calls = Trainer.algorithm_step, {"n": 0, "stop": False}
 
-    def step(self, batch):
+    def step(self, batch, draws, capturing=False):
         calls["n"] += 1
         if calls["n"] == 6 and calls["stop"]:
             signal.raise_signal(signal.SIGTERM)  # a real signal: seen after the step, the run stops at the next
-        return real(self, batch)
+        return real(self, batch, draws, capturing)
 
     monkeypatch.setattr(Trainer, "algorithm_step", step)
 

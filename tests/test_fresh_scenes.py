@@ -14,7 +14,8 @@ from uavgnn.modes.train import run_train
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.data.fresh_scenes import FreshScenes, concat_batches
+from uavgnn.data.fresh_scenes import FreshScenes
+from uavgnn.data.padded import concat_batches
 
 CPU = torch.device("cpu")
 

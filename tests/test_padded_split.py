@@ -12,10 +12,13 @@ from test_step_anatomy import compose_small
 
 from uavgnn.algorithms import register_configs
 from uavgnn.algorithms.scene_policy import batch_imitation_loss
+from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.data.padded import PaddedSplit
+from uavgnn.data.stages import CurriculumSampler
 from uavgnn.data.store import GraphStore
 from uavgnn.models import TransformerGNN
 from uavgnn.models.policy import policy_log_probs
+from uavgnn.perf import OpCounter
 from uavgnn.modes.train import run_train
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import build_graph, with_budget
@@ -74,3 +77,30 @@ def test_training_with_the_dense_path_draws_fixed_shape_batches_and_follows_the_
         losses.append([r["train/loss"] for r in rows if "train/loss" in r])
     assert len(losses[0]) == 10
     torch.testing.assert_close(torch.tensor(losses[1]), torch.tensor(losses[0]), rtol=1e-4, atol=1e-5)
+
+
+def test_a_curriculum_stage_draws_padded_batches_of_one_shape_with_the_stores_loss(tmp_path) -> None:
+    """Padded splits under a curriculum: a stage's batch (its own scenes, then the same number from each earlier
+    stage) has one shape at every step, and the imitation loss on it is the loss on the same scenes gathered
+    from the ``GraphStore``s; a run whose every stage the dense path covers draws from them."""
+    stores = [load_or_build(SplitSpec("train", n, 12, 100 + n), SceneDistribution(), BuildSettings(), tmp_path,
+                            workers=1) for n in (3, 5, 7)]
+    padded = [PaddedSplit.of(store, 16) for store in stores]
+    dense, sparse = CurriculumSampler(stores, 1, padded), CurriculumSampler(stores, 1)
+    torch.manual_seed(0)
+    model = TransformerGNN(hidden=16, heads=2, layers=2)
+    shapes = set()
+    for step in (0, 1, 2):
+        ours, plain = (with_budget(sampler.batch(step, 2, 10, 0.4), 4) for sampler in (dense, sparse))
+        assert ours.n_uav.tolist() == plain.n_uav.tolist() == [7] * 6 + [3] * 2 + [5] * 2
+        shapes.add(tuple((key, tuple(ours[key].shape)) for key in sorted(ours.keys()) if torch.is_tensor(ours[key])))
+        with OpCounter() as count:  # the batch, the loss and its gradients: nothing read back on the host
+            got = batch_imitation_loss(model, with_budget(dense.batch(step, 2, 10, 0.4), 4), 64)
+            got[0].backward()
+        assert count.syncs == 0, count.counts
+        for got, want in zip(got, batch_imitation_loss(model, plain, 64)):
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert len(shapes) == 1
+    cfg = compose_small(tmp_path, "imitation", "optim.dense_max_nodes=64", "curriculum=aggressive",
+                        "curriculum.stages=[4,6]")
+    assert Trainer(cfg, tmp_path / "run").work.batches.sampler.padded is not None

@@ -169,8 +169,8 @@ def test_a_non_finite_step_changes_no_weight_and_halves_the_lr_at_the_read(tmp_p
                         "train.ckpt_every=100", "train.warmup_steps=0", "train.schedule=plateau")
     real, seen = Trainer.algorithm_step, []
 
-    def step(self, batch):
-        out = real(self, batch)
+    def step(self, batch, draws, capturing=False):
+        out = real(self, batch, draws, capturing)
         seen.append([p.detach().clone() for p in self.model.parameters()])
         if self.state.step == 1:  # the second step's loss is NaN
             out.loss = out.loss * float("nan")

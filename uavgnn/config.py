@@ -89,6 +89,7 @@ class OptimConfig:
     tf32: bool = True  # CUDA: TF32 tensor cores for fp32 matmuls (faster than bf16 autocast for this model)
     sync_free: bool = False  # fixed-shape variants of the step's data-dependent loops (REINFORCE's greedy baseline)
     dense_max_nodes: int = 0  # scenes of at most this many nodes attend by dense masked matmuls (0: PyG's sparse path)
+    cuda_graphs: bool = False  # CUDA: replay each update (forward, backward, optimisers) as one captured CUDA graph
 
 
 @dataclass

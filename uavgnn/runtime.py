@@ -59,9 +59,10 @@ def amp_dtype(cfg, device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if cfg.hardware.precision == "bf16" else torch.float16
 
 
-def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
-    """Autocast to ``dtype`` on ``device``, or nothing when ``dtype`` is None."""
-    return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+def autocast(device: torch.device, dtype: torch.dtype | None, cache: bool = True) -> AbstractContextManager:
+    """Autocast to ``dtype`` on ``device``, or nothing when ``dtype`` is None; ``cache=False`` inside a CUDA
+    graph's capture (its cast weights must not outlive the region)."""
+    return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None, cache_enabled=cache)
 
 
 @contextmanager

@@ -35,22 +35,24 @@ class BatchSource:
     def __init__(self, cfg, sizes: list[int], stage_train: list[GraphStore], device: torch.device) -> None:
         self.cfg, self.sizes, self.stage_train, self.device = cfg, sizes, stage_train, device
         self.ctx = distributed.context()
-        self.sampler = CurriculumSampler(stage_train, cfg.seed) if len(stage_train) > 1 else None
+        padded = self._padded(stage_train)
+        self.sampler = CurriculumSampler(stage_train, cfg.seed, padded) if len(stage_train) > 1 else None
         self.n_targets = SceneDistribution.of(cfg.task).n_targets
         self._stream: Iterator[Batch] | None = None
-        self.split = self.stage_train[-1] if self.sampler else self._training_split(self.stage_train[-1])
+        self.split = padded[-1] if padded and not self.sampler else self.stage_train[-1]
 
-    def _training_split(self, store: GraphStore) -> GraphStore | PaddedSplit:
-        """The split the epochs draw from: padded on the device when the dense attention path covers its scenes
-        (``optim.dense_max_nodes``) and ``hardware.data_on_device`` lets it live there (fixed shapes, no copy per
-        step), else the ``GraphStore``."""
-        if self.cfg.hardware.loader != "memory" or store.sizes["n_nodes"].max(initial=0) > self.cfg.optim.dense_max_nodes:
-            return store  # the dense path is off (0) or does not cover these scenes: nothing to pad
-        padded = PaddedSplit.of(store, self.cfg.data.k_max)
-        if padded is None:
-            return store
-        return padded.to(self.device) if keep_on_device(self.cfg.hardware.data_on_device, self.device,
-                                                        padded.nbytes()) else store
+    def _padded(self, stores: list[GraphStore]) -> list[PaddedSplit] | None:
+        """The stages' splits padded on the device when the dense attention path covers every stage's scenes
+        (``optim.dense_max_nodes``) and ``hardware.data_on_device`` lets them all live there (fixed shapes per
+        stage, no copy per step); else None: the ``GraphStore`` batches."""
+        covered = self.cfg.optim.dense_max_nodes
+        if self.cfg.hardware.loader != "memory" or any(s.sizes["n_nodes"].max(initial=0) > covered for s in stores):
+            return None  # the dense path is off (0) or does not cover these scenes: nothing to pad
+        padded = [PaddedSplit.of(store, self.cfg.data.k_max) for store in stores]
+        if any(p is None for p in padded) or not keep_on_device(self.cfg.hardware.data_on_device, self.device,
+                                                                 sum(p.nbytes() for p in padded)):
+            return None
+        return [p.to(self.device) for p in padded]
 
     def restart(self, step: int, batch_size: int) -> None:
         if self.sampler is None:

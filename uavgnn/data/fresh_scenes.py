@@ -7,13 +7,12 @@ be limited to a few thousand cached scenes: each batch is ``generate_scene_batch
 ``s`` is seeded by (seed, step, rank), so a batch is a pure function of them and
 resume / rollback repeat exactly what an uninterrupted run saw; each rank of a
 ``torchrun`` job draws its own share of the global batch. With a curriculum, a
-``replay[stage]`` share of every batch is drawn at the sizes of earlier stages
-(each earlier stage equally likely), as the cached sampler does. With ``data.fresh_sizes`` every step's
-scenes have one size drawn from the list (by (seed, step)), as many of them as hold the nodes of
+``replay[stage]`` share of every batch is drawn at the sizes of earlier stages, the
+same number from each (``replay_counts``), as the cached sampler does. With
+``data.fresh_sizes`` every step's scenes have one size drawn from the list (by (seed, step)), as many of them as hold the nodes of
 ``hardware.batch_size`` scenes of ``data.n_uav``: training sees large scenes, their truncated candidate lists
 and arena borders far away, at the cost of small ones. The batches are padded (``build_graph_batch``): their
-shapes depend on the scene sizes and batch size only (one shape per size; with a curriculum's replay, also on
-how many scenes of each earlier stage the step drew).
+shapes depend on the scene sizes and batch size only: one shape per size, or per curriculum stage.
 """
 
 from __future__ import annotations
@@ -23,32 +22,12 @@ import torch
 from torch_geometric.data import Batch
 
 from uavgnn import distributed
-from uavgnn.data.stages import stage_batch_size
+from uavgnn.data.padded import concat_batches
+from uavgnn.data.stages import replay_counts, stage_batch_size
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.randomness import stream, stream_seed
-
-GRAPH_KEYS = ("x", "node_type", "need", "cand_attr", "cand_rank", "cand_target", "cand_valid", "uu_attr", "n_uav")
-
-
-def concat_batches(parts: list[Batch]) -> Batch:
-    """One padded batch of the padded batches ``parts`` in order (node indices shifted, graph ids renumbered)."""
-    if len(parts) == 1:
-        return parts[0]
-    node_shift = torch.cumsum(torch.tensor([0] + [p.num_nodes for p in parts[:-1]]), 0).tolist()
-    graph_shift = torch.cumsum(torch.tensor([0] + [p.num_graphs for p in parts[:-1]]), 0).tolist()
-    out = Batch(**{key: torch.cat([p[key] for p in parts]) for key in GRAPH_KEYS},
-                cand_index=torch.cat([p.cand_index + s for p, s in zip(parts, node_shift)], 1),
-                uu_index=torch.cat([p.uu_index + s for p, s in zip(parts, node_shift)], 1),
-                batch=torch.cat([p.batch + g for p, g in zip(parts, graph_shift)]),
-                ptr=torch.cat([parts[0].ptr[:1]] + [p.ptr[1:] + s for p, s in zip(parts, node_shift)]),
-                num_nodes=sum(p.num_nodes for p in parts))
-    out.scene_id = torch.arange(out.ptr.numel() - 1, device=out.x.device)
-    out._num_graphs = out.scene_id.numel()
-    out.kept_counts = [sum(counts) for counts in zip(*(p.kept_counts for p in parts))]
-    out.max_nodes = max(p.max_nodes for p in parts)
-    return out
 
 
 class FreshScenes:
@@ -87,12 +66,8 @@ class FreshScenes:
         count = max(1, batch_size // self.ctx.world_size)
         generator = stream(self.cfg.seed, "fresh_scenes", step, self.ctx.rank, self.device)
         n_old = min(round(count * cur.replay[stage]), count - 1) if cur.name != "none" and stage > 0 else 0
-        per_stage = []  # replayed scenes per earlier stage, each stage equally likely
-        if n_old:
-            old_stage = torch.randint(0, stage, (n_old,), generator=generator, device=self.device)
-            per_stage = torch.bincount(old_stage, minlength=stage).tolist()
         parts = [self._graphs(n_stage, count - n_old, generator)]
-        parts += [self._graphs(self.sizes[s], c, generator) for s, c in enumerate(per_stage) if c > 0]
+        parts += [self._graphs(self.sizes[s], c, generator) for s, c in enumerate(replay_counts(n_old, stage)) if c]
         return concat_batches(parts)
 
     # what ``hardware.batch_size=auto`` probes (``gather(ids)``, ``len``)

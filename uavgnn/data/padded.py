@@ -6,13 +6,15 @@ fresh scenes have (``build_graph_batch``): a real candidate sits at its rank, th
 are not among the UAV's candidates (``cand_valid`` False, probability 0 under the policy). A batch is then one
 index per tensor, on the device the split was moved to once (``hardware.data_on_device``), and its shapes are
 set by (B, N, M, K): with the dense attention path a step on it has no host sync and one shape per stage.
-Used for training when the dense path covers the stage's scenes (``optim.dense_max_nodes``); validation and
-the test phase keep the ``GraphStore``.
+Used for training when the dense path covers the scenes of every stage (``optim.dense_max_nodes``): under a
+curriculum a batch is one padded part per stage (``concat_batches``), so a stage's batches keep one shape;
+validation and the test phase keep the ``GraphStore``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 import torch
 from torch_geometric.data import Batch
@@ -102,3 +104,26 @@ class PaddedSplit:
         batch.kept_counts = [b * n * min(r, self.slots) for r in range(self.slots + 1)]
         batch.max_nodes = nodes
         return batch
+
+
+def concat_batches(parts: list[Batch]) -> Batch:
+    """One padded batch of the padded batches ``parts`` in order (node indices shifted, graph ids renumbered): a
+    curriculum stage's scenes and its replay of earlier stages' sizes."""
+    if len(parts) == 1:
+        return parts[0]
+    node_shift = list(accumulate((p.num_nodes for p in parts[:-1]), initial=0))  # host ints: nothing to launch
+    graph_shift = list(accumulate((p.num_graphs for p in parts[:-1]), initial=0))
+    rebuilt = {"cand_index", "uu_index", "batch", "ptr", "scene_id"}
+    keys = [key for key in parts[0].keys() if key not in rebuilt and torch.is_tensor(parts[0][key])]
+    out = Batch(**{key: torch.cat([p[key] for p in parts]) for key in keys},
+                cand_index=torch.cat([p.cand_index + s for p, s in zip(parts, node_shift)], 1),
+                uu_index=torch.cat([p.uu_index + s for p, s in zip(parts, node_shift)], 1),
+                batch=torch.cat([p.batch + g for p, g in zip(parts, graph_shift)]),
+                ptr=torch.cat([parts[0].ptr[:1]] + [p.ptr[1:] + s for p, s in zip(parts, node_shift)]),
+                num_nodes=sum(p.num_nodes for p in parts))
+    out.scene_id = torch.arange(out.ptr.numel() - 1, device=out.x.device)
+    out._num_graphs = out.scene_id.numel()
+    longest = max(len(p.kept_counts) for p in parts)  # a part's list ends where its slots do: its count stays
+    out.kept_counts = [sum(p.kept_counts[min(r, len(p.kept_counts) - 1)] for p in parts) for r in range(longest)]
+    out.max_nodes = max(p.max_nodes for p in parts)
+    return out

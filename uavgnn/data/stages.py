@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch_geometric.data import Batch
 
+from uavgnn.data.padded import PaddedSplit, concat_batches
 from uavgnn.data.store import GraphStore
 from uavgnn.randomness import stream
 
@@ -28,27 +29,39 @@ def stage_batch_size(policy: str, n_nodes: int, batch_size: int, node_budget: in
     raise ValueError(f"curriculum.batch_policy: unknown policy {policy!r} (expected by_scale, nodes or fixed)")
 
 
-class CurriculumSampler:
-    """Batches of the current stage's training scenes mixed with earlier stages' (replay)."""
+def replay_counts(n_old: int, stage: int) -> list[int]:
+    """Replayed scenes of each earlier stage in a batch of stage ``stage`` with ``n_old`` of them: the same
+    number from each (the first ones take the remainder), fixed per stage so that its batches keep one shape."""
+    return [n_old // stage + (s < n_old % stage) for s in range(stage)]
 
-    def __init__(self, stores: list[GraphStore], seed: int) -> None:
+
+class CurriculumSampler:
+    """Batches of the current stage's training scenes mixed with earlier stages' (replay): from the stages'
+    ``GraphStore`` (one gather of the union), or from their ``PaddedSplit`` on the device (one padded part per
+    stage: a stage's batches have one shape)."""
+
+    def __init__(self, stores: list[GraphStore], seed: int, padded: list[PaddedSplit] | None = None) -> None:
         self.union = GraphStore.concat(stores)
         self.offsets = [0]
         for store in stores:
             self.offsets.append(self.offsets[-1] + len(store))
-        self.seed = seed
+        self.seed, self.padded = seed, padded
+
+    def stage_ids(self, step: int, stage: int, batch_size: int, historical_fraction: float, rank: int = 0,
+                  world_size: int = 1) -> list[tuple[int, torch.Tensor]]:
+        """(stage, scene ids in that stage's split) of ``step``'s batch, current stage first: a pure function of
+        seed and step; with several ranks, each takes every ``world_size``-th scene of every stage's part."""
+        gen = stream(self.seed, "curriculum", step)
+        n_old = round(batch_size * historical_fraction) if stage > 0 else 0
+        counts = [(stage, batch_size - n_old)] + list(enumerate(replay_counts(n_old, stage)))
+        parts = [(s, torch.randint(0, self.offsets[s + 1] - self.offsets[s], (n,), generator=gen))
+                 for s, n in counts if n > 0]
+        return [(s, ids[rank::world_size]) for s, ids in parts]
 
     def batch(self, step: int, stage: int, batch_size: int, historical_fraction: float, rank: int = 0,
               world_size: int = 1) -> Batch:
-        """The global batch of ``step`` (a pure function of seed and step), or this rank's share of it."""
-        gen = stream(self.seed, "curriculum", step)
-        n_old = round(batch_size * historical_fraction) if stage > 0 else 0
-        start, end = self.offsets[stage], self.offsets[stage + 1]
-        current = start + torch.randint(0, end - start, (batch_size - n_old,), generator=gen)
-        earlier = torch.randint(0, start, (n_old,), generator=gen) if n_old else current[:0]
-        ids = torch.cat([current, earlier])
-        if world_size > 1:
-            ids = ids[torch.randperm(len(ids), generator=gen)]  # every rank gets its share of the replay
-            per_rank = len(ids) // world_size
-            ids = ids[rank * per_rank:(rank + 1) * per_rank]
-        return self.union.gather(ids)
+        """The global batch of ``step``, or this rank's share of it."""
+        parts = self.stage_ids(step, stage, batch_size, historical_fraction, rank, world_size)
+        if self.padded is not None:
+            return concat_batches([self.padded[s].gather(ids) for s, ids in parts])
+        return self.union.gather(torch.cat([ids + self.offsets[s] for s, ids in parts]))

@@ -19,18 +19,32 @@ class Optimisers:
     """The optimisers of ``networks``: LR ``lr`` x each network's ``lr_scale``, clip its ``grad_clip`` (or
     ``grad_clip``); stepped together under one gradient scaler."""
 
-    def __init__(self, networks: list[Network], lr: float, weight_decay: float, grad_clip: float) -> None:
-        self.networks = networks
+    def __init__(self, networks: list[Network], lr: float, weight_decay: float, grad_clip: float,
+                 capturable: bool = False) -> None:
+        self.networks, self.capturable = networks, capturable
         self.clips = [grad_clip if net.grad_clip is None else net.grad_clip for net in networks]
-        self.adamw = [torch.optim.AdamW(net.params, lr=lr * net.lr_scale, weight_decay=weight_decay, fused=True)
-                      for net in networks]
+        self.adamw = [torch.optim.AdamW(net.params, lr=lr * net.lr_scale, weight_decay=weight_decay, fused=True,
+                                        capturable=capturable) for net in networks]
+        self.loads = 0  # state loads so far: a CUDA graph captured before one points at replaced tensors
+        self._device_lrs()
+
+    def _device_lrs(self) -> None:
+        """Capturable: each learning rate a device tensor, set in place (a CUDA graph reads it at replay;
+        a float would be baked into the captured kernels)."""
+        if self.capturable:
+            for net, adamw in zip(self.networks, self.adamw):
+                for group in adamw.param_groups:
+                    group["lr"] = torch.tensor(float(group["lr"]), device=net.params[0].device)
 
     def set_lr(self, lr: float, factor: float) -> None:
         """Every network at ``lr`` (the phase's peak LR) x its own scale x ``factor`` (schedule, curriculum,
         rollbacks)."""
         for net, adamw in zip(self.networks, self.adamw):
             for group in adamw.param_groups:
-                group["lr"] = lr * net.lr_scale * factor
+                if self.capturable:
+                    group["lr"].fill_(lr * net.lr_scale * factor)
+                else:
+                    group["lr"] = lr * net.lr_scale * factor
 
     def zero_grad(self) -> None:
         for adamw in self.adamw:
@@ -59,7 +73,11 @@ class Optimisers:
         return applied
 
     def state_dict(self) -> dict[str, Any]:
-        return {net.name: adamw.state_dict() for net, adamw in zip(self.networks, self.adamw)}
+        """Each network's AdamW state, learning rates as floats (a checkpoint loads with or without
+        CUDA graphs)."""
+        return {net.name: {**state, "param_groups": [{**group, "lr": float(group["lr"])}
+                                                     for group in state["param_groups"]]}
+                for net, state in ((net, adamw.state_dict()) for net, adamw in zip(self.networks, self.adamw))}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Each network's state by name; a checkpoint written before per-network optimisers (one AdamW, one
@@ -71,8 +89,11 @@ class Optimisers:
             raise ValueError(f"optimisers of the networks {', '.join(sorted(state))}, expected {', '.join(names)}")
         for net, adamw in zip(self.networks, self.adamw):
             saved = state[net.name]  # fused here whatever it was saved as (its step counters then live on the device)
-            adamw.load_state_dict({**saved, "param_groups": [{**group, "fused": True, "foreach": None}
+            adamw.load_state_dict({**saved, "param_groups": [{**group, "fused": True, "foreach": None,
+                                                              "capturable": self.capturable}
                                                              for group in saved["param_groups"]]})
+        self.loads += 1
+        self._device_lrs()
 
 
 def split_by_group(state: dict[str, Any], networks: int) -> list[dict[str, Any]]:

@@ -48,7 +48,7 @@ class Phases:
             load_weights(self.model, weights, best, f"the best policy before phase {phase.name}")
         cfg = self.cfg
         self.optimisers = Optimisers(self.algorithm.networks(self.model), phase.lr, cfg.train.weight_decay,
-                                     cfg.train.grad_clip)
+                                     cfg.train.grad_clip, capturable=self.graphed is not None)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.scaler.is_enabled())
         if self.ema is not None:
             self.ema.module.load_state_dict(self.model.state_dict())

@@ -88,6 +88,8 @@ class Recovery:
         if self.ctx.enabled or self.state.batch_size < 2:
             raise err
         self.optimisers.zero_grad()
+        if self.graphed is not None:
+            self.graphed.reset()  # the graphs of the larger batch hold their memory
         torch.cuda.empty_cache()
         self.state.batch_size //= 2
         log.warning("CUDA out of memory at step %d: batch size halved to %d", self.state.step, self.state.batch_size)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from uavgnn.console import echo, progress
 from uavgnn.errors import CheckpointError, Interrupted
 from uavgnn.loggers import MetricLogger
 from uavgnn.perf import device_memory_mb, peak_memory_mb
-from uavgnn.runtime import amp_dtype, autocast, maybe_compile, prepare_device, seed_everything
+from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device, seed_everything
 from uavgnn.training.batch_size import resolve_batch_size
 from uavgnn.training.curriculum import CurriculumState, curriculum_step
 from uavgnn.training.ema import update_moving_average
@@ -50,6 +49,7 @@ from uavgnn.training.phases import Phases, phase_lr
 from uavgnn.training.recovery import Recovery
 from uavgnn.training.state import TrainResult, TrainState
 from uavgnn.training.step_stats import HOST_KEYS, StepStats
+from uavgnn.training.update import Updates
 from uavgnn.training.stop import StopRequest
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class StepDone:
     stopping: bool  # a signal asked the run to stop (agreed by every rank)
 
 
-class Trainer(Recovery, Phases):
+class Trainer(Recovery, Phases, Updates):
     """Owns the loop and everything algorithms share; ``fit()`` trains to ``train.steps``."""
 
     def __init__(self, cfg, out_dir: Path, resume_from: Path | None = None) -> None:
@@ -83,9 +83,10 @@ class Trainer(Recovery, Phases):
         self.cadence, self.score, self.sizes = self.algorithm.cadence(), self.algorithm.score, self.work.sizes
         self.phases = self.algorithm.phases()
         self.phase_starts = {phase.start: phase for phase in self.phases[1:]}  # each restarts from best.pt
-        self.optimisers = Optimisers(self.algorithm.networks(self.model), cfg.train.lr, cfg.train.weight_decay,
-                                     cfg.train.grad_clip)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.dtype == torch.float16)
+        self.graphed = self.graph_updates()  # optim.cuda_graphs: the update replayed as one CUDA graph
+        self.optimisers = Optimisers(self.algorithm.networks(self.model), cfg.train.lr, cfg.train.weight_decay,
+                                     cfg.train.grad_clip, capturable=self.graphed is not None)
         self.ema = AveragedModel(self.model) if cfg.train.ema_decay > 0 else None
         self.policy = self.ema.module if self.ema is not None else self.model  # evaluated, checkpointed, shipped
         self.state, self.cur = TrainState(best=self.score.worst), CurriculumState()
@@ -182,49 +183,24 @@ class Trainer(Recovery, Phases):
         got_batch = time.perf_counter()
         lr, factor = phase_lr(self.phases, state.step, cfg.train.schedule)
         self.optimisers.set_lr(lr, state.lr_scale * factor)
+        draws = self.algorithm.draws(batch, state.step)
         try:
-            out = self.algorithm_step(batch)
+            result = self.graphed(batch, draws, stop_seen) if self.graphed else self.update(batch, draws, stop_seen)
         except torch.cuda.OutOfMemoryError as err:
             return self.out_of_memory(err)
-        self.optimisers.zero_grad()
-        loss, logged, stats, finite = out.loss, out.loss.detach(), out.stats, torch.isfinite(out.loss.detach())
-        if self.ctx.enabled:
-            loss, logged, stats, finite, stop_seen = distributed.agree_on_step(out.loss, out.weight, out.stats,
-                                                                               stop_seen)
-        try:
-            self.scaler.scale(loss).backward()
-        except torch.cuda.OutOfMemoryError as err:
-            return self.out_of_memory(err)
-        self.updating = True  # from here to the new step count the weights and the counters disagree
-        applied = self.optimisers.step(self.scaler, finite)  # each network clipped to its own norm
-        self.algorithm.after_step(self.model, applied)
-        self.work.feedback(batch, out.feedback)
+        self.algorithm.after_step(self.model, result.applied)
+        self.work.feedback(batch, result.feedback)
         if self.ema is not None:
-            update_moving_average(self.ema, self.model, cfg.train.ema_decay, applied)
+            update_moving_average(self.ema, self.model, cfg.train.ema_decay, result.applied)
         state.step += 1
         self.updating = False
-        self.unread.add(logged, stats, applied)
+        self.unread.add(result.logged, result.stats, result.applied)
         done = time.perf_counter()
         for name, value in (("steps", 1), ("wait", got_batch - tick), ("busy", done - tick),
                             ("items", self.work.items(batch) * self.ctx.world_size)):
             self.window[name] += value
         self.bar.update(1)
-        return StepDone(list(stats), stop_seen)
-
-    def algorithm_step(self, batch):
-        """The algorithm's loss under autocast; a compiled step that fails falls back to eager once."""
-        with autocast(self.device, self.dtype):
-            try:
-                return self.step_fn(batch, self.algorithm.draws(batch, self.state.step))
-            except torch.cuda.OutOfMemoryError:
-                raise
-            except Exception as err:  # noqa: BLE001 - compilation errors surface at the first call
-                if self.step_fn is self.eager:
-                    raise
-                warnings.warn(f"optim.compile: compiled step failed ({type(err).__name__}: {err}); "
-                              "continuing in eager mode", RuntimeWarning)
-                self.step_fn = self.eager
-                return self.step_fn(batch, self.algorithm.draws(batch, self.state.step))
+        return StepDone(list(result.stats), result.stop_seen)
 
     # -- what happens around steps ---------------------------------------------------------------------------
 
@@ -242,7 +218,7 @@ class Trainer(Recovery, Phases):
         w, n, speed_key = self.window, self.window["n"], f"perf/{self.work.unit}_per_s"
         mean = (lambda total: total / n) if n else (lambda total: float("nan"))  # n = 0: every step skipped
         metrics = {"train/loss": mean(w["loss"]), **{f"train/{name}": mean(w[name]) for name in done.stats},
-                   "train/lr": self.optimisers.adamw[0].param_groups[0]["lr"],
+                   "train/lr": float(self.optimisers.adamw[0].param_groups[0]["lr"]),  # a device tensor with graphs
                    speed_key: w["items"] / w["busy"], "perf/step_ms": 1000 * w["busy"] / w["steps"],
                    "perf/data_wait_frac": w["wait"] / w["busy"], "perf/peak_mem_mb": peak_memory_mb(self.device),
                    **self.work.window_stats()}
