@@ -35,6 +35,7 @@ def test_one_signature_per_shape_and_host_value(labelled_store) -> None:
     assert any(x is noise[0] for x in a) and any(x is first.x for x in a)
     assert leaves((with_budget(padded.gather(torch.tensor([3, 0, 7, 5])), 5), noise))[1] != key_a
     assert leaves((with_budget(padded.gather(torch.tensor([3, 0, 7])), 4), noise))[1] != key_a
+    assert hash(key_a) == hash(key_b)  # a dict key: how a replay finds its graph
     step = Transitions(*(torch.zeros(4, 3) for _ in range(9)))
     tensors, key = leaves(step)
     assert len(tensors) == 9 and key == leaves(Transitions(*(torch.ones(4, 3) for _ in range(9))))[1]

@@ -98,6 +98,10 @@ class GraphedUpdate:
             self.reset()
             self.state_of = (optimisers, optimisers.loads)
         tensors, key = leaves((batch, draws))
+        try:
+            hash(key)
+        except TypeError:  # a host value that cannot name a signature (an array): this step stays eager
+            return self.update(batch, draws, stop_seen)
         if key not in self.graphs:
             if len(self.seen) > MAX_SHAPES:  # inputs whose host values change every step never capture
                 self.seen.clear()
