@@ -9,10 +9,11 @@ resume / rollback repeat exactly what an uninterrupted run saw; each rank of a
 ``torchrun`` job draws its own share of the global batch. With a curriculum, a
 ``replay[stage]`` share of every batch is drawn at the sizes of earlier stages, the
 same number from each (``replay_counts``), as the cached sampler does. With
-``data.fresh_sizes`` every step's scenes have one size drawn from the list (by (seed, step)), as many of them as hold the nodes of
-``hardware.batch_size`` scenes of ``data.n_uav``: training sees large scenes, their truncated candidate lists
-and arena borders far away, at the cost of small ones. The batches are padded (``build_graph_batch``): their
-shapes depend on the scene sizes and batch size only: one shape per size, or per curriculum stage.
+``data.fresh_sizes`` every step's scenes have one size drawn from the list (by (seed, step)), as many of them
+as hold the nodes of ``hardware.batch_size`` scenes of ``data.n_uav``: training sees large scenes, their
+truncated candidate lists and arena borders far away, at the cost of small ones. The batches are padded
+(``build_graph_batch``): their shapes depend on the scene sizes and batch size only: one shape per size, or per
+curriculum stage.
 """
 
 from __future__ import annotations

@@ -75,9 +75,10 @@ class Optimisers:
     def state_dict(self) -> dict[str, Any]:
         """Each network's AdamW state, learning rates as floats (a checkpoint loads with or without
         CUDA graphs)."""
-        return {net.name: {**state, "param_groups": [{**group, "lr": float(group["lr"])}
-                                                     for group in state["param_groups"]]}
-                for net, state in ((net, adamw.state_dict()) for net, adamw in zip(self.networks, self.adamw))}
+        states = {net.name: adamw.state_dict() for net, adamw in zip(self.networks, self.adamw)}
+        return {name: {**state, "param_groups": [{**group, "lr": float(group["lr"])}
+                                                 for group in state["param_groups"]]}
+                for name, state in states.items()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Each network's state by name; a checkpoint written before per-network optimisers (one AdamW, one

@@ -49,8 +49,8 @@ from uavgnn.training.phases import Phases, phase_lr
 from uavgnn.training.recovery import Recovery
 from uavgnn.training.state import TrainResult, TrainState
 from uavgnn.training.step_stats import HOST_KEYS, StepStats
-from uavgnn.training.update import Updates
 from uavgnn.training.stop import StopRequest
+from uavgnn.training.update import Updates
 
 log = logging.getLogger(__name__)
 # sums of every log window (plus the algorithm's stats): loss and stats over the n applied of its steps
