@@ -23,14 +23,11 @@ CAND_KEYS = ("cand_attr", "cand_rank", "cand_target", "cand_label")
 UU_KEYS = ("uu_attr",)
 
 
-def _ranges(starts: torch.Tensor, counts: torch.Tensor, total: int) -> torch.Tensor:
-    """Concatenation of ``arange(s, s + c)`` for every (s, c) (``total`` = the sum of ``counts``), no loop."""
-    offsets = torch.cumsum(counts, 0) - counts
-    return torch.repeat_interleave(starts - offsets, counts, output_size=total) + torch.arange(total)
-
-
 def _ptr(counts: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)])
+
+
+PARTS = ("n_nodes", "n_cand", "n_uu")  # a graph's nodes, candidate edges and UAV edges: what a batch gathers
 
 
 @dataclass
@@ -51,9 +48,12 @@ class GraphStore:
         self.uu_ptr = _ptr(t["n_uu"])
         self.uav_ptr = _ptr(t["n_uav"])
         self.target_ptr = _ptr(t["n_nodes"] - t["n_uav"])
+        # (3, S) each graph's sizes and first rows, one row per part: one index gathers a batch's of all three
+        self.part_counts = torch.stack([t[key] for key in PARTS])
+        self.part_starts = torch.stack([self.node_ptr[:-1], self.cand_ptr[:-1], self.uu_ptr[:-1]])
         # each graph's sizes on the host: a batch's totals without reading the (possibly on-device) counts back,
         # and its candidates of rank < r for every r (``message_edges`` keeps those of rank < k)
-        self.sizes = {key: t[key].cpu().numpy() for key in ("n_nodes", "n_cand", "n_uu")}
+        self.sizes = {key: t[key].cpu().numpy() for key in PARTS}
         rank = t["cand_rank"].cpu().numpy()
         below = np.zeros((len(self), int(rank.max(initial=-1)) + 2), dtype=np.int64)
         np.add.at(below, (np.repeat(np.arange(len(self)), self.sizes["n_cand"]), rank + 1), 1)
@@ -123,21 +123,21 @@ class GraphStore:
         """The batch of graphs ``ids``, identical to ``Batch.from_data_list([get(i) for i in ids])``."""
         t = self.tensors
         host_ids = np.asarray(ids)
-        total = {key: int(sizes[host_ids].sum()) for key, sizes in self.sizes.items()}
+        total = [int(self.sizes[key][host_ids].sum()) for key in PARTS]
         ids = torch.as_tensor(ids, dtype=torch.long)
-        counts = {key: t[key][ids] for key in self.sizes}
-        n_nodes, n_cand, n_uu = counts["n_nodes"], counts["n_cand"], counts["n_uu"]
-        node_idx = _ranges(self.node_ptr[ids], n_nodes, total["n_nodes"])
-        cand_idx = _ranges(self.cand_ptr[ids], n_cand, total["n_cand"])
-        uu_idx = _ranges(self.uu_ptr[ids], n_uu, total["n_uu"])
-        new_offset = torch.cumsum(n_nodes, 0) - n_nodes
-        graph = torch.arange(len(ids))
+        b = len(ids)
+        counts, starts = self.part_counts[:, ids].view(-1), self.part_starts[:, ids].view(-1)  # part-major, (3B,)
+        # every part of every graph at once: segment s is part s // b of graph s % b, its rows start at starts[s]
+        segment = torch.repeat_interleave(torch.arange(3 * b), counts, output_size=sum(total))
+        first = torch.cumsum(counts, 0) - counts  # where each segment starts in the concatenation
+        rows = torch.arange(sum(total)) + (starts - first)[segment]
+        graph = segment.remainder(b)
+        ptr = first[:b + 1]  # the node segments come first: their starts are the batch's node offsets
+        node_idx, cand_idx, uu_idx = rows.split(total)
+        _, cand_offset, uu_offset = first[:b][graph].split(total)  # each row's graph's first node in the batch
         batch = Batch(
-            cand_index=t["cand_index"][:, cand_idx] + torch.repeat_interleave(new_offset, n_cand,
-                                                                              output_size=total["n_cand"]),
-            uu_index=t["uu_index"][:, uu_idx] + torch.repeat_interleave(new_offset, n_uu, output_size=total["n_uu"]),
-            batch=torch.repeat_interleave(graph, n_nodes, output_size=total["n_nodes"]), ptr=_ptr(n_nodes),
-            n_uav=t["n_uav"][ids], scene_id=ids.clone(), num_nodes=total["n_nodes"],
+            cand_index=t["cand_index"][:, cand_idx] + cand_offset, uu_index=t["uu_index"][:, uu_idx] + uu_offset,
+            batch=graph[:total[0]], ptr=ptr, n_uav=t["n_uav"][ids], scene_id=ids.clone(), num_nodes=total[0],
         )
         self._copy_attributes(batch, node_idx, cand_idx, uu_idx)
         batch.kept_counts = self.rank_counts[host_ids].sum(0).tolist()

@@ -51,7 +51,7 @@ def graph_log_probs(model: nn.Module, batch: Batch, graph: MessageGraph, max_edg
         cand_logit, idle_logit = model(*graph.args, **{key: value for key, value in given.items() if value is not None})
     if graph.cand_valid is not None:
         cand_logit = cand_logit.masked_fill(~graph.cand_valid, float("-inf"))
-    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, batch.cand_index[0, graph.keep])
+    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, graph.args[4][0])  # the kept candidates' UAVs
     return cand_logp, idle_logp, graph.keep
 
 

@@ -20,9 +20,9 @@ def update_moving_average(ema: AveragedModel, model: nn.Module, decay: float, ap
     """``ema <- ema + w (model - ema)`` with ``w`` = 1 at the first update, ``1 - decay`` after it, 0 when
     ``applied`` (a device bool: the step's update was applied) is false; buffers are copied."""
     first = ema.n_averaged == 0
-    weight = torch.where(first, 1.0, 1.0 - decay) * applied
+    weight = torch.where(first, applied, (1.0 - decay) * applied)  # a float: 1 or 0 at the first update
     lerp_all_(list(ema.module.parameters()), list(model.parameters()), weight)  # no_grad: no detach (a view op each)
     buffers = list(ema.module.buffers())
     if buffers:
         torch._foreach_copy_(buffers, list(model.buffers()))
-    ema.n_averaged.add_(applied.long())
+    ema.n_averaged.add_(applied)  # a bool adds as 0 or 1

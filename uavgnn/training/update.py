@@ -5,6 +5,7 @@ function of the step's batch and draws, with no host read: what the loop calls e
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +66,8 @@ class Updates:
         out = self.algorithm_step(batch, draws, capturing)
         if not capturing:
             self.optimisers.zero_grad()
-        loss, logged, stats, finite = out.loss, out.loss.detach(), out.stats, torch.isfinite(out.loss.detach())
+        loss, logged, stats = out.loss, out.loss.detach(), out.stats
+        finite = logged.abs() < math.inf  # isfinite in two ops, not four
         if self.ctx.enabled:
             loss, logged, stats, finite, stop_seen = distributed.agree_on_step(out.loss, out.weight, out.stats,
                                                                                stop_seen)
