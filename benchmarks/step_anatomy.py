@@ -7,7 +7,8 @@
 
 Each algorithm trains for real (its ``experiment=debug`` configuration, as in issue 32's table) under
 ``uavgnn.training.anatomy.step_anatomy``: ``--warmup`` steps, then ``--steps`` counted ones. On a GPU each
-aten op is at least one kernel launch; each sync op makes the host wait for the device. With
+aten op but a view (``views/step``: ``view``, ``t``, ``detach``, slices... alias a tensor, launch nothing) is at
+least one kernel launch; each sync op makes the host wait for the device. With
 ``optim.compile=true``, ``compiles`` and ``graph breaks`` (over the whole run) say whether the compiled step stays
 one graph compiled once; ops and syncs stay the eager step's (under a counting dispatch mode TorchDynamo runs the
 step's ops one by one).
@@ -65,7 +66,8 @@ def main() -> None:
             anatomy = step_anatomy(cfg, Path(tmp) / name, args.warmup, args.steps, args.trace)
             before_ops, before_syncs = ISSUE_32.get(name, ("", ""))
             rows.append({"algorithm": name, "ops/step": round(anatomy.ops_per_step),
-                         "before": before_ops, "syncs/step": round(anatomy.syncs_per_step, 1),
+                         "before": before_ops, "views/step": round(anatomy.views_per_step),
+                         "syncs/step": round(anatomy.syncs_per_step, 1),
                          "syncs before": before_syncs, "compiles": anatomy.compiles,
                          "graph breaks": anatomy.graph_breaks})
             for site, count in sorted(anatomy.sync_sites.items(), key=lambda kv: -kv[1]):

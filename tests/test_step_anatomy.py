@@ -71,6 +71,10 @@ def test_the_counter_counts_what_makes_the_host_wait() -> None:
     assert count.syncs == 0, count.counts
     assert count.ops == 8, count.counts  # lift_fresh x2, nonzero_static, index, repeat_interleave, scalar_tensor,
     # where, sum
+    y = torch.ones(2, 3)
+    with OpCounter() as count:  # four aliases of y and one new tensor: only the add launches a kernel
+        y.t(), y.view(3, 2), y[:, 1:], y.detach(), y + 1
+    assert (count.ops, count.views, count.syncs) == (5, 4, 0), count.counts
 
 
 @pytest.mark.slow

@@ -116,14 +116,17 @@ register_optimizer_step_post_hook(lambda *_: _IN_OPTIMISER.__setitem__(0, _IN_OP
 
 
 class OpCounter(TorchDispatchMode):
-    """``with OpCounter() as count: step()`` -> ``count.ops`` (aten ops dispatched: on a GPU each launches at
-    least one kernel) and ``count.syncs`` (those among them that make the host wait), with ``count.where`` the
-    Python line that asked for each kind of sync: what a GPU step's speed depends on, counted on any device."""
+    """``with OpCounter() as count: step()`` -> ``count.ops`` (aten ops dispatched), ``count.views`` (those among
+    them that only alias their input - ``view``, ``t``, ``detach``, ``expand``, slices: a dispatch each, no kernel)
+    and ``count.syncs`` (those that make the host wait), with ``count.where`` the Python line that asked for each
+    kind of sync: what a GPU step's speed depends on, counted on any device. On a GPU each op that is not a view
+    launches at least one kernel."""
 
     def __init__(self, trace_syncs: bool = False) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()
         self.where: Counter[str] = Counter()
+        self.views = 0
         self.trace_syncs = trace_syncs
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -135,6 +138,7 @@ class OpCounter(TorchDispatchMode):
         elif name in _INDEXING and any(i is not None and i.dtype == torch.bool for i in args[1]):
             name = f"{name}(boolean mask)"  # the kernel counts the mask's true entries on the host first
         self.counts[name] += 1
+        self.views += func.is_view
         if self.trace_syncs and name in SYNC_OPS:
             frame = next((f for f in reversed(traceback.extract_stack()[:-1]) if "/uavgnn/" in f.filename
                           and not f.filename.endswith("perf.py")), None)

@@ -147,10 +147,11 @@ def coma_loss(agents: COMAAgents, ep: Episodes) -> tuple[torch.Tensor, dict[str,
     entropy = -(pi * logp.masked_fill(~ep.avail, 0.0)).sum(-1)  # 0 log 0 = 0, with finite gradients
     logp_taken = logp.gather(-1, taken).squeeze(-1)
     actor_loss = -((advantage * logp_taken + s.entropy_coef * entropy) * weight).sum() / count
-    stats = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
-             "advantage_mean": (advantage * weight).sum() / count,
-             "advantage_std": ((advantage.pow(2) * weight).sum() / count).sqrt(),
-             "entropy": (entropy.detach() * weight).sum() / count, "q": (q_taken.detach() * weight).sum() / count}
+    with torch.no_grad():  # the four means over valid steps in one reduction
+        means = (torch.stack([advantage, advantage.pow(2), entropy, q_taken]) * weight).sum((1, 2, 3)) / count
+    mean, square, entropy_mean, q_mean = means.unbind()
+    stats = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "advantage_mean": mean,
+             "advantage_std": square.sqrt(), "entropy": entropy_mean, "q": q_mean}
     return critic_loss + actor_loss, stats
 
 

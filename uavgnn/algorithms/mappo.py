@@ -277,9 +277,13 @@ class MAPPO(EnvPolicy):
     def cadence(self) -> Cadence:
         return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)
 
+    def __init__(self, cfg: Any, device: torch.device) -> None:
+        super().__init__(cfg, device)
+        # plain floats: a compiled step that read them from the config would trace OmegaConf (a graph break)
+        self.clip, self.entropy_coef = float(cfg.algorithm.clip), float(cfg.algorithm.entropy_coef)
+
     def training_step(self, model: nn.Module, batch: Rollouts, draws: None) -> StepOutput:
-        alg = self.cfg.algorithm
-        loss, stats = mappo_loss(unwrap(model), batch, alg.clip, alg.entropy_coef)
+        loss, stats = mappo_loss(unwrap(model), batch, self.clip, self.entropy_coef)
         return StepOutput(loss, stats, batch.mask.sum() * batch.logp.shape[-1])
 
     def networks(self, model: nn.Module) -> list[Network]:

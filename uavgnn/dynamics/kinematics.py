@@ -38,14 +38,13 @@ class Estimate:
     @classmethod
     def of(cls, out: torch.Tensor, predict_steps: int) -> Estimate:
         """The TCN's output (B, W, ``output_size``) read as an estimate."""
-        k = predict_steps
-        return cls(out[..., :2], out[..., 2:2 * k + 2].unflatten(-1, (k, 2)), out[..., 2 * k + 2:2 * k + 4],
-                   out[..., 2 * k + 4:])
+        now, ahead, velocity, disturbance = out.split([2, 2 * predict_steps, 2, 2], -1)  # one op, one backward
+        return cls(now, ahead.unflatten(-1, (predict_steps, 2)), velocity, disturbance)
 
 
 def future(x: torch.Tensor, window: int, steps: int) -> torch.Tensor:
     """(B, window, steps, 2): rows t+1..t+steps of x (B, window + steps, 2) for every t < window."""
-    return torch.stack([x[:, j:j + window] for j in range(1, steps + 1)], 2)
+    return x[:, 1:window + steps].unfold(1, steps, 1).transpose(2, 3)  # a view: windows of x's rows
 
 
 def clamp_speed(v: torch.Tensor) -> torch.Tensor:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.func import stack_module_state
 
-from uavgnn.models.transformer_gnn import mlp
+from uavgnn.models.transformer_gnn import MLP, mlp
 
 
 @dataclass
@@ -33,7 +33,7 @@ class MLPConfig:
     layers: int = 2  # actor hidden layers
 
 
-def mlp_net(inputs: int, hidden: int, layers: int, outputs: int) -> nn.Sequential:
+def mlp_net(inputs: int, hidden: int, layers: int, outputs: int) -> MLP:
     """``layers`` hidden layers of ``hidden`` units with ReLU (the usual SAC networks)."""
     return mlp([inputs] + [hidden] * layers + [outputs], nn.ReLU)
 

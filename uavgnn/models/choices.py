@@ -13,7 +13,8 @@ def choice_log_probs(cand_logit: torch.Tensor, idle_logit: torch.Tensor, cand_ua
                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities (C,) of candidate edges and (num_nodes,) of idling, per-UAV normalised."""
     cand_logit, idle_logit = cand_logit.float(), idle_logit.float()
-    peak = idle_logit.detach().scatter_reduce(0, cand_uav, cand_logit.detach(), reduce="amax", include_self=True)
+    with torch.no_grad():  # the shift is a constant of the gradient (no_grad: no detach op per input)
+        peak = idle_logit.scatter_reduce(0, cand_uav, cand_logit, reduce="amax", include_self=True)
     total = torch.exp(idle_logit - peak).index_add(0, cand_uav, torch.exp(cand_logit - peak[cand_uav]))
     lse = peak + torch.log(total)
     return cand_logit - lse[cand_uav], idle_logit - lse
@@ -46,9 +47,10 @@ def imitation_loss(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: t
     covered = is_uav & (~busy | has_label)
     n = covered.sum()
     target_logp = masked_mean(torch.where(busy, label_logp, idle_logp), covered, n)
-    edge, goes = best_choice(cand_logp.detach(), idle_logp.detach(), cand_uav)
-    picked_label = (edge >= 0) & cand_label[edge.clamp(min=0)] if cand_label.numel() else torch.zeros_like(busy)
-    correct = masked_mean(torch.where(busy, goes & picked_label, ~goes).float(), covered, n)
+    with torch.no_grad():  # the accuracy: a statistic
+        edge, goes = best_choice(cand_logp, idle_logp, cand_uav)
+        picked_label = (edge >= 0) & cand_label[edge.clamp(min=0)] if cand_label.numel() else torch.zeros_like(busy)
+        correct = masked_mean(torch.where(busy, goes & picked_label, ~goes).float(), covered, n)
     return -target_logp, correct, n
 
 

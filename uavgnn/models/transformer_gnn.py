@@ -25,12 +25,23 @@ from torch_geometric.nn import TransformerConv
 from uavgnn.problem.graphs import ASSIGNMENT_DIM, EDGE_DIM, NODE_DIM
 
 
-def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.GELU) -> nn.Sequential:
+class MLP(nn.Sequential):
+    """Linear layers and activations applied to rows: leading dimensions are flattened once for the whole stack
+    (``nn.Linear`` views a (..., features) input to 2-D and back itself: two view ops a layer, and two more in
+    the backward). The same numbers and the same parameter names as the plain ``nn.Sequential``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() <= 2:
+            return super().forward(x)
+        return super().forward(x.flatten(0, -2)).unflatten(0, x.shape[:-1])
+
+
+def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.GELU) -> MLP:
     """Linear layers of the given sizes with ``activation`` between them (none after the last)."""
     layers: list[nn.Module] = []
     for a, b in zip(sizes[:-1], sizes[1:]):
         layers += [nn.Linear(a, b), activation()]
-    return nn.Sequential(*layers[:-1])
+    return MLP(*layers[:-1])
 
 
 @dataclass

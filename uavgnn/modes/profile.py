@@ -126,9 +126,11 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     ms["eval_decode"] = 1000 * profiled.eval_seconds() / cfg.train.eval_every
     report = profile_report(cfg, device, ms, profiled, activation_mb, out_dir)
     anatomy = step_anatomy(cfg, out_dir / "anatomy", warmup=cfg.profile.warmup, steps=cfg.profile.steps)
-    report.update(aten_ops_per_step=anatomy.ops_per_step, sync_ops_per_step=anatomy.syncs_per_step,
-                  compiles=anatomy.compiles, graph_breaks=anatomy.graph_breaks)
-    echo(f"step anatomy: {anatomy.ops_per_step:.0f} aten ops per step (on a GPU, kernel launches), "
+    report.update(aten_ops_per_step=anatomy.ops_per_step, view_ops_per_step=anatomy.views_per_step,
+                  sync_ops_per_step=anatomy.syncs_per_step, compiles=anatomy.compiles,
+                  graph_breaks=anatomy.graph_breaks)
+    echo(f"step anatomy: {anatomy.ops_per_step:.0f} aten ops per step ({anatomy.views_per_step:.0f} of them views; "
+         "on a GPU each other one launches a kernel), "
          f"{anatomy.syncs_per_step:.1f} host syncs per step"
          + (f", {anatomy.compiles} compiles, {anatomy.graph_breaks} graph breaks" if cfg.optim.compile else ""))
     write_json(out_dir / "profile.json", report)

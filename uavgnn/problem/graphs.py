@@ -39,7 +39,6 @@ and ``build_graph_batch`` (B generated scenes of one size at once, dense
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -216,8 +215,8 @@ def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torc
     kept = kept_candidates(batch.cand_rank < k, kept_size(batch, k))
     cand_index = batch.cand_index[:, kept]
     cand_attr = batch.cand_attr[kept]
-    order, sign = _reversal(cand_attr.device, cand_attr.dtype)
-    reverse_attr = cand_attr[:, order] * sign
+    reverse_attr = torch.cat([cand_attr[:, 1:2], cand_attr[:, 0:1], cand_attr[:, 2:3], -cand_attr[:, 3:5],
+                              cand_attr[:, 5:]], dim=1)
     edge_index = torch.cat([cand_index, cand_index.flip(0), batch.uu_index], dim=1)
     edge_attr = torch.cat([cand_attr, reverse_attr, batch.uu_attr], dim=0)
     edge_valid = None
@@ -225,14 +224,6 @@ def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torc
         valid = batch.cand_valid[kept]
         edge_valid = torch.cat([valid, valid, torch.ones_like(batch.uu_index[0], dtype=torch.bool)])
     return edge_index, edge_attr, kept, edge_valid
-
-
-@functools.cache
-def _reversal(device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """The column order and signs that turn a candidate edge's features into its reverse edge's (the direction
-    flags swap, the displacements change sign), made once per device: two ops a batch, not seven."""
-    return (torch.tensor([1, 0, 2, 3, 4, 5, 6], device=device),
-            torch.tensor([1, 1, 1, -1, -1, 1, 1], device=device, dtype=dtype))
 
 
 def assignment_features(need: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:

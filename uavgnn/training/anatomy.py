@@ -4,8 +4,8 @@
 A real training run of the configured algorithm, with no log line, evaluation or checkpoint until its end;
 after ``warmup`` steps, the next ``steps`` calls of ``Trainer.train_step`` (collection, batch, forward, loss,
 backward, optimisers, moving average: everything between two log points) run under an ``OpCounter``. On a GPU
-each aten op is at least one kernel launch and each sync op drains the queue: ops per step say how much a step
-waits on Python, syncs per step whether the device can run ahead at all.
+each aten op but a view is at least one kernel launch and each sync op drains the queue: ops per step say how
+much a step waits on Python, syncs per step whether the device can run ahead at all.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class Anatomy:
     algorithm: str
     ops_per_step: float  # aten ops dispatched per training step
     syncs_per_step: float  # of those, ops that make the host wait for the device
+    views_per_step: float = 0.0  # of those, ops that only alias a tensor (no kernel on a GPU)
     compiles: int = 0  # with optim.compile: frames TorchDynamo compiled over the run (recompiles included)
     graph_breaks: int = 0  # with optim.compile: graph breaks met over the run (0: the step is one graph)
     sync_sites: dict[str, int] = field(default_factory=dict)  # "op at file:line" -> count (with trace=True)
@@ -54,5 +55,5 @@ def step_anatomy(cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trac
             trainer.fit(logger)
     finally:
         logger.finish()
-    return Anatomy(cfg.algorithm.name, counter.ops / steps, counter.syncs / steps, compiled.compiles,
-                   compiled.graph_breaks, dict(counter.where), dict(counter.counts))
+    return Anatomy(cfg.algorithm.name, counter.ops / steps, counter.syncs / steps, counter.views / steps,
+                   compiled.compiles, compiled.graph_breaks, dict(counter.where), dict(counter.counts))

@@ -22,7 +22,7 @@ class StepStats:
     def __init__(self, device: torch.device, window: dict[str, float] | None = None) -> None:
         self.device, self.start = device, dict(window or {})  # the window so far (after a resume)
         self.names: tuple[str, ...] = ()
-        self.sums = self.run = self.worst = self.one = None
+        self.sums = self.run = self.worst = self.one = self.zero = None
 
     def add(self, loss: torch.Tensor, stats: dict[str, torch.Tensor], applied: torch.Tensor) -> None:
         if self.sums is None:
@@ -31,13 +31,13 @@ class StepStats:
                                      dtype=torch.float64, device=self.device)
             self.run = torch.zeros((), dtype=torch.float64, device=self.device) if self.run is None else self.run
             self.worst = self.run.clone()
-            self.one = torch.ones(1, dtype=torch.float64, device=self.device)  # each step's count
+            self.one = torch.ones((), dtype=torch.float64, device=self.device)  # each step's count
+            self.zero = torch.zeros((), dtype=torch.float64, device=self.device)
         elif tuple(stats) != self.names:
             raise RuntimeError(f"the algorithm's stats changed between steps: {self.names} -> {tuple(stats)}")
-        with torch.no_grad():  # one stack and one conversion, not a detach and a copy per value (an integer
-            values = torch.stack([v if v.is_floating_point() else v.double()  # stat in float64 first: exact)
-                                  for v in (loss, *stats.values())]).double()
-        self.sums += torch.where(applied, torch.cat([self.one, values]), 0.0)
+        with torch.no_grad():  # one stack, not a detach and a copy per value; the float64 count first makes
+            values = torch.stack([self.one, loss, *stats.values()])  # every value float64 (an integer: exact)
+        self.sums += torch.where(applied, values, self.zero)
         self.run = (self.run + 1) * (~applied)
         self.worst = torch.maximum(self.worst, self.run)
 
