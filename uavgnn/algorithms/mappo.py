@@ -271,16 +271,16 @@ class MAPPO(EnvPolicy):
                                          env.action == "continuous", cfg.model.hidden, cfg.model.layers,
                                          alg.critic_hidden, alg.critic_layers, alg.value_norm_decay, graph))
 
+    def __init__(self, cfg: Any, device: torch.device) -> None:
+        super().__init__(cfg, device)
+        # plain floats: a compiled step that read them from the config would trace OmegaConf (a graph break)
+        self.clip, self.entropy_coef = float(cfg.algorithm.clip), float(cfg.algorithm.entropy_coef)
+
     def workload(self, model: nn.Module) -> MAPPOWorkload:
         return MAPPOWorkload(self.cfg, model, self.device, self.cfg.algorithm.minibatches)
 
     def cadence(self) -> Cadence:
         return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)
-
-    def __init__(self, cfg: Any, device: torch.device) -> None:
-        super().__init__(cfg, device)
-        # plain floats: a compiled step that read them from the config would trace OmegaConf (a graph break)
-        self.clip, self.entropy_coef = float(cfg.algorithm.clip), float(cfg.algorithm.entropy_coef)
 
     def training_step(self, model: nn.Module, batch: Rollouts, draws: None) -> StepOutput:
         loss, stats = mappo_loss(unwrap(model), batch, self.clip, self.entropy_coef)

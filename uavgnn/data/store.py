@@ -124,13 +124,14 @@ class GraphStore:
         t = self.tensors
         host_ids = np.asarray(ids)
         total = [int(self.sizes[key][host_ids].sum()) for key in PARTS]
+        rows_in_all = sum(total)
         ids = torch.as_tensor(ids, dtype=torch.long)
         b = len(ids)
         counts, starts = self.part_counts[:, ids].view(-1), self.part_starts[:, ids].view(-1)  # part-major, (3B,)
         # every part of every graph at once: segment s is part s // b of graph s % b, its rows start at starts[s]
-        segment = torch.repeat_interleave(torch.arange(3 * b), counts, output_size=sum(total))
+        segment = torch.repeat_interleave(torch.arange(3 * b), counts, output_size=rows_in_all)
         first = torch.cumsum(counts, 0) - counts  # where each segment starts in the concatenation
-        rows = torch.arange(sum(total)) + (starts - first)[segment]
+        rows = torch.arange(rows_in_all) + (starts - first)[segment]
         graph = segment.remainder(b)
         ptr = first[:b + 1]  # the node segments come first: their starts are the batch's node offsets
         node_idx, cand_idx, uu_idx = rows.split(total)
