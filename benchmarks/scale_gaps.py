@@ -1,11 +1,18 @@
 """The greedy-decoded gap of trained assignment policies at 16, 256 and 1,024 UAVs, uniform and clustered: the
 model rows of ``mode=eval``'s frontier without the other methods, for comparing checkpoints side by side.
 
-    .venv/bin/python benchmarks/scale_gaps.py RUN/best.pt [RUN2/best.pt ...] --cache .cache/uavgnn [--rounds R]
+    .venv/bin/python benchmarks/scale_gaps.py RUN/best.pt [RUN2/best.pt ...] --cache .cache/uavgnn [--rounds R] \
+        [--capacity-iters I]
 
 Test sets: the fixed-seed test splits ``mode=eval`` builds (256, 32 and 8 scenes; MILP-labelled and cached in
 ``--cache`` if missing, proven optimal), each checkpoint with its own graph settings and ``k`` rule. ``--rounds``
-overrides a refining model's refinement rounds (0: its first round alone).
+overrides a refining model's refinement rounds (0: its first round alone), ``--capacity-iters`` the balancing of
+the deciding policy against the targets' needs (0: the plain policy; ``model.capacity_iters``).
+
+``--bound-sizes 4096`` adds sizes where no optimum is proven in reasonable time (``--bound-scenes`` uniform scenes
+each, seeded by the test split's rule): the model's greedy decode against the best bounds known, the guided MILP's
+incumbent (``solve.guided_keep=2``, within 0.15% of the optimum at 4,096 UAVs: a lower bound of the true gap) and
+the linear relaxation's optimum (every feasible pair: an upper bound of the true gap).
 """
 
 from __future__ import annotations
@@ -17,9 +24,14 @@ from omegaconf import open_dict
 
 from uavgnn.algorithms import stored_config
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.data.splits import load_split
+from uavgnn.data.splits import load_split, split_spec
+from uavgnn.inference.guided import solve_guided
+from uavgnn.inference.scene import solve_with_model
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.metrics import mean_metrics
+from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.scoring.policy import evaluate_model
+from bench_scale_solvers import relaxation_bound
 
 SETS = ((16, 256), (256, 32), (1024, 8))  # (UAVs, scenes): mode=eval's default scales and set sizes
 
@@ -29,9 +41,14 @@ def main() -> None:
     parser.add_argument("checkpoints", nargs="+")
     parser.add_argument("--cache", default=".cache/uavgnn")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--capacity-iters", type=int, default=None, help="default: the checkpoint's own")
+    parser.add_argument("--bound-sizes", type=int, nargs="*", default=[], help="e.g. 4096")
+    parser.add_argument("--bound-scenes", type=int, default=2)
     args = parser.parse_args()
     for path in args.checkpoints:
         model, graph, config = load_policy(path)
+        if args.capacity_iters is not None:
+            model.capacity_iters = args.capacity_iters
         cfg = stored_config(config)
         with open_dict(cfg):
             cfg.data.update(cache_dir=args.cache, label_time_limit=60.0, fresh_sizes=[])
@@ -42,7 +59,24 @@ def main() -> None:
                 store = load_split(cfg, "test", n_uav=n_uav, count=scenes)
                 result = evaluate_model(model, store, "greedy", graph.k(n_uav), torch.device("cpu"), rounds=args.rounds)
                 gaps.append(f"{positions} {n_uav}: {100 * mean_metrics(result.metrics)['optimality_gap']:.2f}%")
+        cfg.task.positions = cfg.task.name = "uniform"
+        for n_uav in args.bound_sizes:
+            gaps.append(f"uniform {n_uav}: {bound_gaps(model, graph, cfg, n_uav, args.bound_scenes)}")
         print(f"{path}: " + ", ".join(gaps), flush=True)
+
+
+def bound_gaps(model: torch.nn.Module, graph, cfg, n_uav: int, count: int) -> str:
+    """The model's greedy gap (%) against the guided MILP's incumbent and the relaxation bound, means over scenes."""
+    scenes = generate_scenes(SceneDistribution.of(cfg.task), n_uav, count, seed=split_spec(cfg, "test", n_uav,
+                                                                                          count).seed)
+    to_guided, to_bound = [], []
+    for scene in scenes:
+        found = solve_with_model(model, scene, graph)[0].objective
+        best = max(solve_guided(model, scene, graph, keep=2)[0].objective, found)
+        bound = relaxation_bound(scene)[0]
+        to_guided.append(100 * (best - found) / best)
+        to_bound.append(100 * (bound - found) / bound)
+    return f"{sum(to_guided) / count:.2f}% (guided) .. {sum(to_bound) / count:.2f}% (bound)"
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import torch
 
 from uavgnn.algorithms.reinforce import reinforce_loss
 from uavgnn.algorithms.scene_policy import batch_imitation_loss, load_initial_policy, load_policy
+from uavgnn.checkpoints import load_checkpoint
 from uavgnn.data.splits import load_split
 from uavgnn.decoders import greedy_decode
 from uavgnn.errors import ConfigError
@@ -104,12 +105,12 @@ def test_a_refining_run_ships_its_rounds_and_its_table_shows_what_they_buy(tmp_p
     cfg = compose_cfg(tmp_path, "algorithm=imitation")
     rows, _ = compare_on_split(model, load_split(cfg, "test"), "greedy", graph, 6, torch.device("cpu"))
     assert [r["method"] for r in rows[:2]] == ["model (greedy, 1 refinement round)", "unrefined (greedy)"]
-    plain = run(cfg, tmp_path / "plain")
+    run(cfg, tmp_path / "plain")
     refining_model = TransformerGNN(hidden=cfg.model.hidden, heads=cfg.model.heads, layers=cfg.model.layers,
                                     ffn_mult=cfg.model.ffn_mult, refine_rounds=1)
     refining_cfg = {**cfg.model, "refine_rounds": 1}
     load_initial_policy(refining_model, str(tmp_path / "plain/best.pt"), refining_cfg, torch.device("cpu"))
-    for name, value in plain["policy"].items():
+    for name, value in load_checkpoint(tmp_path / "plain/best.pt")["policy"].items():
         torch.testing.assert_close(refining_model.state_dict()[name], value, rtol=0, atol=0)
     with pytest.raises(ConfigError, match="model.refine_rounds=0 \\(checkpoint: 1\\)"):
         load_initial_policy(TransformerGNN(hidden=cfg.model.hidden, heads=cfg.model.heads, layers=cfg.model.layers),

@@ -78,6 +78,7 @@ RANGES: dict[str, Range] = {
     **{f"model.{key}": AT_LEAST_1 for key in ("hidden", "heads", "layers", "ffn_mult")},
     "model.dropout": FRACTION,
     "model.refine_rounds": NON_NEGATIVE,
+    "model.capacity_iters": NON_NEGATIVE,
     **{f"hardware.{key}": AT_LEAST_1 for key in ("max_batch_size", "prefetch_factor", "sweep_jobs")},
     **{f"hardware.{key}": NON_NEGATIVE for key in ("memory_limit_mb", "num_workers", "threads")},
     "hardware.memory_fraction": Range(0, 1, low_open=True),

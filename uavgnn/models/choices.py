@@ -9,15 +9,39 @@ from __future__ import annotations
 import torch
 
 
+def group_logsumexp(values: torch.Tensor, group: torch.Tensor, init: torch.Tensor) -> torch.Tensor:
+    """Per node: log(exp(init) + the sum of exp(values) of its group), shifted by the group's peak (``init``
+    finite: no group is empty)."""
+    with torch.no_grad():  # the shift is a constant of the gradient (no_grad: no detach op per input)
+        peak = init.scatter_reduce(0, group, values, reduce="amax", include_self=True)
+    return peak + torch.log(torch.exp(init - peak).index_add(0, group, torch.exp(values - peak[group])))
+
+
 def choice_log_probs(cand_logit: torch.Tensor, idle_logit: torch.Tensor, cand_uav: torch.Tensor
                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities (C,) of candidate edges and (num_nodes,) of idling, per-UAV normalised."""
     cand_logit, idle_logit = cand_logit.float(), idle_logit.float()
-    with torch.no_grad():  # the shift is a constant of the gradient (no_grad: no detach op per input)
-        peak = idle_logit.scatter_reduce(0, cand_uav, cand_logit, reduce="amax", include_self=True)
-    total = torch.exp(idle_logit - peak).index_add(0, cand_uav, torch.exp(cand_logit - peak[cand_uav]))
-    lse = peak + torch.log(total)
+    lse = group_logsumexp(cand_logit, cand_uav, idle_logit)
     return cand_logit - lse[cand_uav], idle_logit - lse
+
+
+TARGET_FLOOR = -30.0  # log of the mass every target is given to start from (e^-30: nothing, but never empty)
+
+
+def capacity_balanced(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
+                      cand_target: torch.Tensor, need: torch.Tensor, iters: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The UAVs' choices balanced against the targets' needs (``model.capacity_iters``), Sinkhorn's way:
+    ``iters`` times, each target's expected number of UAVs (the sum of its candidates' probabilities) is scaled
+    down to at most its need, then each UAV's choice renormalised. Independent softmaxes send too many UAVs to a
+    popular target and leave its neighbour short, more often the larger the scene; balancing moves the excess to
+    each UAV's next choice, using nothing but the policy and the needs (not a repair pass: no distance, no
+    value)."""
+    log_need = torch.log(need.float().clamp(min=1))  # UAV nodes: no candidate points at them
+    floor = torch.full_like(idle_logp, TARGET_FLOOR)
+    for _ in range(iters):
+        excess = (group_logsumexp(cand_logp, cand_target, floor) - log_need).clamp(min=0)
+        cand_logp, idle_logp = choice_log_probs(cand_logp - excess[cand_target], idle_logp, cand_uav)
+    return cand_logp, idle_logp
 
 
 def best_choice(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor

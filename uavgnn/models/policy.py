@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch_geometric.data import Batch
 
-from uavgnn.models.choices import choice_log_probs
+from uavgnn.models.choices import capacity_balanced, choice_log_probs
 from uavgnn.models.transformer_gnn import DenseScenes, dense_scenes
 from uavgnn.problem.graphs import message_edges
+from uavgnn.runtime import unwrap
 
 
 @dataclass
@@ -51,7 +54,11 @@ def graph_log_probs(model: nn.Module, batch: Batch, graph: MessageGraph, max_edg
         cand_logit, idle_logit = model(*graph.args, **{key: value for key, value in given.items() if value is not None})
     if graph.cand_valid is not None:
         cand_logit = cand_logit.masked_fill(~graph.cand_valid, float("-inf"))
-    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, graph.args[4][0])  # the kept candidates' UAVs
+    cand_uav, cand_target = graph.args[4]  # the kept candidates'
+    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, cand_uav)
+    iters = getattr(unwrap(model), "capacity_iters", 0)
+    if iters and not model.training:  # the policy that decides; trained plain (see ``capacity_iters``)
+        cand_logp, idle_logp = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, batch.need, iters)
     return cand_logp, idle_logp, graph.keep
 
 
@@ -62,3 +69,15 @@ def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | No
     ``message_graph``. With ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded
     memory. ``assignment``: a refinement round's input (``uavgnn.inference.refinement``)."""
     return graph_log_probs(model, batch, message_graph(batch, k, dense_max_nodes), max_edges, assignment)
+
+
+@contextmanager
+def balancing(model: nn.Module, iters: int) -> Iterator[nn.Module]:
+    """``model`` deciding with ``iters`` rounds of capacity balancing inside (0: the plain policy, the test
+    table's ``unbalanced`` row), its own count back after."""
+    inner = unwrap(model)
+    own, inner.capacity_iters = getattr(inner, "capacity_iters", 0), iters
+    try:
+        yield model
+    finally:
+        inner.capacity_iters = own

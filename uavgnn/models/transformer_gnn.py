@@ -124,19 +124,21 @@ class TransformerGNN(nn.Module):
 
     ``checkpoint_layers`` lists the layer indices run under ``torch.utils.checkpoint``
     (activation memory traded for recomputation in backward); ``refine_rounds``: see the module docstring
-    (zero-initialised, so a refining model starts as the plain one and can start from its weights).
+    (zero-initialised, so a refining model starts as the plain one and can start from its weights);
+    ``capacity_iters``: the balancing of the deciding policy against the targets' needs, in eval mode
+    (``models.choices.capacity_balanced``, applied by ``models.policy``).
     """
 
     def __init__(self, hidden: int = 64, heads: int = 2, layers: int = 2, dropout: float = 0.0, ffn_mult: int = 2,
-                 checkpoint_layers: Sequence[int] = (), refine_rounds: int = 0) -> None:
+                 checkpoint_layers: Sequence[int] = (), refine_rounds: int = 0, capacity_iters: int = 0) -> None:
         super().__init__()
-        if min(hidden, heads, layers, ffn_mult) < 1 or refine_rounds < 0:
-            raise ValueError(f"model: hidden, heads, layers and ffn_mult must be >= 1 and refine_rounds >= 0, got "
-                             f"hidden={hidden}, heads={heads}, layers={layers}, ffn_mult={ffn_mult}, "
-                             f"refine_rounds={refine_rounds}")
+        if min(hidden, heads, layers, ffn_mult) < 1 or min(refine_rounds, capacity_iters) < 0:
+            raise ValueError(f"model: hidden, heads, layers and ffn_mult must be >= 1, refine_rounds and "
+                             f"capacity_iters >= 0, got hidden={hidden}, heads={heads}, layers={layers}, "
+                             f"ffn_mult={ffn_mult}, refine_rounds={refine_rounds}, capacity_iters={capacity_iters}")
         self.uav_encoder = mlp([NODE_DIM, hidden, hidden])
         self.target_encoder = mlp([NODE_DIM, hidden, hidden])
-        self.refine_rounds = refine_rounds
+        self.refine_rounds, self.capacity_iters = refine_rounds, capacity_iters
         if refine_rounds:
             self.assignment_encoder = nn.Linear(ASSIGNMENT_DIM, hidden)
             nn.init.zeros_(self.assignment_encoder.weight)
@@ -226,6 +228,9 @@ class TransformerGNNConfig:
     dropout: float = 0.0  # dropout in attention and FFN
     ffn_mult: int = 2  # FFN width = ffn_mult * hidden
     refine_rounds: int = 0  # re-decide this many times, reading the previous round's greedy assignment (0: once)
+    capacity_iters: int = 50  # when deciding (eval mode), balance each target's expected UAVs against its need
+    #                           this many times (``models.choices.capacity_balanced``; 0: off); training sees the
+    #                           plain policy: trained through, the model leans on an unconverged balancing
 
 
 def model_from_config(model_cfg, grad_checkpoint: bool = False,
@@ -237,4 +242,5 @@ def model_from_config(model_cfg, grad_checkpoint: bool = False,
     return TransformerGNN(hidden=int(model_cfg.hidden), heads=int(model_cfg.heads), layers=layers,
                           dropout=float(model_cfg.dropout), ffn_mult=int(model_cfg.ffn_mult),
                           checkpoint_layers=chosen if grad_checkpoint else (),
-                          refine_rounds=int(getattr(model_cfg, "refine_rounds", 0)))  # 0: saved before it existed
+                          refine_rounds=int(getattr(model_cfg, "refine_rounds", 0)),  # 0: saved before it existed
+                          capacity_iters=int(getattr(model_cfg, "capacity_iters", 0)))

@@ -10,6 +10,7 @@ from torch import nn
 
 from uavgnn.data.store import GraphStore
 from uavgnn.inference.guided import solve_guided
+from uavgnn.models.policy import balancing
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
 from uavgnn.report import ci95, count
@@ -29,7 +30,7 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
     ``guided_keep`` most likely targets, ``time_limit`` seconds); ``best_of`` > 1 adds the best, by the true
     reward, of that many decodes of the perturbed policy (the ``sample`` decoder's; not when it is ``decoder``).
     A refining model (``refine_rounds`` > 0) also gets an ``unrefined`` row: its first round alone, what the
-    rounds buy.
+    rounds buy; a balancing one (``capacity_iters`` > 0) an ``unbalanced`` row: its plain policy decoded.
 
     The model's time is graph build + forward + decode; the MILP's is the
     label solve. Gaps are measured against the MILP only where it proved
@@ -53,6 +54,11 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
         plain = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples, repair=repair,
                                reference=optimum, rounds=0)
         rows.append({"method": f"unrefined ({decoder})", **_model_row(plain, build_s, n)})
+    if getattr(unwrap(model), "capacity_iters", 0):
+        with balancing(model, 0):
+            plain = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples,
+                                   repair=repair, reference=optimum)
+        rows.append({"method": f"unbalanced ({decoder})", **_model_row(plain, build_s, n)})
     if best_of > 1 and decoder != "sample":
         sampled = evaluate_model(model, store, "sample", k, device, amp_dtype=amp_dtype, samples=best_of,
                                  reference=optimum)

@@ -28,7 +28,8 @@ SAFE = ("train.steps", "train.eval_every", "train.ckpt_every", "train.log_every"
         "train.max_rollbacks", "logger.", "hardware.num_workers", "hardware.pin_memory", "hardware.prefetch_factor",
         "hardware.persistent_workers", "hardware.threads", "hardware.sweep_jobs", "hardware.memory_fraction",
         "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir", "optim.prefetch", "optim.graph_cache",
-        "eval.", "solve.", "profile.", "benchmark.", "resume", "mode", "ckpt", "path", "action", "solver")
+        "eval.", "solve.", "profile.", "benchmark.", "resume", "mode", "ckpt", "path", "action", "solver",
+        "model.capacity_iters")  # the last: how the policy decides (validation, tests), not what training computes
 
 
 def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = True) -> Path | None:

@@ -1,0 +1,99 @@
+"""The policy balanced against the targets' needs (``model.capacity_iters``, Sinkhorn's scaling): checked against
+a hand-worked example and a dense computation written out separately, trained through, and kept by checkpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.data.splits import load_split
+from uavgnn.models import TransformerGNN
+from uavgnn.models.choices import TARGET_FLOOR, capacity_balanced, choice_log_probs
+from uavgnn.models.policy import balancing, policy_log_probs
+from uavgnn.problem.graphs import with_budget
+from uavgnn.scoring.methods import compare_on_split
+
+from test_phases import compose_cfg, run
+
+
+def test_two_uavs_wanting_a_target_of_need_one_share_it() -> None:
+    """UAVs 0 and 1 each take target 2 (need 1) with probability 0.9. One round: the target's 1.8 expected UAVs
+    are scaled to 1 (0.5 each), each UAV renormalised: 0.5 / (0.5 + 0.1) = 5/6. The limit: 1/2 each (p = 0.5 /
+    (1.5 - p) has the fixed points 1/2, stable, and 1)."""
+    cand_uav, cand_target, need = torch.tensor([0, 1]), torch.tensor([2, 2]), torch.tensor([0, 0, 1])
+    cand_logp, idle_logp = torch.tensor([0.9, 0.9]).log(), torch.tensor([0.1, 0.1, 0.0]).log()
+    once, _ = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, need, 1)
+    torch.testing.assert_close(once.exp(), torch.full((2,), 5 / 6))
+    limit, idle = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, need, 200)
+    torch.testing.assert_close(limit.exp(), torch.full((2,), 0.5), rtol=0, atol=1e-3)
+    torch.testing.assert_close(idle[:2].exp(), torch.full((2,), 0.5), rtol=0, atol=1e-3)
+
+
+def dense_balancing(prob: np.ndarray, need: np.ndarray, iters: int) -> np.ndarray:
+    """The same scaling on a dense (UAVs, targets + idle) probability matrix."""
+    p = prob.copy()
+    for _ in range(iters):
+        mass = p[:, :-1].sum(0) + np.exp(TARGET_FLOOR)
+        p[:, :-1] *= np.minimum(1.0, need / mass)
+        p /= p.sum(1, keepdims=True)
+    return p
+
+
+def test_balancing_equals_the_dense_computation() -> None:
+    """5 UAVs, 3 targets of needs 1, 2, 1, each UAV with some targets as candidates (one a padding candidate of
+    probability 0): the sparse layer equals the dense scaling, and no target ends over its need."""
+    gen = torch.Generator().manual_seed(0)
+    n_uav, need = 5, np.array([1.0, 2.0, 1.0])
+    pairs = [(u, t) for u in range(n_uav) for t in range(3) if (u + t) % 4 != 3]
+    cand_uav = torch.tensor([u for u, _ in pairs])
+    cand_target = torch.tensor([n_uav + t for _, t in pairs])
+    cand_logit = torch.randn(len(pairs), generator=gen) * 2
+    cand_logit[3] = float("-inf")  # padding
+    idle_logit = torch.randn(n_uav + 3, generator=gen)
+    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, cand_uav)
+    node_need = torch.tensor([0, 0, 0, 0, 0, *need.astype(int)])
+    got, got_idle = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, node_need, 25)
+    dense = np.zeros((n_uav, 4))  # float64 from the float32 policy
+    dense[cand_uav.numpy(), cand_target.numpy() - n_uav] = cand_logp.exp().double().numpy()
+    dense[:, 3] = idle_logp[:n_uav].exp().double().numpy()
+    want = dense_balancing(dense, need, 25)
+    np.testing.assert_allclose(got.exp().numpy(), want[cand_uav.numpy(), cand_target.numpy() - n_uav], atol=1e-5)
+    np.testing.assert_allclose(got_idle[:n_uav].exp().numpy(), want[:, 3], atol=1e-5)
+    assert got[3] == float("-inf")
+    assert (want[:, :3].sum(0) <= need + 1e-2).all() and (dense[:, :3].sum(0) > need + 0.1).any()  # it had to act
+
+
+def test_the_deciding_policy_is_balanced_and_the_trained_one_plain(labelled_store) -> None:
+    """In eval mode (validation, tests, ``mode=eval``) the policy is balanced, every UAV's choice still summing to
+    1; in training mode it is the plain one, whose gradients the losses follow."""
+    torch.manual_seed(0)
+    model = TransformerGNN(hidden=16, heads=2, layers=2, capacity_iters=20)
+    batch = with_budget(labelled_store.gather(torch.arange(8)), 6)
+    with torch.no_grad():
+        trained = policy_log_probs(model.train(), batch, 6)
+        deciding = policy_log_probs(model.eval(), batch, 6)
+        with balancing(model, 0):
+            plain = policy_log_probs(model, batch, 6)
+    assert model.capacity_iters == 20
+    for a, b in zip(trained, plain):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    cand_uav, cand_target = batch.cand_index[0, deciding[2]], batch.cand_index[1, deciding[2]]
+    want = capacity_balanced(plain[0], plain[1], cand_uav, cand_target, batch.need, 20)
+    torch.testing.assert_close(deciding[0], want[0])
+    total = deciding[1].exp().index_add(0, cand_uav, deciding[0].exp())
+    is_uav = batch.node_type == 0
+    torch.testing.assert_close(total[is_uav], torch.ones(int(is_uav.sum())))
+    expected = torch.zeros_like(total).index_add(0, cand_target, deciding[0].exp())
+    assert (expected <= batch.need + 1e-2).all() and not torch.allclose(deciding[0], plain[0])
+
+
+def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tmp_path) -> None:
+    """``model.capacity_iters`` is part of the model: its checkpoint loads with it, and the test table adds the
+    plain policy's row."""
+    cfg = compose_cfg(tmp_path, "algorithm=imitation", "train.steps=3", "model.capacity_iters=4")
+    run(cfg, tmp_path / "run")
+    model, graph, config = load_policy(tmp_path / "run/best.pt")
+    assert model.capacity_iters == 4 and config["model"]["capacity_iters"] == 4
+    rows, _ = compare_on_split(model, load_split(cfg, "test"), "greedy", graph, 6, torch.device("cpu"))
+    assert [r["method"] for r in rows[:2]] == ["model (greedy)", "unbalanced (greedy)"]
