@@ -2,12 +2,13 @@
 model rows of ``mode=eval``'s frontier without the other methods, for comparing checkpoints side by side.
 
     .venv/bin/python benchmarks/scale_gaps.py RUN/best.pt [RUN2/best.pt ...] --cache .cache/uavgnn [--rounds R] \
-        [--capacity-iters I]
+        [--capacity-iters I] [--k-max K]
 
 Test sets: the fixed-seed test splits ``mode=eval`` builds (256, 32 and 8 scenes; MILP-labelled and cached in
 ``--cache`` if missing, proven optimal), each checkpoint with its own graph settings and ``k`` rule. ``--rounds``
 overrides a refining model's refinement rounds (0: its first round alone), ``--capacity-iters`` the balancing of
-the deciding policy against the targets' needs (0: the plain policy; ``model.capacity_iters``).
+the deciding policy against the targets' needs (0: the plain policy; ``model.capacity_iters``), ``--k-max`` the
+candidates per UAV the graphs keep (the k rule's cap: more candidates than the model was trained with).
 
 ``--bound-sizes 4096`` adds sizes where no optimum is proven in reasonable time (``--bound-scenes`` uniform scenes
 each, seeded by the test split's rule): the model's greedy decode against the best bounds known, the guided MILP's
@@ -18,6 +19,7 @@ the linear relaxation's optimum (every feasible pair: an upper bound of the true
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 import torch
 from omegaconf import open_dict
@@ -42,6 +44,7 @@ def main() -> None:
     parser.add_argument("--cache", default=".cache/uavgnn")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--capacity-iters", type=int, default=None, help="default: the checkpoint's own")
+    parser.add_argument("--k-max", type=int, default=None, help="default: the checkpoint's own")
     parser.add_argument("--bound-sizes", type=int, nargs="*", default=[], help="e.g. 4096")
     parser.add_argument("--bound-scenes", type=int, default=2)
     args = parser.parse_args()
@@ -49,9 +52,11 @@ def main() -> None:
         model, graph, config = load_policy(path)
         if args.capacity_iters is not None:
             model.capacity_iters = args.capacity_iters
+        if args.k_max is not None:
+            graph = replace(graph, k_max=args.k_max)
         cfg = stored_config(config)
         with open_dict(cfg):
-            cfg.data.update(cache_dir=args.cache, label_time_limit=60.0, fresh_sizes=[])
+            cfg.data.update(cache_dir=args.cache, label_time_limit=60.0, fresh_sizes=[], k_max=graph.k_max)
         gaps = []
         for positions in ("uniform", "clustered"):
             cfg.task.positions = cfg.task.name = positions
