@@ -4,6 +4,7 @@ a hand-worked example and a dense computation written out separately, trained th
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from uavgnn.algorithms.scene_policy import load_policy
@@ -11,6 +12,7 @@ from uavgnn.data.splits import load_split
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import TARGET_FLOOR, capacity_balanced, choice_log_probs
 from uavgnn.models.policy import balancing, policy_log_probs
+from uavgnn.modes.evaluate import run_eval
 from uavgnn.problem.graphs import with_budget
 from uavgnn.scoring.methods import compare_on_split
 
@@ -89,11 +91,19 @@ def test_the_deciding_policy_is_balanced_and_the_trained_one_plain(labelled_stor
 
 
 def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tmp_path) -> None:
-    """``model.capacity_iters`` is part of the model: its checkpoint loads with it, and the test table adds the
-    plain policy's row."""
+    """``model.capacity_iters`` is part of the model: its checkpoint loads with it, the test table adds the plain
+    policy's row, and ``mode=eval`` can set another count (``eval.capacity_iters``, e.g. for an older checkpoint)."""
     cfg = compose_cfg(tmp_path, "algorithm=imitation", "train.steps=3", "model.capacity_iters=4")
     run(cfg, tmp_path / "run")
     model, graph, config = load_policy(tmp_path / "run/best.pt")
     assert model.capacity_iters == 4 and config["model"]["capacity_iters"] == 4
     rows, _ = compare_on_split(model, load_split(cfg, "test"), "greedy", graph, 6, torch.device("cpu"))
     assert [r["method"] for r in rows[:2]] == ["model (greedy)", "unbalanced (greedy)"]
+    # mode=eval eval.capacity_iters=0 decodes the plain policy: its model row is the table's unbalanced one
+    evaluation = compose_cfg(tmp_path, "mode=eval", f"ckpt={tmp_path / 'run/best.pt'}", "eval.capacity_iters=0",
+                             "eval.shift_sets=[]", "eval.positions=[uniform]", "eval.guided_keep=0", "eval.best_of=0")
+    (tmp_path / "eval").mkdir()
+    report = run_eval(evaluation, tmp_path / "eval")
+    plain = [r for r in report["rows"] if r["n_uav"] == 6]
+    assert [r["method"] for r in plain][:2] == ["model (greedy)", "greedy"]
+    assert plain[0]["reward"] == pytest.approx(rows[1]["reward"], rel=1e-12)

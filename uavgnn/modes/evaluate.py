@@ -67,6 +67,8 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
                               "or mappo)")
     device = prepare_device(cfg)
     model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
+    if cfg.eval.capacity_iters is not None:  # e.g. a checkpoint saved before the balancing existed
+        model.capacity_iters = cfg.eval.capacity_iters
     train_size = int(trained_cfg["data"]["n_uav"])
     own = OmegaConf.to_container(cfg.task)
     if cfg.task.get("folder"):  # your own test scenes, as they are: no scales, no positions
