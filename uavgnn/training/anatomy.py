@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import OmegaConf
 
 from uavgnn.loggers import MetricLogger
@@ -34,8 +35,13 @@ class Anatomy:
 
 
 def step_anatomy(cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trace: bool = False) -> Anatomy:
-    """Count the ops of ``steps`` training steps after ``warmup`` of a run of ``cfg`` (written to ``out_dir``)."""
+    """Count the ops of ``steps`` training steps after ``warmup`` of a run of ``cfg`` (written to ``out_dir``).
+    With ``optim.compile`` TorchDynamo's caches are reset first, so that the compiles counted are this run's as
+    in a fresh process (a step compiled by an earlier run of the process recompiles on its guards: 4 frames
+    instead of 1 for a padded imitation run after a plain one)."""
     total = warmup + steps
+    if cfg.optim.compile:
+        torch._dynamo.reset()
     cfg = OmegaConf.merge(cfg, {"train": {"steps": total, "log_every": total, "eval_every": total,
                                           "ckpt_every": total}, "logger": {"name": "none"}})
     out_dir.mkdir(parents=True, exist_ok=True)
