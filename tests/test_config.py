@@ -204,7 +204,7 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
     env = UAVEnv(settings, SceneDistribution.of(cfg.task), 4, torch.device("cpu"), seed=0)
     obs, state = env.reset()
     step = env.step(random_policy(env))
-    assert step.next_obs.shape == obs.shape == (4, settings.n_uav, settings.obs_dim())
+    assert step.obs.shape == obs.shape == (4, settings.n_uav, settings.obs_dim())
     assert step.reward.shape == (4, settings.n_uav) and torch.isfinite(step.reward).all()
 
 

@@ -145,7 +145,7 @@ def test_a_batch_of_environments_steps_like_each_environment_alone() -> None:
         step = batch.step(action)
         for e, single in enumerate(singles):
             alone = single.step(action[e:e + 1])
-            for field in ("next_obs", "next_state", "reward", "task_reward", "done", "positions"):
+            for field in ("obs", "state", "reward", "task_reward", "done", "positions"):
                 torch.testing.assert_close(getattr(step, field)[e:e + 1], getattr(alone, field))
 
 
@@ -166,6 +166,28 @@ def test_episodes_auto_reset_and_a_restored_environment_continues_identically() 
         torch.testing.assert_close(repeat.reward, step.reward)
 
 
+def test_an_ended_episode_is_observed_afresh_or_finally_as_auto_reset_says() -> None:
+    """At the horizon every episode ends. With auto-reset the step's observation is the next episode's first (time
+    left 1, the fresh scene's targets; what the policy acts on next), without it the ended episode's last (time
+    left 0), and the environment stays ended until ``reset``."""
+    settings = EnvSettings(n_uav=4, horizon=3)
+    envs = {auto: UAVEnv(settings, SceneDistribution(), 5, CPU, seed=8, auto_reset=auto) for auto in (True, False)}
+    steps = {}
+    for auto, env in envs.items():
+        env.reset()
+        for _ in range(settings.horizon):
+            steps[auto] = env.step(torch.zeros(5, 4, 2))
+    time_left = 3  # own features: velocity (2), range, time left, position (2)
+    assert steps[True].done.all() and steps[False].done.all()
+    assert (steps[True].obs[..., time_left] == 1).all() and (steps[False].obs[..., time_left] == 0).all()
+    torch.testing.assert_close(steps[True].obs, envs[True].observe())
+    torch.testing.assert_close(steps[False].obs, envs[False].observe())
+    assert int(envs[False].t.min()) == settings.horizon and int(envs[True].t.max()) == 0
+    assert not torch.equal(envs[True].target_pos, envs[False].target_pos)  # a fresh scene
+    for name in ("reward", "task_reward", "episode_return", "positions"):  # the ended step itself is the same
+        torch.testing.assert_close(getattr(steps[True], name), getattr(steps[False], name))
+
+
 def test_observations_have_the_documented_sizes_and_stay_bounded() -> None:
     settings = EnvSettings(n_uav=6, obs_targets=4, obs_uavs=3)
     dist = SceneDistribution()
@@ -175,7 +197,7 @@ def test_observations_have_the_documented_sizes_and_stay_bounded() -> None:
     for _ in range(settings.horizon):
         step = env.step(random_policy(env))
         # relative velocities reach 2 max_speed; distances sqrt(2) sides; everything else is within [-1, 1]
-        assert torch.isfinite(step.next_obs).all() and step.next_obs.abs().max() <= 2 + 1e-5
+        assert torch.isfinite(step.obs).all() and step.obs.abs().max() <= 2 + 1e-5
 
 
 @pytest.mark.parametrize("action", ["continuous", "discrete", "goto"])

@@ -28,7 +28,8 @@ def test_the_parallel_view_plays_the_episodes_of_uav_env_itself() -> None:
     """Same seed and actions: the observations, rewards and the end of the episode are UAVEnv's; every agent
     leaves together when it ends, truncated at the horizon."""
     settings, dist = EnvSettings(n_uav=3, horizon=6), SceneDistribution()
-    view, direct = UAVParallelEnv(settings, dist), UAVEnv(settings, dist, 1, torch.device("cpu"), seed=7)
+    view = UAVParallelEnv(settings, dist)
+    direct = UAVEnv(settings, dist, 1, torch.device("cpu"), seed=7, auto_reset=False)  # ends on the final obs
     obs, _ = view.reset(seed=7)
     first, state = direct.reset()
     np.testing.assert_array_equal(obs["uav_1"], first[0, 1].numpy())
@@ -41,7 +42,7 @@ def test_the_parallel_view_plays_the_episodes_of_uav_env_itself() -> None:
         step = direct.step(actions)
         assert rewards == {f"uav_{i}": float(step.reward[0, i]) for i in range(3)}
         assert infos["uav_2"]["task_reward"] == float(step.task_reward[0, 2])
-        np.testing.assert_array_equal(obs["uav_0"], step.next_obs[0, 0].numpy())
+        np.testing.assert_array_equal(obs["uav_0"], step.obs[0, 0].numpy())
         assert set(truncated.values()) == {t == settings.horizon - 1 and bool(step.episode_completion[0] < 1)}
     assert view.agents == [] and not any(terminated.values())
     with pytest.raises(RuntimeError, match="call reset"):

@@ -254,7 +254,7 @@ class MASAC(EnvPolicy):
                                            0.2)).to(device)
         action = agents.act(obs, generator)
         step = env.step(action)
-        batch = Transitions(obs, state, action, step.reward, step.next_obs, step.next_state, step.done.float(),
+        batch = Transitions(obs, state, action, step.reward, step.obs, step.state, step.done.float(),
                             torch.ones(8, device=device), torch.arange(8, device=device))
         masac_loss(agents, batch, *torch.randn(2, 4, 8, 2, device=device).unbind(0))[0].backward()
         return True

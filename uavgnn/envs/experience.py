@@ -131,7 +131,7 @@ class Experience(RLWorkload):
             action = random_policy(self.env, self.exploration) if explore else agents.act(self.obs, self.exploration)
             step = self.env.step(action)
             self.buffer.add(obs=self.obs, state=self.state, action=action, reward=step.reward,
-                            next_obs=step.next_obs, next_state=step.next_state, done=step.done.float())
+                            next_obs=step.obs, next_state=step.state, done=step.done.float())
             self.obs, self.state = step.obs, step.state
             self.record(step, step.done)
         self.collected()

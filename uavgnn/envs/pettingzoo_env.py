@@ -45,7 +45,7 @@ class UAVParallelEnv(ParallelEnv):
         self.settings, self.dist, self.seed = settings, dist, seed
         self.possible_agents = [f"uav_{i}" for i in range(settings.n_uav)]
         self.agents: list[str] = []
-        self.env = make_env(settings, dist, 1, torch.device("cpu"), seed)
+        self.env = make_env(settings, dist, 1, torch.device("cpu"), seed, auto_reset=False)
         self._state = np.zeros(settings.state_dim(dist), dtype=np.float32)
 
     @functools.lru_cache(maxsize=None)
@@ -71,7 +71,7 @@ class UAVParallelEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         """A fresh episode; ``seed`` restarts the environment's random stream (the same seed, the same episodes)."""
         if seed is not None:
-            self.env = make_env(self.settings, self.dist, 1, torch.device("cpu"), seed)
+            self.env = make_env(self.settings, self.dist, 1, torch.device("cpu"), seed, auto_reset=False)
         obs, state = self.env.reset()
         self.agents = self.possible_agents[:]
         self._state = state[0].numpy()
@@ -85,7 +85,7 @@ class UAVParallelEnv(ParallelEnv):
         chosen = np.stack([np.asarray(actions.get(agent, hover)) for agent in self.possible_agents])
         action = torch.as_tensor(chosen, dtype=torch.float32 if self.settings.action == "continuous" else torch.long)
         step = self.env.step(action[None])
-        self._state = step.next_state[0].numpy()
+        self._state = step.state[0].numpy()
         done = bool(step.done[0])
         completed = bool(step.episode_completion[0] >= 1.0)  # else the horizon ended it
         agents = self.agents
@@ -94,7 +94,7 @@ class UAVParallelEnv(ParallelEnv):
                  if a in agents}
         terminations = {a: done and completed for a in agents}
         truncations = {a: done and not completed for a in agents}
-        observations = {a: o for a, o in self._per_agent(step.next_obs[0]).items() if a in agents}
+        observations = {a: o for a, o in self._per_agent(step.obs[0]).items() if a in agents}
         if done:
             self.agents = []
         return observations, rewards, terminations, truncations, infos

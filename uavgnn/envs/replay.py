@@ -28,8 +28,8 @@ class Transitions:
     state: torch.Tensor  # (B, state_dim)
     action: torch.Tensor  # (B, N, action_dim)
     reward: torch.Tensor  # (B, N)
-    next_obs: torch.Tensor  # (B, N, obs_dim)
-    next_state: torch.Tensor  # (B, state_dim)
+    next_obs: torch.Tensor  # (B, N, obs_dim); where done, the next episode's first: read only where not done
+    next_state: torch.Tensor  # (B, state_dim); as next_obs
     done: torch.Tensor  # (B,) float: 1 where the episode ended
     weight: torch.Tensor  # (B,) importance weight (1 without prioritized replay)
     index: torch.Tensor  # (B,) buffer slots, for priority updates

@@ -5,7 +5,7 @@ Each environment is a scene (``generate_scene_batch``: the ``task`` group's dist
 travelled; a UAV with no energy left is grounded. A target is completed - and pays its value once - when at least
 ``need`` UAVs are within ``service_radius`` of it at the same step. Targets may appear over time (``appear_steps``).
 An episode ends at the horizon or when every target is completed; ended environments reset in place with a fresh
-scene (auto-reset, static shapes: no host sync, no per-env branch).
+scene (``auto_reset``, static shapes: no host sync, no per-env branch).
 
 Hidden disturbances (``wind``, ``drag``; off by default): each episode draws an unobserved constant wind
 acceleration (magnitude uniform in [0, wind], uniform direction) and each UAV a linear drag coefficient in [0,
@@ -42,12 +42,13 @@ from uavgnn.problem.scenes import SceneDistribution
 
 @dataclass
 class Step:
-    """What one ``UAVEnv.step`` returns; ``next_*`` are before the auto-reset (what a transition stores)."""
+    """What one ``UAVEnv.step`` returns. ``obs`` and ``state`` are what the policy acts on next: after the
+    auto-reset where an episode ended, so a transition stores them as its next observation only to bootstrap where
+    it is not done - time left is observed, so the horizon is a true end and a done transition has no next value.
+    The final observation of an ended episode is what an environment without ``auto_reset`` returns."""
 
-    obs: torch.Tensor  # (E, N, obs_dim) after the auto-reset: what the policy acts on next
-    state: torch.Tensor  # (E, state_dim) after the auto-reset
-    next_obs: torch.Tensor  # (E, N, obs_dim)
-    next_state: torch.Tensor  # (E, state_dim)
+    obs: torch.Tensor  # (E, N, obs_dim)
+    state: torch.Tensor  # (E, state_dim)
     reward: torch.Tensor  # (E, N) training reward
     task_reward: torch.Tensor  # (E, N) the task's reward (no hint, no team mixing)
     done: torch.Tensor  # (E,) bool: the episode ended at this step
@@ -79,14 +80,16 @@ class UAVEnv:
     """E environments of N UAVs stepped at once; seeded by ``seed``, resumable through ``state_dict``."""
 
     def __init__(self, settings: EnvSettings, dist: SceneDistribution, n_envs: int, device: torch.device,
-                 seed: int, count_key: str = "env.n_envs") -> None:
-        """``count_key``: the setting ``n_envs`` came from, named if the environments cannot fit in memory."""
+                 seed: int, count_key: str = "env.n_envs", auto_reset: bool = True) -> None:
+        """``count_key``: the setting ``n_envs`` came from, named if the environments cannot fit in memory;
+        ``auto_reset``: an ended episode starts afresh inside ``step`` (else it stays ended until ``reset``)."""
         if settings.action not in ("continuous", "discrete", "goto"):
             raise ValueError(f"env.action: unknown action mode {settings.action!r} "
                              "(expected continuous, discrete or goto)")
         check_fits(f"{count_key}={n_envs}: {n_envs:,} environments of {settings.n_uav} UAVs",
                    n_envs * settings.bytes_per_env(dist), f"lower {count_key}", device)
         self.cfg, self.dist, self.n_envs, self.device = settings, dist, n_envs, torch.device(device)
+        self.auto_reset = auto_reset
         self.n_uav, self.n_target = settings.n_uav, settings.n_targets(dist)
         self.side = dist.side(settings.n_uav)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -281,11 +284,11 @@ class UAVEnv:
         after = torch.where(done[:, None], torch.zeros_like(before), self.nearest_open_distance(distance))
         shaped = task_reward + cfg.approach_reward * (before - after)
         reward = (1 - cfg.team_weight) * shaped + cfg.team_weight * shaped.mean(1, keepdim=True)
-        next_obs, next_state = self.observe(), self.global_state()
         agent_return, episode_completion = self.ret.clone(), self.n_completed / self.n_target
         positions = self.pos
-        self._reset_where(done)
-        return Step(self.observe(), self.global_state(), next_obs, next_state, reward, task_reward, done,
+        if self.auto_reset:
+            self._reset_where(done)
+        return Step(self.observe(), self.global_state(), reward, task_reward, done,
                     completed.sum(1).float(), collided.sum(1).float(), agent_return.sum(1), agent_return,
                     episode_completion, positions, dv / cfg.dt, disturbance)
 
