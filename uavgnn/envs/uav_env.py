@@ -102,27 +102,33 @@ class UAVEnv:
 
     def _draw(self) -> dict[str, torch.Tensor]:
         """A fresh episode in every environment."""
+        drawn, constant = self._fresh()
         e, n, m, dev = self.n_envs, self.n_uav, self.n_target, self.device
-        scenes = generate_scene_batch(self.dist, n, e, self.generator, dev)
-        appear = (torch.randint(0, self.cfg.appear_steps, (e, m), generator=self.generator, device=dev)
-                  if self.cfg.appear_steps > 0 else torch.zeros(e, m, dtype=torch.long, device=dev))
-        return {**self._draw_disturbance(), "pos": scenes.uav_pos, "vel": torch.zeros(e, n, 2, device=dev), "energy": scenes.uav_range,
-                "target_pos": scenes.target_pos, "need": scenes.need, "value": scenes.value,
-                "open": torch.ones(e, m, dtype=torch.bool, device=dev), "appear_at": appear,
-                "t": torch.zeros(e, dtype=torch.long, device=dev),
-                "ret": torch.zeros(e, n, device=dev), "n_completed": torch.zeros(e, device=dev)}
+        shapes = {"vel": (e, n, 2), "open": (e, m), "t": (e,), "ret": (e, n), "n_completed": (e,),
+                  "appear_at": (e, m), "wind": (e, 2), "drag": (e, n)}
+        dtypes = {"open": torch.bool, "t": torch.long, "appear_at": torch.long}
+        return {**drawn, **{name: torch.full(shapes[name], value, dtype=dtypes.get(name, torch.float32), device=dev)
+                            for name, value in constant.items()}}
 
-    def _draw_disturbance(self) -> dict[str, torch.Tensor]:
-        """Hidden wind (E, 2) and drag (E, N) of fresh episodes (no draw when off: seeded streams stay as they were)."""
-        e, n, dev, cfg = self.n_envs, self.n_uav, self.device, self.cfg
-        wind, drag = torch.zeros(e, 2, device=dev), torch.zeros(e, n, device=dev)
+    def _fresh(self) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        """A fresh episode's state: the tensors drawn at random (E, ...), and the values the rest of the state
+        starts at (a scalar each: an auto-reset fills them in, no tensor of them is made each step). The hidden
+        wind (E, 2) and drag (E, N) are drawn only when on (seeded streams stay as they were)."""
+        e, n, m, dev, cfg = self.n_envs, self.n_uav, self.n_target, self.device, self.cfg
+        scenes = generate_scene_batch(self.dist, n, e, self.generator, dev)
+        drawn = {"pos": scenes.uav_pos, "energy": scenes.uav_range, "target_pos": scenes.target_pos,
+                 "need": scenes.need, "value": scenes.value}
+        constant = {"vel": 0.0, "open": True, "t": 0, "ret": 0.0, "n_completed": 0.0, "appear_at": 0, "wind": 0.0,
+                    "drag": 0.0}
+        if cfg.appear_steps > 0:
+            drawn["appear_at"] = torch.randint(0, cfg.appear_steps, (e, m), generator=self.generator, device=dev)
         if cfg.wind > 0:
             angle = torch.rand(e, generator=self.generator, device=dev) * 2 * torch.pi
-            wind = cfg.wind * torch.rand(e, 1, generator=self.generator, device=dev) * torch.stack(
+            drawn["wind"] = cfg.wind * torch.rand(e, 1, generator=self.generator, device=dev) * torch.stack(
                 [angle.cos(), angle.sin()], -1)
         if cfg.drag > 0:
-            drag = cfg.drag * torch.rand(e, n, generator=self.generator, device=dev)
-        return {"wind": wind, "drag": drag}
+            drawn["drag"] = cfg.drag * torch.rand(e, n, generator=self.generator, device=dev)
+        return drawn, {name: value for name, value in constant.items() if name not in drawn}
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh episodes everywhere: (obs (E, N, obs_dim), state (E, state_dim))."""
@@ -130,10 +136,19 @@ class UAVEnv:
         return self.observe(), self.global_state()
 
     def _reset_where(self, done: torch.Tensor) -> None:
-        fresh = self._draw()
-        for name, value in fresh.items():
-            mask = done.view(-1, *([1] * (value.dim() - 1)))
-            setattr(self, name, torch.where(mask, value, getattr(self, name)))
+        drawn, constant = self._fresh()
+        masks = {1: done}  # done (E,) viewed to broadcast over a state tensor of each rank, once a rank
+
+        def mask(rank: int) -> torch.Tensor:
+            if rank not in masks:
+                masks[rank] = done.view(-1, *([1] * (rank - 1)))
+            return masks[rank]
+
+        for name, value in drawn.items():
+            setattr(self, name, torch.where(mask(value.dim()), value, getattr(self, name)))
+        for name, value in constant.items():
+            current = getattr(self, name)
+            setattr(self, name, current.masked_fill(mask(current.dim()), value))
 
     # -- observations --------------------------------------------------------------------------------------------
 
