@@ -2,12 +2,13 @@
 model rows of ``mode=eval``'s frontier without the other methods, for comparing checkpoints side by side.
 
     .venv/bin/python benchmarks/scale_gaps.py RUN/best.pt [RUN2/best.pt ...] --cache .cache/uavgnn [--rounds R] \
-        [--capacity-iters I] [--k-max K]
+        [--capacity-iters I] [--capacity-fill F] [--k-max K]
 
 Test sets: the fixed-seed test splits ``mode=eval`` builds (256, 32 and 8 scenes; MILP-labelled and cached in
 ``--cache`` if missing, proven optimal), each checkpoint with its own graph settings and ``k`` rule. ``--rounds``
 overrides a refining model's refinement rounds (0: its first round alone), ``--capacity-iters`` the balancing of
-the deciding policy against the targets' needs (0: the plain policy; ``model.capacity_iters``), ``--k-max`` the
+the deciding policy against the targets' needs (0: the plain policy; ``model.capacity_iters``), ``--capacity-fill``
+the share of its need from which a target is filled up to it (1: never; ``model.capacity_fill``), ``--k-max`` the
 candidates per UAV the graphs keep (the k rule's cap: more candidates than the model was trained with).
 
 ``--bound-sizes 4096`` adds sizes where no optimum is proven in reasonable time (``--bound-scenes`` uniform scenes
@@ -44,14 +45,16 @@ def main() -> None:
     parser.add_argument("--cache", default=".cache/uavgnn")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--capacity-iters", type=int, default=None, help="default: the checkpoint's own")
+    parser.add_argument("--capacity-fill", type=float, default=None, help="default: the checkpoint's own")
     parser.add_argument("--k-max", type=int, default=None, help="default: the checkpoint's own")
     parser.add_argument("--bound-sizes", type=int, nargs="*", default=[], help="e.g. 4096")
     parser.add_argument("--bound-scenes", type=int, default=2)
     args = parser.parse_args()
     for path in args.checkpoints:
         model, graph, config = load_policy(path)
-        if args.capacity_iters is not None:
-            model.capacity_iters = args.capacity_iters
+        for value, field in ((args.capacity_iters, "iters"), (args.capacity_fill, "fill")):
+            if value is not None:
+                model.balancing = replace(model.balancing, **{field: value})
         if args.k_max is not None:
             graph = replace(graph, k_max=args.k_max)
         cfg = stored_config(config)

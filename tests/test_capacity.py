@@ -1,5 +1,6 @@
-"""The policy balanced against the targets' needs (``model.capacity_iters``, Sinkhorn's scaling): checked against
-a hand-worked example and a dense computation written out separately, trained through, and kept by checkpoints."""
+"""The policy balanced against the targets' needs (``model.capacity_iters``, Sinkhorn's scaling, and
+``model.capacity_fill``): checked against hand-worked examples and a dense computation written out separately,
+decided with, and kept by checkpoints."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import torch
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.data.splits import load_split
 from uavgnn.models import TransformerGNN
-from uavgnn.models.choices import TARGET_FLOOR, capacity_balanced, choice_log_probs
-from uavgnn.models.policy import balancing, policy_log_probs
+from uavgnn.models.choices import TARGET_FLOOR, Balancing, capacity_balanced, choice_log_probs
+from uavgnn.models.policy import deciding_with, policy_log_probs
 from uavgnn.modes.evaluate import run_eval
 from uavgnn.problem.graphs import with_budget
 from uavgnn.scoring.methods import compare_on_split
@@ -25,26 +26,45 @@ def test_two_uavs_wanting_a_target_of_need_one_share_it() -> None:
     (1.5 - p) has the fixed points 1/2, stable, and 1)."""
     cand_uav, cand_target, need = torch.tensor([0, 1]), torch.tensor([2, 2]), torch.tensor([0, 0, 1])
     cand_logp, idle_logp = torch.tensor([0.9, 0.9]).log(), torch.tensor([0.1, 0.1, 0.0]).log()
-    once, _ = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, need, 1)
+    once, _ = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, need, Balancing(1))
     torch.testing.assert_close(once.exp(), torch.full((2,), 5 / 6))
-    limit, idle = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, need, 200)
+    limit, idle = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, need, Balancing(200))
     torch.testing.assert_close(limit.exp(), torch.full((2,), 0.5), rtol=0, atol=1e-3)
     torch.testing.assert_close(idle[:2].exp(), torch.full((2,), 0.5), rtol=0, atol=1e-3)
 
 
-def dense_balancing(prob: np.ndarray, need: np.ndarray, iters: int) -> np.ndarray:
+def test_two_uavs_most_of_a_targets_need_fill_it_from_the_share_on() -> None:
+    """UAVs 0 and 1 each take target 2 (need 2) with probability 0.6: 1.2 expected, 0.6 of the need. From a fill
+    share of 0.5 on, one round scales the target to 2 (1.0 each), each UAV renormalised: 1 / (1 + 0.4) = 5/7; every
+    round maps p to 1 / (2 - p), so 1 / (1 - p) grows by one a round: after n rounds p = 1 - 1 / (2.5 + n). From
+    0.7 on (or without filling), the target is left as it is."""
+    cand_uav, cand_target, need = torch.tensor([0, 1]), torch.tensor([2, 2]), torch.tensor([0, 0, 2])
+    cand_logp, idle_logp = torch.tensor([0.6, 0.6]).log(), torch.tensor([0.4, 0.4, 0.0]).log()
+    once, _ = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, need, Balancing(1, fill=0.5))
+    torch.testing.assert_close(once.exp(), torch.full((2,), 5 / 7))
+    many, idle = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, need, Balancing(200, fill=0.5))
+    torch.testing.assert_close(many.exp(), torch.full((2,), 1 - 1 / 202.5), rtol=1e-4, atol=0)
+    torch.testing.assert_close(idle[:2].exp(), torch.full((2,), 1 / 202.5), rtol=1e-3, atol=0)
+    for kept in (Balancing(200, fill=0.7), Balancing(200)):
+        same, _ = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, need, kept)
+        torch.testing.assert_close(same.exp(), torch.full((2,), 0.6))
+
+
+def dense_balancing(prob: np.ndarray, need: np.ndarray, iters: int, fill: float = 1.0) -> np.ndarray:
     """The same scaling on a dense (UAVs, targets + idle) probability matrix."""
     p = prob.copy()
     for _ in range(iters):
         mass = p[:, :-1].sum(0) + np.exp(TARGET_FLOOR)
-        p[:, :-1] *= np.minimum(1.0, need / mass)
+        p[:, :-1] *= np.where(mass > fill * need, need / mass, 1.0)
         p /= p.sum(1, keepdims=True)
     return p
 
 
-def test_balancing_equals_the_dense_computation() -> None:
+@pytest.mark.parametrize("fill", [1.0, 0.3])
+def test_balancing_equals_the_dense_computation(fill) -> None:
     """5 UAVs, 3 targets of needs 1, 2, 1, each UAV with some targets as candidates (one a padding candidate of
-    probability 0): the sparse layer equals the dense scaling, and no target ends over its need."""
+    probability 0): the sparse layer equals the dense scaling, and no target ends over its need; filling, a target
+    expected short of its need (but above the fill share) ends nearer to it."""
     gen = torch.Generator().manual_seed(0)
     n_uav, need = 5, np.array([1.0, 2.0, 1.0])
     pairs = [(u, t) for u in range(n_uav) for t in range(3) if (u + t) % 4 != 3]
@@ -55,33 +75,36 @@ def test_balancing_equals_the_dense_computation() -> None:
     idle_logit = torch.randn(n_uav + 3, generator=gen)
     cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, cand_uav)
     node_need = torch.tensor([0, 0, 0, 0, 0, *need.astype(int)])
-    got, got_idle = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, node_need, 25)
+    got, got_idle = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, node_need, Balancing(25, fill))
     dense = np.zeros((n_uav, 4))  # float64 from the float32 policy
     dense[cand_uav.numpy(), cand_target.numpy() - n_uav] = cand_logp.exp().double().numpy()
     dense[:, 3] = idle_logp[:n_uav].exp().double().numpy()
-    want = dense_balancing(dense, need, 25)
+    want = dense_balancing(dense, need, 25, fill)
     np.testing.assert_allclose(got.exp().numpy(), want[cand_uav.numpy(), cand_target.numpy() - n_uav], atol=1e-5)
     np.testing.assert_allclose(got_idle[:n_uav].exp().numpy(), want[:, 3], atol=1e-5)
     assert got[3] == float("-inf")
-    assert (want[:, :3].sum(0) <= need + 1e-2).all() and (dense[:, :3].sum(0) > need + 0.1).any()  # it had to act
+    before, after = dense[:, :3].sum(0), want[:, :3].sum(0)
+    assert (after <= need + 1e-2).all() and (before > need + 0.1).any()  # it had to act
+    short = (before > fill * need) & (before < need - 0.1)
+    assert short.any() == (fill < 1) and (after[short] > before[short] + 0.05).all()
 
 
 def test_the_deciding_policy_is_balanced_and_the_trained_one_plain(labelled_store) -> None:
     """In eval mode (validation, tests, ``mode=eval``) the policy is balanced, every UAV's choice still summing to
     1; in training mode it is the plain one, whose gradients the losses follow."""
     torch.manual_seed(0)
-    model = TransformerGNN(hidden=16, heads=2, layers=2, capacity_iters=20)
+    model = TransformerGNN(hidden=16, heads=2, layers=2, balancing=Balancing(20))
     batch = with_budget(labelled_store.gather(torch.arange(8)), 6)
     with torch.no_grad():
         trained = policy_log_probs(model.train(), batch, 6)
         deciding = policy_log_probs(model.eval(), batch, 6)
-        with balancing(model, 0):
+        with deciding_with(model, Balancing()):
             plain = policy_log_probs(model, batch, 6)
-    assert model.capacity_iters == 20
+    assert model.balancing == Balancing(20)
     for a, b in zip(trained, plain):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     cand_uav, cand_target = batch.cand_index[0, deciding[2]], batch.cand_index[1, deciding[2]]
-    want = capacity_balanced(plain[0], plain[1], cand_uav, cand_target, batch.need, 20)
+    want = capacity_balanced(plain[0], plain[1], cand_uav, cand_target, batch.need, Balancing(20))
     torch.testing.assert_close(deciding[0], want[0])
     total = deciding[1].exp().index_add(0, cand_uav, deciding[0].exp())
     is_uav = batch.node_type == 0
@@ -91,17 +114,19 @@ def test_the_deciding_policy_is_balanced_and_the_trained_one_plain(labelled_stor
 
 
 def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tmp_path) -> None:
-    """``model.capacity_iters`` is part of the model: its checkpoint loads with it, the test table adds the plain
-    policy's row, and ``mode=eval`` can set another count (``eval.capacity_iters``, e.g. for an older checkpoint)."""
-    cfg = compose_cfg(tmp_path, "algorithm=imitation", "train.steps=3", "model.capacity_iters=4")
+    """``model.capacity_iters`` and ``model.capacity_fill`` are part of the model: its checkpoint loads with them,
+    the test table adds the plain policy's row, and ``mode=eval`` can set others (``eval.capacity_iters``,
+    ``eval.capacity_fill``, e.g. for an older checkpoint)."""
+    cfg = compose_cfg(tmp_path, "algorithm=imitation", "train.steps=3", "model.capacity_iters=4",
+                      "model.capacity_fill=0.5")
     run(cfg, tmp_path / "run")
     model, graph, config = load_policy(tmp_path / "run/best.pt")
-    assert model.capacity_iters == 4 and config["model"]["capacity_iters"] == 4
+    assert model.balancing == Balancing(4, 0.5) and config["model"]["capacity_fill"] == 0.5
     rows, _ = compare_on_split(model, load_split(cfg, "test"), "greedy", graph, 6, torch.device("cpu"))
     assert [r["method"] for r in rows[:2]] == ["model (greedy)", "unbalanced (greedy)"]
     # mode=eval eval.capacity_iters=0 decodes the plain policy: its model row is the table's unbalanced one
     evaluation = compose_cfg(tmp_path, "mode=eval", f"ckpt={tmp_path / 'run/best.pt'}", "eval.capacity_iters=0",
-                             "eval.shift_sets=[]", "eval.positions=[uniform]", "eval.guided_keep=0", "eval.best_of=0")
+                             "eval.capacity_fill=1.0", "eval.shift_sets=[]", "eval.positions=[uniform]", "eval.guided_keep=0", "eval.best_of=0")
     (tmp_path / "eval").mkdir()
     report = run_eval(evaluation, tmp_path / "eval")
     plain = [r for r in report["rows"] if r["n_uav"] == 6]

@@ -186,6 +186,7 @@ class EvalConfig:
     best_of: int = 16  # mode=eval: a "sampled (best of 16)" row, the sample decoder's (0: no row)
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
     capacity_iters: Optional[int] = None  # mode=eval: the model's balancing rounds (None: the checkpoint's own; 0: off)
+    capacity_fill: Optional[float] = None  # mode=eval: the model's fill share (None: the checkpoint's own; 1: no fill)
     episodes: int = 256  # an environment policy's checkpoint: fixed test episodes
     # shifted test sets at the training size: name -> task fields changed from task=uniform's defaults
     shifts: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in SHIFTS.items()})

@@ -6,6 +6,9 @@ policy has one definition. All ops are scatters over the whole batch.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import torch
 
 
@@ -28,19 +31,33 @@ def choice_log_probs(cand_logit: torch.Tensor, idle_logit: torch.Tensor, cand_ua
 TARGET_FLOOR = -30.0  # log of the mass every target is given to start from (e^-30: nothing, but never empty)
 
 
+@dataclass(frozen=True)
+class Balancing:
+    """How the deciding policy is balanced against the targets' needs (``capacity_balanced``): ``iters`` rounds
+    (``model.capacity_iters``; 0: the plain policy) and the share of its need from which a target is filled up
+    to it (``model.capacity_fill``; 1: targets are only ever scaled down)."""
+
+    iters: int = 0
+    fill: float = 1.0
+
+
 def capacity_balanced(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
-                      cand_target: torch.Tensor, need: torch.Tensor, iters: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The UAVs' choices balanced against the targets' needs (``model.capacity_iters``), Sinkhorn's way:
-    ``iters`` times, each target's expected number of UAVs (the sum of its candidates' probabilities) is scaled
-    down to at most its need, then each UAV's choice renormalised. Independent softmaxes send too many UAVs to a
-    popular target and leave its neighbour short, more often the larger the scene; balancing moves the excess to
-    each UAV's next choice, using nothing but the policy and the needs (not a repair pass: no distance, no
-    value)."""
+                      cand_target: torch.Tensor, need: torch.Tensor, balancing: Balancing
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The UAVs' choices balanced against the targets' needs, Sinkhorn's way: ``balancing.iters`` times, each
+    target's expected number of UAVs (the sum of its candidates' probabilities) is scaled to its need where it is
+    above it - or, from ``balancing.fill`` of the need on, below it - then each UAV's choice renormalised.
+    Independent softmaxes send too many UAVs to a popular target and too few to the one beside it, more often the
+    larger the scene; balancing moves the excess to each UAV's next choice, and fills a target most of whose
+    need is already on its way from the UAVs' idling and other choices: towards all or nothing, as a target pays.
+    It uses nothing but the policy and the needs (not a repair pass: no distance, no value)."""
     log_need = torch.log(need.float().clamp(min=1))  # UAV nodes: no candidate points at them
+    log_fill = math.log(balancing.fill)  # <= 0: a target at or above its need is always scaled
     floor = torch.full_like(idle_logp, TARGET_FLOOR)
-    for _ in range(iters):
-        excess = (group_logsumexp(cand_logp, cand_target, floor) - log_need).clamp(min=0)
-        cand_logp, idle_logp = choice_log_probs(cand_logp - excess[cand_target], idle_logp, cand_uav)
+    for _ in range(balancing.iters):
+        ratio = group_logsumexp(cand_logp, cand_target, floor) - log_need  # log(expected UAVs / need)
+        scale = ratio.masked_fill(ratio <= log_fill, 0.0) if log_fill < 0 else ratio.clamp(min=0)
+        cand_logp, idle_logp = choice_log_probs(cand_logp - scale[cand_target], idle_logp, cand_uav)
     return cand_logp, idle_logp
 
 

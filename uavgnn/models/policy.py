@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch
 
-from uavgnn.models.choices import capacity_balanced, choice_log_probs
+from uavgnn.models.choices import Balancing, capacity_balanced, choice_log_probs
 from uavgnn.models.transformer_gnn import DenseScenes, dense_scenes
 from uavgnn.problem.graphs import message_edges
 from uavgnn.runtime import unwrap
@@ -56,9 +56,9 @@ def graph_log_probs(model: nn.Module, batch: Batch, graph: MessageGraph, max_edg
         cand_logit = cand_logit.masked_fill(~graph.cand_valid, float("-inf"))
     cand_uav, cand_target = graph.args[4]  # the kept candidates'
     cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, cand_uav)
-    iters = getattr(unwrap(model), "capacity_iters", 0)
-    if iters and not model.training:  # the policy that decides; trained plain (see ``capacity_iters``)
-        cand_logp, idle_logp = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, batch.need, iters)
+    balanced = getattr(unwrap(model), "balancing", Balancing())
+    if balanced.iters and not model.training:  # the policy that decides; trained plain (``model.capacity_iters``)
+        cand_logp, idle_logp = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, batch.need, balanced)
     return cand_logp, idle_logp, graph.keep
 
 
@@ -72,12 +72,12 @@ def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | No
 
 
 @contextmanager
-def balancing(model: nn.Module, iters: int) -> Iterator[nn.Module]:
-    """``model`` deciding with ``iters`` rounds of capacity balancing inside (0: the plain policy, the test
-    table's ``unbalanced`` row), its own count back after."""
+def deciding_with(model: nn.Module, balancing: Balancing) -> Iterator[nn.Module]:
+    """``model`` deciding with ``balancing`` inside (``Balancing()``: the plain policy, the test table's
+    ``unbalanced`` row), its own back after."""
     inner = unwrap(model)
-    own, inner.capacity_iters = getattr(inner, "capacity_iters", 0), iters
+    own, inner.balancing = getattr(inner, "balancing", Balancing()), balancing
     try:
         yield model
     finally:
-        inner.capacity_iters = own
+        inner.balancing = own

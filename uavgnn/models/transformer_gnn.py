@@ -22,6 +22,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import TransformerConv
 
+from uavgnn.models.choices import Balancing
 from uavgnn.problem.graphs import ASSIGNMENT_DIM, EDGE_DIM, NODE_DIM
 
 
@@ -125,20 +126,23 @@ class TransformerGNN(nn.Module):
     ``checkpoint_layers`` lists the layer indices run under ``torch.utils.checkpoint``
     (activation memory traded for recomputation in backward); ``refine_rounds``: see the module docstring
     (zero-initialised, so a refining model starts as the plain one and can start from its weights);
-    ``capacity_iters``: the balancing of the deciding policy against the targets' needs, in eval mode
+    ``balancing``: of the deciding policy against the targets' needs, in eval mode
     (``models.choices.capacity_balanced``, applied by ``models.policy``).
     """
 
     def __init__(self, hidden: int = 64, heads: int = 2, layers: int = 2, dropout: float = 0.0, ffn_mult: int = 2,
-                 checkpoint_layers: Sequence[int] = (), refine_rounds: int = 0, capacity_iters: int = 0) -> None:
+                 checkpoint_layers: Sequence[int] = (), refine_rounds: int = 0,
+                 balancing: Balancing = Balancing()) -> None:
         super().__init__()
-        if min(hidden, heads, layers, ffn_mult) < 1 or min(refine_rounds, capacity_iters) < 0:
+        if min(hidden, heads, layers, ffn_mult) < 1 or min(refine_rounds, balancing.iters) < 0 or not (
+                0 < balancing.fill <= 1):
             raise ValueError(f"model: hidden, heads, layers and ffn_mult must be >= 1, refine_rounds and "
-                             f"capacity_iters >= 0, got hidden={hidden}, heads={heads}, layers={layers}, "
-                             f"ffn_mult={ffn_mult}, refine_rounds={refine_rounds}, capacity_iters={capacity_iters}")
+                             f"capacity_iters >= 0, capacity_fill in (0, 1], got hidden={hidden}, heads={heads}, "
+                             f"layers={layers}, ffn_mult={ffn_mult}, refine_rounds={refine_rounds}, capacity_iters="
+                             f"{balancing.iters}, capacity_fill={balancing.fill}")
         self.uav_encoder = mlp([NODE_DIM, hidden, hidden])
         self.target_encoder = mlp([NODE_DIM, hidden, hidden])
-        self.refine_rounds, self.capacity_iters = refine_rounds, capacity_iters
+        self.refine_rounds, self.balancing = refine_rounds, balancing
         if refine_rounds:
             self.assignment_encoder = nn.Linear(ASSIGNMENT_DIM, hidden)
             nn.init.zeros_(self.assignment_encoder.weight)
@@ -231,6 +235,8 @@ class TransformerGNNConfig:
     capacity_iters: int = 50  # when deciding (eval mode), balance each target's expected UAVs against its need
     #                           this many times (``models.choices.capacity_balanced``; 0: off); training sees the
     #                           plain policy: trained through, the model leans on an unconverged balancing
+    capacity_fill: float = 0.65  # ... and fill a target up to its need once this share of it is expected
+    #                              (1: only scale down; ``models.choices.Balancing``; 0.65: chosen on validation)
 
 
 def model_from_config(model_cfg, grad_checkpoint: bool = False,
@@ -243,4 +249,5 @@ def model_from_config(model_cfg, grad_checkpoint: bool = False,
                           dropout=float(model_cfg.dropout), ffn_mult=int(model_cfg.ffn_mult),
                           checkpoint_layers=chosen if grad_checkpoint else (),
                           refine_rounds=int(getattr(model_cfg, "refine_rounds", 0)),  # 0: saved before it existed
-                          capacity_iters=int(getattr(model_cfg, "capacity_iters", 0)))
+                          balancing=Balancing(int(getattr(model_cfg, "capacity_iters", 0)),
+                                              float(getattr(model_cfg, "capacity_fill", 1.0))))

@@ -29,7 +29,7 @@ method buys with its time), and logs the tables and the pictures to the configur
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +67,9 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
                               "or mappo)")
     device = prepare_device(cfg)
     model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
-    if cfg.eval.capacity_iters is not None:  # e.g. a checkpoint saved before the balancing existed
-        model.capacity_iters = cfg.eval.capacity_iters
+    for key, field in (("capacity_iters", "iters"), ("capacity_fill", "fill")):  # e.g. a checkpoint saved before
+        if cfg.eval[key] is not None:
+            model.balancing = replace(model.balancing, **{field: cfg.eval[key]})
     train_size = int(trained_cfg["data"]["n_uav"])
     own = OmegaConf.to_container(cfg.task)
     if cfg.task.get("folder"):  # your own test scenes, as they are: no scales, no positions

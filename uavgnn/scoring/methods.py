@@ -10,7 +10,8 @@ from torch import nn
 
 from uavgnn.data.store import GraphStore
 from uavgnn.inference.guided import solve_guided
-from uavgnn.models.policy import balancing
+from uavgnn.models.choices import Balancing
+from uavgnn.models.policy import deciding_with
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
 from uavgnn.report import ci95, count
@@ -30,7 +31,7 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
     ``guided_keep`` most likely targets, ``time_limit`` seconds); ``best_of`` > 1 adds the best, by the true
     reward, of that many decodes of the perturbed policy (the ``sample`` decoder's; not when it is ``decoder``).
     A refining model (``refine_rounds`` > 0) also gets an ``unrefined`` row: its first round alone, what the
-    rounds buy; a balancing one (``capacity_iters`` > 0) an ``unbalanced`` row: its plain policy decoded.
+    rounds buy; a balancing one (``model.capacity_iters`` > 0) an ``unbalanced`` row: its plain policy decoded.
 
     The model's time is graph build + forward + decode; the MILP's is the
     label solve. Gaps are measured against the MILP only where it proved
@@ -54,8 +55,8 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
         plain = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples, repair=repair,
                                reference=optimum, rounds=0)
         rows.append({"method": f"unrefined ({decoder})", **_model_row(plain, build_s, n)})
-    if getattr(unwrap(model), "capacity_iters", 0):
-        with balancing(model, 0):
+    if getattr(unwrap(model), "balancing", Balancing()).iters:
+        with deciding_with(model, Balancing()):
             plain = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples,
                                    repair=repair, reference=optimum)
         rows.append({"method": f"unbalanced ({decoder})", **_model_row(plain, build_s, n)})

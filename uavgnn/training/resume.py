@@ -29,7 +29,7 @@ SAFE = ("train.steps", "train.eval_every", "train.ckpt_every", "train.log_every"
         "hardware.persistent_workers", "hardware.threads", "hardware.sweep_jobs", "hardware.memory_fraction",
         "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir", "optim.prefetch", "optim.graph_cache",
         "eval.", "solve.", "profile.", "benchmark.", "resume", "mode", "ckpt", "path", "action", "solver",
-        "model.capacity_iters")  # the last: how the policy decides (validation, tests), not what training computes
+        "model.capacity_iters", "model.capacity_fill")  # the last two: how the policy decides, not what trains
 
 
 def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = True) -> Path | None:
