@@ -10,6 +10,8 @@ overrides a refining model's refinement rounds (0: its first round alone), ``--c
 the deciding policy against the targets' needs (0: the plain policy; ``model.capacity_iters``), ``--capacity-fill``
 the share of its need from which a target is filled up to it (1: never; ``model.capacity_fill``), ``--k-max`` the
 candidates per UAV the graphs keep (the k rule's cap: more candidates than the model was trained with).
+``--split val`` scores the validation scenes of the training size and task instead (where settings such as
+``--capacity-fill`` are chosen).
 
 ``--bound-sizes 4096`` adds sizes where no optimum is proven in reasonable time (``--bound-scenes`` uniform scenes
 each, seeded by the test split's rule): the model's greedy decode against the best bounds known, the guided MILP's
@@ -49,6 +51,8 @@ def main() -> None:
     parser.add_argument("--k-max", type=int, default=None, help="default: the checkpoint's own")
     parser.add_argument("--bound-sizes", type=int, nargs="*", default=[], help="e.g. 4096")
     parser.add_argument("--bound-scenes", type=int, default=2)
+    parser.add_argument("--split", choices=["test", "val"], default="test",
+                        help="val: the validation scenes of the training size and task, where settings are chosen")
     args = parser.parse_args()
     for path in args.checkpoints:
         model, graph, config = load_policy(path)
@@ -60,17 +64,26 @@ def main() -> None:
         cfg = stored_config(config)
         with open_dict(cfg):
             cfg.data.update(cache_dir=args.cache, label_time_limit=60.0, fresh_sizes=[], k_max=graph.k_max)
+        if args.split == "val":
+            print(f"{path}: validation {cfg.data.n_uav}: {gap(model, load_split(cfg, 'val'), graph, args.rounds)}")
+            continue
         gaps = []
         for positions in ("uniform", "clustered"):
             cfg.task.positions = cfg.task.name = positions
             for n_uav, scenes in SETS:
-                store = load_split(cfg, "test", n_uav=n_uav, count=scenes)
-                result = evaluate_model(model, store, "greedy", graph.k(n_uav), torch.device("cpu"), rounds=args.rounds)
-                gaps.append(f"{positions} {n_uav}: {100 * mean_metrics(result.metrics)['optimality_gap']:.2f}%")
+                store = load_split(cfg, "test", n_uav, scenes)
+                gaps.append(f"{positions} {n_uav}: {gap(model, store, graph, args.rounds)}")
         cfg.task.positions = cfg.task.name = "uniform"
         for n_uav in args.bound_sizes:
             gaps.append(f"uniform {n_uav}: {bound_gaps(model, graph, cfg, n_uav, args.bound_scenes)}")
         print(f"{path}: " + ", ".join(gaps), flush=True)
+
+
+def gap(model: torch.nn.Module, store, graph, rounds: int | None) -> str:
+    """The mean gap of the model's greedy decode on ``store`` against its proven optima."""
+    n_uav = int(store.tensors["n_uav"][0])
+    result = evaluate_model(model, store, "greedy", graph.k(n_uav), torch.device("cpu"), rounds=rounds)
+    return f"{100 * mean_metrics(result.metrics)['optimality_gap']:.2f}%"
 
 
 def bound_gaps(model: torch.nn.Module, graph, cfg, n_uav: int, count: int) -> str:
