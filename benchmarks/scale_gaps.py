@@ -10,8 +10,9 @@ overrides a refining model's refinement rounds (0: its first round alone), ``--c
 the deciding policy against the targets' needs (0: the plain policy; ``model.capacity_iters``), ``--capacity-fill``
 the share of its need from which a target is filled up to it (1: never; ``model.capacity_fill``), ``--k-max`` the
 candidates per UAV the graphs keep (the k rule's cap: more candidates than the model was trained with).
-``--split val`` scores the validation scenes of the training size and task instead (where settings such as
-``--capacity-fill`` are chosen).
+``--split val`` scores validation scenes of the training task instead (where settings such as ``--capacity-fill``
+are chosen): the training size's validation split, and validation scenes at 256 and 1,024 UAVs (32 and 8, seeded
+by the validation split's rule: never the test scenes).
 
 ``--bound-sizes 4096`` adds sizes where no optimum is proven in reasonable time (``--bound-scenes`` uniform scenes
 each, seeded by the test split's rule): the model's greedy decode against the best bounds known, the guided MILP's
@@ -52,7 +53,7 @@ def main() -> None:
     parser.add_argument("--bound-sizes", type=int, nargs="*", default=[], help="e.g. 4096")
     parser.add_argument("--bound-scenes", type=int, default=2)
     parser.add_argument("--split", choices=["test", "val"], default="test",
-                        help="val: the validation scenes of the training size and task, where settings are chosen")
+                        help="val: validation scenes of the training task (its size, 256, 1,024): where to choose")
     args = parser.parse_args()
     for path in args.checkpoints:
         model, graph, config = load_policy(path)
@@ -65,7 +66,10 @@ def main() -> None:
         with open_dict(cfg):
             cfg.data.update(cache_dir=args.cache, label_time_limit=60.0, fresh_sizes=[], k_max=graph.k_max)
         if args.split == "val":
-            print(f"{path}: validation {cfg.data.n_uav}: {gap(model, load_split(cfg, 'val'), graph, args.rounds)}")
+            sets = ((cfg.data.n_uav, None),) + SETS[1:]  # the training size's own validation split, then the scales
+            gaps = [f"{n_uav}: {gap(model, load_split(cfg, 'val', n_uav, scenes), graph, args.rounds)}"
+                    for n_uav, scenes in sets]
+            print(f"{path}: validation ({cfg.task.name}) " + ", ".join(gaps), flush=True)
             continue
         gaps = []
         for positions in ("uniform", "clustered"):

@@ -214,3 +214,45 @@ def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> 
         cfg = compose("config", overrides=["algorithm=reinforce", f"algorithm.init_from={tmp_path / 'nope.pt'}"])
     with pytest.raises(ConfigError, match="nope.pt: no checkpoint there"):
         check_config(cfg)
+
+
+def test_local_advantages_give_each_uav_the_exact_policy_gradient_per_unit_of_its_reach() -> None:
+    """Brute force over every joint choice of four UAVs on a line (each reaches two of three targets, 81 joint
+    choices): the expected local-credit gradient on a UAV's logits is the exact gradient of E[J] on them divided
+    by the value of the targets it reaches - unbiased, whatever the fixed baseline (all idle here)."""
+    from itertools import product
+
+    from torch_geometric.data import Batch
+
+    from uavgnn.problem.graphs import build_graph
+    from uavgnn.problem.scenes import Scene
+    from uavgnn.algorithms.reinforce import local_advantages
+
+    target_x, uav_x = np.array([0.0, 2.0, 4.0]), np.array([0.5, 1.5, 2.5, 3.5])
+    scene = Scene(np.stack([uav_x, np.zeros(4)], 1), np.full(4, 1.6), np.stack([target_x, np.zeros(3)], 1),
+                  np.array([2, 1, 2]), np.array([5.0, 1.5, 4.0]), 0.1)
+    batch = Batch.from_data_list([build_graph(scene, k_max=2, uav_neighbours=2)])
+    keep = batch.cand_rank < 2
+    cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
+    reach = [scene.value[np.abs(target_x - x) <= 1.6].sum() for x in uav_x]  # the two targets in its range
+    assert reach == [6.5, 6.5, 5.5, 5.5]  # by hand: targets 0 and 1, 0 and 1, 1 and 2, 1 and 2
+    options = [[-1] + cand_target[cand_uav == u].tolist() for u in range(4)]
+    rows = torch.tensor([list(a) + [-1] * 3 for a in product(*options)])  # every joint choice; targets never choose
+    choice = torch.cat([torch.full((1, 7), -1), rows])  # row 0: the baseline rollout (all idle)
+    gen = torch.Generator().manual_seed(0)
+    cand_logit = torch.randn(len(cand_uav), generator=gen, requires_grad=True)
+    idle_logit = torch.randn(7, generator=gen, requires_grad=True)
+    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, cand_uav)
+    chosen = rows[:, cand_uav] == cand_target
+    uav_logp = (torch.zeros(len(rows), 7).index_add(1, cand_uav, torch.where(chosen, cand_logp, 0.0))
+                + torch.where(rows < 0, idle_logp, 0.0))[:, :4]  # (81, 4): log pi_i(a_i)
+    prob = uav_logp.sum(1).exp()
+    assert abs(float(prob.detach().sum()) - 1) < 1e-5
+    exact = torch.autograd.grad((prob * rollout_rewards(batch, keep, rows)[0][:, 0]).sum(), [cand_logit, idle_logit],
+                                retain_graph=True)
+    own = local_advantages(batch, keep, choice, "greedy")[:, :4]
+    local = torch.autograd.grad((prob.detach()[:, None] * own * uav_logp).sum(), [cand_logit, idle_logit])
+    per_unit = torch.tensor(reach, dtype=torch.float)
+    torch.testing.assert_close(local[0], exact[0] / per_unit[cand_uav])
+    torch.testing.assert_close(local[1][:4], exact[1][:4] / per_unit)
+    assert local[0].abs().max() > 0.01  # a gradient there to compare
