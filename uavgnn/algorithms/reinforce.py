@@ -17,9 +17,6 @@ Problems!", with the current policy as its own baseline policy):
 - baseline: J of the greedy decode of the same scores (what is deployed), or
   (``algorithm.baseline=mean``) the mean J of the scene's other samples, POMO's
   shared baseline;
-- credit: one advantage per scene, or (``algorithm.credit=local``) each UAV's
-  own, from the targets among its candidates alone (``local_advantages``: still
-  unbiased, without the noise of the choices far from it);
 - loss: ``-(J(a) - J(greedy)) * sum_i log pi_i(a_i)``, with advantages in
   units of the scene's total target value (scenes of every size weigh alike)
   and log-probabilities averaged per UAV, minus ``algorithm.entropy_coef``
@@ -81,18 +78,6 @@ def rollout_rewards(batch: Batch, keep: torch.Tensor, choice: torch.Tensor) -> t
 
     ``choice`` (S, num_nodes) holds each UAV's chosen target node (-1 idle), as the decoders return it.
     """
-    value, completed, chosen, travel = _rollout_parts(batch, keep, choice)
-    cand_uav, n_graphs = batch.cand_index[0, keep], batch.num_graphs
-    reward = (_per_graph(completed.float() * value, batch.batch, n_graphs)
-              - _per_graph(chosen * travel, batch.batch[cand_uav], n_graphs))
-    total_value = _per_graph(value[None], batch.batch, n_graphs)[0]
-    return reward, total_value
-
-
-def _rollout_parts(batch: Batch, keep: torch.Tensor, choice: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """What a rollout's reward is made of: each target's value (num_nodes,), whether each rollout completes it
-    (S, num_nodes), whether it takes each kept candidate (S, C) and that candidate's travel cost (C,)."""
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
     per_slot = unsquash(batch.x[:, VALUE_COLUMN].float(), VALUE_SCALE)  # value / need on target nodes
     is_target = batch.need > 0
@@ -100,26 +85,12 @@ def _rollout_parts(batch: Batch, keep: torch.Tensor, choice: torch.Tensor
     travel = unsquash(batch.cand_attr[keep, COST_COLUMN].float(), 1.0) * per_slot[cand_target]  # lam * dist
     chosen = (choice[:, cand_uav] == cand_target).float()  # (S, C)
     count = torch.zeros_like(choice, dtype=torch.float).index_add_(1, cand_target, chosen)
-    return value, (count >= batch.need) & is_target, chosen, travel
-
-
-def local_advantages(batch: Batch, keep: torch.Tensor, choice: torch.Tensor, baseline: str) -> torch.Tensor:
-    """(S - 1, num_nodes) advantage of each UAV in each sampled rollout, from the targets it could choose alone.
-
-    A target's reward (its value if completed, minus the travel of the UAVs sent to it) depends on a UAV's choice
-    only if the target is among the UAV's candidates; the others' rewards are independent of that choice (the
-    UAVs sample independently), so leaving them out of its advantage keeps the policy gradient unbiased and
-    removes their noise: in a scene of 256 UAVs one advantage for all of them drowns each choice's credit in the
-    others'. Each UAV's advantage is that of its candidates' targets (``advantages`` per target, ``baseline``)
-    in units of their total value, so that it reads alike in a scene of 16 UAVs, where a UAV's candidates are
-    nearly all the targets and it is the scene's advantage, and of 4,096."""
-    value, completed, chosen, travel = _rollout_parts(batch, keep, choice)
-    cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
-    reward = (completed.float() * value).index_add_(1, cand_target, -(chosen * travel))  # (S, num_nodes)
-    per_target = advantages(reward, baseline)
-    per_uav = torch.zeros_like(per_target).index_add_(1, cand_uav, per_target[:, cand_target])
-    reach = torch.zeros_like(value).index_add_(0, cand_uav, value[cand_target])
-    return per_uav / reach.clamp(min=1e-6)
+    completed = (count >= batch.need) & is_target
+    n_graphs = batch.num_graphs
+    reward = (_per_graph(completed.float() * value, batch.batch, n_graphs)
+              - _per_graph(chosen * travel, batch.batch[cand_uav], n_graphs))
+    total_value = _per_graph(value[None], batch.batch, n_graphs)[0]
+    return reward, total_value
 
 
 Noise = tuple[torch.Tensor, torch.Tensor]  # Gumbel noise of the rollouts' candidates and nodes, flat
@@ -169,7 +140,6 @@ class ReinforceConfig(ScenePolicyConfig):
     samples: int = ranged(8, AT_LEAST_1)  # rollouts per scene: the greedy baseline + samples - 1 of the policy
     imitation_weight: float = ranged(0.0, NON_NEGATIVE)  # weight of the imitation loss kept alongside (0: pure)
     baseline: str = "greedy"  # greedy: the greedy decode's J | mean: the mean J of the scene's other samples (POMO)
-    credit: str = "scene"  # scene: one advantage per scene | local: per UAV, its candidates' targets' (local_advantages)
     entropy_coef: float = ranged(0.01, NON_NEGATIVE)  # entropy bonus (per UAV, nats): 2.2% vs 3.8% test gap without
     temperature: float = ranged(1.0, POSITIVE)  # rollouts from pi^(1/T) renormalised per UAV (T < 1: nearer greedy)
     imitation_steps: int = ranged(0, NON_NEGATIVE)  # first imitate the MILP labels this many steps, in this run
@@ -179,11 +149,10 @@ class ReinforceConfig(ScenePolicyConfig):
 
 def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Generator | Noise | None = None,
                    imitation_weight: float = 0.0, baseline: str = "greedy", entropy_coef: float = 0.0,
-                   temperature: float = 1.0, greedy_rounds: int | None = None, dense_max_nodes: int = 0,
-                   credit: str = "scene") -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+                   temperature: float = 1.0, greedy_rounds: int | None = None, dense_max_nodes: int = 0
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """(policy-gradient loss, stats, number of UAVs) of a batch at its candidate budget ``batch.k``;
-    ``baseline``: see ``advantages``; ``credit``: one advantage per scene, or ``local`` per UAV
-    (``local_advantages``); ``entropy_coef`` weighs the entropy bonus; rollouts come from the policy
+    ``baseline``: see ``advantages``; ``entropy_coef`` weighs the entropy bonus; rollouts come from the policy
     at ``temperature`` (the defaults: plain REINFORCE against the greedy rollout), with the noise ``draws``
     (``rollout_noise``'s, or drawn here from a generator); with ``greedy_rounds`` the
     greedy rollout is decoded in that many fixed-shape rounds (``fixed_round_greedy``: no host sync), otherwise
@@ -207,15 +176,14 @@ def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Ge
     total = None
     for policy in policies:
         loss, stats, n_uav = rollout_loss(batch, policy, samples, draws, imitation_weight, baseline, entropy_coef,
-                                          temperature, greedy_rounds, credit)
+                                          temperature, greedy_rounds)
         total = loss if total is None else total + loss
     return total, stats, n_uav
 
 
 def rollout_loss(batch: Batch, policy: tuple[torch.Tensor, torch.Tensor, torch.Tensor], samples: int, draws: Noise,
                  imitation_weight: float, baseline: str, entropy_coef: float, temperature: float,
-                 greedy_rounds: int | None, credit: str = "scene"
-                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+                 greedy_rounds: int | None) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """``reinforce_loss`` of one policy (``policy_log_probs``'s triple)."""
     cand_logp, idle_logp, keep = policy
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
@@ -236,17 +204,11 @@ def rollout_loss(batch: Batch, policy: tuple[torch.Tensor, torch.Tensor, torch.T
     chosen = choice[1:, cand_uav] == cand_target
     idle = (choice[1:] < 0) & is_uav
     n_graphs = batch.num_graphs
-    if credit == "local":  # each UAV's log-probability of its choice, against its own advantage
-        log_prob = (torch.zeros_like(idle).float().index_add_(1, cand_uav, torch.where(chosen, sample_cand, 0.0))
-                    + torch.where(idle, sample_idle, 0.0))
-        own = local_advantages(batch, keep, choice, baseline)
-        loss = -(own.detach() * log_prob).sum() / (is_uav.sum() * (samples - 1))
-    else:
-        log_prob = (_per_graph(torch.where(chosen, sample_cand, torch.zeros_like(sample_cand)), batch.batch[cand_uav],
-                               n_graphs)
-                    + _per_graph(torch.where(idle, sample_idle, torch.zeros_like(sample_idle)), batch.batch, n_graphs))
-        n_uav = _per_graph(is_uav.float()[None], batch.batch, n_graphs)[0].clamp(min=1)
-        loss = -(advantage.detach() * log_prob / n_uav).mean()
+    log_prob = (_per_graph(torch.where(chosen, sample_cand, torch.zeros_like(sample_cand)), batch.batch[cand_uav],
+                           n_graphs)
+                + _per_graph(torch.where(idle, sample_idle, torch.zeros_like(sample_idle)), batch.batch, n_graphs))
+    n_uav = _per_graph(is_uav.float()[None], batch.batch, n_graphs)[0].clamp(min=1)
+    loss = -(advantage.detach() * log_prob / n_uav).mean()
     if imitation_weight > 0:
         nll, _, _ = imitation_loss(cand_logp, idle_logp, cand_uav, batch.cand_label[keep], batch.busy, is_uav)
         loss = loss + imitation_weight * nll
@@ -281,7 +243,6 @@ class Reinforce(ScenePolicy):
         self.loss_options = dict(samples=int(alg.samples), imitation_weight=float(alg.imitation_weight),
                                  baseline=str(alg.baseline), entropy_coef=float(alg.entropy_coef),
                                  temperature=float(alg.temperature), dense_max_nodes=self.dense_max_nodes,
-                                 credit=str(alg.credit),
                                  greedy_rounds=self.greedy_rounds)
 
     @classmethod
@@ -296,8 +257,6 @@ class Reinforce(ScenePolicy):
         alg = cfg.algorithm
         if alg.baseline not in ("greedy", "mean"):
             raise ConfigError(f"algorithm.baseline={alg.baseline!r} is not one of greedy, mean")
-        if alg.credit not in ("scene", "local"):
-            raise ConfigError(f"algorithm.credit={alg.credit!r} is not one of scene, local")
         if alg.samples < 2:
             raise ConfigError(f"algorithm.samples={alg.samples} must be >= 2 (the greedy rollout and a sample)")
         if alg.baseline == "mean" and alg.samples < 3:
