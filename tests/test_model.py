@@ -244,3 +244,25 @@ def test_huge_scene_node_reordering_gives_the_same_assignment(monkeypatch) -> No
     ordered, _ = inference.solve_with_model(model, scene, GraphSettings())
     np.testing.assert_array_equal(ordered.assignment, plain.assignment)
     assert ordered.objective == pytest.approx(plain.objective)
+
+
+def test_building_a_model_leaves_no_file_in_the_temp_directory(tmp_path) -> None:
+    """PyG writes the ``propagate`` it generates for TransformerConv to a new file in the temp directory (one per
+    process); the model removes it once imported, and still runs a forward pass."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, torch; from uavgnn.models import TransformerGNN; m = TransformerGNN(); "
+            "x = torch.zeros(3, 6); x[:2, 0] = 1; x[2, 1] = 1; edges = torch.tensor([[0, 2], [2, 0]]); "
+            "out = m(x, torch.tensor([0, 0, 1]), edges, torch.zeros(2, 7), torch.tensor([[0], [2]]), "
+            "torch.zeros(1, 7)); "
+            "print(sys.modules[type(m.layers[0].attn).propagate.__module__].__file__, out[0].shape[0])")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(temp)},
+                          capture_output=True, text=True, check=True, timeout=120)
+    generated, scored = proc.stdout.split()
+    assert Path(generated).parent == temp and scored == "1"  # PyG wrote it there, and the model ran
+    assert not list(temp.glob("torch_geometric*"))

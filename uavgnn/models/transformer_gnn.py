@@ -12,8 +12,11 @@ the node embeddings (``uavgnn.inference.refinement`` runs the R + 1 rounds).
 from __future__ import annotations
 
 import math
+import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -96,6 +99,16 @@ def dense_attention(conv: TransformerConv, h: torch.Tensor, dense: DenseScenes) 
     return out.transpose(1, 2).reshape(graphs * size, heads * width)[dense.slot] + conv.lin_skip(h)
 
 
+def drop_generated_source(layer: nn.Module) -> None:
+    """PyG writes the ``propagate`` it generates for a layer class to a new file in the temp directory, imports it
+    and leaves the file there: one file per process that builds a model, outside the run and cache directories.
+    Imported, the module runs from memory (a traceback through it shows no source line); the file goes."""
+    module = sys.modules.get(type(layer).propagate.__module__)
+    path = Path(getattr(module, "__file__", None) or "")
+    if path.name and path.parent == Path(tempfile.gettempdir()):
+        path.unlink(missing_ok=True)
+
+
 class GraphTransformerLayer(nn.Module):
     """``h + Attn(LN(h))`` then ``h + FFN(LN(h))``; attention is ``TransformerConv`` with edge features."""
 
@@ -106,6 +119,7 @@ class GraphTransformerLayer(nn.Module):
         self.norm_attn = nn.LayerNorm(hidden)
         # root_weight: PyG builds lin_skip either way; using it keeps no parameter idle
         self.attn = TransformerConv(hidden, hidden // heads, heads=heads, edge_dim=edge_dim, dropout=dropout)
+        drop_generated_source(self.attn)
         self.norm_ffn = nn.LayerNorm(hidden)
         self.ffn = nn.Sequential(nn.Linear(hidden, ffn_mult * hidden), nn.GELU(), nn.Dropout(dropout),
                                  nn.Linear(ffn_mult * hidden, hidden))
