@@ -87,6 +87,28 @@ def compose_coma(*overrides: str):
                                             "train.eval_every=6", "train.ckpt_every=6", *overrides])
 
 
+def test_the_targets_of_a_collection_are_each_minibatchs_own_until_the_target_critic_moves() -> None:
+    """The workload computes the critic's targets for the whole collection once; each minibatch's are those its
+    own episodes give with the target critic of the moment, also after a target update in mid-collection."""
+    from uavgnn.algorithms.coma import COMA, critic_targets
+
+    cfg = compose_coma()
+    agents = COMA.build_model(cfg)
+    work = COMA(cfg, torch.device("cpu")).workload(agents)
+    for step in range(4):
+        if step == 2:  # the critic learns something and the target copies it
+            with torch.no_grad():
+                for p in agents.critic.parameters():
+                    p.add_(0.1 * torch.randn_like(p))
+            before = work.batch(step, 0, 4).returns
+            agents.sync_target()
+        batch = work.batch(step, 0, 4)
+        own = Episodes(*(getattr(batch, name) for name in Episodes.__dataclass_fields__))
+        torch.testing.assert_close(batch.returns, critic_targets(agents, own), rtol=1e-6, atol=1e-6)
+        if step == 2:
+            assert not torch.allclose(before, batch.returns)  # they moved with the target critic
+
+
 def test_a_resumed_coma_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> None:
     """Stopped mid-collection (step 6 of rounds of 4): the episodes, environments and target come back."""
     a, b = resume_is_exact(compose_coma, tmp_path, half=6)

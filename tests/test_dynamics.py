@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from uavgnn.dynamics.filters import Calibration, KinematicFilter, calibrate
 from uavgnn.dynamics.kinematics import (Estimate, constant_velocity, dynamics_metrics, future, kinematic_step, on_wall,
-                                        physics_residuals)
+                                        output_size, physics_loss, physics_residuals)
 from uavgnn.algorithms import register_configs
 from uavgnn.dynamics.rollouts import RolloutSpec, load_rollouts, simulate
 from uavgnn.dynamics.windows import (NaiveWindows, TrajectoryWindows, Units, WindowBatch, collate_naive,
@@ -110,9 +110,9 @@ def kinematic_batch(window: int, k: int, units: Units) -> tuple[WindowBatch, Est
 def test_the_physics_residual_vanishes_on_exact_kinematics_and_measures_a_wrong_disturbance() -> None:
     units = Units(position=0.3, velocity=0.3, accel=0.15, dt=1.0, side=40.0)
     batch, est = kinematic_batch(window=10, k=3, units=units)
-    assert physics_residuals(est, batch, units, 10).abs().max() < 1e-6
+    assert physics_residuals(est, batch, units).abs().max() < 1e-6
     off = Estimate(est.now, est.ahead, est.velocity, est.disturbance + torch.tensor([0.1, 0.0]))
-    residual = physics_residuals(off, batch, units, 10)
+    residual = physics_residuals(off, batch, units)
     torch.testing.assert_close(residual[..., 0], torch.full((2, 9), -units.accel_ratio * 0.1))  # r_v = -r * 0.1
     metrics = dynamics_metrics(est, batch, units, window=10, burn_in=2)
     assert metrics["steps"].max() < 1e-10 and metrics["velocity"] < 1e-10 and metrics["disturbance"] < 1e-10
@@ -149,7 +149,7 @@ def test_the_wall_stops_a_uav_in_the_kinematics_and_the_physics_residual() -> No
         torch.testing.assert_close(torch.cat(stepped, -1), torch.cat([pos[:, t + 1], vel[:, t + 1]], -1))
     batch = WindowBatch(torch.zeros(1, 6, 6), pos, pos, vel, vel, torch.zeros(1, 6, 2), wind)
     truth = Estimate(torch.zeros(1, 5, 2), (pos[:, 1:] - pos[:, :5])[:, :, None], vel[:, :5], wind[:, :5])
-    assert physics_residuals(truth, batch, WALL, 5).abs().max() < 1e-6  # without the wall: 0.7 at step 3
+    assert physics_residuals(truth, batch, WALL).abs().max() < 1e-6  # without the wall: 0.7 at step 3
     metrics = dynamics_metrics(truth, batch, WALL, window=5, burn_in=0)
     assert metrics["edge_rows"] == 4 and metrics["interior_rows"] == 1  # the steps from rows 1..4 end on the wall
 
@@ -166,12 +166,31 @@ def test_at_the_wall_only_the_persistence_residual_sees_the_disturbance_normal_t
     guess[0, 3, 0] = -0.2
     guess.requires_grad_(True)
     est = Estimate(torch.zeros(1, 5, 2), (pos[:, 1:] - pos[:, :5])[:, :, None], vel[:, :5], guess)
-    residual = physics_residuals(est, batch, WALL, 5)
+    residual = physics_residuals(est, batch, WALL)
     assert residual[..., :6].abs().max() < 1e-6
     torch.testing.assert_close(residual[0, :, 6], torch.tensor([0.0, 0.0, 0.2, -0.2]))
     assert residual[..., 7].abs().max() == 0
     residual[..., 6].pow(2).sum().backward()
     torch.testing.assert_close(guess.grad[0, :, 0], torch.tensor([0.0, 0.0, 0.0, 0.4, -0.4]))
+
+
+def test_the_physics_loss_of_an_estimate_cut_at_the_burn_in_weighs_the_residuals_from_that_row() -> None:
+    """The loss (rows ``start``.. only, fused squares) against the residuals of the whole window read by hand:
+    the six kinematic columns plus 40x the two persistence ones, from the burn-in row on, per row and column.
+    On the wall rollout above with a noisy estimate, so that every column but the persistence
+    of y (which never meets the wall) is non-zero."""
+    x, v = torch.tensor([1.5, 0.5, 0.0, 0.0, 0.0, 0.0]), torch.tensor([-0.8, -1.0, -0.5, 0.0, 0.0, 0.0])
+    pos, vel = torch.stack([x, torch.full_like(x, 5.0)], -1)[None], torch.stack([v, torch.zeros_like(v)], -1)[None]
+    wind = torch.tensor([-0.4, 0.0]).expand(1, 6, 2)
+    batch = WindowBatch(torch.zeros(1, 6, 6), pos, pos, vel, vel, torch.zeros(1, 6, 2), wind)
+    g = torch.Generator().manual_seed(3)
+    truth = torch.cat([torch.zeros(1, 5, 6), vel[:, :5], wind[:, :5]], -1).double()  # now, ahead, velocity, wind
+    out = truth + 0.1 * torch.randn(1, 5, output_size(2), generator=g, dtype=torch.float64)
+    residual = physics_residuals(Estimate.of(out, 2), batch, WALL).pow(2)
+    assert (residual[0, 2:, :7] != 0).any(0).all()  # y stays off the wall: its persistence column is 0
+    for start in (0, 2):
+        want = (residual[:, start:, :6].sum(-1) + 40 * residual[:, start:, 6:].sum(-1)).mean() / 6
+        torch.testing.assert_close(physics_loss(Estimate.of(out[:, start:], 2), batch, WALL, start), want.float())
 
 
 def test_the_known_kinematics_replay_the_environment_at_every_row() -> None:

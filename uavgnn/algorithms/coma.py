@@ -124,18 +124,30 @@ class COMAAgents(nn.Module):
     @torch.no_grad()
     def sync_target(self) -> None:
         self.target_critic.load_state_dict(self.critic.state_dict())
+        self.target_updates += 1
+
+    target_updates = 0  # syncs so far in this process: what the workload's cached targets were computed after
 
 
-def coma_loss(agents: COMAAgents, ep: Episodes) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """(actor + critic loss, stats) of a batch of episodes."""
+@torch.no_grad()
+def critic_targets(agents: COMAAgents, ep: Episodes) -> torch.Tensor:
+    """(B, T, N) the critic's TD(lambda) targets: the target critic's Q of the actions taken, bootstrapped."""
+    s = agents.s
+    target = agents.q_values(ep.state, ep.obs, ep.action, agents.target_critic).gather(-1, ep.action[..., None])
+    target = target.squeeze(-1)
+    next_q = torch.cat([target[:, 1:], torch.zeros_like(target[:, :1])], 1)
+    return td_lambda_targets(ep.reward, ep.done, next_q, s.gamma, s.td_lambda)
+
+
+def coma_loss(agents: COMAAgents, ep: Episodes, returns: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """(actor + critic loss, stats) of a batch of episodes, against the critic's ``returns`` (``critic_targets``
+    of the batch, computed here when not given)."""
     s = agents.s
     taken = ep.action[..., None]
     q = agents.q_values(ep.state, ep.obs, ep.action)
     q_taken = q.gather(-1, taken).squeeze(-1)  # (B, T, N)
-    with torch.no_grad():
-        target = agents.q_values(ep.state, ep.obs, ep.action, agents.target_critic).gather(-1, taken).squeeze(-1)
-        next_q = torch.cat([target[:, 1:], torch.zeros_like(target[:, :1])], 1)
-        returns = td_lambda_targets(ep.reward, ep.done, next_q, s.gamma, s.td_lambda)
+    returns = critic_targets(agents, ep) if returns is None else returns
     weight = ep.mask[..., None].expand_as(q_taken)
     count = weight.sum().clamp(min=1.0)
     critic_loss = ((q_taken - returns).pow(2) * weight).sum() / count
@@ -153,6 +165,36 @@ def coma_loss(agents: COMAAgents, ep: Episodes) -> tuple[torch.Tensor, dict[str,
     stats = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "advantage_mean": mean,
              "advantage_std": square.sqrt(), "entropy": entropy_mean, "q": q_mean}
     return critic_loss + actor_loss, stats
+
+
+@dataclass
+class TargetedEpisodes(Episodes):
+    """A minibatch of episodes with the critic's targets."""
+
+    returns: torch.Tensor  # (B, T, N) critic_targets
+
+
+class TargetedWorkload(EpisodeWorkload):
+    """Episodes with the critic's targets, computed for the whole collection when it is collected and again after
+    each target update, not once per minibatch: the target critic only changes there, so the values are those of
+    each minibatch's own (a test checks the losses equal), and an update runs the critic forward once, not twice."""
+
+    targets: torch.Tensor | None = None  # critic_targets of the collection
+    targets_after: int = -1  # the target updates they were computed after
+
+    def batch(self, step: int, stage: int, batch_size: int) -> TargetedEpisodes:
+        ids, agents = self.minibatch_ids(step), unwrap(self.model)
+        if self.targets is None or self.targets_after != agents.target_updates:
+            self.targets, self.targets_after = critic_targets(agents, self.episodes), agents.target_updates
+        return TargetedEpisodes(**self.episodes.index(ids).state_dict(), returns=self.targets[ids])
+
+    def finish(self, columns: dict[str, torch.Tensor]) -> Episodes:
+        self.targets = None  # a new collection
+        return super().finish(columns)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.targets = None  # resume or rollback: the weights and the episodes are the saved ones
+        super().load_state_dict(state)
 
 
 @dataclass
@@ -199,14 +241,14 @@ class COMA(EnvPolicy):
         super().__init__(cfg, device)
         self.updates = 0
 
-    def workload(self, model: nn.Module) -> EpisodeWorkload:
-        return EpisodeWorkload(self.cfg, model, self.device, self.cfg.algorithm.minibatches)
+    def workload(self, model: nn.Module) -> TargetedWorkload:
+        return TargetedWorkload(self.cfg, model, self.device, self.cfg.algorithm.minibatches)
 
     def cadence(self) -> Cadence:
         return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)
 
-    def training_step(self, model: nn.Module, batch: Episodes, draws: None) -> StepOutput:
-        loss, stats = coma_loss(unwrap(model), batch)
+    def training_step(self, model: nn.Module, batch: TargetedEpisodes, draws: None) -> StepOutput:
+        loss, stats = coma_loss(unwrap(model), batch, batch.returns)
         return StepOutput(loss, stats, batch.mask.sum() * batch.action.shape[-1])
 
     def networks(self, model: nn.Module) -> list[Network]:

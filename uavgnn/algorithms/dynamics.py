@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from omegaconf import OmegaConf
 from torch import nn
 
@@ -119,12 +120,12 @@ class Dynamics(Algorithm):
         return policy, hashlib.sha256(Path(name).read_bytes()).hexdigest()
 
     def training_step(self, model: nn.Module, batch: WindowBatch, draws: None) -> StepOutput:
-        est = estimate(model, batch, self.window, self.k)
         w, b = self.window, self.burn_in
-        target = future(batch.pos_obs, w, self.k) - batch.pos_obs[:, :w, None]
-        position = (est.ahead - target)[:, b:].float().pow(2).mean()
-        velocity = (est.velocity - batch.vel_obs[:, :w])[:, b:].float().pow(2).mean()
-        physics = physics_loss(est, batch, self.units, w, b)
+        est = estimate(model, batch, w, self.k, start=b)  # rows b.. only: the burn-in is never scored
+        target = future(batch.pos_obs, w, self.k)[:, b:] - batch.pos_obs[:, b:w, None]
+        position = F.mse_loss(est.ahead.float(), target.float())
+        velocity = F.mse_loss(est.velocity.float(), batch.vel_obs[:, b:w].float())
+        physics = physics_loss(est, batch, self.units, b)
         data = position + velocity
         return StepOutput(data + self.lambda_physics * physics,
                           {"data_loss": data.detach(), "physics_loss": physics.detach()},

@@ -103,13 +103,17 @@ class EpisodeWorkload(RLWorkload):
     def batch(self, step: int, stage: int, batch_size: int) -> Episodes:
         """Minibatch ``step - collected_at`` of the current collection: pass ``// minibatches`` over it, in an
         order drawn from (seed, collection, pass)."""
+        return self.episodes.index(self.minibatch_ids(step))
+
+    def minibatch_ids(self, step: int) -> torch.Tensor:
+        """The episodes of ``batch(step)`` in the current collection (collected now if there is none)."""
         if self.episodes is None:  # after a new batch size (out-of-memory halving): recollect now
             self.collect(step)
         data_pass, minibatch = divmod(step - self.collected_at, self.minibatches)
         generator = stream(self.cfg.seed, "minibatch_order", self.collected_at + data_pass * self.minibatches)
         order = torch.randperm(len(self.episodes), generator=generator).to(self.device)
         size = len(self.episodes) // self.minibatches
-        return self.episodes.index(order[minibatch * size:(minibatch + 1) * size])
+        return order[minibatch * size:(minibatch + 1) * size]
 
     def items(self, batch: Episodes) -> int:
         return len(batch)
