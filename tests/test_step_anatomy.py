@@ -112,6 +112,34 @@ def test_the_fused_optimiser_matches_adamw_and_a_skipped_step_moves_nothing() ->
     assert [int(s["step"]) for s in fused.adamw[0].state.values()] == [3] * 4  # the skipped step not counted
 
 
+def test_each_network_is_clipped_to_its_own_norm_as_clip_grad_norm_does() -> None:
+    """Three networks (clips 0.5, the default 1.0 and 100: two clipped, one not), their norms from one foreach
+    kernel: every gradient is the one ``clip_grad_norm_`` gives network by network, to the bit, and the total is
+    the sum of their norms (inf when one gradient is)."""
+    torch.manual_seed(0)
+    nets = [torch.nn.Linear(6, 4), torch.nn.Linear(4, 3), torch.nn.Linear(3, 1)]
+    optimisers = Optimisers([Network("a", list(nets[0].parameters()), grad_clip=0.5),
+                             Network("b", list(nets[1].parameters())),
+                             Network("c", list(nets[2].parameters()), grad_clip=100.0)],
+                            lr=1e-2, weight_decay=0.0, grad_clip=1.0)
+    x = torch.randn(32, 6)
+    nets[2](nets[1](nets[0](x))).pow(2).sum().backward()
+    want, norms = [], []
+    for net, clip in zip(nets, (0.5, 1.0, 100.0)):
+        grads = [p.grad.clone().requires_grad_(False) for p in net.parameters()]
+        holders = [torch.nn.Parameter(torch.zeros_like(g)) for g in grads]
+        for holder, g in zip(holders, grads):
+            holder.grad = g
+        norms.append(torch.nn.utils.clip_grad_norm_(holders, clip, foreach=True))
+        want += [h.grad for h in holders]
+    assert norms[0] > 0.5 and norms[1] > 1.0 and norms[2] < 100.0  # clipped, clipped, left as it is
+    total = optimisers.clip()
+    assert all(torch.equal(p.grad, w) for p, w in zip([p for n in nets for p in n.parameters()], want))
+    assert torch.equal(total, torch.stack(norms).sum())
+    nets[1].bias.grad[0] = math.inf
+    assert optimisers.clip() == math.inf
+
+
 def test_the_moving_average_is_torchs_ema_and_skips_a_skipped_step() -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)

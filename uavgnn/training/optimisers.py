@@ -24,6 +24,7 @@ class Optimisers:
                  capturable: bool = False) -> None:
         self.networks, self.capturable = networks, capturable
         self.clips = [grad_clip if net.grad_clip is None else net.grad_clip for net in networks]
+        self.clip_tensor: torch.Tensor | None = None  # the clips on the gradients' device (several networks)
         self.adamw = [torch.optim.AdamW(net.params, lr=lr * net.lr_scale, weight_decay=weight_decay, fused=True,
                                         capturable=capturable) for net in networks]
         self.loads = 0  # state loads so far: a CUDA graph captured before one points at replaced tensors
@@ -53,16 +54,32 @@ class Optimisers:
             for param in net.params:
                 param.grad = None
 
+    def clip(self) -> torch.Tensor:
+        """``torch.nn.utils.clip_grad_norm_`` of each network's gradients to its own clip (in place, the same
+        numbers), the norms of all networks' tensors from one foreach kernel: 14 ops for two networks and 16 for
+        three, their sum included, instead of 18 and 26. Returns the sum of the networks' norms."""
+        grads = [[p.grad for p in net.params if p.grad is not None] for net in self.networks]
+        norms = torch._foreach_norm([g for group in grads for g in group])  # as clip_grad_norm_ starts
+        if len(grads) == 1:
+            total = torch.linalg.vector_norm(torch.stack(norms))
+            torch._foreach_mul_(grads[0], torch.clamp(self.clips[0] / (total + 1e-6), max=1.0))
+            return total
+        totals = torch.stack([torch.linalg.vector_norm(part) for part in
+                              torch.stack(norms).split([len(group) for group in grads])])
+        if self.clip_tensor is None or self.clip_tensor.device != totals.device:
+            self.clip_tensor = torch.tensor(self.clips, dtype=totals.dtype, device=totals.device)
+        scales = torch.clamp((totals + 1e-6).reciprocal() * self.clip_tensor, max=1.0)  # clip_grad_norm_'s order
+        for group, scale in zip(grads, scales.unbind()):
+            torch._foreach_mul_(group, scale)
+        return totals.sum()
+
     def step(self, scaler: torch.amp.GradScaler, healthy: torch.Tensor | None = None) -> torch.Tensor:
         """Unscale, clip each network's gradients to its own norm, step each, then update the scale once; no
         weight moves when ``healthy`` (a device bool: the loss was finite) is false or a gradient norm is not
         finite. Returns whether the update was applied, as a device bool (no host read)."""
-        norms = []
-        for net, adamw, clip in zip(self.networks, self.adamw, self.clips):
+        for adamw in self.adamw:
             scaler.unscale_(adamw)
-            norms.append(torch.nn.utils.clip_grad_norm_(net.params, clip, foreach=True))
-        total = norms[0] if len(norms) == 1 else torch.stack(norms).sum()
-        applied = total < math.inf  # norms are >= 0: false on an inf or NaN anywhere (one op, not isfinite's four)
+        applied = self.clip() < math.inf  # norms are >= 0: false on an inf or NaN anywhere (not isfinite's four ops)
         if healthy is not None:
             applied = applied & healthy
         skipped = (~applied).float()
