@@ -76,9 +76,11 @@ def first_layer(layer: nn.Linear, state: torch.Tensor, obs: torch.Tensor, action
     n = action.shape[-1]
     w_state, w_obs, w_action, w_id = layer.weight.split([state.shape[-1], obs.shape[-1], n * n_actions, n], dim=1)
     per_step = F.linear(state, w_state, layer.bias)  # (B, T, H)
-    onehot = (action[..., None] == torch.arange(n_actions, device=action.device)).to(state.dtype)  # (B, T, N, A)
-    own = torch.einsum("btna,nah->btnh", onehot, w_action.T.reshape(n, n_actions, -1))  # each agent's column
-    return per_step[:, :, None] + F.linear(obs, w_obs) + (own.sum(2, keepdim=True) - own) + w_id.T
+    by_agent = action.flatten(0, 1).T[..., None]  # (N, B x T, 1): agent-major, so each agent's block is one matmul
+    onehot = (by_agent == torch.arange(n_actions, device=action.device)).to(state.dtype)  # (N, B x T, A)
+    own = torch.bmm(onehot, w_action.view(-1, n, n_actions).permute(1, 2, 0))  # (N, B x T, H): W_u[a, u_a]
+    others = (own.sum(0) - own).transpose(0, 1).unflatten(0, action.shape[:2])  # (B, T, N, H), a view
+    return per_step[:, :, None] + F.linear(obs, w_obs) + others + w_id.T
 
 
 class COMAAgents(nn.Module):
