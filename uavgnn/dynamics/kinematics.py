@@ -79,8 +79,9 @@ def physics_pairs(est: Estimate, batch: WindowBatch, units: Units, start: int = 
     rows = slice(start, start + est.now.shape[1])
     p_now = batch.pos_obs[:, rows] + est.now
     unclamped = unwalled_step(p_now, est.velocity, batch.accel[:, rows], est.disturbance, units)
-    v_next = unclamped.clamp(0.0, units.side) - p_now
-    stopped = (unclamped < 0) | (unclamped > units.side)  # per axis: the wall stops this row's step
+    walled = unclamped.clamp(0.0, units.side)
+    v_next = walled - p_now
+    stopped = walled != unclamped  # per axis: the wall stops this row's step
     before = est.disturbance[:, :-1].detach()
     return [(est.velocity[:, 1:], v_next[:, :-1]),
             ((p_now - est.velocity)[:, 1:], p_now[:, :-1]),
