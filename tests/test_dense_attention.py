@@ -12,6 +12,7 @@ from torch_geometric.data import Batch
 from uavgnn.algorithms.reinforce import reinforce_loss, rollout_noise
 from uavgnn.data.padded import concat_batches
 from uavgnn.decoders import argmax_decode, fixed_round_greedy, greedy_decode
+from uavgnn.inference.refinement import policy_rounds
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import choice_log_probs, policy_entropy
 from uavgnn.models.policy import policy_log_probs
@@ -57,6 +58,22 @@ def test_dense_attention_equals_the_sparse_path_in_fp64(labelled_store, source) 
     assert len(sparse) == len(dense) > 3
     for got, want in zip(dense, sparse):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-10)
+
+
+def test_a_refining_models_rounds_on_a_padded_batch_are_the_same_sparse_or_dense() -> None:
+    """The sparse path sends a padded batch's padding edges to a sink node appended to the inputs: a refinement
+    round's assignment input gets the sink's row too, and every round's policy equals the dense path's (fp64)."""
+    torch.manual_seed(0)
+    model = TransformerGNN(hidden=16, heads=2, layers=2, refine_rounds=1).double()
+    torch.nn.init.normal_(model.assignment_encoder.weight)  # zero at init: the assignment must move the policy
+    batch = fresh_batch()
+    for key in ("x", "cand_attr", "uu_attr"):
+        batch[key] = batch[key].double()
+    sparse, dense = (policy_rounds(model, batch, 6, dense_max_nodes=size) for size in (0, batch.max_nodes))
+    assert not torch.allclose(sparse[0][0], sparse[1][0])  # the round changed the policy
+    for got, want in zip(sparse, dense):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
 
 
 def test_padded_candidates_get_probability_zero_and_the_unpadded_graphs_policy() -> None:

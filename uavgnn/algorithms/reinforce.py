@@ -117,20 +117,20 @@ def policy_samples(batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tenso
 
 
 def advantages(reward: torch.Tensor, baseline: str) -> torch.Tensor:
-    """(S - 1, G) advantages of the sampled rollouts ``reward[1:]`` (row 0 is the greedy decode).
+    """(S', G) advantages of the sampled rollouts of ``reward``.
 
-    ``greedy``: minus the greedy decode's reward (what is deployed). ``mean``: minus the mean reward of the
-    scene's *other* samples (POMO's shared baseline, leave-one-out so it stays unbiased; Kool et al., "Buy 4
-    REINFORCE samples, get a baseline for free"): the advantages of a scene sum to zero.
+    ``greedy``: row 0 of ``reward`` is the greedy decode, the others are sampled: each minus the greedy decode's
+    reward (what is deployed). ``mean``: every row is sampled, each minus the mean reward of the scene's *other*
+    samples (POMO's shared baseline, leave-one-out so it stays unbiased; Kool et al., "Buy 4 REINFORCE samples,
+    get a baseline for free"): the advantages of a scene sum to zero, and no greedy decode is needed.
     """
-    sampled = reward[1:]
     if baseline == "greedy":
-        return sampled - reward[:1]
+        return reward[1:] - reward[:1]
     if baseline == "mean":
-        n = sampled.shape[0]
+        n = reward.shape[0]
         if n < 2:
-            raise ValueError("algorithm.baseline=mean needs algorithm.samples >= 3 (the greedy rollout and two samples)")
-        return (sampled - (sampled.sum(0, keepdim=True) - sampled) / (n - 1))
+            raise ValueError("algorithm.baseline=mean needs algorithm.samples >= 3 (two sampled rollouts)")
+        return reward - (reward.sum(0, keepdim=True) - reward) / (n - 1)
     raise ValueError(f"algorithm.baseline: unknown baseline {baseline!r} (expected 'greedy' or 'mean')")
 
 
@@ -156,19 +156,21 @@ def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Ge
     at ``temperature`` (the defaults: plain REINFORCE against the greedy rollout), with the noise ``draws``
     (``rollout_noise``'s, or drawn here from a generator); with ``greedy_rounds`` the
     greedy rollout is decoded in that many fixed-shape rounds (``fixed_round_greedy``: no host sync), otherwise
-    by ``greedy_decode``'s loop; ``dense_max_nodes``: see ``policy_log_probs``. A refining model's loss is
-    summed over its rounds (``policy_rounds``), each against its own greedy rollout, with the same noise.
+    by ``greedy_decode``'s loop (``baseline=mean`` decodes none); ``dense_max_nodes``: see ``policy_log_probs``.
+    A refining model's loss is summed over its rounds (``policy_rounds``), each against its own baseline, with
+    the same noise.
 
-    stats (of the last round): ``advantage`` (mean of the sampled rollouts' reward minus the greedy one, per
-    unit of scene value), ``better`` (share of sampled rollouts beating greedy), ``greedy_reward`` (greedy J per
-    unit of scene value), ``entropy`` (mean per-UAV policy entropy, nats); with ``greedy_rounds``,
+    stats (of the last round): with the greedy baseline ``advantage`` (mean of the sampled rollouts' reward minus
+    the greedy one, per unit of scene value), ``better`` (share of sampled rollouts beating greedy) and
+    ``greedy_reward`` (greedy J per unit of scene value); with the mean baseline ``sample_reward`` (the sampled
+    rollouts' mean J per unit of scene value); ``entropy`` (mean per-UAV policy entropy, nats); with ``greedy_rounds``,
     ``greedy_converged`` (1 when the greedy rollout reached its fixed point within them; an unconverged one still
     makes an unbiased baseline, as any baseline the samples do not depend on, but is not exactly what would be
     deployed). With ``imitation_weight`` > 0 the NLL of the MILP's labels is added, keeping the policy near the
     exact solver's choices while it is tuned on J.
     """
     if samples < 2:
-        raise ValueError(f"algorithm.samples={samples}: REINFORCE needs the greedy rollout and at least one sample")
+        raise ValueError(f"algorithm.samples={samples}: REINFORCE needs at least one sampled rollout (samples - 1)")
     policies = policy_rounds(model, batch, batch.k, dense_max_nodes=dense_max_nodes, greedy_rounds=greedy_rounds)
     keep = policies[-1][2]
     if not isinstance(draws, tuple):
@@ -187,22 +189,26 @@ def rollout_loss(batch: Batch, policy: tuple[torch.Tensor, torch.Tensor, torch.T
     """``reinforce_loss`` of one policy (``policy_log_probs``'s triple)."""
     cand_logp, idle_logp, keep = policy
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
-    if greedy_rounds is None:
-        greedy, converged = greedy_decode(cand_logp.detach(), cand_uav, cand_target, batch.need), None
-    else:
-        greedy, converged = fixed_round_greedy(cand_logp.detach(), cand_uav, cand_target, batch.need, batch.batch,
-                                               batch.num_graphs, greedy_rounds)
     sample_cand, sample_idle = cand_logp, idle_logp  # the sampling policy: pi, or pi^(1/T) renormalised
     if temperature != 1.0:
         sample_cand, sample_idle = choice_log_probs(cand_logp / temperature, idle_logp / temperature, cand_uav)
-    choice = torch.cat([greedy[None], policy_samples(batch, sample_cand, sample_idle, keep, samples - 1, draws)])
-    reward, total_value = rollout_rewards(batch, keep, choice)
+    sampled = policy_samples(batch, sample_cand, sample_idle, keep, samples - 1, draws)  # (S - 1, num_nodes)
+    converged = None
+    if baseline == "greedy":  # rollout 0: the greedy decode of the same scores
+        if greedy_rounds is None:
+            greedy = greedy_decode(cand_logp.detach(), cand_uav, cand_target, batch.need)
+        else:
+            greedy, converged = fixed_round_greedy(cand_logp.detach(), cand_uav, cand_target, batch.need,
+                                                   batch.batch, batch.num_graphs, greedy_rounds)
+        reward, total_value = rollout_rewards(batch, keep, torch.cat([greedy[None], sampled]))
+    else:
+        reward, total_value = rollout_rewards(batch, keep, sampled)
     scale = total_value.clamp(min=1e-6)
     advantage = advantages(reward, baseline) / scale  # (S - 1, G), in units of the scene's total value
 
     is_uav = batch.node_type == 0
-    chosen = choice[1:, cand_uav] == cand_target
-    idle = (choice[1:] < 0) & is_uav
+    chosen = sampled[:, cand_uav] == cand_target
+    idle = (sampled < 0) & is_uav
     n_graphs = batch.num_graphs
     log_prob = (_per_graph(torch.where(chosen, sample_cand, torch.zeros_like(sample_cand)), batch.batch[cand_uav],
                            n_graphs)
@@ -215,8 +221,12 @@ def rollout_loss(batch: Batch, policy: tuple[torch.Tensor, torch.Tensor, torch.T
     entropy = policy_entropy(sample_cand, sample_idle, cand_uav, is_uav)
     if entropy_coef > 0:
         loss = loss - entropy_coef * entropy
-    stats = {"advantage": advantage.mean().detach(), "better": (reward[1:] > reward[:1]).float().mean(),
-             "greedy_reward": (reward[0] / scale).mean(), "entropy": entropy.detach()}
+    if baseline == "greedy":
+        stats = {"advantage": advantage.mean().detach(), "better": (reward[1:] > reward[:1]).float().mean(),
+                 "greedy_reward": (reward[0] / scale).mean()}
+    else:  # the advantages sum to zero: the samples' own reward says how the policy does
+        stats = {"sample_reward": (reward / scale).mean()}
+    stats["entropy"] = entropy.detach()
     if converged is not None:
         stats["greedy_converged"] = converged
     return loss, stats, is_uav.sum()

@@ -20,38 +20,46 @@ from uavgnn.runtime import unwrap
 class MessageGraph:
     """What a forward pass of a batch at one candidate budget reads, assembled once (a refining model's rounds
     share it): the model's positional inputs, the dense layout or None, which candidates are real (padding: None
-    when all are) and the kept candidates' indices."""
+    when all are), the kept candidates' indices and whether the inputs end with a sink node (``message_graph``)."""
 
     args: tuple[torch.Tensor, ...]
     dense: DenseScenes | None
     cand_valid: torch.Tensor | None
     keep: torch.Tensor
+    sink: bool = False
 
 
 def message_graph(batch: Batch, k: int, dense_max_nodes: int = 0) -> MessageGraph:
     """The ``MessageGraph`` of a batch at budget ``k``: a batch whose scenes have at most ``dense_max_nodes`` nodes
     (``batch.max_nodes``, known on the host) attends by dense masked matmuls (``dense_scenes``: fixed shapes, no host
-    sync, the same result); otherwise PyG's sparse path runs, leaving a padded batch's padding edges out (a host sync
-    on a GPU)."""
+    sync, the same result); otherwise PyG's sparse path runs. There a padded batch's padding edges all point at one
+    sink node appended to the inputs, whose output is dropped: no node of the batch receives them, and the edges
+    keep their number (leaving them out by a mask would make the host wait for the count on a GPU)."""
     edge_index, edge_attr, keep, edge_valid = message_edges(batch, k)
-    dense, size = None, getattr(batch, "max_nodes", None)
+    dense, size, x, node_type = None, getattr(batch, "max_nodes", None), batch.x, batch.node_type
     if size is not None and size <= dense_max_nodes:
         dense = dense_scenes(batch.batch, batch.ptr, batch.num_graphs, size, edge_index, edge_attr, edge_valid)
     elif edge_valid is not None:
-        edge_index, edge_attr = edge_index[:, edge_valid], edge_attr[edge_valid]
-    args = (batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
+        edge_index = torch.where(edge_valid, edge_index, x.shape[0])
+        x, node_type = torch.cat([x, x.new_zeros(1, x.shape[1])]), torch.cat([node_type, node_type[:1]])
+    args = (x, node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
     # edge_valid's first entries: the kept candidates' own (message_edges' order)
-    return MessageGraph(args, dense, None if edge_valid is None else edge_valid[:keep.numel()], keep)
+    return MessageGraph(args, dense, None if edge_valid is None else edge_valid[:keep.numel()], keep,
+                        sink=x is not batch.x)
 
 
 def graph_log_probs(model: nn.Module, batch: Batch, graph: MessageGraph, max_edges: int | None = None,
                     assignment: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``policy_log_probs`` on an assembled ``MessageGraph``."""
+    if graph.sink and assignment is not None:
+        assignment = torch.cat([assignment, assignment[:1]])  # the sink's row: its output is dropped
     if max_edges is not None and graph.args[2].shape[1] > max_edges:
         cand_logit, idle_logit = model.forward_chunked(*graph.args, max_edges=max_edges, assignment=assignment)
     else:
         given = {"dense": graph.dense, "assignment": assignment}  # passed only when set: a plain forward(*args) works
         cand_logit, idle_logit = model(*graph.args, **{key: value for key, value in given.items() if value is not None})
+    if graph.sink:
+        idle_logit = idle_logit[:-1]
     if graph.cand_valid is not None:
         cand_logit = cand_logit.masked_fill(~graph.cand_valid, float("-inf"))
     cand_uav, cand_target = graph.args[4]  # the kept candidates'
