@@ -117,7 +117,7 @@ def test_reinforce_on_padded_fresh_scenes_is_the_same_step_dense_or_sparse() -> 
     results = []
     for dense_max_nodes in (0, batch.max_nodes):
         model.zero_grad(set_to_none=True)
-        loss, stats, _ = reinforce_loss(model, batch, 4, noise, entropy_coef=0.01, greedy_rounds=48,
+        loss, stats, _ = reinforce_loss(model, batch, 4, noise, baseline="greedy", entropy_coef=0.01, greedy_rounds=48,
                                         dense_max_nodes=dense_max_nodes)
         loss.backward()
         assert torch.isfinite(loss) and bool(stats["greedy_converged"])

@@ -110,7 +110,7 @@ def test_training_on_fresh_scenes_resumes_exactly(tmp_path) -> None:
     for name in straight:
         torch.testing.assert_close(resumed[name], straight[name], rtol=0, atol=0)
     rows = [json.loads(line) for line in (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]
-    steps = [r["step"] for r in rows if "train/advantage" in r]
+    steps = [r["step"] for r in rows if "train/entropy" in r]
     assert steps == sorted(set(steps)) and steps[-1] == 20  # no lost or repeated step across the resume
     cached = [p.name for p in (tmp_path / "cache").iterdir()]
     assert cached and not [name for name in cached if name.startswith("train-")]  # validation only: no training split

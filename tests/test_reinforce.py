@@ -159,7 +159,7 @@ def test_the_sync_free_greedy_baseline_gives_the_loop_decoders_loss_and_gradient
     for rounds in (None, 48, 2):
         model.zero_grad()
         loss, stats, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1),
-                                        greedy_rounds=rounds)
+                                        baseline="greedy", greedy_rounds=rounds)
         loss.backward()
         results.append((loss.detach(), stats, model.cand.grad.clone()))
     (loop, loop_stats, loop_grad), (fixed, fixed_stats, fixed_grad), (short, short_stats, _) = results

@@ -36,6 +36,8 @@ SMALL = {  # each algorithm at its smallest (the benchmark's configurations, shr
     "reinforce": ["experiment=debug", "algorithm=reinforce", "model=tiny", "data.n_uav=6", "data.train_scenes=32",
                   "data.val_scenes=8", "data.test_scenes=8", "hardware.batch_size=8", "algorithm.samples=3",
                   "optim.sync_free=true"],
+    "reinforce_default": ["experiment=debug", "algorithm=reinforce", "model=tiny", "data.n_uav=6", "data.val_scenes=8",
+                          "data.source=generated", "hardware.batch_size=8", "algorithm.samples=3"],  # as shipped
     "reinforce_fresh": ["experiment=debug", "algorithm=reinforce", "model=tiny", "data.n_uav=6", "data.val_scenes=8",
                         "data.source=generated", "hardware.batch_size=8", "algorithm.samples=3", "optim.sync_free=true",
                         "optim.dense_max_nodes=64"],  # padded fresh scenes, dense attention: fixed shapes
