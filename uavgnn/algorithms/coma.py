@@ -19,7 +19,9 @@ The TD(lambda) recursion is solved for every step at once as a (T x T)
 triangular weighting (``td_lambda_targets``), not a loop over time. ``r`` is
 each UAV's training reward (``env.team_weight`` mixes in the team's), so the
 critic is per agent through its id. The target critic is copied from the
-critic every ``target_update_every`` updates. ``coma_naive.py`` holds the
+critic every ``target_update_every`` updates, so the targets G_t only change
+there: they are computed for a whole collection at once and again after each
+target update (``TargetedWorkload``), not per minibatch. ``coma_naive.py`` holds the
 per-agent, per-step loops this replaces; a test checks both give the same
 losses and gradients. The data side is on-policy episodes (``EpisodeWorkload``):
 one collection, then ``passes`` over it of ``minibatches`` updates each
