@@ -109,6 +109,19 @@ def test_the_targets_of_a_collection_are_each_minibatchs_own_until_the_target_cr
             assert not torch.allclose(before, batch.returns)  # they moved with the target critic
 
 
+def test_a_minibatch_after_a_new_batch_size_comes_from_a_new_collection() -> None:
+    """Out-of-memory halving: new environments and no episodes; the next minibatch collects first."""
+    from uavgnn.algorithms.coma import COMA
+    from uavgnn.envs.on_policy import EpisodeWorkload
+
+    cfg = compose_coma()
+    work = EpisodeWorkload(cfg, COMA.build_model(cfg), torch.device("cpu"), 2)
+    assert len(work.batch(0, 0, 4)) == 4
+    work.restart(1, 2)
+    assert work.episodes is None
+    assert len(work.batch(1, 0, 2)) == 2 and work.collected_at == 1
+
+
 def test_a_resumed_coma_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> None:
     """Stopped mid-collection (step 6 of rounds of 4): the episodes, environments and target come back."""
     a, b = resume_is_exact(compose_coma, tmp_path, half=6)

@@ -181,7 +181,7 @@ class TargetedEpisodes(Episodes):
 class TargetedWorkload(EpisodeWorkload):
     """Episodes with the critic's targets, computed for the whole collection when it is collected and again after
     each target update, not once per minibatch: the target critic only changes there, so the values are those of
-    each minibatch's own (a test checks the losses equal), and an update runs the critic forward once, not twice."""
+    each minibatch's own (tested), and an update runs the critic forward once, not twice."""
 
     targets: torch.Tensor | None = None  # critic_targets of the collection
     targets_after: int = -1  # the target updates they were computed after

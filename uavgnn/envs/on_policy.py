@@ -103,7 +103,8 @@ class EpisodeWorkload(RLWorkload):
     def batch(self, step: int, stage: int, batch_size: int) -> Episodes:
         """Minibatch ``step - collected_at`` of the current collection: pass ``// minibatches`` over it, in an
         order drawn from (seed, collection, pass)."""
-        return self.episodes.index(self.minibatch_ids(step))
+        ids = self.minibatch_ids(step)  # first: it collects when there is no collection yet
+        return self.episodes.index(ids)
 
     def minibatch_ids(self, step: int) -> torch.Tensor:
         """The episodes of ``batch(step)`` in the current collection (collected now if there is none)."""
