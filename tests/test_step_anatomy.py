@@ -140,6 +140,11 @@ def test_each_network_is_clipped_to_its_own_norm_as_clip_grad_norm_does() -> Non
     assert torch.equal(total, torch.stack(norms).sum())
     nets[1].bias.grad[0] = math.inf
     assert optimisers.clip() == math.inf
+    for p in nets[1].parameters():  # a network without gradients this step, then none at all: nothing to clip
+        p.grad = None
+    assert torch.isfinite(optimisers.clip())
+    optimisers.zero_grad()
+    assert optimisers.clip() == 0
 
 
 def test_the_moving_average_is_torchs_ema_and_skips_a_skipped_step() -> None:

@@ -59,7 +59,10 @@ class Optimisers:
         numbers), the norms of all networks' tensors from one foreach kernel: 14 ops for two networks and 16 for
         three, their sum included, instead of 18 and 26. Returns the sum of the networks' norms."""
         grads = [[p.grad for p in net.params if p.grad is not None] for net in self.networks]
-        norms = torch._foreach_norm([g for group in grads for g in group])  # as clip_grad_norm_ starts
+        flat = [g for group in grads for g in group]
+        if not flat:  # no gradient anywhere (clip_grad_norm_'s norm is then 0 too)
+            return torch.zeros((), device=self.networks[0].params[0].device)
+        norms = torch._foreach_norm(flat)  # as clip_grad_norm_ starts
         if len(grads) == 1:
             total = torch.linalg.vector_norm(torch.stack(norms))
             torch._foreach_mul_(grads[0], torch.clamp(self.clips[0] / (total + 1e-6), max=1.0))
@@ -70,7 +73,8 @@ class Optimisers:
             self.clip_tensor = torch.tensor(self.clips, dtype=totals.dtype, device=totals.device)
         scales = torch.clamp((totals + 1e-6).reciprocal() * self.clip_tensor, max=1.0)  # clip_grad_norm_'s order
         for group, scale in zip(grads, scales.unbind()):
-            torch._foreach_mul_(group, scale)
+            if group:  # a network without gradients this step has nothing to scale
+                torch._foreach_mul_(group, scale)
         return totals.sum()
 
     def step(self, scaler: torch.amp.GradScaler, healthy: torch.Tensor | None = None) -> torch.Tensor:
