@@ -215,3 +215,23 @@ def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> 
         cfg = compose("config", overrides=["algorithm=reinforce", f"algorithm.init_from={tmp_path / 'nope.pt'}"])
     with pytest.raises(ConfigError, match="nope.pt: no checkpoint there"):
         check_config(cfg)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["algorithm.samples=2"], "algorithm.samples=2 must be >= 3 with algorithm.baseline=mean"),
+    (["algorithm.samples=1", "algorithm.baseline=greedy"],
+     "algorithm.samples=1 must be >= 2 with algorithm.baseline=greedy"),
+])
+def test_too_few_rollouts_for_the_baseline_are_refused_before_any_work(overrides, message) -> None:
+    """samples - 1 rollouts are drawn: the others' mean needs two of them, the greedy rollout one."""
+    from hydra import compose, initialize_config_dir
+
+    from tests.conftest import ROOT
+    from uavgnn.algorithms import check_config, register_configs
+    from uavgnn.errors import ConfigError
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=["algorithm=reinforce", *overrides])
+    with pytest.raises(ConfigError, match=message):
+        check_config(cfg)

@@ -271,11 +271,10 @@ class Reinforce(ScenePolicy):
         alg = cfg.algorithm
         if alg.baseline not in ("greedy", "mean"):
             raise ConfigError(f"algorithm.baseline={alg.baseline!r} is not one of greedy, mean")
-        if alg.samples < 2:
-            raise ConfigError(f"algorithm.samples={alg.samples} must be >= 2 (the greedy rollout and a sample)")
-        if alg.baseline == "mean" and alg.samples < 3:
-            raise ConfigError(f"algorithm.samples={alg.samples} must be >= 3 with algorithm.baseline=mean "
-                              "(the greedy rollout and two samples, each the other's baseline)")
+        least, why = (3, "two, each the other's baseline") if alg.baseline == "mean" else (2, "one at least")
+        if alg.samples < least:
+            raise ConfigError(f"algorithm.samples={alg.samples} must be >= {least} with algorithm.baseline="
+                              f"{alg.baseline} (samples - 1 rollouts are drawn: {why})")
         if alg.imitation_steps:
             cls.check_imitation_phase(cfg)
 

@@ -36,16 +36,16 @@ def message_graph(batch: Batch, k: int, dense_max_nodes: int = 0) -> MessageGrap
     sink node appended to the inputs, whose output is dropped: no node of the batch receives them, and the edges
     keep their number (leaving them out by a mask would make the host wait for the count on a GPU)."""
     edge_index, edge_attr, keep, edge_valid = message_edges(batch, k)
-    dense, size, x, node_type = None, getattr(batch, "max_nodes", None), batch.x, batch.node_type
+    dense, size, x, node_type, sink = None, getattr(batch, "max_nodes", None), batch.x, batch.node_type, False
     if size is not None and size <= dense_max_nodes:
         dense = dense_scenes(batch.batch, batch.ptr, batch.num_graphs, size, edge_index, edge_attr, edge_valid)
     elif edge_valid is not None:
         edge_index = torch.where(edge_valid, edge_index, x.shape[0])
         x, node_type = torch.cat([x, x.new_zeros(1, x.shape[1])]), torch.cat([node_type, node_type[:1]])
+        sink = True
     args = (x, node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
     # edge_valid's first entries: the kept candidates' own (message_edges' order)
-    return MessageGraph(args, dense, None if edge_valid is None else edge_valid[:keep.numel()], keep,
-                        sink=x is not batch.x)
+    return MessageGraph(args, dense, None if edge_valid is None else edge_valid[:keep.numel()], keep, sink)
 
 
 def graph_log_probs(model: nn.Module, batch: Batch, graph: MessageGraph, max_edges: int | None = None,
