@@ -2,14 +2,15 @@
 model rows of ``mode=eval``'s frontier without the other methods, for comparing checkpoints side by side.
 
     .venv/bin/python benchmarks/scale_gaps.py RUN/best.pt [RUN2/best.pt ...] --cache .cache/uavgnn [--rounds R] \
-        [--capacity-iters I] [--capacity-fill F] [--k-max K]
+        [--capacity-iters I] [--capacity-fill F] [--k-max K] [--uav-neighbours U]
 
 Test sets: the fixed-seed test splits ``mode=eval`` builds (256, 32 and 8 scenes; MILP-labelled and cached in
 ``--cache`` if missing, proven optimal), each checkpoint with its own graph settings and ``k`` rule. ``--rounds``
 overrides a refining model's refinement rounds (0: its first round alone), ``--capacity-iters`` the balancing of
 the deciding policy against the targets' needs (0: the plain policy; ``model.capacity_iters``), ``--capacity-fill``
 the share of its need from which a target is filled up to it (1: never; ``model.capacity_fill``), ``--k-max`` the
-candidates per UAV the graphs keep (the k rule's cap: more candidates than the model was trained with).
+candidates per UAV the graphs keep (the k rule's cap: more candidates than the model was trained with),
+``--uav-neighbours`` the UAV neighbours each UAV's graph links.
 ``--split val`` scores validation scenes of the training task instead (where settings such as ``--capacity-fill``
 are chosen): the training size's validation split, and validation scenes at 256 and 1,024 UAVs (32 and 8, seeded
 by the validation split's rule: never the test scenes).
@@ -50,6 +51,7 @@ def main() -> None:
     parser.add_argument("--capacity-iters", type=int, default=None, help="default: the checkpoint's own")
     parser.add_argument("--capacity-fill", type=float, default=None, help="default: the checkpoint's own")
     parser.add_argument("--k-max", type=int, default=None, help="default: the checkpoint's own")
+    parser.add_argument("--uav-neighbours", type=int, default=None, help="default: the checkpoint's own")
     parser.add_argument("--bound-sizes", type=int, nargs="*", default=[], help="e.g. 4096")
     parser.add_argument("--bound-scenes", type=int, default=2)
     parser.add_argument("--split", choices=["test", "val"], default="test",
@@ -62,9 +64,12 @@ def main() -> None:
                 model.balancing = replace(model.balancing, **{field: value})
         if args.k_max is not None:
             graph = replace(graph, k_max=args.k_max)
+        if args.uav_neighbours is not None:
+            graph = replace(graph, uav_neighbours=args.uav_neighbours)
         cfg = stored_config(config)
         with open_dict(cfg):
-            cfg.data.update(cache_dir=args.cache, label_time_limit=60.0, fresh_sizes=[], k_max=graph.k_max)
+            cfg.data.update(cache_dir=args.cache, label_time_limit=60.0, fresh_sizes=[], k_max=graph.k_max,
+                            uav_neighbours=graph.uav_neighbours)
         if args.split == "val":
             sets = ((cfg.data.n_uav, None),) + SETS[1:]  # the training size's own validation split, then the scales
             gaps = [f"{n_uav}: {gap(model, load_split(cfg, 'val', n_uav, scenes), graph, args.rounds)}"

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import json
 
+from dataclasses import replace
+
 import pytest
+import torch
 from conftest import run_cli
+from omegaconf import open_dict
+from test_phases import compose_cfg, run
 from wandb_records import media, run_record, summary
 
+from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.data.splits import load_split
+from uavgnn.modes.evaluate import run_eval
 from uavgnn.problem.metrics import assignment_metrics
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.problem.generator import generate_scenes
+from uavgnn.scoring.methods import compare_on_split
 from uavgnn.solvers import solve_greedy, solve_milp
 
 
@@ -89,6 +98,40 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
         assert row["gap_ci95"] == pytest.approx(2.3646 * greedy["optimality_gap"].std(ddof=1) / 8**0.5, rel=1e-4)
     assert max(int(s.need.max()) for s in generate_scenes(SceneDistribution(need_max=5), 6, 8, seed=3_000_006)) > 3
     assert final["shift_gap/needs_5"] == pytest.approx(shifts["needs_5"]["model_gap"])
+
+
+def test_eval_reads_large_scenes_with_the_checkpoints_candidates_or_eval_k_max(tmp_path) -> None:
+    """``mode=eval`` builds its test graphs as the checkpoint's model reads them, whatever the command's
+    ``data.k_max`` says; ``eval.k_max`` sets the candidates per UAV instead (e.g. more in large scenes than the
+    model was trained with). Each model row is recomputed here from a split built with those candidates."""
+    cfg = compose_cfg(tmp_path, "algorithm=imitation", "train.steps=3", "model.capacity_iters=0")
+    run(cfg, tmp_path / "run")
+    model, graph, _ = load_policy(tmp_path / "run/best.pt")
+    assert graph.k_max == 32 and graph.k(24) == 8  # 12 targets at 24 UAVs: k_min's 8 candidates a UAV
+
+    def model_row(*overrides: str) -> dict:
+        evaluation = compose_cfg(tmp_path, "mode=eval", f"ckpt={tmp_path / 'run/best.pt'}", "eval.scales=[24]",
+                                 "eval.max_total_uavs=48", "eval.positions=[uniform]", "eval.shift_sets=[]",
+                                 "eval.guided_keep=0", "eval.best_of=0", *overrides)
+        out = tmp_path / f"eval{len(list(tmp_path.glob('eval*')))}"
+        out.mkdir()
+        return model_at(run_eval(evaluation, out)["rows"], "uniform", 24)
+
+    def recomputed(k_max: int) -> dict:
+        split_cfg = compose_cfg(tmp_path)
+        with open_dict(split_cfg):
+            split_cfg.data.k_max = k_max
+        store = load_split(split_cfg, "test", n_uav=24, count=2)
+        ranks = int(store.tensors["cand_rank"].max()) + 1  # candidates of the UAV with the most
+        assert ranks == 2 if k_max == 2 else ranks > 2
+        used = replace(graph, k_max=k_max)
+        return compare_on_split(model, store, "greedy", used, used.k(24), torch.device("cpu"))[0][0]
+
+    own, fewer = recomputed(graph.k_max), recomputed(2)
+    assert own["reward"] != pytest.approx(fewer["reward"], rel=1e-9)  # the candidates change the decisions here
+    for overrides, expected in ((["data.k_max=2"], own), (["eval.k_max=2"], fewer)):
+        row = model_row(*overrides)
+        assert (row["scenes"], row["reward"]) == (2, pytest.approx(expected["reward"], rel=1e-12)), overrides
 
 
 def model_at(rows: list[dict], positions: str, n_uav: int) -> dict:

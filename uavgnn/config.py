@@ -48,7 +48,7 @@ class DataConfig:
     test_scenes: int = 256
     k_min: int = 8  # adaptive k = min(max(k_min, ceil(N / k_divisor)), k_max)
     k_divisor: int = 4
-    k_max: int = 16  # candidates stored per UAV in the cache
+    k_max: int = 32  # candidates stored per UAV in the cache: the cap in large scenes (BENCHMARKS.md, issue 33)
     k_jitter: int = 2  # +-jitter of k per training batch
     uav_neighbours: int = 8  # UAV<->UAV edges per UAV
     cache_dir: str = ".cache/uavgnn"  # relative paths are relative to the launch directory
@@ -187,6 +187,7 @@ class EvalConfig:
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
     capacity_iters: Optional[int] = None  # mode=eval: the model's balancing rounds (None: the checkpoint's own; 0: off)
     capacity_fill: Optional[float] = None  # mode=eval: the model's fill share (None: the checkpoint's own; 1: no fill)
+    k_max: Optional[int] = None  # mode=eval: candidate targets per UAV at most (None: the checkpoint's own)
     episodes: int = 256  # an environment policy's checkpoint: fixed test episodes
     # shifted test sets at the training size: name -> task fields changed from task=uniform's defaults
     shifts: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in SHIFTS.items()})

@@ -103,7 +103,7 @@ RANGES: dict[str, Range] = {
     "benchmark.milp_time_limit": POSITIVE, "benchmark.expected_minutes": POSITIVE,
     "eval.scales": AT_LEAST_1, "eval.max_total_uavs": AT_LEAST_1, "eval.samples": AT_LEAST_1,
     "eval.episodes": AT_LEAST_1, "eval.milp_time_limit": POSITIVE, "eval.guided_keep": NON_NEGATIVE,
-    "eval.best_of": NON_NEGATIVE, "eval.capacity_iters": NON_NEGATIVE,
+    "eval.best_of": NON_NEGATIVE, "eval.capacity_iters": NON_NEGATIVE, "eval.k_max": AT_LEAST_1,
     "eval.capacity_fill": Range(0, 1, low_open=True),
     "data.fresh_sizes": AT_LEAST_1,
     "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE, "solve.guided_keep": AT_LEAST_1,

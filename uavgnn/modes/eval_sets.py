@@ -86,11 +86,13 @@ class SetScorer:
         return [done[key] for key in keys]
 
     def split_cfg(self, task: dict[str, Any]) -> Any:
-        """The config whose test split is ``task``'s, labelled with the eval's MILP time limit."""
+        """The config whose test split is ``task``'s, labelled with the eval's MILP time limit, its graphs built
+        as the model reads them (its candidates and UAV neighbours, not this run's ``data``)."""
         split_cfg = OmegaConf.create(OmegaConf.to_container(self.cfg))
         with open_dict(split_cfg):
             split_cfg.task = task
-            split_cfg.data.label_time_limit = self.cfg.eval.milp_time_limit
+            split_cfg.data.update(label_time_limit=self.cfg.eval.milp_time_limit, k_max=self.graph.k_max,
+                                  uav_neighbours=self.graph.uav_neighbours)
         return split_cfg
 
     def scene_count(self, task: dict[str, Any], n_uav: int) -> int:

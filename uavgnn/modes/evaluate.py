@@ -70,6 +70,8 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     for key, field in (("capacity_iters", "iters"), ("capacity_fill", "fill")):  # e.g. a checkpoint saved before
         if cfg.eval[key] is not None:
             model.balancing = replace(model.balancing, **{field: cfg.eval[key]})
+    if cfg.eval.k_max is not None:  # e.g. more candidates in large scenes than a checkpoint was trained with
+        graph = replace(graph, k_max=cfg.eval.k_max)
     train_size = int(trained_cfg["data"]["n_uav"])
     own = OmegaConf.to_container(cfg.task)
     if cfg.task.get("folder"):  # your own test scenes, as they are: no scales, no positions

@@ -30,6 +30,8 @@ SAFE = ("train.steps", "train.eval_every", "train.ckpt_every", "train.log_every"
         "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir", "optim.prefetch", "optim.graph_cache",
         "eval.", "solve.", "profile.", "benchmark.", "resume", "mode", "ckpt", "path", "action", "solver",
         "model.capacity_iters", "model.capacity_fill")  # the last two: how the policy decides, not what trains
+# how scene graphs are built: what an algorithm that trains on no scene split (MASAC, COMA, MAPPO, dynamics) never reads
+GRAPH_KEYS = ("data.k_min", "data.k_divisor", "data.k_max", "data.k_jitter", "data.uav_neighbours")
 
 
 def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = True) -> Path | None:
@@ -73,7 +75,7 @@ def check_resume_config(path: Path, stored: dict[str, Any], new: dict[str, Any],
                         algorithm: type[Algorithm] = Algorithm) -> dict[str, tuple]:
     """Refuse changes that break exact resumption, naming each key and how else to go on (the algorithm's
     ``restart_hint``); return the safe ones (warned)."""
-    unsafe, safe = config_changes(stored, new, algorithm.resume_safe)
+    unsafe, safe = config_changes(stored, new, algorithm.resume_safe + (() if algorithm.scene_splits else GRAPH_KEYS))
     if unsafe:
         listed = "; ".join(f"{key}: {old} -> {now}" for key, (old, now) in unsafe.items())
         raise ConfigError(f"resume from {path}: these settings differ from the run's and would break exact "
