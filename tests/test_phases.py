@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from uavgnn.algorithms import check_config, register_configs
+from uavgnn.algorithms.scene_policy import SceneWorkload
 from uavgnn.errors import ConfigError
 from uavgnn.loggers import MetricLogger
 from uavgnn.training.trainer import train
@@ -101,3 +102,28 @@ def test_the_main_jobs_fresh_scenes_stop_no_mode_that_does_not_train_on_them(ove
         cfg = compose("config", overrides=overrides)
     assert cfg.algorithm.imitation_steps > 0
     check_config(cfg)
+
+
+def test_the_candidate_cap_above_a_scenes_targets_changes_no_training_batch(tmp_path) -> None:
+    """``data.k_max`` only binds above the k rule's jittered budget (8 +- 2 here) and a UAV's feasible targets: on
+    6-UAV scenes (3 targets) the main job's batches with caps 10 and 32 - imitation's from the cache, REINFORCE's fresh - are equal tensor for
+    tensor (why raising the default to 32 left training at 16 UAVs as it was; BENCHMARKS.md, issue 33 part 7).
+    The per-rank edge counts of a batch only run longer, holding their total."""
+    def workload(k_max: int) -> SceneWorkload:
+        cfg = compose_cfg(tmp_path, "algorithm=imitation_reinforce", "algorithm.imitation_steps=3", "train.steps=6",
+                          f"data.k_max={k_max}")
+        return SceneWorkload(cfg, torch.device("cpu"), cfg.algorithm.imitation_steps)
+
+    capped, wide = workload(10), workload(32)
+    for step in range(6):  # steps 0-2 imitation, 3-5 REINFORCE
+        capped.restart(step, 8)
+        wide.restart(step, 8)
+        a, b = capped.batch(step, 0, 8), wide.batch(step, 0, 8)
+        assert capped.k_seen == wide.k_seen and sorted(a.keys()) == sorted(b.keys())
+        for key in a.keys():
+            if key == "kept_counts":
+                assert b[key][:len(a[key])] == a[key] and set(b[key][len(a[key]) - 1:]) == {a[key][-1]}, step
+            elif torch.is_tensor(a[key]):
+                assert torch.equal(a[key], b[key]), (step, key)
+            else:
+                assert a[key] == b[key], (step, key)
