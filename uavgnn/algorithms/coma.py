@@ -158,8 +158,8 @@ def coma_loss(agents: COMAAgents, ep: Episodes, returns: torch.Tensor | None = N
 
     logp = agents.logits(ep.obs, ep.avail).log_softmax(-1)
     pi = logp.exp()
-    baseline = (pi * q.detach()).sum(-1)  # sum_u pi(u) Q(u): the counterfactual baseline
-    advantage = (q_taken.detach() - baseline).detach()
+    with torch.no_grad():  # the advantage is a constant of both losses' gradients (no_grad: no detach op per input)
+        advantage = q_taken - (pi * q).sum(-1)  # minus sum_u pi(u) Q(u): the counterfactual baseline
     entropy = -(pi * logp.masked_fill(~ep.avail, 0.0)).sum(-1)  # 0 log 0 = 0, with finite gradients
     logp_taken = logp.gather(-1, taken).squeeze(-1)
     actor_loss = -((advantage * logp_taken + s.entropy_coef * entropy) * weight).sum() / count
