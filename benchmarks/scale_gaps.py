@@ -2,13 +2,14 @@
 model rows of ``mode=eval``'s frontier without the other methods, for comparing checkpoints side by side.
 
     .venv/bin/python benchmarks/scale_gaps.py RUN/best.pt [RUN2/best.pt ...] --cache .cache/uavgnn [--rounds R] \
-        [--capacity-iters I] [--capacity-fill F] [--k-max K] [--uav-neighbours U]
+        [--capacity-iters I] [--capacity-fill F] [--commit-stages S] [--k-max K] [--uav-neighbours U]
 
 Test sets: the fixed-seed test splits ``mode=eval`` builds (256, 32 and 8 scenes; MILP-labelled and cached in
 ``--cache`` if missing, proven optimal), each checkpoint with its own graph settings and ``k`` rule. ``--rounds``
 overrides a refining model's refinement rounds (0: its first round alone), ``--capacity-iters`` the balancing of
 the deciding policy against the targets' needs (0: the plain policy; ``model.capacity_iters``), ``--capacity-fill``
-the share of its need from which a target is filled up to it (1: never; ``model.capacity_fill``), ``--k-max`` the
+the share of its need from which a target is filled up to it (1: never; ``model.capacity_fill``), ``--commit-stages``
+the stages of its decision, the surest targets first (0: one greedy decode; ``model.commit_stages``), ``--k-max`` the
 candidates per UAV the graphs keep (the k rule's cap: more candidates than the model was trained with),
 ``--uav-neighbours`` the UAV neighbours each UAV's graph links.
 ``--split val`` scores validation scenes of the training task instead (where settings such as ``--capacity-fill``
@@ -50,6 +51,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--capacity-iters", type=int, default=None, help="default: the checkpoint's own")
     parser.add_argument("--capacity-fill", type=float, default=None, help="default: the checkpoint's own")
+    parser.add_argument("--commit-stages", type=int, default=None, help="default: the checkpoint's own")
     parser.add_argument("--k-max", type=int, default=None, help="default: the checkpoint's own")
     parser.add_argument("--uav-neighbours", type=int, default=None, help="default: the checkpoint's own")
     parser.add_argument("--bound-sizes", type=int, nargs="*", default=[], help="e.g. 4096")
@@ -59,7 +61,8 @@ def main() -> None:
     args = parser.parse_args()
     for path in args.checkpoints:
         model, graph, config = load_policy(path)
-        for value, field in ((args.capacity_iters, "iters"), (args.capacity_fill, "fill")):
+        for value, field in ((args.capacity_iters, "iters"), (args.capacity_fill, "fill"),
+                             (args.commit_stages, "stages")):
             if value is not None:
                 model.balancing = replace(model.balancing, **{field: value})
         if args.k_max is not None:

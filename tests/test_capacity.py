@@ -114,21 +114,27 @@ def test_the_deciding_policy_is_balanced_and_the_trained_one_plain(labelled_stor
 
 
 def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tmp_path) -> None:
-    """``model.capacity_iters`` and ``model.capacity_fill`` are part of the model: its checkpoint loads with them,
-    the test table adds the plain policy's row, and ``mode=eval`` can set others (``eval.capacity_iters``,
-    ``eval.capacity_fill``, e.g. for an older checkpoint)."""
+    """``model.capacity_iters``, ``model.capacity_fill`` and ``model.commit_stages`` are part of the model: its
+    checkpoint loads with them, the test table adds the plain policy's row and the one-stage decision's, and
+    ``mode=eval`` can set others (``eval.capacity_iters``, ``eval.capacity_fill``, ``eval.commit_stages``, e.g.
+    for an older checkpoint)."""
     cfg = compose_cfg(tmp_path, "algorithm=imitation", "train.steps=3", "model.capacity_iters=4",
-                      "model.capacity_fill=0.5")
+                      "model.capacity_fill=0.5", "model.commit_stages=3")
     run(cfg, tmp_path / "run")
     model, graph, config = load_policy(tmp_path / "run/best.pt")
-    assert model.balancing == Balancing(4, 0.5) and config["model"]["capacity_fill"] == 0.5
+    assert model.balancing == Balancing(4, 0.5, 3) and config["model"]["capacity_fill"] == 0.5
     rows, _ = compare_on_split(model, load_split(cfg, "test"), "greedy", graph, 6, torch.device("cpu"))
-    assert [r["method"] for r in rows[:2]] == ["model (greedy)", "unbalanced (greedy)"]
-    # mode=eval eval.capacity_iters=0 decodes the plain policy: its model row is the table's unbalanced one
-    evaluation = compose_cfg(tmp_path, "mode=eval", f"ckpt={tmp_path / 'run/best.pt'}", "eval.capacity_iters=0",
-                             "eval.capacity_fill=1.0", "eval.shift_sets=[]", "eval.positions=[uniform]", "eval.guided_keep=0", "eval.best_of=0")
-    (tmp_path / "eval").mkdir()
-    report = run_eval(evaluation, tmp_path / "eval")
-    plain = [r for r in report["rows"] if r["n_uav"] == 6]
-    assert [r["method"] for r in plain][:2] == ["model (greedy)", "greedy"]
-    assert plain[0]["reward"] == pytest.approx(rows[1]["reward"], rel=1e-12)
+    assert [r["method"] for r in rows[:3]] == ["model (greedy)", "unbalanced (greedy)", "single-stage (greedy)"]
+    # mode=eval decodes the plain policy with eval.capacity_iters=0 and eval.commit_stages=0 (its model row is the
+    # table's unbalanced one), the balanced policy at once with eval.commit_stages=0 (the single-stage row)
+    for name, overrides, same in (("plain", ["eval.capacity_iters=0", "eval.capacity_fill=1.0"], rows[1]),
+                                  ("at-once", [], rows[2])):
+        evaluation = compose_cfg(tmp_path, "mode=eval", f"ckpt={tmp_path / 'run/best.pt'}", *overrides,
+                                 "eval.commit_stages=0", "eval.shift_sets=[]", "eval.positions=[uniform]",
+                                 "eval.guided_keep=0", "eval.best_of=0")
+        (tmp_path / name).mkdir()
+        decided = [r for r in run_eval(evaluation, tmp_path / name)["rows"] if r["n_uav"] == 6]
+        methods = [r["method"] for r in decided]
+        assert methods[0] == "model (greedy)" and "single-stage (greedy)" not in methods
+        assert ("unbalanced (greedy)" in methods) == (name == "at-once")
+        assert decided[0]["reward"] == pytest.approx(same["reward"], rel=1e-12)

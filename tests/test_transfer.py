@@ -42,7 +42,7 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
     assert f"scored in {report['took_s']:.0f} s (estimated {report['estimated_s']:.0f} s)" in proc.stdout
     rows = report["rows"]
     keys = {(r["positions"], r["n_uav"], r["method"].split(" ")[0]) for r in rows}
-    methods = ("model", "unbalanced", "sampled", "guided", "greedy", "lap", "mcf", "milp")
+    methods = ("model", "unbalanced", "single-stage", "sampled", "guided", "greedy", "lap", "mcf", "milp")
     assert keys == {(p, n, m) for p in ("uniform", "clustered") for n in (6, 24) for m in methods}
     for row in (r for r in rows if r["method"] == "sampled (best of 16)"):  # its first decode is the greedy one
         model = next(r for r in rows if (r["positions"], r["n_uav"], r["method"]) == (row["positions"], row["n_uav"],

@@ -187,6 +187,7 @@ class EvalConfig:
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
     capacity_iters: Optional[int] = None  # mode=eval: the model's balancing rounds (None: the checkpoint's own; 0: off)
     capacity_fill: Optional[float] = None  # mode=eval: the model's fill share (None: the checkpoint's own; 1: no fill)
+    commit_stages: Optional[int] = None  # mode=eval: the model's decision stages (None: the checkpoint's own; 0: one)
     k_max: Optional[int] = None  # mode=eval: candidate targets per UAV at most (None: the checkpoint's own)
     episodes: int = 256  # an environment policy's checkpoint: fixed test episodes
     # shifted test sets at the training size: name -> task fields changed from task=uniform's defaults

@@ -12,6 +12,7 @@ from torch_geometric.data import Batch
 from uavgnn.decoders import decode
 from uavgnn.models import TransformerGNN
 from uavgnn.inference.refinement import refined_log_probs
+from uavgnn.models.policy import balancing_of
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import reward
 from uavgnn.problem.scenes import Scene
@@ -103,7 +104,8 @@ def solve_with_model(model: TransformerGNN, scene: Scene, graph: GraphSettings, 
     the settings the model was trained with (``scene_policy.load_policy``); ``amp_dtype`` runs the forward under autocast."""
     scores = score_scene(model, scene, graph, device, amp_dtype)
     start = time.perf_counter()
-    decoded = decode(decoder, scores.batch, scores.cand_logp, scores.idle_logp, scores.keep, [scores.scene])[0]
+    decoded = decode(decoder, scores.batch, scores.cand_logp, scores.idle_logp, scores.keep, [scores.scene],
+                     balancing=balancing_of(model))[0]
     assignment = scores.to_caller(np.asarray(decoded, dtype=np.int64))
     timing = {"build_s": scores.build_s, "forward_s": scores.forward_s, "decode_s": time.perf_counter() - start}
     result = SolveResult(assignment=assignment, objective=reward(scene, assignment), status="feasible",

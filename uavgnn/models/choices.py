@@ -35,10 +35,13 @@ TARGET_FLOOR = -30.0  # log of the mass every target is given to start from (e^-
 class Balancing:
     """How the deciding policy is balanced against the targets' needs (``capacity_balanced``): ``iters`` rounds
     (``model.capacity_iters``; 0: the plain policy) and the share of its need from which a target is filled up
-    to it (``model.capacity_fill``; 1: targets are only ever scaled down)."""
+    to it (``model.capacity_fill``; 1: targets are only ever scaled down); and in how many ``stages`` the
+    decision is made, the surest targets first, the rest re-balanced after each (``model.commit_stages``;
+    ``decoders.staged_decode``; 0 or 1: one greedy decode)."""
 
     iters: int = 0
     fill: float = 1.0
+    stages: int = 0
 
 
 def capacity_balanced(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,

@@ -64,7 +64,7 @@ def graph_log_probs(model: nn.Module, batch: Batch, graph: MessageGraph, max_edg
         cand_logit = cand_logit.masked_fill(~graph.cand_valid, float("-inf"))
     cand_uav, cand_target = graph.args[4]  # the kept candidates'
     cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, cand_uav)
-    balanced = getattr(unwrap(model), "balancing", Balancing())
+    balanced = balancing_of(model)
     if balanced.iters and not model.training:  # the policy that decides; trained plain (``model.capacity_iters``)
         cand_logp, idle_logp = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, batch.need, balanced)
     return cand_logp, idle_logp, graph.keep
@@ -77,6 +77,11 @@ def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | No
     ``message_graph``. With ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded
     memory. ``assignment``: a refinement round's input (``uavgnn.inference.refinement``)."""
     return graph_log_probs(model, batch, message_graph(batch, k, dense_max_nodes), max_edges, assignment)
+
+
+def balancing_of(model: nn.Module) -> Balancing:
+    """How ``model`` decides (``Balancing``; a model without the setting: the plain policy, one greedy decode)."""
+    return getattr(unwrap(model), "balancing", Balancing())
 
 
 @contextmanager

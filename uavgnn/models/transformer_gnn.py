@@ -148,12 +148,12 @@ class TransformerGNN(nn.Module):
                  checkpoint_layers: Sequence[int] = (), refine_rounds: int = 0,
                  balancing: Balancing = Balancing()) -> None:
         super().__init__()
-        if min(hidden, heads, layers, ffn_mult) < 1 or min(refine_rounds, balancing.iters) < 0 or not (
-                0 < balancing.fill <= 1):
-            raise ValueError(f"model: hidden, heads, layers and ffn_mult must be >= 1, refine_rounds and "
-                             f"capacity_iters >= 0, capacity_fill in (0, 1], got hidden={hidden}, heads={heads}, "
+        if min(hidden, heads, layers, ffn_mult) < 1 or min(refine_rounds, balancing.iters, balancing.stages) < 0 \
+                or not 0 < balancing.fill <= 1:
+            raise ValueError(f"model: hidden, heads, layers and ffn_mult must be >= 1, refine_rounds, capacity_iters "
+                             f"and commit_stages >= 0, capacity_fill in (0, 1], got hidden={hidden}, heads={heads}, "
                              f"layers={layers}, ffn_mult={ffn_mult}, refine_rounds={refine_rounds}, capacity_iters="
-                             f"{balancing.iters}, capacity_fill={balancing.fill}")
+                             f"{balancing.iters}, capacity_fill={balancing.fill}, commit_stages={balancing.stages}")
         self.uav_encoder = mlp([NODE_DIM, hidden, hidden])
         self.target_encoder = mlp([NODE_DIM, hidden, hidden])
         self.refine_rounds, self.balancing = refine_rounds, balancing
@@ -251,6 +251,8 @@ class TransformerGNNConfig:
     #                           plain policy: trained through, the model leans on an unconverged balancing
     capacity_fill: float = 0.65  # ... and fill a target up to its need once this share of it is expected
     #                              (1: only scale down; ``models.choices.Balancing``; 0.65: chosen on validation)
+    commit_stages: int = 20  # ... and decide target by target, the surest first, in this many stages, re-balancing
+    #                          what is left after each (``decoders.staged_decode``; 0 or 1: one greedy decode)
 
 
 def model_from_config(model_cfg, grad_checkpoint: bool = False,
@@ -263,5 +265,6 @@ def model_from_config(model_cfg, grad_checkpoint: bool = False,
                           dropout=float(model_cfg.dropout), ffn_mult=int(model_cfg.ffn_mult),
                           checkpoint_layers=chosen if grad_checkpoint else (),
                           refine_rounds=int(getattr(model_cfg, "refine_rounds", 0)),  # 0: saved before it existed
-                          balancing=Balancing(int(getattr(model_cfg, "capacity_iters", 0)),
-                                              float(getattr(model_cfg, "capacity_fill", 1.0))))
+                          balancing=Balancing(int(getattr(model_cfg, "capacity_iters", 0)),  # 0, 1, 0: saved before
+                                              float(getattr(model_cfg, "capacity_fill", 1.0)),
+                                              int(getattr(model_cfg, "commit_stages", 0))))

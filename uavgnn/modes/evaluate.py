@@ -67,7 +67,8 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
                               "or mappo)")
     device = prepare_device(cfg)
     model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
-    for key, field in (("capacity_iters", "iters"), ("capacity_fill", "fill")):  # e.g. a checkpoint saved before
+    deciding = (("capacity_iters", "iters"), ("capacity_fill", "fill"), ("commit_stages", "stages"))
+    for key, field in deciding:  # e.g. a checkpoint saved before a setting existed
         if cfg.eval[key] is not None:
             model.balancing = replace(model.balancing, **{field: cfg.eval[key]})
     if cfg.eval.k_max is not None:  # e.g. more candidates in large scenes than a checkpoint was trained with

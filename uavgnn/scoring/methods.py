@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -11,7 +12,7 @@ from torch import nn
 from uavgnn.data.store import GraphStore
 from uavgnn.inference.guided import solve_guided
 from uavgnn.models.choices import Balancing
-from uavgnn.models.policy import deciding_with
+from uavgnn.models.policy import balancing_of, deciding_with
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
 from uavgnn.report import ci95, count
@@ -31,7 +32,8 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
     ``guided_keep`` most likely targets, ``time_limit`` seconds); ``best_of`` > 1 adds the best, by the true
     reward, of that many decodes of the perturbed policy (the ``sample`` decoder's; not when it is ``decoder``).
     A refining model (``refine_rounds`` > 0) also gets an ``unrefined`` row: its first round alone, what the
-    rounds buy; a balancing one (``model.capacity_iters`` > 0) an ``unbalanced`` row: its plain policy decoded.
+    rounds buy; a balancing one (``model.capacity_iters`` > 0) an ``unbalanced`` row: its plain policy decoded;
+    one deciding in stages (``model.commit_stages`` > 1) a ``single-stage`` row: its balanced policy decoded at once.
 
     The model's time is graph build + forward + decode; the MILP's is the
     label solve. Gaps are measured against the MILP only where it proved
@@ -55,11 +57,14 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
         plain = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples, repair=repair,
                                reference=optimum, rounds=0)
         rows.append({"method": f"unrefined ({decoder})", **_model_row(plain, build_s, n)})
-    if getattr(unwrap(model), "balancing", Balancing()).iters:
-        with deciding_with(model, Balancing()):
+    deciding = balancing_of(model)
+    others = ([("unbalanced", Balancing())] if deciding.iters else []) + (
+        [("single-stage", replace(deciding, stages=0))] if deciding.stages > 1 else [])
+    for name, balancing in others:
+        with deciding_with(model, balancing):
             plain = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples,
                                    repair=repair, reference=optimum)
-        rows.append({"method": f"unbalanced ({decoder})", **_model_row(plain, build_s, n)})
+        rows.append({"method": f"{name} ({decoder})", **_model_row(plain, build_s, n)})
     if best_of > 1 and decoder != "sample":
         sampled = evaluate_model(model, store, "sample", k, device, amp_dtype=amp_dtype, samples=best_of,
                                  reference=optimum)

@@ -13,6 +13,7 @@ from uavgnn.data.loader import InMemoryLoader
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import decode
 from uavgnn.inference.refinement import refined_log_probs
+from uavgnn.models.policy import balancing_of
 from uavgnn.problem.metrics import assignment_metrics
 from uavgnn.runtime import autocast, eval_mode
 
@@ -46,7 +47,7 @@ def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, de
             start = time.perf_counter()
             scenes = [store.scene(int(i)) for i in batch.scene_id] if decoder == "sample" or repair else None
             assignments += decode(decoder, batch, cand_logp.float(), idle_logp.float(), keep, scenes, samples,
-                                  repair)
+                                  repair, balancing_of(model))
             decode_s += time.perf_counter() - start
     metrics = assignment_metrics(store.scenes(), assignments,
                                  store.objective.numpy() if reference is None else reference)
