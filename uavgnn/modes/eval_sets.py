@@ -1,13 +1,13 @@
 """The test sets of ``mode=eval``, scored so as to respect the user's time.
 
-Each distinct set is scored once, however many names it has (the trained task's own test set is also a
-scale's). Before any of them, a probe scores up to ``PROBE_SCENES`` fresh scenes like each set's (an eighth of
-a small set: it stays a small share of the work) with every method (their MILP labels included) and the
-duration is estimated from it: per set, its scenes x the probe's time
-per scene to score, plus, where the set is not in the cache yet, its time per scene to label over the
-processes that will label it. After each set: the time so far and what is left, by the estimate corrected
-with the time measured. A set that gives the same scenes as another (a shift that degenerates at this size,
-e.g. clusters larger than the targets) gets a warning.
+Each distinct set is scored once, however many names it has (the trained task's own test set is also a scale's).
+Before any of them, a probe scores up to ``PROBE_SCENES`` fresh scenes like each set's (an eighth of a small set:
+it stays a small share of the work) with every method (their MILP labels included) and the duration is estimated
+from it: per set, its scenes x the probe's time per scene to score and its batches x the probe's time per batch
+(what a decode costs however few scenes it holds: the staged decision's stages), plus, where the set is not in
+the cache yet, its time per scene to label over the processes that will label it. After each set: the time so far
+and what is left, by the estimate corrected with the time measured. A set that gives the same scenes as another
+(a shift that degenerates at this size, e.g. clusters larger than the targets) gets a warning.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import time
 from typing import Any
 
@@ -28,6 +29,7 @@ from uavgnn.console import echo
 from uavgnn.data.cache import label_and_build
 from uavgnn.data.labels import INLINE_BELOW
 from uavgnn.data.splits import build_settings, is_cached, load_split
+from uavgnn.data.store import GraphStore
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_folder import load_scenes, split_files
@@ -35,6 +37,7 @@ from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.report import count
 from uavgnn.runtime import amp_dtype
 from uavgnn.scoring.methods import compare_on_split
+from uavgnn.scoring.policy import BATCH_SCENES
 
 log = logging.getLogger(__name__)
 PROBE_SCENES = 4  # scenes like a set's the estimate is measured on (at most)
@@ -108,32 +111,43 @@ class SetScorer:
         workers = max(1, self.cfg.data.label_workers)
         seconds = []
         for i, (_, task, n_uav) in enumerate(sets):
-            label_s, score_s = self.probe(task, n_uav, warm_up=i == 0)
+            label_s, batch_s, score_s = self.probe(task, n_uav, warm_up=i == 0)
             scenes = self.scene_count(task, n_uav)
             cached = is_cached(self.split_cfg(task), "test", n_uav=n_uav, count=scenes)
             labelling = 1 if scenes < INLINE_BELOW else min(workers, scenes)  # processes that will label it
-            seconds.append(scenes * score_s + (0.0 if cached else scenes * label_s / labelling))
+            seconds.append(scenes * score_s + math.ceil(scenes / BATCH_SCENES) * batch_s
+                           + (0.0 if cached else scenes * label_s / labelling))
         return seconds
 
-    def probe(self, task: dict[str, Any], n_uav: int, warm_up: bool) -> tuple[float, float]:
-        """Seconds per scene to label (the MILP's own time, and the graph's) and to score scenes like the set's,
-        over up to ``PROBE_SCENES`` of them. The MILP's times are heavy-tailed (their median is 1.2x below their mean
-        at 16 UAVs, 2-4x at 256): the median would say too little, one slow scene among a few far too much, so
-        the slowest counts as the next slowest. With ``warm_up`` the scenes are scored twice and the second
-        time is kept (the first call pays one-off costs)."""
+    def probe(self, task: dict[str, Any], n_uav: int, warm_up: bool) -> tuple[float, float, float]:
+        """Seconds per scene to label (the MILP's own time, and the graph's), per batch and per scene to score
+        scenes like the set's, over up to ``PROBE_SCENES`` of them: scored all together and the first alone, the
+        difference is what the others add (one probe scene: all of it per scene). The MILP's times are
+        heavy-tailed (their median is 1.2x below their mean at 16 UAVs, 2-4x at 256): the median would say too
+        little, one slow scene among a few far too much, so the slowest counts as the next slowest. With
+        ``warm_up`` the scenes are scored once before (the first call pays one-off costs)."""
         split_cfg = self.split_cfg(task)
         probes = min(PROBE_SCENES, max(1, self.scene_count(task, n_uav) // 8))
         scenes = (load_scenes(split_files(task["folder"], "test")[:probes]) if task.get("folder") else
                   generate_scenes(SceneDistribution.of(split_cfg.task), n_uav, probes, PROBE_SEED + n_uav))
-        store, info = label_and_build(scenes, 0.0, "probe", build_settings(split_cfg), 1)
-        for _ in range(2 if warm_up else 1):
-            start = time.perf_counter()
+        parts = [label_and_build(part, 0.0, "probe", build_settings(split_cfg), 1) for part in (scenes[:1], scenes[1:])
+                 if part]
+        first, store = parts[0][0], GraphStore.concat([store for store, _ in parts])
+        if warm_up:
             self.compare(store, n_uav)
-        score_s = time.perf_counter() - start
+        one_s, all_s = (self.timed(part, n_uav) for part in (first, store))
+        score_s = max(all_s - one_s, 0.0) / (len(store) - 1) if len(store) > 1 else all_s
         label_s = np.sort(store.solve_time.numpy())
         if len(label_s) > 2:
             label_s[-1] = label_s[-2]
-        return float(label_s.mean()) + info["timings"]["graphs_s"] / len(store), score_s / len(store)
+        graphs_s = sum(info["timings"]["graphs_s"] for _, info in parts)
+        return float(label_s.mean()) + graphs_s / len(store), max(one_s - score_s, 0.0), score_s
+
+    def timed(self, store: Any, n_uav: int) -> float:
+        """Seconds to score ``store`` (every method)."""
+        start = time.perf_counter()
+        self.compare(store, n_uav)
+        return time.perf_counter() - start
 
     def compare(self, store: Any, n_uav: int) -> list[dict]:
         cfg = self.cfg

@@ -18,6 +18,9 @@ from uavgnn.problem.metrics import assignment_metrics
 from uavgnn.runtime import autocast, eval_mode
 
 
+BATCH_SCENES = 256  # scenes a batch when a split is scored
+
+
 @dataclass
 class Evaluation:
     metrics: dict[str, np.ndarray]  # per scene, every DESIGN §1 metric
@@ -28,7 +31,7 @@ class Evaluation:
 
 @torch.no_grad()
 def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, device: torch.device,
-                   batch_size: int = 256, amp_dtype: torch.dtype | None = None, samples: int = 16,
+                   batch_size: int = BATCH_SCENES, amp_dtype: torch.dtype | None = None, samples: int = 16,
                    repair: bool = False, reference: np.ndarray | None = None, rounds: int | None = None
                    ) -> Evaluation:
     """Decode every scene of ``store`` and score it; ``optimality_gap`` is against ``reference`` (per scene),
