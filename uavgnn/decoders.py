@@ -20,12 +20,12 @@
   made target by target, the surest first, in S stages. Stage s greedy-decodes the policy and keeps each
   complete target all of whose UAVs chose it with probability at least 1 - s / S; the kept UAVs and targets
   leave, the other UAVs' policy is renormalised without them and re-balanced against the needs
-  (``capacity_balanced``, ``STAGE_ITERS`` rounds), and the next stage decodes that; the last keeps every
-  target. A UAV whose likely target was taken by surer UAVs moves its mass to its next choices before the
-  greedy decode has to settle it, so the targets still open are filled from it. It reads nothing but the
-  policy and the needs (no distance, no value): a decoder, not a repair pass. On the validation scenes of the
-  one-round pipeline, 20 stages take the gap from 1.35 / 2.27 / 2.18% to 1.08 / 1.76 / 1.75% at 16 / 256 /
-  1,024 UAVs (BENCHMARKS.md, issue 33 part 9).
+  (``capacity_balanced``, as many rounds as the model balances, at most ``STAGE_ITERS``), and the next stage
+  decodes that; the last keeps every target. A UAV whose likely target was taken by surer UAVs moves its mass
+  to its next choices before the greedy decode has to settle it, so the targets still open are filled from it.
+  It reads nothing but the policy and the needs (no distance, no value): a decoder, not a repair pass. On the
+  validation scenes of the one-round pipeline, 20 stages take the gap from 1.35 / 2.27 / 2.18% to 1.08 / 1.76
+  / 1.75% at 16 / 256 / 1,024 UAVs (BENCHMARKS.md, issue 33 part 9).
 
 - ``sample``: the best, by the true reward J, of ``samples`` assignments per
   scene: sample 0 is the model's decision (greedy or staged), the others run the greedy
@@ -148,7 +148,6 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
     return choice
 
 
-
 def staged_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
                   cand_target_node: torch.Tensor, need: torch.Tensor, balancing: Balancing) -> torch.Tensor:
     """The model's decision target by target, the surest first (module docstring): chosen target node per node."""
@@ -158,7 +157,7 @@ def staged_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
     gone = torch.zeros(n, dtype=torch.bool, device=dev)  # UAVs and targets decided in an earlier stage
     for stage in range(1, stages):
         chosen = greedy_decode(cand_logp, cand_uav, cand_target_node, need)[cand_uav] == cand_target_node
-        least = torch.ones(n, device=dev).scatter_reduce(0, cand_target_node, torch.where(chosen, cand_logp.exp(), 1.0),
+        least = cand_logp.new_ones(n).scatter_reduce(0, cand_target_node, torch.where(chosen, cand_logp.exp(), 1.0),
                                                           "amin")  # per target: its least sure UAV's probability
         count = torch.zeros(n, dtype=torch.long, device=dev).index_add(0, cand_target_node, chosen.long())
         sure = (need > 0) & (count == need) & (least >= 1 - stage / stages)
@@ -253,8 +252,9 @@ def perturbed_greedy(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, 
 def sample_decode(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, scenes: Sequence[Scene],
                   samples: int = 16, temperature: float = 1.0, seed: int = 0,
                   decided: torch.Tensor | None = None) -> list[np.ndarray]:
-    """Best of ``samples`` greedy decodes per scene (module docstring); ``scenes`` are the batch's, for J;
-    ``decided``: the model's own decision (e.g. staged), in place of the first sample, the plain greedy one."""
+    """Best of ``samples`` decodes per scene (module docstring): greedy decodes of the perturbed policy, the first
+    of them ``decided`` when given (the model's own decision, e.g. staged) instead of the plain greedy decode;
+    ``scenes`` are the batch's, for J."""
     gen = torch.Generator(device=cand_logp.device).manual_seed(seed)
     choice = perturbed_greedy(batch, cand_logp, keep, samples, temperature, gen)
     if decided is not None:

@@ -121,11 +121,12 @@ class SetScorer:
 
     def probe(self, task: dict[str, Any], n_uav: int, warm_up: bool) -> tuple[float, float, float]:
         """Seconds per scene to label (the MILP's own time, and the graph's), per batch and per scene to score
-        scenes like the set's, over up to ``PROBE_SCENES`` of them: scored all together and the first alone, the
-        difference is what the others add (one probe scene: all of it per scene). The MILP's times are
-        heavy-tailed (their median is 1.2x below their mean at 16 UAVs, 2-4x at 256): the median would say too
-        little, one slow scene among a few far too much, so the slowest counts as the next slowest. With
-        ``warm_up`` the scenes are scored once before (the first call pays one-off costs)."""
+        scenes like the set's, over up to ``PROBE_SCENES`` of them: the first scored alone, once to warm up at
+        this size and once timed, then all together; the difference is what the others add. One probe scene (a
+        set of large scenes): all of it per scene, warmed up only with ``warm_up`` (the first call pays one-off
+        costs). The MILP's times are heavy-tailed (their median is 1.2x below their mean at 16 UAVs, 2-4x at
+        256): the median would say too little, one slow scene among a few far too much, so the slowest counts as
+        the next slowest."""
         split_cfg = self.split_cfg(task)
         probes = min(PROBE_SCENES, max(1, self.scene_count(task, n_uav) // 8))
         scenes = (load_scenes(split_files(task["folder"], "test")[:probes]) if task.get("folder") else
@@ -133,10 +134,10 @@ class SetScorer:
         parts = [label_and_build(part, 0.0, "probe", build_settings(split_cfg), 1) for part in (scenes[:1], scenes[1:])
                  if part]
         first, store = parts[0][0], GraphStore.concat([store for store, _ in parts])
-        if warm_up:
-            self.compare(store, n_uav)
-        one_s, all_s = (self.timed(part, n_uav) for part in (first, store))
-        score_s = max(all_s - one_s, 0.0) / (len(store) - 1) if len(store) > 1 else all_s
+        if warm_up or len(store) > 1:
+            self.compare(first, n_uav)
+        one_s = self.timed(first, n_uav)
+        score_s = max(self.timed(store, n_uav) - one_s, 0.0) / (len(store) - 1) if len(store) > 1 else one_s
         label_s = np.sort(store.solve_time.numpy())
         if len(label_s) > 2:
             label_s[-1] = label_s[-2]
