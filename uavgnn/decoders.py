@@ -157,8 +157,8 @@ def staged_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
     gone = torch.zeros(n, dtype=torch.bool, device=dev)  # UAVs and targets decided in an earlier stage
     for stage in range(1, stages):
         chosen = greedy_decode(cand_logp, cand_uav, cand_target_node, need)[cand_uav] == cand_target_node
-        least = cand_logp.new_ones(n).scatter_reduce(0, cand_target_node, torch.where(chosen, cand_logp.exp(), 1.0),
-                                                          "amin")  # per target: its least sure UAV's probability
+        least = cand_logp.new_ones(n).scatter_reduce(  # per target: its least sure UAV's probability
+            0, cand_target_node, torch.where(chosen, cand_logp.exp(), 1.0), "amin")
         count = torch.zeros(n, dtype=torch.long, device=dev).index_add(0, cand_target_node, chosen.long())
         sure = (need > 0) & (count == need) & (least >= 1 - stage / stages)
         kept = chosen & sure[cand_target_node]
@@ -168,6 +168,7 @@ def staged_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
         cand_logp, idle_logp = capacity_balanced(*choice_log_probs(left, idle_logp, cand_uav), cand_uav,
                                                  cand_target_node, need, rebalancing)
     return torch.where(decided >= 0, decided, greedy_decode(cand_logp, cand_uav, cand_target_node, need))
+
 
 def fixed_round_greedy(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_node: torch.Tensor,
                        need: torch.Tensor, scene: torch.Tensor, n_scenes: int, rounds: int
