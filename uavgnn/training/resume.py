@@ -29,8 +29,8 @@ SAFE = ("train.steps", "train.eval_every", "train.ckpt_every", "train.log_every"
         "hardware.persistent_workers", "hardware.threads", "hardware.sweep_jobs", "hardware.memory_fraction",
         "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir", "optim.prefetch", "optim.graph_cache",
         "eval.", "solve.", "profile.", "benchmark.", "resume", "mode", "ckpt", "path", "action", "solver",
-        "model.capacity_iters", "model.capacity_fill", "model.commit_stages")  # the last three: how the policy
-#                                                                                  decides, not what trains
+        # how the policy decides, not what trains:
+        "model.capacity_iters", "model.capacity_fill", "model.commit_stages")
 # how scene graphs are built: what an algorithm that trains on no scene split (MASAC, COMA, MAPPO, dynamics) never reads
 GRAPH_KEYS = ("data.k_min", "data.k_divisor", "data.k_max", "data.k_jitter", "data.uav_neighbours")
 
