@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/step_anatomy.py                       # all five, a table
     .venv/bin/python benchmarks/step_anatomy.py --only masac --trace  # where each sync op comes from
+    .venv/bin/python benchmarks/step_anatomy.py --only coma --by-function  # the ops each function asks for
     .venv/bin/python benchmarks/step_anatomy.py hardware.device=cuda  # extra overrides for every run
     .venv/bin/python benchmarks/step_anatomy.py optim.compile=true    # the compiled step: compiles, graph breaks
 
@@ -56,6 +57,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--trace", action="store_true", help="print the line that asked for each sync op")
+    parser.add_argument("--by-function", action="store_true",
+                        help="print the ops per step each uavgnn function asked for (its callees' apart; the "
+                             "backward's are the function that called it)")
     args = parser.parse_args()
     register_configs()
     rows = []
@@ -63,7 +67,7 @@ def main() -> None:
         for name in args.only:
             with initialize_config_dir(config_dir=str(CONF), version_base=None):
                 cfg = compose("config", overrides=[*ALGORITHMS[name], f"data.cache_dir={tmp}/cache", *args.overrides])
-            anatomy = step_anatomy(cfg, Path(tmp) / name, args.warmup, args.steps, args.trace)
+            anatomy = step_anatomy(cfg, Path(tmp) / name, args.warmup, args.steps, args.trace, args.by_function)
             before_ops, before_syncs = ISSUE_32.get(name, ("", ""))
             rows.append({"algorithm": name, "ops/step": round(anatomy.ops_per_step),
                          "before": before_ops, "views/step": round(anatomy.views_per_step),
@@ -72,6 +76,8 @@ def main() -> None:
                          "graph breaks": anatomy.graph_breaks})
             for site, count in sorted(anatomy.sync_sites.items(), key=lambda kv: -kv[1]):
                 print(f"  {name}: {count / args.steps:.1f}/step {site}")
+            for function, count in sorted(anatomy.functions.items(), key=lambda kv: -kv[1]):
+                print(f"  {name}: {count / args.steps:6.1f} ops/step in {function}")
     print(format_table(rows))
 
 

@@ -56,6 +56,16 @@ def test_batched_update_has_the_losses_and_gradients_of_the_per_agent_loops(dtyp
     torch.testing.assert_close(agents.log_alpha.grad, torch.stack([a.grad for a in naive.log_alpha]), **tol)
 
 
+def test_acting_samples_the_policy_the_loss_scores() -> None:
+    """``act`` skips the log-probability, not the sample: the actions of ``policy`` for the same noise, and its
+    deterministic tanh(mean) without a generator."""
+    agents, obs = MASACAgents(MASACSettings(3, 10, 20, 2, 16, 2, 16, 2, 0.95, 0.2)), torch.randn(5, 3, 10)
+    acted = agents.act(obs, torch.Generator().manual_seed(1))
+    noise = torch.randn((3, 5, 2), generator=torch.Generator().manual_seed(1))
+    assert torch.equal(acted, agents.policy(obs.transpose(0, 1), noise)[0].transpose(0, 1))
+    assert torch.equal(agents.act(obs, None), agents.policy(obs.transpose(0, 1), None)[0].transpose(0, 1))
+
+
 def test_polyak_averaging_moves_every_target_by_tau() -> None:
     agents = MASACAgents(MASACSettings(2, 5, 6, 2, 8, 1, 8, 1, 0.9, 0.2))
     before = [t.clone() for t in agents.targets()]

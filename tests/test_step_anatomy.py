@@ -146,6 +146,36 @@ def test_each_network_is_clipped_to_its_own_norm_as_clip_grad_norm_does() -> Non
     optimisers.zero_grad()
     assert optimisers.clip() == 0
 
+def test_the_gradients_are_those_of_backward_without_its_detach_per_parameter() -> None:
+    """``Optimisers.backward``: every gradient ``loss.backward()`` gives, to the bit and in its parameter's
+    layout (a weight used transposed gets a transposed gradient, copied as AccumulateGrad copies it), None for a
+    parameter the loss does not reach and for a frozen one; one op fewer than ``backward`` per gradient already in
+    its parameter's layout."""
+    torch.manual_seed(0)
+    used, transposed, unused = torch.nn.Linear(5, 4), torch.nn.Parameter(torch.randn(2, 3, 4)), torch.nn.Linear(2, 2)
+    frozen = torch.nn.Parameter(torch.randn(3), requires_grad=False)
+    params = [*used.parameters(), transposed, *unused.parameters(), frozen]
+    optimisers = Optimisers([Network("a", list(used.parameters())), Network("b", [transposed, *unused.parameters(),
+                                                                               frozen])],
+                            lr=1e-2, weight_decay=0.0, grad_clip=1.0)
+    x = torch.randn(8, 5)
+
+    def loss() -> torch.Tensor:
+        return (torch.bmm(used(x).view(2, 4, 4), transposed.transpose(1, 2)) + frozen).relu().pow(2).sum()
+
+    theirs_of, ours_of = loss(), loss()
+    with OpCounter() as theirs:
+        theirs_of.backward()
+    want = [None if p.grad is None else p.grad.clone() for p in params]
+    optimisers.zero_grad()
+    with OpCounter(trace_ops=True) as ours:
+        optimisers.backward(ours_of)
+    assert want[3:] == [None, None, None] and [p.grad for p in params[3:]] == [None, None, None]
+    for p, w in zip(params[:3], want[:3]):
+        assert torch.equal(p.grad, w) and p.grad.stride() == p.stride() and p.grad.grad_fn is None
+    assert ours.functions == {"training/optimisers.py:backward": ours.ops}  # --by-function's attribution
+    assert theirs.ops - ours.ops == 2  # the detach of Linear's weight and bias (the transposed weight's gradient
+    # is copied into its layout by both: new_empty_strided + copy_ there, empty_like + copy_ here)
 
 def test_the_moving_average_is_torchs_ema_and_skips_a_skipped_step() -> None:
     torch.manual_seed(0)

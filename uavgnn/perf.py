@@ -119,15 +119,17 @@ class OpCounter(TorchDispatchMode):
     """``with OpCounter() as count: step()`` -> ``count.ops`` (aten ops dispatched), ``count.views`` (those among
     them that only alias their input - ``view``, ``t``, ``detach``, ``expand``, slices: a dispatch each, no kernel)
     and ``count.syncs`` (those that make the host wait), with ``count.where`` the Python line that asked for each
-    kind of sync: what a GPU step's speed depends on, counted on any device. On a GPU each op that is not a view
-    launches at least one kernel."""
+    kind of sync (``trace_syncs``) and ``count.functions`` the ops each uavgnn function asked for, its callees' in
+    uavgnn apart (``trace_ops``): what a GPU step's speed depends on, counted on any device. On a GPU each op that
+    is not a view launches at least one kernel."""
 
-    def __init__(self, trace_syncs: bool = False) -> None:
+    def __init__(self, trace_syncs: bool = False, trace_ops: bool = False) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()
         self.where: Counter[str] = Counter()
+        self.functions: Counter[str] = Counter()
         self.views = 0
-        self.trace_syncs = trace_syncs
+        self.trace_syncs, self.trace_ops = trace_syncs, trace_ops
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         name = func._schema.name
@@ -139,10 +141,14 @@ class OpCounter(TorchDispatchMode):
             name = f"{name}(boolean mask)"  # the kernel counts the mask's true entries on the host first
         self.counts[name] += 1
         self.views += func.is_view
-        if self.trace_syncs and name in SYNC_OPS:
+        if self.trace_ops or (self.trace_syncs and name in SYNC_OPS):
             frame = next((f for f in reversed(traceback.extract_stack()[:-1]) if "/uavgnn/" in f.filename
                           and not f.filename.endswith("perf.py")), None)
-            self.where[f"{name} at {frame.filename.split('/uavgnn/')[-1]}:{frame.lineno}" if frame else name] += 1
+            module = frame.filename.split("/uavgnn/")[-1] if frame else ""
+            if self.trace_syncs and name in SYNC_OPS:
+                self.where[f"{name} at {module}:{frame.lineno}" if frame else name] += 1
+            if self.trace_ops:
+                self.functions[f"{module}:{frame.name}" if frame else "(outside uavgnn)"] += 1
         return func(*args, **(kwargs or {}))
 
     @property

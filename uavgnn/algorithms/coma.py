@@ -147,28 +147,25 @@ def coma_loss(agents: COMAAgents, ep: Episodes, returns: torch.Tensor | None = N
               ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """(actor + critic loss, stats) of a batch of episodes, against the critic's ``returns`` (``critic_targets``
     of the batch, computed here when not given)."""
-    s = agents.s
+    s, n = agents.s, ep.action.shape[-1]
     taken = ep.action[..., None]
     q = agents.q_values(ep.state, ep.obs, ep.action)
     q_taken = q.gather(-1, taken).squeeze(-1)  # (B, T, N)
     returns = critic_targets(agents, ep) if returns is None else returns
-    weight = ep.mask[..., None].expand_as(q_taken)
-    count = weight.sum().clamp(min=1.0)
-    critic_loss = ((q_taken - returns).pow(2) * weight).sum() / count
-
     logp = agents.logits(ep.obs, ep.avail).log_softmax(-1)
     pi = logp.exp()
     with torch.no_grad():  # the advantage is a constant of both losses' gradients (no_grad: no detach op per input)
         advantage = q_taken - (pi * q).sum(-1)  # minus sum_u pi(u) Q(u): the counterfactual baseline
     entropy = -(pi * logp.masked_fill(~ep.avail, 0.0)).sum(-1)  # 0 log 0 = 0, with finite gradients
-    logp_taken = logp.gather(-1, taken).squeeze(-1)
-    actor_loss = -((advantage * logp_taken + s.entropy_coef * entropy) * weight).sum() / count
-    with torch.no_grad():  # the four means over valid steps in one reduction
-        means = (torch.stack([advantage, advantage.pow(2), entropy, q_taken]) * weight).sum((1, 2, 3)) / count
-    mean, square, entropy_mean, q_mean = means.unbind()
-    stats = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "advantage_mean": mean,
+    critic = (q_taken - returns).pow(2)  # (B, T, N) each loss's terms, averaged over the valid steps together
+    actor = -(advantage * logp.gather(-1, taken).squeeze(-1) + s.entropy_coef * entropy)
+    weight = (ep.mask / (ep.mask.sum() * n).clamp(min=1.0))[..., None]  # (B, T, 1): 1 / valid (step, agent)s
+    with torch.no_grad():  # the statistics in one reduction
+        means = (torch.stack([critic, actor, advantage, advantage.pow(2), entropy, q_taken]) * weight).sum((1, 2, 3))
+    critic_loss, actor_loss, mean, square, entropy_mean, q_mean = means.unbind()
+    stats = {"critic_loss": critic_loss, "actor_loss": actor_loss, "advantage_mean": mean,
              "advantage_std": square.sqrt(), "entropy": entropy_mean, "q": q_mean}
-    return critic_loss + actor_loss, stats
+    return ((critic + actor) * weight).sum(), stats
 
 
 @dataclass

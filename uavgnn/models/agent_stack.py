@@ -4,7 +4,11 @@
 leading dimension; the forward runs the architecture's layers in order, each
 ``nn.Linear`` as one batched ``bmm`` over all agents (reference/002's
 first bottleneck: one matmul per layer instead of N small ones) and each
-parameter-free layer (the activations) as it is. ``vmap(functional_call)``
+parameter-free layer (an elementwise activation) as it is. The activations are
+kept feature-major, (n, features, rows), so that each layer is ``W h + b`` on
+the weights as stored: ``h W^T`` transposed every weight in each forward,
+and its gradient back in the backward, which then had to be copied into the
+weight's layout (MASAC: 21 ops a step). ``vmap(functional_call)``
 computed the same with about 3x the ops per layer (its batching rules
 unsqueeze, expand and view around every matmul): each op is a kernel launch
 on a GPU. ``module(i)`` gives agent i as an ordinary ``nn.Module`` holding a
@@ -40,7 +44,7 @@ def mlp_net(inputs: int, hidden: int, layers: int, outputs: int) -> MLP:
 
 class AgentStack(nn.Module):
     """``n`` independently initialised copies of ``make()`` (an ``nn.Sequential`` of ``nn.Linear`` and
-    parameter-free layers), evaluated together."""
+    elementwise parameter-free layers), evaluated together."""
 
     def __init__(self, make: Callable[[], nn.Sequential], n: int) -> None:
         super().__init__()
@@ -59,14 +63,14 @@ class AgentStack(nn.Module):
         ones, or target copies)."""
         params = dict(zip(self.names, self.weights if weights is None else weights))
         shape = x.shape[1:-1]
-        h = x.reshape(self.n, -1, x.shape[-1])  # (n, rows, features)
+        h = x.reshape(self.n, -1, x.shape[-1]).transpose(1, 2)  # (n, features, rows): feature-major
         for name, layer in self._skeleton[0].named_children():
-            if isinstance(layer, nn.Linear):  # (n, out, in) weights: x W^T + b, all agents in one matmul
+            if isinstance(layer, nn.Linear):  # (n, out, in) weights: W h + b, all agents in one matmul
                 # (the bias added apart, as nn.Linear under vmap did: under autocast the sum stays float32)
-                h = torch.bmm(h, params[f"{name}.weight"].transpose(1, 2)) + params[f"{name}.bias"].unsqueeze(1)
+                h = torch.bmm(params[f"{name}.weight"], h) + params[f"{name}.bias"].unsqueeze(-1)
             else:
                 h = layer(h)
-        return h.view(self.n, *shape, h.shape[-1])
+        return h.transpose(1, 2).reshape(self.n, *shape, h.shape[1])
 
     def module(self, i: int) -> nn.Module:
         """Agent i as a plain module with a copy of its weights."""

@@ -178,7 +178,7 @@ def time_stages(cfg: Config, setup: Profiled, device: torch.device, out_dir: Pat
             marks.append(time.perf_counter())
             with record_function("backward"):
                 optimisers.zero_grad()
-                scaler.scale(loss).backward()
+                optimisers.backward(scaler.scale(loss))  # as the training step does
                 synchronize(device)
             marks.append(time.perf_counter())
             with record_function("optimizer"):

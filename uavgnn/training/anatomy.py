@@ -32,9 +32,11 @@ class Anatomy:
     graph_breaks: int = 0  # with optim.compile: graph breaks met over the run (0: the step is one graph)
     sync_sites: dict[str, int] = field(default_factory=dict)  # "op at file:line" -> count (with trace=True)
     ops: dict[str, int] = field(default_factory=dict)  # op name -> count over the counted steps
+    functions: dict[str, int] = field(default_factory=dict)  # "module.py:function" -> ops (with by_function=True)
 
 
-def step_anatomy(cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trace: bool = False) -> Anatomy:
+def step_anatomy(cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trace: bool = False,
+                 by_function: bool = False) -> Anatomy:
     """Count the ops of ``steps`` training steps after ``warmup`` of a run of ``cfg`` (written to ``out_dir``).
     With ``optim.compile`` TorchDynamo's caches are reset first, so that the compiles counted are this run's as
     in a fresh process (a step compiled by an earlier run of the process recompiles on its guards: 4 frames
@@ -46,7 +48,7 @@ def step_anatomy(cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trac
                                           "ckpt_every": total}, "logger": {"name": "none"}})
     out_dir.mkdir(parents=True, exist_ok=True)
     trainer = Trainer(cfg, out_dir)
-    counter, step = OpCounter(trace_syncs=trace), trainer.train_step
+    counter, step = OpCounter(trace_syncs=trace, trace_ops=by_function), trainer.train_step
 
     def counted_step(*args: Any) -> Any:
         if trainer.state.step < warmup:
@@ -62,4 +64,5 @@ def step_anatomy(cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trac
     finally:
         logger.finish()
     return Anatomy(cfg.algorithm.name, counter.ops / steps, counter.syncs / steps, counter.views / steps,
-                   compiled.compiles, compiled.graph_breaks, dict(counter.where), dict(counter.counts))
+                   compiled.compiles, compiled.graph_breaks, dict(counter.where), dict(counter.counts),
+                   dict(counter.functions))

@@ -54,6 +54,17 @@ class Optimisers:
             for param in net.params:
                 param.grad = None
 
+    def backward(self, loss: torch.Tensor) -> None:
+        """Every network's gradients of ``loss`` set as their ``.grad`` by ``torch.autograd.grad``: what
+        ``loss.backward()`` leaves after ``zero_grad``, without its AccumulateGrad nodes' detach, one op per
+        parameter. A gradient not in its parameter's layout is copied into it, as AccumulateGrad does. Not under
+        DDP, whose gradient buckets are reduced by AccumulateGrad's hooks."""
+        params = [param for net in self.networks for param in net.params if param.requires_grad]
+        for param, grad in zip(params, torch.autograd.grad(loss, params, allow_unused=True)):
+            if grad is not None and grad.stride() != param.stride():
+                grad = torch.empty_like(param).copy_(grad)
+            param.grad = grad
+
     def clip(self) -> torch.Tensor:
         """``torch.nn.utils.clip_grad_norm_`` of each network's gradients to its own clip (in place, the same
         numbers), the norms of all networks' tensors from one foreach kernel: 14 ops for two networks and 16 for

@@ -71,7 +71,10 @@ class Updates:
         if self.ctx.enabled:
             loss, logged, stats, finite, stop_seen = distributed.agree_on_step(out.loss, out.weight, out.stats,
                                                                                stop_seen)
-        self.scaler.scale(loss).backward()
+        if self.ctx.enabled:  # DDP reduces the gradients from AccumulateGrad's hooks
+            self.scaler.scale(loss).backward()
+        else:
+            self.optimisers.backward(self.scaler.scale(loss))
         self.updating = True  # from here to the new step count the weights and the counters disagree
         applied = self.optimisers.step(self.scaler, finite)  # each network clipped to its own norm
         return Update(logged, stats, applied, out.feedback, stop_seen)
