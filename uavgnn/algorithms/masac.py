@@ -61,7 +61,7 @@ def squash(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor | None
         action = torch.tanh(mean)
         return action, torch.zeros_like(mean[..., 0])
     log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-    u = mean + log_std.exp() * noise  # as presquashed: the clamped log_std is the log-probability's too
+    u = mean + log_std.exp() * noise  # presquashed's sample, the clamped log_std kept for the log-probability
     gaussian = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
     correction = (2 * (math.log(2.0) - u - F.softplus(-2 * u))).sum(-1)  # log(1 - tanh(u)^2), stably
     return torch.tanh(u), gaussian - correction

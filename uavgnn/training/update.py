@@ -71,8 +71,7 @@ class Updates:
         if self.ctx.enabled:
             loss, logged, stats, finite, stop_seen = distributed.agree_on_step(out.loss, out.weight, out.stats,
                                                                                stop_seen)
-        if self.ctx.enabled:  # DDP reduces the gradients from AccumulateGrad's hooks
-            self.scaler.scale(loss).backward()
+            self.scaler.scale(loss).backward()  # DDP reduces the gradients from AccumulateGrad's hooks
         else:
             self.optimisers.backward(self.scaler.scale(loss))
         self.updating = True  # from here to the new step count the weights and the counters disagree
