@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import signal
 import subprocess
@@ -135,10 +136,12 @@ def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
+def test_multirun_joblib_and_a_failing_job(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # as a user's shell has it: the sweep splits the cores
     sweep = tmp_path / "sweep"
     proc = run_cli("-m", "hydra/launcher=joblib", *SMALL, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
-                   f"hydra.sweep.dir={sweep}", "model.hidden=32,-1", "model.heads=1", cwd=tmp_path, check=False)
+                   f"hydra.sweep.dir={sweep}", "model.hidden=32,-1", "model.heads=1", "hardware.threads=0",
+                   cwd=tmp_path, check=False)
     assert "Joblib.Parallel(n_jobs=2," in proc.stdout + proc.stderr  # hardware=cpu's sweep_jobs
     # the sweep runs every job, then reports the failed one and exits non-zero
     assert proc.returncode == 1 and "1 of 2 jobs failed" in proc.stderr
@@ -149,7 +152,10 @@ def test_multirun_joblib_and_a_failing_job(tmp_path) -> None:
     assert (ok / "summary.json").exists() and not (ok / "failed.json").exists()
     report = json.loads((failed / "failed.json").read_text())
     assert "model.hidden=-1 must be >= 1" in report["error"] and report["config"]["model"]["hidden"] == -1
-    assert math.isfinite(json.loads((ok / "summary.json").read_text())["best_val_optimality_gap"])
+    summary = json.loads((ok / "summary.json").read_text())
+    assert math.isfinite(summary["best_val_optimality_gap"])
+    # hardware.threads=0 is every core the job may use: its share of them, two jobs side by side
+    assert summary["manifest"]["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)
     run_cli("mode=compare", f"path={sweep}", f"hydra.run.dir={tmp_path / 'cmp'}", cwd=tmp_path)
     report = (sweep / "comparison.md").read_text()
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in report.splitlines() if line.startswith("|")]

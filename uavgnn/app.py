@@ -19,6 +19,7 @@ from uavgnn.console import attach_run_log, echo
 from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, MemoryBudgetError, ProblemTooLarge,
                            RunDirectoryError, SceneFileError, StorageError, TrainingDiverged)
 from uavgnn.report import write_json
+from uavgnn.runtime import apply_threads
 
 REPORTS_ELSEWHERE = ("cache", "compare")  # they accept their own directory only when they write into it
 USER_ERRORS = (ConfigError, SceneFileError, ProblemTooLarge, MemoryBudgetError, TrainingDiverged, CheckpointError,
@@ -91,6 +92,7 @@ def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
     distributed.quiet_other_ranks()
     check_resolvable(cfg)
     check_config(cfg)
+    apply_threads(cfg.hardware.threads)  # before the run record names them, and before any work
     if cfg.mode not in (*REPORTS_ELSEWHERE, "train"):  # train accepts once every resume check has passed
         left = run_dir.leftovers(out_dir)
         if not left:

@@ -73,7 +73,7 @@ class HardwareConfig:
     persistent_workers: bool = False
     precision: str = "bf16"  # autocast dtype when optim.amp: bf16 | fp16
     memory_fraction: float = 0.9
-    threads: int = 0  # torch intra-op threads; 0 keeps torch's default
+    threads: int = 1  # torch intra-op threads per process; 0 = every core it may use (runtime.cpu_threads)
     data_on_device: str = "auto"  # keep training data (replay buffer, padded split) on the device: auto | true | false
     sweep_jobs: int = 2  # parallel jobs of a hydra/launcher=joblib sweep
 

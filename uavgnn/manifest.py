@@ -87,6 +87,7 @@ def manifest_lines(manifest: dict[str, Any]) -> list[str]:
     code = (f"git commit {git['commit']}{' (uncommitted changes)' if git['dirty'] else ''}" if git["commit"]
             else "not a git checkout")
     packages = ", ".join(f"{name} {version}" for name, version in manifest["packages"].items() if version)
-    hardware = f"{manifest['device']}, {manifest['gpu'] or manifest['cpu']}, {manifest['threads']} torch threads"
+    threads = f"{manifest['threads']} torch thread{'s' if manifest['threads'] != 1 else ''}"
+    hardware = f"{manifest['device']}, {manifest['gpu'] or manifest['cpu']}, {threads}"
     return [f"command: {manifest['command']}", f"code: {code}", f"python {manifest['python']}: {packages}",
             f"hardware: {hardware} ({manifest['platform']})"]

@@ -4,16 +4,19 @@ One rule per question, so training, evaluation, solving, profiling and the
 benchmarks all agree: ``hardware.device`` (``auto`` = CUDA when present; under
 ``torchrun`` each CUDA rank gets ``cuda:LOCAL_RANK``), ``optim.amp`` with
 ``hardware.precision`` (always bf16 on the CPU), ``optim.compile`` with an
-eager fallback, ``hardware.threads`` and ``hardware.memory_fraction``.
+eager fallback, ``hardware.threads`` (``cpu_threads``) and ``hardware.memory_fraction``.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import random
 import warnings
 from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
@@ -37,11 +40,47 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def available_cores() -> int:
+    """The CPU cores this process may use: its affinity mask, capped by a cgroup v2 CPU quota (a container's
+    ``--cpus``), and by ``OMP_NUM_THREADS`` when set (joblib's workers get cores / parallel jobs, torchrun's 1)."""
+    cores = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            cores = min(cores, max(1, int(float(quota) / float(period))))
+    except (OSError, ValueError):
+        pass
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    return min(cores, int(omp)) if omp.isdigit() and int(omp) > 0 else cores
+
+
+def cpu_threads(setting: int) -> int:
+    """Torch's intra-op threads for ``hardware.threads``: 0 means every core this process may use; any setting
+    is capped there. Why 1 is the default: torch's OpenMP threads spin at a barrier after every parallel op, so
+    two threads beside another busy process wait on each other for whole scheduler slices (the main job keeps
+    ~20% of its speed beside one other 2-thread job, one thread ~70%: BENCHMARKS.md, threads under load)."""
+    return min(setting, available_cores()) if setting > 0 else available_cores()
+
+
+_LOWERED: set[int] = set()  # settings already said to be lowered
+
+
+def apply_threads(setting: int) -> int:
+    """Set torch's CPU threads for ``hardware.threads`` (before the run records them) and return the count;
+    a setting above the cores this process may use is lowered, once, with a note."""
+    threads = cpu_threads(setting)
+    if setting > threads and setting not in _LOWERED:
+        _LOWERED.add(setting)
+        logging.getLogger(__name__).warning("hardware.threads=%d: this process may use %d cores, so %d threads",
+                                            setting, threads, threads)
+    torch.set_num_threads(threads)
+    return threads
+
+
 def prepare_device(cfg) -> torch.device:
     """The preset's device with its CPU threads, (CUDA) memory cap and TF32 setting (``optim.tf32``) applied."""
     device = resolve_device(cfg.hardware.device)
-    if cfg.hardware.threads > 0:
-        torch.set_num_threads(cfg.hardware.threads)
+    apply_threads(cfg.hardware.threads)
     if device.type == "cuda":
         torch.cuda.set_per_process_memory_fraction(cfg.hardware.memory_fraction, device)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(cfg.optim.tf32)
