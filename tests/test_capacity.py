@@ -131,7 +131,7 @@ def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tm
                                   ("at-once", [], rows[2])):
         evaluation = compose_cfg(tmp_path, "mode=eval", f"ckpt={tmp_path / 'run/best.pt'}", *overrides,
                                  "eval.commit_stages=0", "eval.shift_sets=[]", "eval.positions=[uniform]",
-                                 "eval.guided_keep=0", "eval.best_of=0")
+                                 "eval.keeps=[]", "eval.milp_budgets=[]", "eval.best_of=0")
         (tmp_path / name).mkdir()
         decided = [r for r in run_eval(evaluation, tmp_path / name)["rows"] if r["n_uav"] == 6]
         methods = [r["method"] for r in decided]

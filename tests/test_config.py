@@ -78,13 +78,13 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
     overrides = [f"{group}={option}"]
     if (group, option) == ("model", "mlp"):  # MASAC's per-agent actors: algorithm=masac runs them
         check_config(compose_cfg("model=mlp", "algorithm=masac"))
-        with pytest.raises(ConfigError, match="model=mlp with algorithm=reinforce: an assignment policy is a "
+        with pytest.raises(ConfigError, match="model=mlp with algorithm=imitation: an assignment policy is a "
                                               "TransformerGNN"):
             check_config(compose_cfg("model=mlp"))
         return
     if (group, option) == ("model", "tcn"):  # the dynamics model: algorithm=dynamics runs it
         check_config(compose_cfg("model=tcn", "algorithm=dynamics"))
-        with pytest.raises(ConfigError, match="model=tcn with algorithm=reinforce"):
+        with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation"):
             check_config(compose_cfg("model=tcn"))
         return
     if group != "logger":
@@ -166,9 +166,9 @@ def test_batch_size_and_checkpoint_layers_are_validated() -> None:
 
 
 def test_the_schema_defaults_are_the_composed_default_config() -> None:
-    """One source of truth: the schemas' defaults (``default_config``) equal what ``python run.py
-    algorithm=imitation`` composes, key by key (the main job only adds its phases), every algorithm's keys are its
-    schema's, and every group has a YAML file (a comment per key)."""
+    """One source of truth: the schemas' defaults (``default_config``) equal what ``python run.py`` (the main job:
+    imitation) composes, key by key, but for the main job's own budget, every algorithm's keys are its schema's, and
+    every group has a YAML file (a comment per key)."""
     from omegaconf import OmegaConf
 
     from uavgnn.algorithms import algorithms, default_config
@@ -176,11 +176,11 @@ def test_the_schema_defaults_are_the_composed_default_config() -> None:
 
     composed = flatten(OmegaConf.to_container(compose_cfg("algorithm=imitation"), resolve=True))
     schema = flatten(OmegaConf.to_container(default_config()))
-    assert composed == schema
-    # the main job (experiment=dev) picks algorithm=imitation_reinforce: REINFORCE's schema with an imitation phase
-    main_job = compose_cfg()
-    assert main_job == compose_cfg("algorithm=imitation_reinforce")
-    assert main_job.algorithm == {**default_config("reinforce").algorithm, "imitation_steps": 1500}
+    assert composed == {**schema, "train.steps": 1500}  # experiment=dev's budget
+    assert compose_cfg() == compose_cfg("algorithm=imitation")  # the main job
+    # algorithm=imitation_reinforce: REINFORCE's schema with an imitation phase
+    assert compose_cfg("algorithm=imitation_reinforce").algorithm == {**default_config("reinforce").algorithm,
+                                                                      "imitation_steps": 1500}
     for name in algorithms():
         assert compose_cfg(f"algorithm={name}").algorithm == default_config(name).algorithm, name
     for group in ("task", "model", "hardware", "optim", "curriculum", "algorithm", "logger", "data", "train", "eval",

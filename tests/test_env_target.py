@@ -82,5 +82,5 @@ def test_a_wrong_environment_is_one_line(tmp_path, my_envs) -> None:
         check_config(cfg)  # before any work
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=["env.target=my_envs.Frozen"])  # the main job: no environment
-    with pytest.raises(ConfigError, match="env.target with algorithm=reinforce: it trains on scenes"):
+    with pytest.raises(ConfigError, match="env.target with algorithm=imitation: it trains on scenes"):
         check_config(cfg)

@@ -152,7 +152,8 @@ def test_checkpointed_layers_give_identical_gradients(store) -> None:
     grads = []
     for layers in ((), (0, 1, 2)):
         torch.manual_seed(0)
-        model = TransformerGNN(hidden=32, heads=2, layers=3, dropout=0.1, checkpoint_layers=layers).train()
+        model = TransformerGNN(hidden=32, heads=2, layers=3, dropout=0.1).train()
+        model.checkpoint_layers = set(layers)
         torch.manual_seed(1)  # same dropout masks in both runs
         cand_logp, idle_logp, keep = policy_log_probs(model, batch, 6)
         loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],

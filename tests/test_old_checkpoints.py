@@ -24,7 +24,8 @@ OLD = ROOT / "tests" / "data" / "before_plugins"
 C = ["logger=jsonl", "train.ckpt_every=2", "train.eval_every=2", "train.log_every=2", "resume=auto"]
 RUNS = {
     "imitation": ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=32", "data.val_scenes=8",
-                  "data.test_scenes=8", "hardware.batch_size=8", "data.k_max=16"],  # the default when it was written
+                  "data.test_scenes=8", "hardware.batch_size=8", "data.k_max=16",  # the defaults when it was
+                  "model.relaxation=false"],                                                # written
     "masac": ["algorithm=masac", "hardware.batch_size=16", "algorithm.learning_starts=16", "algorithm.buffer_size=64",
               "env.n_envs=8", "env.val_episodes=8", "model.hidden=16", "algorithm.critic_hidden=16"],
     "coma": ["algorithm=coma", "hardware.batch_size=8", "algorithm.minibatches=2", "algorithm.data_passes=1",
@@ -56,14 +57,16 @@ def test_a_checkpoint_from_before_the_plug_ins_resumes(tmp_path, name, optimiser
 
 
 @pytest.mark.slow
-def test_a_scene_policy_run_from_before_32_candidates_resumes_only_with_its_16(tmp_path) -> None:
+def test_a_scene_policy_run_from_before_32_candidates_resumes_only_with_its_16_and_its_inputs(tmp_path) -> None:
     """``data.k_max``'s default went from 16 to 32 (issue 33): the graphs of a resumed assignment policy would
     change at scale, so the run is refused in one line naming the key and the run directory is left as it was
     (with ``data.k_max=16`` it resumes, above); MASAC, which builds no scene graph, resumes without it (above)."""
-    run, proc = resume("imitation", tmp_path, [o for o in RUNS["imitation"] if o != "data.k_max=16"])
+    run, proc = resume("imitation", tmp_path, [o for o in RUNS["imitation"]
+                                               if o not in ("data.k_max=16", "model.relaxation=false")])
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error:")]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 1
-    assert "would break exact resumption: data.k_max: 16 -> 32." in lines[0]
+    # and a model that reads the relaxation (issue 61) is not the one it trained: refused by name too
+    assert "would break exact resumption: data.k_max: 16 -> 32; model.relaxation: False -> True." in lines[0]
     assert sorted(p.name for p in run.iterdir()) == ["last.pt"]
 
 

@@ -74,7 +74,8 @@ def test_checkpointing_subset_of_layers_keeps_gradients_and_saves_memory(store) 
     grads, memory = [], []
     for layers in ((), (1,), (0, 1, 2)):
         torch.manual_seed(0)
-        model = TransformerGNN(hidden=32, heads=2, layers=3, checkpoint_layers=layers)
+        model = TransformerGNN(hidden=32, heads=2, layers=3)
+        model.checkpoint_layers = set(layers)
         with ActivationMeter(model) as meter:
             cand_logp, idle_logp, keep = policy_log_probs(model, batch, 8)
             loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],

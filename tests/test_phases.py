@@ -95,11 +95,12 @@ def test_bad_phase_settings_are_refused_in_one_line(tmp_path, overrides, message
 @pytest.mark.parametrize("overrides", [["mode=solve", "task=file", "task.file=s.json"],
                                        ["mode=eval", "ckpt=c.pt", "task=folder", "task.folder=scenes"],
                                        ["task=folder", "task.folder=scenes", "data.source=cache"]])
-def test_the_main_jobs_fresh_scenes_stop_no_mode_that_does_not_train_on_them(overrides) -> None:
-    """The main job's REINFORCE phase draws fresh scenes (``data.source=generated``); solving or scoring your own
-    scenes with the default config, or training on them with ``data.source=cache``, is not refused for it."""
+def test_fresh_scenes_of_a_reinforce_phase_stop_no_mode_that_does_not_train_on_them(overrides) -> None:
+    """``algorithm=imitation_reinforce``'s REINFORCE phase draws fresh scenes (``data.source=generated``); solving
+    or scoring your own scenes with that config, or training on them with ``data.source=cache``, is not refused
+    for it."""
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        cfg = compose("config", overrides=overrides)
+        cfg = compose("config", overrides=["algorithm=imitation_reinforce", *overrides])
     assert cfg.algorithm.imitation_steps > 0
     check_config(cfg)
 

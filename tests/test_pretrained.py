@@ -35,7 +35,7 @@ def test_the_pretrained_file_holds_what_deploys_the_16_uav_policy_and_no_more() 
 
 @pytest.mark.slow
 def test_ckpt_pretrained_evaluates_with_the_documented_gap(tmp_path) -> None:
-    run_cli("mode=eval", "ckpt=pretrained", "eval.shift_sets=[]", "eval.positions=[uniform]", "eval.guided_keep=0",
+    run_cli("mode=eval", "ckpt=pretrained", "eval.shift_sets=[]", "eval.positions=[uniform]", "eval.keeps=[]", "eval.milp_budgets=[]",
             "logger=jsonl",
             f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'eval'}", cwd=tmp_path)
     rows = {row["method"].split(" ")[0]: row for row in json.loads((tmp_path / "eval" / "transfer.json").read_text())

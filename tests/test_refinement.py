@@ -107,11 +107,12 @@ def test_a_refining_run_ships_its_rounds_and_its_table_shows_what_they_buy(tmp_p
     assert [r["method"] for r in rows[:2]] == ["model (greedy, 1 refinement round)", "unrefined (greedy)"]
     run(cfg, tmp_path / "plain")
     refining_model = TransformerGNN(hidden=cfg.model.hidden, heads=cfg.model.heads, layers=cfg.model.layers,
-                                    ffn_mult=cfg.model.ffn_mult, refine_rounds=1)
+                                    ffn_mult=cfg.model.ffn_mult, refine_rounds=1, relaxation=cfg.model.relaxation)
     refining_cfg = {**cfg.model, "refine_rounds": 1}
     load_initial_policy(refining_model, str(tmp_path / "plain/best.pt"), refining_cfg, torch.device("cpu"))
     for name, value in load_checkpoint(tmp_path / "plain/best.pt")["policy"].items():
         torch.testing.assert_close(refining_model.state_dict()[name], value, rtol=0, atol=0)
     with pytest.raises(ConfigError, match="model.refine_rounds=0 \\(checkpoint: 1\\)"):
-        load_initial_policy(TransformerGNN(hidden=cfg.model.hidden, heads=cfg.model.heads, layers=cfg.model.layers),
+        load_initial_policy(TransformerGNN(hidden=cfg.model.hidden, heads=cfg.model.heads, layers=cfg.model.layers,
+                                           relaxation=cfg.model.relaxation),
                             str(tmp_path / "refining/best.pt"), cfg.model, torch.device("cpu"))

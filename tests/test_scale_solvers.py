@@ -14,7 +14,8 @@ from uavgnn.problem.metrics import IDLE, assignment_metrics
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.solvers import solve_milp
-from uavgnn.inference.guided import pairs_of, solve_guided, top_candidates
+from uavgnn.inference.guided import solve_guided
+from uavgnn.solvers.pruned import pairs_of, top_candidates
 from uavgnn.solvers.min_cost_flow import relaxed_assignment, solve_mcf
 
 

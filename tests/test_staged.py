@@ -10,6 +10,7 @@ import torch
 
 from uavgnn.decoders import STAGE_ITERS, decode, greedy_decode, staged_decode
 from uavgnn.models.choices import Balancing, capacity_balanced, choice_log_probs
+from uavgnn.perf import OpCounter
 from uavgnn.problem.metrics import assignment_metrics
 
 from test_capacity import dense_balancing
@@ -100,3 +101,25 @@ def test_staged_decisions_are_feasible_and_the_sampled_ones_no_worse(labelled_st
     assert np.all(reward[1] >= reward[0] - 1e-9)
     once = decode("greedy", batch, cand_logp, idle_logp, keep)  # the stages change some decisions
     assert any(not np.array_equal(a, b) for a, b in zip(staged, once))
+
+
+@pytest.mark.parametrize("balancing", [Balancing(0, 1.0, 3), Balancing(10, 0.65, 5)])
+def test_the_staged_decision_in_fixed_rounds_reads_nothing_back_and_decides_the_same(labelled_store,
+                                                                                     balancing) -> None:
+    """What a GPU runs (``decode`` on CUDA): every greedy decode of the stages in fixed-shape rounds. Enough rounds
+    give the loop's decision; no host read inside (``OpCounter``); too few rounds still leave no target partial."""
+    batch = labelled_store.gather(torch.arange(len(labelled_store)))
+    keep = batch.cand_rank < 6
+    uav, target = batch.cand_index[0, keep], batch.cand_index[1, keep]
+    gen = torch.Generator().manual_seed(balancing.stages)
+    cand_logp, idle_logp = choice_log_probs(torch.randn(uav.numel(), generator=gen) * 2,
+                                            torch.randn(batch.num_nodes, generator=gen), uav)
+    cand_logp, idle_logp = capacity_balanced(cand_logp, idle_logp, uav, target, batch.need, balancing)
+    loop = staged_decode(cand_logp, idle_logp, uav, target, batch.need, balancing)
+    scene = (batch.batch, batch.num_graphs)
+    with OpCounter() as counted:
+        fixed = staged_decode(cand_logp, idle_logp, uav, target, batch.need, balancing, 64, scene)
+    assert torch.equal(fixed, loop) and counted.syncs == 0, counted.counts
+    few = staged_decode(cand_logp, idle_logp, uav, target, batch.need, balancing, 2, scene)
+    count = torch.zeros(batch.num_nodes, dtype=torch.long).index_add(0, few.clamp(min=0), (few >= 0).long())
+    assert not (((count > 0) & (count < batch.need)).any()) and not torch.equal(few, loop)

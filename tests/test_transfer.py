@@ -41,8 +41,11 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
     assert report["estimated_s"] > 0 and report["took_s"] > 0  # said first, measured after (the ratio: a benchmark)
     assert f"scored in {report['took_s']:.0f} s (estimated {report['estimated_s']:.0f} s)" in proc.stdout
     rows = report["rows"]
-    keys = {(r["positions"], r["n_uav"], r["method"].split(" ")[0]) for r in rows}
-    methods = ("model", "unbalanced", "single-stage", "sampled", "guided", "greedy", "lap", "mcf", "milp")
+    keys = {(r["positions"], r["n_uav"], r["method"]) for r in rows}
+    methods = ("model (greedy)", "unbalanced (greedy)", "single-stage (greedy)", "sampled (best of 16)",
+               *(f"{pruner}-pruned milp (keep {keep})" for keep in (1, 2)
+                 for pruner in ("model", "nearest", "value", "relaxation")),
+               "milp (0.1 s)", "milp (1 s)", "milp (10 s)", "greedy", "lap", "mcf", "milp")
     assert keys == {(p, n, m) for p in ("uniform", "clustered") for n in (6, 24) for m in methods}
     for row in (r for r in rows if r["method"] == "sampled (best of 16)"):  # its first decode is the model's own
         model = next(r for r in rows if (r["positions"], r["n_uav"], r["method"]) == (row["positions"], row["n_uav"],
@@ -51,7 +54,7 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
         assert row["time_s"] == pytest.approx(row["build_s"] + row["forward_s"] + row["decode_s"])
     assert {(r["n_uav"], r["scenes"]) for r in rows} == {(6, 8), (24, 2)}  # min(test_scenes, 48 // n_uav)
     for positions in ("uniform", "clustered"):
-        model = {r["n_uav"]: r for r in rows if r["positions"] == positions and r["method"].startswith("model")}
+        model = {r["n_uav"]: r for r in rows if r["positions"] == positions and r["method"].startswith("model (")}
         assert model[6]["transfer_ratio"] == pytest.approx(1.0)
         assert model[24]["transfer_ratio"] == pytest.approx(
             (1 - model[24]["optimality_gap"]) / (1 - model[6]["optimality_gap"]))
@@ -111,7 +114,7 @@ def test_eval_reads_large_scenes_with_the_checkpoints_candidates_or_eval_k_max(t
     def model_row(*overrides: str) -> dict:
         evaluation = compose_cfg(tmp_path, "mode=eval", f"ckpt={tmp_path / 'run/best.pt'}", "eval.scales=[24]",
                                  "eval.max_total_uavs=48", "eval.positions=[uniform]", "eval.shift_sets=[]",
-                                 "eval.guided_keep=0", "eval.best_of=0", *overrides)
+                                 "eval.keeps=[]", "eval.milp_budgets=[]", "eval.best_of=0", *overrides)
         out = tmp_path / f"eval{len(list(tmp_path.glob('eval*')))}"
         out.mkdir()
         return model_at(run_eval(evaluation, out)["rows"], "uniform", 24)
@@ -135,4 +138,4 @@ def test_eval_reads_large_scenes_with_the_checkpoints_candidates_or_eval_k_max(t
 
 def model_at(rows: list[dict], positions: str, n_uav: int) -> dict:
     return next(r for r in rows if (r.get("positions"), r["n_uav"]) == (positions, n_uav)
-                and r["method"].startswith("model"))
+                and r["method"].startswith("model ("))

@@ -182,7 +182,9 @@ class EvalConfig:
     decoder: str = "greedy"  # argmax | greedy | sample (best of eval.samples by the true reward)
     samples: int = 16  # decoder=sample: assignments tried per scene (the first is the greedy decode)
     repair: bool = False  # fill nearly-complete partial targets with idle UAVs in range, drop the rest
-    guided_keep: int = 2  # the model-guided MILP's row keeps each UAV's 2 most likely targets (0: no row)
+    keeps: list[int] = field(default_factory=lambda: [1, 2])  # pruned MILPs: each UAV's candidates kept, a row each
+    pruners: list[str] = field(default_factory=lambda: ["model", "nearest", "value", "relaxation"])  # ... ranked by
+    milp_budgets: list[float] = field(default_factory=lambda: [0.1, 1.0, 10.0])  # the full MILP stopped there: rows
     best_of: int = 16  # mode=eval: a "sampled (best of 16)" row, the sample decoder's (0: no row)
     milp_time_limit: float = 60.0  # reference MILP per test scene; its status is reported
     capacity_iters: Optional[int] = None  # mode=eval: the model's balancing rounds (None: the checkpoint's own; 0: off)

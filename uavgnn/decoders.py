@@ -26,6 +26,8 @@
   It reads nothing but the policy and the needs (no distance, no value): a decoder, not a repair pass. On the
   validation scenes of the one-round pipeline, 20 stages take the gap from 1.35 / 2.27 / 2.18% to 1.08 / 1.76
   / 1.75% at 16 / 256 / 1,024 UAVs (BENCHMARKS.md, issue 33 part 9).
+  On a GPU (``decode`` on CUDA) every greedy decode of the stages runs in ``SYNC_FREE_ROUNDS`` fixed-shape
+  rounds (``fixed_round_greedy``): nothing in the stages waits on a host read.
 
 - ``sample``: the best, by the true reward J, of ``samples`` assignments per
   scene: sample 0 is the model's decision (greedy or staged), the others run the greedy
@@ -61,6 +63,8 @@ from uavgnn.problem.scenes import Scene
 
 DECODERS = ("argmax", "greedy", "sample")
 STAGE_ITERS = 10  # balancing rounds after a stage: the policy was balanced before it (on validation, as good as 50)
+SYNC_FREE_ROUNDS = 64  # fixed-shape rounds of each greedy decode of the staged decision on a GPU (35 sufficed at
+#                        256 UAVs, BENCHMARKS.md, issue 32 part 3; a decode left unconverged drops its partial targets)
 
 
 def _rank_within(group: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
@@ -149,14 +153,23 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
 
 
 def staged_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
-                  cand_target_node: torch.Tensor, need: torch.Tensor, balancing: Balancing) -> torch.Tensor:
-    """The model's decision target by target, the surest first (module docstring): chosen target node per node."""
+                  cand_target_node: torch.Tensor, need: torch.Tensor, balancing: Balancing,
+                  rounds: int | None = None, scene: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
+    """The model's decision target by target, the surest first (module docstring): chosen target node per node.
+    With ``rounds`` (a GPU: ``decode``) every greedy decode inside is ``fixed_round_greedy``'s, that many rounds,
+    over ``scene`` (each node's scene, how many): nothing in the stages reads the device back; a target a decode
+    that did not converge leaves partial is dropped at the end (its UAVs idle), so the decision stays one a target
+    pays for."""
     n, dev, stages = need.numel(), need.device, balancing.stages
+    if rounds is None:
+        decide = lambda logp: greedy_decode(logp, cand_uav, cand_target_node, need)  # noqa: E731
+    else:
+        decide = lambda logp: fixed_round_greedy(logp, cand_uav, cand_target_node, need, *scene, rounds)[0]  # noqa: E731
     rebalancing = replace(balancing, iters=min(balancing.iters, STAGE_ITERS))
     decided = torch.full((n,), -1, dtype=torch.long, device=dev)
     gone = torch.zeros(n, dtype=torch.bool, device=dev)  # UAVs and targets decided in an earlier stage
     for stage in range(1, stages):
-        chosen = greedy_decode(cand_logp, cand_uav, cand_target_node, need)[cand_uav] == cand_target_node
+        chosen = decide(cand_logp)[cand_uav] == cand_target_node
         least = cand_logp.new_ones(n).scatter_reduce(  # per target: its least sure UAV's probability
             0, cand_target_node, torch.where(chosen, cand_logp.exp(), 1.0), "amin")
         count = torch.zeros(n, dtype=torch.long, device=dev).index_add(0, cand_target_node, chosen.long())
@@ -167,7 +180,11 @@ def staged_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
         left = cand_logp.masked_fill(gone[cand_uav] | gone[cand_target_node], float("-inf"))
         cand_logp, idle_logp = capacity_balanced(*choice_log_probs(left, idle_logp, cand_uav), cand_uav,
                                                  cand_target_node, need, rebalancing)
-    return torch.where(decided >= 0, decided, greedy_decode(cand_logp, cand_uav, cand_target_node, need))
+    choice = torch.where(decided >= 0, decided, decide(cand_logp))
+    if rounds is None:
+        return choice
+    count = torch.zeros(n, dtype=torch.long, device=dev).index_add(0, choice.clamp(min=0), (choice >= 0).long())
+    return torch.where((choice >= 0) & (count[choice.clamp(min=0)] < need[choice.clamp(min=0)]), -1, choice)
 
 
 def fixed_round_greedy(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_node: torch.Tensor,
@@ -309,7 +326,9 @@ def _decode(method: str, batch: Batch, cand_logp: torch.Tensor, idle_logp: torch
     if method == "argmax":
         choice = argmax_decode(cand_logp, idle_logp, cand_uav, cand_target_node)
     elif method in ("greedy", "sample"):
-        choice = staged_decode(cand_logp, idle_logp, cand_uav, cand_target_node, batch.need, balancing)
+        rounds = SYNC_FREE_ROUNDS if cand_logp.is_cuda else None  # a GPU: the stages never wait on a host read
+        choice = staged_decode(cand_logp, idle_logp, cand_uav, cand_target_node, batch.need, balancing, rounds,
+                               (batch.batch, batch.num_graphs))
         if method == "sample":
             return sample_decode(batch, cand_logp, keep, scenes, samples, decided=choice)
     else:

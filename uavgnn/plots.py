@@ -180,14 +180,14 @@ def plot_transfer(rows: list[dict[str, Any]], train_size: int, path: Path) -> No
 
 def plot_shifts(summary: list[dict[str, Any]], train_size: int, path: Path) -> None:
     """Gap of every method on each shifted test set (grouped bars), the in-distribution set first."""
-    methods = [m for m in ("model", "guided", "greedy", "lap", "mcf") if any(f"{m}_gap" in line for line in summary)]
+    methods = [m for m in ("model", "pruned", "greedy", "lap", "mcf") if any(f"{m}_gap" in line for line in summary)]
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(summary)), 4.5))
     width = 0.8 / len(methods)
     for m_i, method in enumerate(methods):
         gaps = [100 * line.get(f"{method}_gap", float("nan")) for line in summary]
         ax.bar([i + (m_i - (len(methods) - 1) / 2) * width for i in range(len(summary))], gaps, width,
-               color=f"C{m_i}", label=method)
+               color=f"C{m_i}", label="model-pruned milp" if method == "pruned" else method)
     ax.set_xticks(range(len(summary)), [line["test_set"] for line in summary], rotation=30, ha="right")
     ax.set(ylabel="gap vs proven-optimal MILP (%)", title=f"shifted test sets ({train_size} UAVs)")
     ax.legend(fontsize=8)
@@ -196,30 +196,73 @@ def plot_shifts(summary: list[dict[str, Any]], train_size: int, path: Path) -> N
     plt.close(fig)
 
 
+# the frontier's families: (row name prefix, colour, marker); a family's points are joined in the order given
+DECISIONS = (("model (", "o"), ("single-stage (", "v"), ("unbalanced (", "^"), ("unrefined (", "<"),
+             ("sampled (", "*"))  # the model's own decision: red, one marker each
+PRUNED = (("model-pruned milp", "C3"), ("nearest-pruned milp", "C0"), ("value-pruned milp", "C2"),
+          ("relaxation-pruned milp", "C4"))  # square markers, keep 1 -> 2 joined
+BASELINES = (("greedy", "C7", "v"), ("lap", "C8", "D"), ("mcf", "C5", "^"), ("milp", "k", "*"))
+
+
 def plot_frontier(rows: list[dict[str, Any]], path: Path) -> None:
-    """Gap against time per scene, every method, one panel per scale: what each method's time buys (the lower
-    left wins). Filled markers: the first test distribution; hollow: the others. The MILP sits at gap 0."""
+    """Gap against time per scene, every method, a panel per test distribution (rows) and scale (columns): what
+    each method's time buys, the lower left wins. The model's own decisions in red circles and triangles; the
+    pruned MILPs as lines of squares (keep 1, 2, ... joined), one colour per pruner, the model's red; the full MILP
+    stopped at each budget as a black line of crosses; greedy, lap, min-cost flow and the MILP as single points."""
     scales = sorted({r["n_uav"] for r in rows})
-    methods = list(dict.fromkeys(r["method"] for r in rows))
     positions = list(dict.fromkeys(r["positions"] for r in rows))
     plt = pyplot()
-    fig, axes = panel_grid(len(scales))
-    for ax, n_uav in zip(axes, scales):
-        for m_i, method in enumerate(methods):
-            for p_i, label in enumerate(positions):
-                row = next((r for r in rows if (r["n_uav"], r["method"], r["positions"]) == (n_uav, method, label)),
-                           {})
-                gap, seconds = row.get("optimality_gap", float("nan")), row.get("time_s", float("nan"))
-                if not (np.isfinite(gap) and np.isfinite(seconds)):  # no proven reference, or not run here
-                    continue
-                ax.plot(seconds, 100 * gap, ls="none", marker="osD^vPX*"[m_i % 8], ms=8, color=f"C{m_i}",
-                        mfc=f"C{m_i}" if p_i == 0 else "none", label=f"{method}, {label}")
-        scenes = next(r["scenes"] for r in rows if r["n_uav"] == n_uav)
-        ax.set(xscale="log", xlabel="seconds per scene", ylabel="gap vs proven-optimal MILP (%)",
-               title=f"{n_uav} UAVs ({count(scenes, 'scene')} per set)")
-        ax.grid(alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.06 + 0.035 * ((len(labels) - 1) // 4), 1, 1))
-    save_figure(fig, path, dpi=120)
+    fig, axes = plt.subplots(len(positions), len(scales), figsize=(3.3 * len(scales), 3.0 * len(positions) + 0.9),
+                             squeeze=False)
+    for p_i, label in enumerate(positions):
+        for s_i, n_uav in enumerate(scales):
+            ax = axes[p_i, s_i]
+            shown = [r for r in rows if (r["positions"], r["n_uav"]) == (label, n_uav)
+                     and np.isfinite(r.get("optimality_gap", np.nan)) and np.isfinite(r.get("time_s", np.nan))]
+            _frontier_panel(ax, shown)
+            scenes = next((r["scenes"] for r in shown), 0)
+            ax.set(xscale="log", title=f"{label}, {n_uav:,} UAVs ({count(scenes, 'scene')})")
+            ax.set_yscale("symlog", linthresh=0.1, linscale=0.5)
+            ax.grid(alpha=0.3, which="both", lw=0.4)
+            ax.tick_params(labelsize=7)
+            if s_i == 0:
+                ax.set_ylabel("gap (%)", fontsize=8)
+            if p_i == len(positions) - 1:
+                ax.set_xlabel("seconds per scene", fontsize=8)
+    handles = {}
+    for ax in axes.flat:
+        handles.update(dict(zip(*reversed(ax.get_legend_handles_labels()))))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=min(6, len(handles)), fontsize=7,
+               frameon=False)
+    fig.suptitle("gap against the proven optimum (where none is proven: the best found) vs time per scene",
+                 fontsize=9)
+    fig.tight_layout(rect=(0, 0.03 + 0.028 * ((len(handles) - 1) // 6 + 1), 1, 1))
+    save_figure(fig, path, dpi=150)
     plt.close(fig)
+
+
+def _frontier_panel(ax: Axes, rows: list[dict[str, Any]]) -> None:
+    """One panel of ``plot_frontier``: each row a point, the families joined."""
+    def point(row: dict[str, Any]) -> tuple[float, float]:
+        return row["time_s"], 100 * row["optimality_gap"]
+
+    for prefix, marker in DECISIONS:
+        for row in (r for r in rows if r["method"].startswith(prefix)):
+            ax.plot(*point(row), ls="none", marker=marker, ms=6, color="C3", mfc="C3" if marker == "o" else "none",
+                    label=row["method"])
+    for prefix, color in PRUNED:
+        family = [r for r in rows if r["method"].startswith(prefix)]
+        if family:
+            ax.plot(*zip(*map(point, family)), marker="s", ms=4, lw=1, color=color,
+                    label=f"{prefix} (keep {', '.join(m.split('keep ')[-1].rstrip(')') for m in _names(family))})")
+    budgets = [r for r in rows if r["method"].startswith("milp (")]
+    if budgets:
+        ax.plot(*zip(*map(point, budgets)), marker="x", ms=5, lw=1, color="k", ls=":",
+                label=f"milp stopped at {', '.join(m[6:-1] for m in _names(budgets))}")
+    for name, color, marker in BASELINES:
+        for row in (r for r in rows if r["method"] == name):
+            ax.plot(*point(row), ls="none", marker=marker, ms=6, color=color, label=name)
+
+
+def _names(rows: list[dict[str, Any]]) -> list[str]:
+    return [r["method"] for r in rows]

@@ -38,6 +38,8 @@ CHOICES = {
     "logger.name": ("wandb", "tensorboard", "jsonl", "none"),
     "logger.mode": ("offline", "online", "disabled"),
 }
+# keys whose every item must be one of these (the pruners: ``solvers.pruned.PRUNERS`` and the model's own)
+ITEM_CHOICES = {"eval.pruners": ("model", "nearest", "value", "relaxation")}
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,8 @@ RANGES: dict[str, Range] = {
                                                   "milp_uavs")},
     "benchmark.milp_time_limit": POSITIVE, "benchmark.expected_minutes": POSITIVE,
     "eval.scales": AT_LEAST_1, "eval.max_total_uavs": AT_LEAST_1, "eval.samples": AT_LEAST_1,
-    "eval.episodes": AT_LEAST_1, "eval.milp_time_limit": POSITIVE, "eval.guided_keep": NON_NEGATIVE,
+    "eval.episodes": AT_LEAST_1, "eval.milp_time_limit": POSITIVE, "eval.keeps": AT_LEAST_1,
+    "eval.milp_budgets": POSITIVE,
     "eval.best_of": NON_NEGATIVE, "eval.capacity_iters": NON_NEGATIVE, "eval.k_max": AT_LEAST_1,
     "eval.capacity_fill": Range(0, 1, low_open=True), "eval.commit_stages": NON_NEGATIVE,
     "data.fresh_sizes": AT_LEAST_1,
@@ -146,12 +149,16 @@ def validate(cfg) -> None:
     """Value checks the types cannot express; raises ConfigError naming the key. Runs before any work."""
     if cfg.eval.decoder == "guided":
         raise ConfigError("eval.decoder='guided': the model-guided MILP is a row of its own in every test table "
-                          "(eval.guided_keep=2: HiGHS on each UAV's 2 most likely targets); eval.decoder picks the "
-                          f"model row's decoder: {', '.join(CHOICES['eval.decoder'])}")
+                          "(eval.keeps=[1,2] with eval.pruners=[model,...]: HiGHS on each UAV's most likely targets); "
+                          f"eval.decoder picks the model row's decoder: {', '.join(CHOICES['eval.decoder'])}")
     for key, allowed in CHOICES.items():
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
             raise ConfigError(f"{key}={value!r} is not one of {', '.join(allowed)}")
+    for key, allowed in ITEM_CHOICES.items():
+        wrong = [item for item in OmegaConf.select(cfg, key) or [] if item not in allowed]
+        if wrong:
+            raise ConfigError(f"{key}: {', '.join(map(repr, wrong))} is not one of {', '.join(allowed)}")
     check_ranges(cfg)
     if cfg.task.name == "file" and (OmegaConf.is_missing(cfg.task, "file") or not cfg.task.file):
         raise ConfigError("task=file needs task.file=PATH (a .json or .npz scene file)")

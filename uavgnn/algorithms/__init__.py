@@ -85,14 +85,24 @@ def default_config(algorithm: str = DEFAULTS["algorithm"]) -> DictConfig:
     return cfg
 
 
+# keys added with a default other than what a checkpoint saved before them ran with: that value, when absent
+ABSENT_MEANS = {"model.relaxation": False}  # a model that reads the relaxation changed its input size (issue 61)
+
+
 def stored_config(config: dict[str, Any]) -> DictConfig:
-    """A checkpoint's stored config on the schemas of this version: keys added since take their defaults, keys
-    no longer in a schema (saved before each algorithm and model kind had its own) are dropped."""
+    """A checkpoint's stored config on the schemas of this version: keys added since take their defaults (or, in
+    ``ABSENT_MEANS``, what the checkpoint ran with), keys no longer in a schema (saved before each algorithm and
+    model kind had its own) are dropped."""
     name = (config.get("algorithm") or {}).get("name", DEFAULTS["algorithm"])
     cfg = default_config(name if name in algorithms() else DEFAULTS["algorithm"])
     size = (config.get("model") or {}).get("name", DEFAULTS["model"][1])
     cfg.model = OmegaConf.structured({"mlp": MLPConfig, "tcn": TCNConfig}.get(size, TransformerGNNConfig)(name=size))
-    return OmegaConf.merge(cfg, _known(cfg, config))
+    cfg = OmegaConf.merge(cfg, _known(cfg, config))
+    for key, value in ABSENT_MEANS.items():
+        group, field = key.split(".")
+        if field in cfg[group] and field not in (config.get(group) or {}):
+            cfg[group][field] = value
+    return cfg
 
 
 def _known(schema: Any, stored: Any) -> Any:

@@ -42,11 +42,11 @@ from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.models.choices import imitation_loss
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.plots import plot_assignments
-from uavgnn.problem.graphs import FEATURE_SET, GraphSettings, with_budget
+from uavgnn.problem.graphs import FEATURE_SET, READS_FEATURE_SETS, GraphSettings, with_budget
 from uavgnn.problem.metrics import mean_metrics
 from uavgnn.report import count, format_table
 from uavgnn.runtime import amp_dtype
-from uavgnn.scoring.methods import compare_on_split
+from uavgnn.scoring.methods import Controls, compare_on_split
 from uavgnn.scoring.policy import evaluate_model
 from uavgnn.validation import AT_LEAST_1, ranged
 
@@ -122,7 +122,7 @@ class ScenePolicy(Algorithm):
         graph = GraphSettings.from_config(cfg.data)
         rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, graph, graph.k(cfg.data.n_uav),
                                             device, amp_dtype(cfg, device), cfg.eval.samples, cfg.eval.repair,
-                                            cfg.eval.guided_keep, cfg.eval.milp_time_limit)
+                                            Controls.of(cfg.eval, best_of=False))
         low, high = (int(f(test_store.tensors["n_uav"])) for f in (torch.min, torch.max))
         uavs = count(high, "UAV") if low == high else f"{low}-{high} UAVs"
         source = f"task.folder={cfg.task.folder}" if cfg.task.get("folder") else cfg.task.positions
@@ -301,6 +301,9 @@ def load_initial_policy(model: TransformerGNN, path: str, model_cfg: Any, device
     stored = ckpt["config"]["model"]
     differ = [f"model.{key}={model_cfg[key]} (checkpoint: {stored.get(key)})"
               for key in ("hidden", "heads", "layers", "ffn_mult") if stored.get(key) != model_cfg[key]]
+    if bool(stored.get("relaxation", False)) != bool(model_cfg.get("relaxation", False)):
+        differ.append(f"model.relaxation={model_cfg.get('relaxation', False)} (checkpoint: "
+                      f"{stored.get('relaxation', False)})")
     if stored.get("refine_rounds", 0) and not model_cfg.get("refine_rounds", 0):  # plain -> refining is fine
         differ.append(f"model.refine_rounds=0 (checkpoint: {stored['refine_rounds']})")
     if differ:
@@ -313,7 +316,7 @@ def load_initial_policy(model: TransformerGNN, path: str, model_cfg: Any, device
 
 
 def _check_features(path: str | Path, features: str) -> None:
-    if features != FEATURE_SET:
+    if features not in READS_FEATURE_SETS:
         raise CheckpointError(f"checkpoint {path}: trained on graph features {features!r}, but this version builds "
                               f"{FEATURE_SET!r}; its outputs would be meaningless: retrain it (or use the uavgnn "
                               "version it was trained with)")

@@ -29,6 +29,7 @@ from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.randomness import stream, stream_seed
+from uavgnn.solvers.min_cost_flow import relax_candidates
 
 
 class FreshScenes:
@@ -44,7 +45,10 @@ class FreshScenes:
 
     def _graphs(self, n_uav: int, count: int, generator: torch.Generator) -> Batch:
         scenes = generate_scene_batch(self.dist, n_uav, count, generator, self.device)
-        return build_graph_batch(scenes, self.cfg.data.k_max, self.cfg.data.uav_neighbours)
+        batch = build_graph_batch(scenes, self.cfg.data.k_max, self.cfg.data.uav_neighbours)
+        if self.cfg.model.get("relaxation", False):  # one flow for the whole batch, on the host
+            batch.cand_relaxed = relax_candidates(batch)
+        return batch
 
     def n_uav_of(self, step: int, stage: int) -> int:
         """UAVs per scene of step ``step``: one of ``data.fresh_sizes`` drawn by (seed, step), else the stage's."""

@@ -20,6 +20,7 @@ from torch_geometric.loader import DataLoader
 from uavgnn.problem.graphs import graph_from_neighbours
 from uavgnn.problem.neighbours import Neighbours
 from uavgnn.problem.scenes import Scene
+from uavgnn.solvers.min_cost_flow import relax_candidates
 
 
 def loop_neighbours(scene: Scene, k_max: int, uav_neighbours: int) -> Neighbours:
@@ -65,7 +66,9 @@ class NaiveSceneDataset(Dataset):
 
     def __getitem__(self, i: int) -> Data:
         scene = self.scenes[i]
-        return graph_from_neighbours(scene, loop_neighbours(scene, self.k_max, self.uav_neighbours), self.labels[i])
+        graph = graph_from_neighbours(scene, loop_neighbours(scene, self.k_max, self.uav_neighbours), self.labels[i])
+        graph.cand_relaxed = relax_candidates(graph)
+        return graph
 
 
 def naive_loader(scenes: list[Scene], labels: list[np.ndarray], batch_size: int, k_max: int = 16,

@@ -17,9 +17,10 @@ from torch_geometric.data import Batch, Data
 
 from uavgnn.problem.scenes import Scene
 from uavgnn.solvers import SolveResult
+from uavgnn.solvers.min_cost_flow import relax_candidates
 
 NODE_KEYS = ("x", "node_type", "need", "busy")
-CAND_KEYS = ("cand_attr", "cand_rank", "cand_target", "cand_label")
+CAND_KEYS = ("cand_attr", "cand_rank", "cand_target", "cand_label", "cand_relaxed")
 UU_KEYS = ("uu_attr",)
 
 
@@ -64,6 +65,11 @@ class GraphStore:
 
     @staticmethod
     def from_graphs(graphs: list[Data], scenes: list[Scene], labels: list[SolveResult]) -> "GraphStore":
+        """The store of labelled graphs, each with the linear relaxation's pairs (``relax_candidates``, made here
+        for a graph without them): a split serves models that read the relaxation and models that do not."""
+        for graph in graphs:
+            if "cand_relaxed" not in graph:
+                graph.cand_relaxed = relax_candidates(graph)
         t: dict[str, torch.Tensor] = {}
         for key in NODE_KEYS + CAND_KEYS + UU_KEYS + ("cand_index", "uu_index"):
             t[key] = torch.cat([g[key] for g in graphs], dim=-1 if key.endswith("_index") else 0)

@@ -16,7 +16,7 @@ from torch import nn
 from torch_geometric.data import Batch
 
 from uavgnn.decoders import fixed_round_greedy, greedy_decode
-from uavgnn.models.policy import graph_log_probs, message_graph
+from uavgnn.models.policy import graph_log_probs, message_graph, reads_relaxation
 from uavgnn.problem.graphs import assignment_features
 from uavgnn.runtime import unwrap
 
@@ -33,7 +33,8 @@ def policy_rounds(model: nn.Module, batch: Batch, k: int, rounds: int | None = N
     records gradients. The rounds share one ``MessageGraph``: the edges are assembled once."""
     rounds = getattr(unwrap(model), "refine_rounds", 0) if rounds is None else rounds
     policies: list[Policy] = []
-    graph, assignment = message_graph(batch, k, dense_max_nodes), None  # the rounds share the message graph
+    graph = message_graph(batch, k, dense_max_nodes, reads_relaxation(model))  # the rounds share the message graph
+    assignment = None
     for r in range(rounds + 1):
         with torch.set_grad_enabled(torch.is_grad_enabled() and (grad_every_round or r == rounds)):
             policies.append(graph_log_probs(model, batch, graph, max_edges, assignment))

@@ -7,16 +7,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch_geometric.data import Batch
+from torch_geometric.data import Batch, Data
 
 from uavgnn.decoders import decode
 from uavgnn.models import TransformerGNN
 from uavgnn.inference.refinement import refined_log_probs
-from uavgnn.models.policy import balancing_of
+from uavgnn.models.policy import balancing_of, reads_relaxation
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import reward
 from uavgnn.problem.scenes import Scene
 from uavgnn.runtime import autocast
+from uavgnn.solvers.min_cost_flow import relax_candidates
 from uavgnn.solvers.result import SolveResult
 
 CHUNK_EDGES = 2**16  # message edges per layer-wise block (TransformerGNN.forward_chunked): cache-sized blocks ran the
@@ -75,16 +76,25 @@ class SceneScores:
         return self.uav_order[index[0]], self.target_order[index[1] - n], self.cand_logp.cpu().numpy()
 
 
+def scene_graph(model: TransformerGNN, scene: Scene, graph: GraphSettings, device: torch.device | str = "cpu") -> Data:
+    """``scene``'s graph as ``model`` reads it: built with its settings ``graph``, with the linear relaxation's pairs
+    when it reads them (``relax_candidates``)."""
+    data = build_graph(scene, graph.k_max, graph.uav_neighbours, device=device)
+    if reads_relaxation(model):
+        data.cand_relaxed = relax_candidates(data)
+    return data
+
+
 @torch.no_grad()
 def score_scene(model: TransformerGNN, scene: Scene, graph: GraphSettings, device: torch.device | str = "cpu",
                 amp_dtype: torch.dtype | None = None) -> SceneScores:
-    """Build ``scene``'s graph with the checkpoint's settings ``graph`` and run the model once."""
+    """Build ``scene``'s graph with the checkpoint's settings ``graph`` (``scene_graph``) and run the model once."""
     device = torch.device(device)
     start = time.perf_counter()
     uav_order, target_order = np.arange(scene.n_uav), np.arange(scene.n_target)
     if scene.n_uav >= SPATIAL_ORDER:
         scene, uav_order, target_order = spatial_order(scene)
-    data = build_graph(scene, graph.k_max, graph.uav_neighbours, device=device)
+    data = scene_graph(model, scene, graph, device)
     data.n_uav = torch.tensor([scene.n_uav])
     batch = Batch.from_data_list([data]).to(device)
     built = time.perf_counter()

@@ -12,7 +12,7 @@ from torch_geometric.data import Batch
 
 from uavgnn.models.choices import Balancing, capacity_balanced, choice_log_probs
 from uavgnn.models.transformer_gnn import DenseScenes, dense_scenes
-from uavgnn.problem.graphs import message_edges
+from uavgnn.problem.graphs import message_edges, relaxation_inputs
 from uavgnn.runtime import unwrap
 
 
@@ -29,21 +29,27 @@ class MessageGraph:
     sink: bool = False
 
 
-def message_graph(batch: Batch, k: int, dense_max_nodes: int = 0) -> MessageGraph:
+def message_graph(batch: Batch, k: int, dense_max_nodes: int = 0, relaxation: bool = False) -> MessageGraph:
     """The ``MessageGraph`` of a batch at budget ``k``: a batch whose scenes have at most ``dense_max_nodes`` nodes
     (``batch.max_nodes``, known on the host) attends by dense masked matmuls (``dense_scenes``: fixed shapes, no host
     sync, the same result); otherwise PyG's sparse path runs. There a padded batch's padding edges all point at one
     sink node appended to the inputs, whose output is dropped: no node of the batch receives them, and the edges
-    keep their number (leaving them out by a mask would make the host wait for the count on a GPU)."""
-    edge_index, edge_attr, keep, edge_valid = message_edges(batch, k)
-    dense, size, x, node_type, sink = None, getattr(batch, "max_nodes", None), batch.x, batch.node_type, False
+    keep their number (leaving them out by a mask would make the host wait for the count on a GPU). With
+    ``relaxation`` (a model that reads it) the relaxation's assignment is appended to the node and candidate
+    features (``relaxation_inputs``)."""
+    x, cand_attr, cand_extra = batch.x, batch.cand_attr, None
+    if relaxation:
+        node_extra, cand_extra = relaxation_inputs(batch)
+        x, cand_attr = torch.cat([x, node_extra], 1), torch.cat([cand_attr, cand_extra], 1)
+    edge_index, edge_attr, keep, edge_valid = message_edges(batch, k, cand_extra)
+    dense, size, node_type, sink = None, getattr(batch, "max_nodes", None), batch.node_type, False
     if size is not None and size <= dense_max_nodes:
         dense = dense_scenes(batch.batch, batch.ptr, batch.num_graphs, size, edge_index, edge_attr, edge_valid)
     elif edge_valid is not None:
         edge_index = torch.where(edge_valid, edge_index, x.shape[0])
         x, node_type = torch.cat([x, x.new_zeros(1, x.shape[1])]), torch.cat([node_type, node_type[:1]])
         sink = True
-    args = (x, node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
+    args = (x, node_type, edge_index, edge_attr, batch.cand_index[:, keep], cand_attr[keep])
     # edge_valid's first entries: the kept candidates' own (message_edges' order)
     return MessageGraph(args, dense, None if edge_valid is None else edge_valid[:keep.numel()], keep, sink)
 
@@ -76,7 +82,13 @@ def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | No
     indices; padding candidates (``cand_valid`` False) get probability 0. ``dense_max_nodes``: see
     ``message_graph``. With ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded
     memory. ``assignment``: a refinement round's input (``uavgnn.inference.refinement``)."""
-    return graph_log_probs(model, batch, message_graph(batch, k, dense_max_nodes), max_edges, assignment)
+    return graph_log_probs(model, batch, message_graph(batch, k, dense_max_nodes, reads_relaxation(model)), max_edges,
+                           assignment)
+
+
+def reads_relaxation(model: nn.Module) -> bool:
+    """Whether ``model`` reads the linear relaxation's assignment (``model.relaxation``; saved before it: no)."""
+    return getattr(unwrap(model), "relaxation", False)
 
 
 def balancing_of(model: nn.Module) -> Balancing:

@@ -26,7 +26,7 @@ from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import TransformerConv
 
 from uavgnn.models.choices import Balancing
-from uavgnn.problem.graphs import ASSIGNMENT_DIM, EDGE_DIM, NODE_DIM
+from uavgnn.problem.graphs import ASSIGNMENT_DIM, EDGE_DIM, NODE_DIM, RELAXATION_EDGE_DIM, RELAXATION_NODE_DIM
 
 
 class MLP(nn.Sequential):
@@ -137,16 +137,18 @@ class GraphTransformerLayer(nn.Module):
 class TransformerGNN(nn.Module):
     """Scores (candidate edge logits (C,), idle logits (num_nodes,)) for a batch of scene graphs.
 
-    ``checkpoint_layers`` lists the layer indices run under ``torch.utils.checkpoint``
-    (activation memory traded for recomputation in backward); ``refine_rounds``: see the module docstring
+    ``checkpoint_layers`` (an attribute, set for training: ``optim.grad_checkpoint``) lists the layer indices run
+    under ``torch.utils.checkpoint`` (activation memory traded for recomputation in backward); ``refine_rounds``: see
+    the module docstring
     (zero-initialised, so a refining model starts as the plain one and can start from its weights);
     ``balancing``: of the deciding policy against the targets' needs, in eval mode
-    (``models.choices.capacity_balanced``, applied by ``models.policy``).
+    (``models.choices.capacity_balanced``, applied by ``models.policy``); ``relaxation``: the node and edge
+    inputs carry the linear relaxation's assignment too (``problem.graphs.relaxation_inputs``), so the model
+    corrects the relaxation's rounding instead of deriving the assignment anew.
     """
 
     def __init__(self, hidden: int = 64, heads: int = 2, layers: int = 2, dropout: float = 0.0, ffn_mult: int = 2,
-                 checkpoint_layers: Sequence[int] = (), refine_rounds: int = 0,
-                 balancing: Balancing = Balancing()) -> None:
+                 refine_rounds: int = 0, balancing: Balancing = Balancing(), relaxation: bool = False) -> None:
         super().__init__()
         if min(hidden, heads, layers, ffn_mult) < 1 or min(refine_rounds, balancing.iters, balancing.stages) < 0 \
                 or not 0 < balancing.fill <= 1:
@@ -154,17 +156,20 @@ class TransformerGNN(nn.Module):
                              f"and commit_stages >= 0, capacity_fill in (0, 1], got hidden={hidden}, heads={heads}, "
                              f"layers={layers}, ffn_mult={ffn_mult}, refine_rounds={refine_rounds}, capacity_iters="
                              f"{balancing.iters}, capacity_fill={balancing.fill}, commit_stages={balancing.stages}")
-        self.uav_encoder = mlp([NODE_DIM, hidden, hidden])
-        self.target_encoder = mlp([NODE_DIM, hidden, hidden])
-        self.refine_rounds, self.balancing = refine_rounds, balancing
+        node_dim = NODE_DIM + RELAXATION_NODE_DIM * relaxation
+        edge_dim = EDGE_DIM + RELAXATION_EDGE_DIM * relaxation
+        self.uav_encoder = mlp([node_dim, hidden, hidden])
+        self.target_encoder = mlp([node_dim, hidden, hidden])
+        self.refine_rounds, self.balancing, self.relaxation = refine_rounds, balancing, relaxation
         if refine_rounds:
             self.assignment_encoder = nn.Linear(ASSIGNMENT_DIM, hidden)
             nn.init.zeros_(self.assignment_encoder.weight)
             nn.init.zeros_(self.assignment_encoder.bias)
-        self.layers = nn.ModuleList(GraphTransformerLayer(hidden, heads, dropout, ffn_mult) for _ in range(layers))
-        self.checkpoint_layers = set(checkpoint_layers)
+        self.layers = nn.ModuleList(GraphTransformerLayer(hidden, heads, dropout, ffn_mult, edge_dim)
+                                    for _ in range(layers))
+        self.checkpoint_layers: set[int] = set()
         self.final_norm = nn.LayerNorm(hidden)
-        self.edge_encoder = nn.Linear(EDGE_DIM, hidden)
+        self.edge_encoder = nn.Linear(edge_dim, hidden)
         self.edge_scorer = mlp([3 * hidden, hidden, 1])
         self.idle_scorer = mlp([hidden, hidden, 1])
 
@@ -253,6 +258,7 @@ class TransformerGNNConfig:
     #                              (1: only scale down; ``models.choices.Balancing``; 0.65: chosen on validation)
     commit_stages: int = 20  # ... and decide target by target, the surest first, in this many stages, re-balancing
     #                          what is left after each (``decoders.staged_decode``; 0 or 1: one greedy decode)
+    relaxation: bool = True  # read the linear relaxation's assignment (min-cost flow) as node and edge inputs
 
 
 def model_from_config(model_cfg, grad_checkpoint: bool = False,
@@ -261,10 +267,12 @@ def model_from_config(model_cfg, grad_checkpoint: bool = False,
     (every layer when None)."""
     layers = int(model_cfg.layers)
     chosen = range(layers) if checkpoint_layers is None else [int(i) for i in checkpoint_layers]
-    return TransformerGNN(hidden=int(model_cfg.hidden), heads=int(model_cfg.heads), layers=layers,
-                          dropout=float(model_cfg.dropout), ffn_mult=int(model_cfg.ffn_mult),
-                          checkpoint_layers=chosen if grad_checkpoint else (),
-                          refine_rounds=int(getattr(model_cfg, "refine_rounds", 0)),  # 0: saved before it existed
-                          balancing=Balancing(int(getattr(model_cfg, "capacity_iters", 0)),  # 0, 1, 0: saved before
-                                              float(getattr(model_cfg, "capacity_fill", 1.0)),
-                                              int(getattr(model_cfg, "commit_stages", 0))))
+    model = TransformerGNN(hidden=int(model_cfg.hidden), heads=int(model_cfg.heads), layers=layers,
+                           dropout=float(model_cfg.dropout), ffn_mult=int(model_cfg.ffn_mult),
+                           refine_rounds=int(getattr(model_cfg, "refine_rounds", 0)),  # 0: saved before it existed
+                           balancing=Balancing(int(getattr(model_cfg, "capacity_iters", 0)),  # 0, 1, 0: saved before
+                                               float(getattr(model_cfg, "capacity_fill", 1.0)),
+                                               int(getattr(model_cfg, "commit_stages", 0))),
+                           relaxation=bool(getattr(model_cfg, "relaxation", False)))
+    model.checkpoint_layers = set(chosen) if grad_checkpoint else set()
+    return model

@@ -18,6 +18,11 @@ Stored per graph (PyG offsets every ``*_index`` attribute when batching):
 - ``uu_index`` (2, U), ``uu_attr``: UAV -> its nearest UAVs.
 - labels: ``cand_label`` (C,) True on the MILP's chosen pair,
   ``busy`` (N+M,) True for UAVs the MILP assigns.
+- the linear relaxation: ``cand_relaxed`` (C,) True on the pair the min-cost flow over the graph's candidates
+  takes (``solvers.min_cost_flow.relax_candidates``, added by whoever builds graphs for a model that reads it:
+  the cache always, fresh batches and single scenes when the model asks). ``relaxation_inputs`` turns it into
+  the inputs of a model built with ``relaxation``: per node how the relaxation fills each target (complete or
+  left partial, which ``lap`` and ``mcf`` then drop), per candidate whether it is the relaxation's pair.
 - padded batches (``build_graph_batch``): every UAV has ``min(k_max, M)``
   candidate slots and ``cand_valid`` (C,) marks the feasible ones (the policy
   gives the others probability 0), ``kept_counts`` and ``max_nodes`` are known
@@ -51,7 +56,9 @@ from uavgnn.problem.neighbours import Neighbours, dense_neighbours, grid_neighbo
 from uavgnn.problem.scene_batch import SceneBatch
 from uavgnn.problem.scenes import Scene
 
-FEATURE_SET = "rel-v3"  # bump when features change: part of the cache key and of every checkpoint
+FEATURE_SET = "rel-v4"  # bump when features change: part of the cache key and of every checkpoint
+READS_FEATURE_SETS = ("rel-v3", FEATURE_SET)  # what a model trained on these reads is in today's graphs (v4 added
+#                                               cand_relaxed and changed nothing else)
 NODE_DIM = 6  # [is_uav, is_target, f0, f1, f2, f3]
 EDGE_DIM = 7  # [cand, cand_reverse, uav_uav, f0, f1, f2, f3]
 RANGE_SCALE = 4.0  # squash midpoints: the typical range, value per slot, count and lam of the default task
@@ -61,6 +68,8 @@ LAM_SCALE = 0.1
 VALUE_COLUMN = 3  # target feature: squash(value / need, VALUE_SCALE) (rewards are computed back from it)
 COST_COLUMN = 6  # candidate feature: squash(lam * dist / (value / need), 1), travel cost per unit of slot value
 ASSIGNMENT_DIM = 3  # refinement input per node (assignment_features): [fill, complete, 1]
+RELAXATION_NODE_DIM = 3  # relaxation input per node (relaxation_inputs): [fill or sent, complete, partial]
+RELAXATION_EDGE_DIM = 1  # ... per candidate edge: [the relaxation's pair]
 
 
 def squash(x: torch.Tensor, scale: float) -> torch.Tensor:
@@ -201,11 +210,29 @@ def graph_tensors(scenes: SceneBatch, nb: Neighbours, assignment: torch.Tensor |
     return out
 
 
-def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def relaxation_inputs(batch: Data) -> tuple[torch.Tensor, torch.Tensor]:
+    """The relaxation's assignment (``cand_relaxed``) as a model's input: per node (num_nodes, RELAXATION_NODE_DIM)
+    a target's [UAVs sent / need, complete, partial] and a UAV's [sent, its target complete, its target partial];
+    per candidate edge (C, RELAXATION_EDGE_DIM) [the relaxation's pair]. Fixed shapes, over every candidate."""
+    need, (cand_uav, cand_target), chosen = batch.need, batch.cand_index, batch.cand_relaxed.float()
+    is_target = need > 0
+    count = torch.zeros_like(need, dtype=torch.float).index_add_(0, cand_target, chosen)
+    complete = is_target & (count >= need)
+    partial = is_target & (count > 0) & ~complete
+    per_uav = torch.zeros(need.numel(), 3, dtype=torch.float, device=need.device).index_add_(
+        0, cand_uav, chosen[:, None] * torch.stack([torch.ones_like(chosen), complete[cand_target].float(),
+                                                    partial[cand_target].float()], 1))
+    per_target = torch.stack([count / need.clamp(min=1), complete.float(), partial.float()], 1)
+    return torch.where(is_target[:, None], per_target, per_uav), chosen[:, None]
+
+
+def message_edges(batch: Data, k: int, cand_extra: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Truncate candidates to rank < k and assemble the message-passing graph.
 
     Returns ``edge_index`` (2, E), ``edge_attr`` (E, EDGE_DIM) with candidate
-    edges in both directions plus UAV<->UAV edges, the indices of the kept
+    edges in both directions plus UAV<->UAV edges (``cand_extra`` (C, X): more columns of every candidate edge,
+    in both directions, zeros on UAV edges: E x (EDGE_DIM + X)), the indices of the kept
     candidates (K,), in order, and for a padded batch which edges are real
     (``edge_valid`` (E,), None when all are). A batch that knows on the host how many
     candidates rank below each k (``kept_counts``, from ``GraphStore.gather``
@@ -217,8 +244,13 @@ def message_edges(batch: Data, k: int) -> tuple[torch.Tensor, torch.Tensor, torc
     cand_attr = batch.cand_attr[kept]
     reverse_attr = torch.cat([cand_attr[:, 1:2], cand_attr[:, 0:1], cand_attr[:, 2:3], -cand_attr[:, 3:5],
                               cand_attr[:, 5:]], dim=1)
+    uu_attr = batch.uu_attr
+    if cand_extra is not None:
+        extra = cand_extra[kept]
+        cand_attr, reverse_attr = torch.cat([cand_attr, extra], 1), torch.cat([reverse_attr, extra], 1)
+        uu_attr = torch.cat([uu_attr, uu_attr.new_zeros(uu_attr.shape[0], extra.shape[1])], 1)
     edge_index = torch.cat([cand_index, cand_index.flip(0), batch.uu_index], dim=1)
-    edge_attr = torch.cat([cand_attr, reverse_attr, batch.uu_attr], dim=0)
+    edge_attr = torch.cat([cand_attr, reverse_attr, uu_attr], dim=0)
     edge_valid = None
     if "cand_valid" in batch:
         valid = batch.cand_valid[kept]
