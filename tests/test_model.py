@@ -194,7 +194,7 @@ def test_sample_decoder_is_the_best_of_its_samples_by_true_reward(store) -> None
 def test_repair_fills_or_drops_partial_targets_by_hand(hand_scene) -> None:
     import dataclasses
 
-    from uavgnn.decoders import repair_assignment
+    from uavgnn.solvers.repair import repair_assignment
     from uavgnn.problem.metrics import reward
 
     partial = np.array([-1, 1, -1, -1])  # target 1 (need 2) has only UAV 1, 4 away: J = -0.5 * 4

@@ -29,7 +29,7 @@ def test_the_pretrained_file_holds_what_deploys_the_16_uav_policy_and_no_more() 
     ckpt = load_checkpoint("pretrained")  # checksums verified
     assert set(ckpt) == {*DEPLOYED, CHECKSUMS}
     config = ckpt["config"]
-    assert (config["algorithm"]["name"], config["data"]["n_uav"], config["model"]["name"]) == ("reinforce", 16,
+    assert (config["algorithm"]["name"], config["data"]["n_uav"], config["model"]["name"]) == ("imitation", 16,
                                                                                                  "small")
 
 

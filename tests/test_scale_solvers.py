@@ -76,9 +76,10 @@ def test_kept_pairs_are_each_uavs_most_likely_targets_by_hand() -> None:
     np.testing.assert_allclose(pairs.dist, [1.0, 2.0, 3.0])
 
 
-def test_guided_milp_is_the_full_milp_when_nothing_is_pruned_and_never_better() -> None:
+@pytest.mark.parametrize("relaxation", [False, True])  # True: the relaxation's pairs are those the model read
+def test_guided_milp_is_the_full_milp_when_nothing_is_pruned_and_never_better(relaxation) -> None:
     torch.manual_seed(0)
-    model = TransformerGNN(hidden=32, heads=2, layers=2)
+    model = TransformerGNN(hidden=32, heads=2, layers=2, relaxation=relaxation)
     for scene in generate_scenes(SceneDistribution(), 16, 3, seed=4):
         full = solve_milp(scene)
         everything, timing = solve_guided(model, scene, GraphSettings(), keep=16)

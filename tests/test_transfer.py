@@ -45,7 +45,7 @@ def test_eval_at_unseen_scales_on_both_distributions(tmp_path) -> None:
     methods = ("model (greedy)", "unbalanced (greedy)", "single-stage (greedy)", "sampled (best of 16)",
                *(f"{pruner}-pruned milp (keep {keep})" for keep in (1, 2)
                  for pruner in ("model", "nearest", "value", "relaxation")),
-               "milp (0.1 s)", "milp (1 s)", "milp (10 s)", "greedy", "lap", "mcf", "milp")
+               "milp (0.1 s)", "milp (1 s)", "milp (10 s)", "greedy", "lap", "mcf", "mcf + repair", "milp")
     assert keys == {(p, n, m) for p in ("uniform", "clustered") for n in (6, 24) for m in methods}
     for row in (r for r in rows if r["method"] == "sampled (best of 16)"):  # its first decode is the model's own
         model = next(r for r in rows if (r["positions"], r["n_uav"], r["method"]) == (row["positions"], row["n_uav"],

@@ -35,11 +35,8 @@
   preference order). All samples of all scenes are decoded in one call
   (the batch replicated ``samples`` times) and scored together.
 
-``repair`` (optional, after any decoder): a target left partial is filled
-with the nearest idle UAVs in range when it misses at most ``max_missing``
-and completing it pays (its value exceeds the travel of all its UAVs),
-otherwise it is dropped (its UAVs go idle: a partial target earns nothing
-and costs travel). Afterwards no target is partial.
+``repair`` (optional, after any decoder): ``solvers.repair.repair_assignment``, a target left partial filled
+with idle UAVs or dropped. Afterwards no target is partial.
 
 Candidates are feasible by construction (a padded batch's padding slots
 have probability 0 and are never proposed), so every decoder's output is
@@ -54,12 +51,12 @@ from dataclasses import replace
 
 import numpy as np
 import torch
-from scipy.spatial import cKDTree
 from torch_geometric.data import Batch
 
 from uavgnn.models.choices import Balancing, best_choice, capacity_balanced, choice_log_probs
 from uavgnn.problem.metrics import IDLE, assignment_metrics
 from uavgnn.problem.scenes import Scene
+from uavgnn.solvers.repair import repair_assignment
 
 DECODERS = ("argmax", "greedy", "sample")
 STAGE_ITERS = 10  # balancing rounds after a stage: the policy was balanced before it (on validation, as good as 50)
@@ -282,31 +279,6 @@ def sample_decode(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, sce
     rewards = assignment_metrics(list(scenes) * samples, flat)["reward"].reshape(samples, len(scenes))
     best = rewards.argmax(axis=0)
     return [per_sample[best[g]][g] for g in range(len(scenes))]
-
-
-def repair_assignment(scene: Scene, assignment: np.ndarray, max_missing: int = 1) -> np.ndarray:
-    """``assignment`` with every partial target filled from idle UAVs in range or dropped (module docstring)."""
-    a = np.asarray(assignment, dtype=np.int64).copy()
-    count = np.bincount(a[a >= 0], minlength=scene.n_target)
-    partial = np.flatnonzero((count > 0) & (count < scene.need))
-    if len(partial) == 0:
-        return a
-    tree = cKDTree(scene.uav_pos)
-    for t in partial[np.argsort(scene.need[partial] - count[partial], kind="stable")]:  # closest to done first
-        missing = int(scene.need[t] - count[t])
-        mine = np.flatnonzero(a == t)
-        if missing <= max_missing:
-            near = np.asarray(tree.query_ball_point(scene.target_pos[t], float(scene.uav_range.max())), dtype=np.int64)
-            dist = np.linalg.norm(scene.uav_pos[near] - scene.target_pos[t], axis=1)
-            ok = (a[near] == IDLE) & (dist <= scene.uav_range[near])
-            near, dist = near[ok], dist[ok]
-            pick = np.argsort(dist, kind="stable")[:missing]
-            travel = np.linalg.norm(scene.uav_pos[mine] - scene.target_pos[t], axis=1).sum() + dist[pick].sum()
-            if len(pick) == missing and scene.value[t] > scene.lam * travel:
-                a[near[pick]] = t
-                continue
-        a[mine] = IDLE
-    return a
 
 
 def decode(method: str, batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tensor, keep: torch.Tensor,

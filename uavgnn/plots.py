@@ -201,19 +201,21 @@ DECISIONS = (("model (", "o"), ("single-stage (", "v"), ("unbalanced (", "^"), (
              ("sampled (", "*"))  # the model's own decision: red, one marker each
 PRUNED = (("model-pruned milp", "C3"), ("nearest-pruned milp", "C0"), ("value-pruned milp", "C2"),
           ("relaxation-pruned milp", "C4"))  # square markers, keep 1 -> 2 joined
-BASELINES = (("greedy", "C7", "v"), ("lap", "C8", "D"), ("mcf", "C5", "^"), ("milp", "k", "*"))
+BASELINES = (("greedy", "C7", "v"), ("lap", "C8", "D"), ("mcf", "C5", "^"), ("mcf + repair", "C1", "<"),
+             ("milp", "k", "*"))
 
 
 def plot_frontier(rows: list[dict[str, Any]], path: Path) -> None:
     """Gap against time per scene, every method, a panel per test distribution (rows) and scale (columns): what
     each method's time buys, the lower left wins. The model's own decisions in red circles and triangles; the
     pruned MILPs as lines of squares (keep 1, 2, ... joined), one colour per pruner, the model's red; the full MILP
-    stopped at each budget as a black line of crosses; greedy, lap, min-cost flow and the MILP as single points."""
+    stopped at each budget as a black line of crosses; greedy, lap, min-cost flow (with and without a rule's
+    repair) and the MILP as single points."""
     scales = sorted({r["n_uav"] for r in rows})
     positions = list(dict.fromkeys(r["positions"] for r in rows))
+    width = max(3.3 * len(scales), 7.0)
     plt = pyplot()
-    fig, axes = plt.subplots(len(positions), len(scales), figsize=(3.3 * len(scales), 3.0 * len(positions) + 0.9),
-                             squeeze=False)
+    fig, axes = plt.subplots(len(positions), len(scales), figsize=(width, 3.0 * len(positions) + 1.2), squeeze=False)
     for p_i, label in enumerate(positions):
         for s_i, n_uav in enumerate(scales):
             ax = axes[p_i, s_i]
@@ -221,8 +223,11 @@ def plot_frontier(rows: list[dict[str, Any]], path: Path) -> None:
                      and np.isfinite(r.get("optimality_gap", np.nan)) and np.isfinite(r.get("time_s", np.nan))]
             _frontier_panel(ax, shown)
             scenes = next((r["scenes"] for r in shown), 0)
-            ax.set(xscale="log", title=f"{label}, {n_uav:,} UAVs ({count(scenes, 'scene')})")
+            ax.set_title(f"{label}, {n_uav:,} UAVs ({count(scenes, 'scene')})", fontsize=8)
+            ax.set_xscale("log")
             ax.set_yscale("symlog", linthresh=0.1, linscale=0.5)
+            top = max((100 * r["optimality_gap"] for r in shown), default=1.0)
+            ax.set_ylim(-0.01, 2 * top if top > 0.1 else 0.2)  # a gap of 0 (the MILP) just above the axis
             ax.grid(alpha=0.3, which="both", lw=0.4)
             ax.tick_params(labelsize=7)
             if s_i == 0:
@@ -232,11 +237,12 @@ def plot_frontier(rows: list[dict[str, Any]], path: Path) -> None:
     handles = {}
     for ax in axes.flat:
         handles.update(dict(zip(*reversed(ax.get_legend_handles_labels()))))
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=min(6, len(handles)), fontsize=7,
-               frameon=False)
+    columns = max(1, min(len(handles), int(width // 2.4)))  # each entry ~2.4 inches wide: none cut at the edges
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=columns, fontsize=7, frameon=False)
     fig.suptitle("gap against the proven optimum (where none is proven: the best found) vs time per scene",
                  fontsize=9)
-    fig.tight_layout(rect=(0, 0.03 + 0.028 * ((len(handles) - 1) // 6 + 1), 1, 1))
+    legend_rows = -(-len(handles) // columns)
+    fig.tight_layout(rect=(0, 0.02 + 0.17 * legend_rows / (3.0 * len(positions) + 1.2), 1, 1))
     save_figure(fig, path, dpi=150)
     plt.close(fig)
 

@@ -32,7 +32,9 @@ def solve_guided(model: TransformerGNN, scene: Scene, graph: GraphSettings, keep
     if keep < 1:
         raise ValueError(f"solve.guided_keep={keep} must be >= 1")
     start = time.perf_counter()
-    uav, target, logp = score_scene(model, scene, graph, device, amp_dtype).candidates()
+    scores = score_scene(model, scene, graph, device, amp_dtype)
+    uav, target, logp = scores.candidates()
     scored = time.perf_counter()
-    result, timing = solve_pruned(scene, uav, target, logp, keep, time_limit, graph.k_max, "guided")
+    result, timing = solve_pruned(scene, uav, target, logp, keep, time_limit, graph.k_max, "guided",
+                                  scores.relaxed())  # the relaxation the model read, when it reads one
     return replace(result, wall_time=time.perf_counter() - start), {"model_s": scored - start, **timing}

@@ -69,6 +69,16 @@ class SceneScores:
         mapped = np.where(assignment >= 0, self.target_order[np.maximum(assignment, 0)], assignment)
         return mapped[np.argsort(self.uav_order)]
 
+    def relaxed(self) -> np.ndarray | None:
+        """The linear relaxation's target of each UAV (-1 idle) in the caller's numbering, when the graph holds it
+        (a model that reads it: ``scene_graph``), else None."""
+        if "cand_relaxed" not in self.batch:
+            return None
+        uav, target = self.batch.cand_index[:, self.batch.cand_relaxed].cpu().numpy()
+        relaxed = np.full(self.scene.n_uav, -1, dtype=np.int64)
+        relaxed[self.uav_order[uav]] = self.target_order[target - self.scene.n_uav]
+        return relaxed
+
     def candidates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(UAV, target, log-probability) of every scored candidate, in the caller's numbering."""
         index = self.batch.cand_index[:, self.keep].cpu().numpy()

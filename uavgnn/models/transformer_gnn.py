@@ -256,7 +256,7 @@ class TransformerGNNConfig:
     #                           plain policy: trained through, the model leans on an unconverged balancing
     capacity_fill: float = 0.65  # ... and fill a target up to its need once this share of it is expected
     #                              (1: only scale down; ``models.choices.Balancing``; 0.65: chosen on validation)
-    commit_stages: int = 20  # ... and decide target by target, the surest first, in this many stages, re-balancing
+    commit_stages: int = 5  # ... and decide target by target, the surest first, in this many stages, re-balancing
     #                          what is left after each (``decoders.staged_decode``; 0 or 1: one greedy decode)
     relaxation: bool = True  # read the linear relaxation's assignment (min-cost flow) as node and edge inputs
 

@@ -28,6 +28,7 @@ from torch_geometric.data import Data
 from uavgnn.problem.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE, unsquash
 from uavgnn.problem.metrics import IDLE, reward
 from uavgnn.problem.scenes import Scene, feasible_pairs, rank_in_runs
+from uavgnn.solvers.repair import repair_assignment
 from uavgnn.solvers.result import SolveResult
 
 COST_SCALE = 1_000_000  # integer cost units per unit of reward: rounding changes a slot's profit by <= 5e-7
@@ -90,12 +91,15 @@ def relax_candidates(graph: Data) -> torch.Tensor:
     return torch.from_numpy(chosen).to(graph.cand_index.device)
 
 
-def solve_mcf(scene: Scene, k: int = 16) -> SolveResult:
-    """``relaxed_assignment`` with partial targets dropped: always feasible, never over-assigned."""
+def solve_mcf(scene: Scene, k: int = 16, repair: bool = False) -> SolveResult:
+    """``relaxed_assignment`` with partial targets dropped: always feasible, never over-assigned; with ``repair``
+    a target one UAV short is filled from idle UAVs first where that pays (``solvers.repair``)."""
     start = time.perf_counter()
     assignment = relaxed_assignment(scene, k)
+    if repair:
+        assignment = repair_assignment(scene, assignment)
     count = np.bincount(assignment[assignment != IDLE], minlength=scene.n_target)
     target = np.maximum(assignment, 0)
     assignment[(assignment != IDLE) & (count[target] < scene.need[target])] = IDLE
     return SolveResult(assignment=assignment, objective=reward(scene, assignment), status="feasible",
-                       solver="mcf", wall_time=time.perf_counter() - start)
+                       solver="mcf + repair" if repair else "mcf", wall_time=time.perf_counter() - start)

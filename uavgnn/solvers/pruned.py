@@ -92,15 +92,16 @@ def pairs_of(scene: Scene, uav: np.ndarray, target: np.ndarray) -> FeasiblePairs
 
 
 def solve_pruned(scene: Scene, uav: np.ndarray, target: np.ndarray, score: np.ndarray, keep: int,
-                 time_limit: float = 60.0, k: int = CANDIDATES, name: str = "pruned"
+                 time_limit: float = 60.0, k: int = CANDIDATES, name: str = "pruned", relaxed: np.ndarray | None = None
                  ) -> tuple[SolveResult, dict[str, float]]:
     """The MILP on each UAV's ``keep`` best-scored candidates and the relaxation's pair (over each UAV's ``k``
-    nearest feasible targets); timing {relaxation_s, milp_s, pairs} (the scores' own time is the caller's)."""
+    nearest feasible targets; ``relaxed``: its assignment, when the caller has it already); timing {relaxation_s,
+    milp_s, pairs} (the scores' own time is the caller's)."""
     if keep < 1:
         raise ValueError(f"keep={keep} must be >= 1 (each UAV's candidates the pruned MILP may use)")
     start = time.perf_counter()
     kept_uav, kept_target = top_candidates(uav, target, score, keep)
-    relaxed = relaxed_assignment(scene, k)
+    relaxed = relaxed_assignment(scene, k) if relaxed is None else relaxed
     taken = np.flatnonzero(relaxed >= 0)
     pairs = pairs_of(scene, np.concatenate([kept_uav, taken]), np.concatenate([kept_target, relaxed[taken]]))
     anchored = time.perf_counter()
