@@ -100,7 +100,7 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
                             positions, n_uav, ratio)
     echo(format_table(rows, ["positions", "n_uav", "scenes", "method", "reward", "completion_score", "efficiency",
                              "optimality_gap", "gap_ci95", "reference_optimal", "transfer_ratio", "time_s", "build_s",
-                             "forward_s", "decode_s", "note"])
+                             "forward_s", "decode_s", "milp_s", "note"])
          + "\ngap_ci95: half-width of the 95% interval of the mean gap over the test scenes")
     summary = shift_summary(shifts)
     if summary:
