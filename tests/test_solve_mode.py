@@ -27,6 +27,20 @@ def test_solve_writes_checkable_results(tmp_path, solver) -> None:
 
 
 @pytest.mark.slow
+def test_solve_with_a_rule_pruning_the_milp(tmp_path) -> None:
+    """``solver=pruned``: the control of the model-guided MILP, one scene, its time split logged; unpruned
+    (``solve.keep`` at least the targets) it is the MILP's optimum."""
+    for keep, pruner in ((1, "relaxation"), (12, "nearest")):
+        out = tmp_path / f"run{keep}"
+        proc = run_cli("mode=solve", "solver=pruned", f"solve.pruner={pruner}", f"solve.keep={keep}", "solve.n_uav=12",
+                       f"hydra.run.dir={out}", cwd=tmp_path)
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert metrics["solver"] == f"{pruner}-pruned milp" and metrics["status"] == "kept_pairs_optimal"
+        assert f"{pruner}-pruned milp: scores" in proc.stdout + proc.stderr and metrics["infeasible"] == 0
+        assert metrics["optimality_gap"] >= -1e-9 and (keep == 1 or metrics["optimality_gap"] == pytest.approx(0.0))
+
+
+@pytest.mark.slow
 def test_solve_a_scene_file(tmp_path, hand_scene) -> None:
     save_scene(tmp_path / "mine.npz", hand_scene)
     out = tmp_path / "run"

@@ -202,14 +202,15 @@ class SolveConfig:
     n_uav: int = 16  # size of the generated scene when task.file is unset
     time_limit: float = 60.0  # MILP time limit, seconds
     gap_reference: bool = True  # also run the MILP to report optimality_gap
-    guided_keep: int = 2  # solver=guided: each UAV's most likely targets (by the model) the MILP keeps
+    keep: int = 2  # solver=guided|pruned: each UAV's best targets (by the model, or solve.pruner) the MILP keeps
+    pruner: str = "nearest"  # solver=pruned: nearest | value | relaxation (solvers.pruned)
 
 
 @dataclass
 class Config:
     mode: str = "train"  # train | eval | solve | cache | compare | profile | benchmark | info | rollouts
     seed: int = 0
-    solver: str = "milp"  # mode=solve: milp | greedy | lap | mcf | model | guided
+    solver: str = "milp"  # mode=solve: milp | greedy | lap | mcf | model | guided | pruned
     action: str = "info"  # mode=cache: info | verify | clear
     force: bool = False  # mode=cache action=clear: delete without asking
     ckpt: Optional[str] = None

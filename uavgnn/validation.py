@@ -22,7 +22,8 @@ from uavgnn.storage import system_path_problem
 
 CHOICES = {
     "mode": ("train", "eval", "solve", "cache", "compare", "profile", "benchmark", "info", "rollouts"),
-    "solver": ("milp", "greedy", "lap", "mcf", "model", "guided"),
+    "solver": ("milp", "greedy", "lap", "mcf", "model", "guided", "pruned"),
+    "solve.pruner": ("nearest", "value", "relaxation"),
     "action": ("info", "verify", "clear"),
     "task.positions": ("uniform", "clustered", "mixed"),
     "hardware.device": ("cpu", "cuda", "auto"),
@@ -110,7 +111,7 @@ RANGES: dict[str, Range] = {
     "eval.best_of": NON_NEGATIVE, "eval.capacity_iters": NON_NEGATIVE, "eval.k_max": AT_LEAST_1,
     "eval.capacity_fill": Range(0, 1, low_open=True), "eval.commit_stages": NON_NEGATIVE,
     "data.fresh_sizes": AT_LEAST_1,
-    "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE, "solve.guided_keep": AT_LEAST_1,
+    "solve.n_uav": AT_LEAST_1, "solve.time_limit": POSITIVE, "solve.keep": AT_LEAST_1,
     "logger.init_timeout": POSITIVE, "optim.dense_max_nodes": NON_NEGATIVE,
 }
 

@@ -29,8 +29,6 @@ def solve_guided(model: TransformerGNN, scene: Scene, graph: GraphSettings, keep
                  amp_dtype: torch.dtype | None = None) -> tuple[SolveResult, dict[str, float]]:
     """The MILP restricted to each UAV's ``keep`` most likely targets and the relaxation's pair;
     timing {model_s, relaxation_s, milp_s, pairs}."""
-    if keep < 1:
-        raise ValueError(f"solve.guided_keep={keep} must be >= 1")
     start = time.perf_counter()
     scores = score_scene(model, scene, graph, device, amp_dtype)
     uav, target, logp = scores.candidates()

@@ -2,8 +2,10 @@
 
 ``solver=model`` runs the checkpoint on ``hardware.device`` (with ``optim.amp``
 as everywhere else) and builds the graph with the checkpoint's own k rule;
-``solver=guided`` lets it prune each UAV's targets to ``solve.guided_keep`` and
-solves the reduced MILP (``uavgnn.solvers.guided``).
+``solver=guided`` lets it prune each UAV's targets to ``solve.keep`` and
+solves the reduced MILP (``uavgnn.inference.guided``); ``solver=pruned`` prunes
+them by a rule instead (``solve.pruner``: nearest, value, relaxation;
+``uavgnn.solvers.pruned``), the control the guided MILP is measured against.
 
 Writes ``scene.json`` (the scene in the documented file format),
 ``assignment.json`` (assignment + solver status) and ``metrics.json`` into
@@ -28,6 +30,7 @@ from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.report import count, format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device
 from uavgnn.solvers import solve, solve_milp
+from uavgnn.solvers.pruned import solve_with_pruner
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +55,14 @@ def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
             result, timing = solve_with_model(model, scene, graph, cfg.eval.decoder, device, amp_dtype(cfg, device))
             log.info("model: build %.3f s, forward %.3f s, decode %.3f s", *timing.values())
         else:
-            result, timing = solve_guided(model, scene, graph, cfg.solve.guided_keep, cfg.solve.time_limit, device,
+            result, timing = solve_guided(model, scene, graph, cfg.solve.keep, cfg.solve.time_limit, device,
                                           amp_dtype(cfg, device))
             log.info("guided: model %.3f s, MILP over %d kept pairs %.3f s (%s)", timing["model_s"],
                      timing["pairs"], timing["milp_s"], result.status)
+    elif cfg.solver == "pruned":
+        result, timing = solve_with_pruner(scene, cfg.solve.pruner, cfg.solve.keep, cfg.solve.time_limit)
+        log.info("%s: scores %.3f s, MILP over %d kept pairs %.3f s (%s)", result.solver, timing["score_s"],
+                 timing["pairs"], timing["milp_s"], result.status)
     else:
         result = solve(scene, cfg.solver, time_limit=cfg.solve.time_limit)
     optimum = None

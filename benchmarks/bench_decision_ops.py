@@ -1,0 +1,80 @@
+"""What the model's decision of one scene dispatches (issue 61, item 3): aten ops and host-sync ops of the staged
+decision, with its greedy decodes as the loop (the CPU's default) and in fixed-shape rounds (what ``decode`` runs
+on a GPU), and of the forward that scores the scene, at several sizes.
+
+    .venv/bin/python benchmarks/bench_decision_ops.py                          # 1,024 and 4,096 UAVs, the CPU
+    .venv/bin/python benchmarks/bench_decision_ops.py --sizes 1024 16384 --device cuda   # on a GPU: real waits
+
+Each op but a view is a kernel launch on a GPU; each sync op makes the host wait for the device. The pretrained
+policy scores one uniform scene (``score_scene``: graph, relaxation, forward, balancing), then
+``decoders.staged_decode`` decides it both ways; both decisions are checked equal (the rounds converged).
+Milliseconds are medians of ``--repeats`` on the device given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.decoders import SYNC_FREE_ROUNDS, staged_decode
+from uavgnn.inference.scene import score_scene
+from uavgnn.perf import OpCounter
+from uavgnn.problem.generator import generate_scenes
+from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.report import format_table
+
+
+def timed(run, device: torch.device, repeats: int) -> float:
+    """Median seconds of ``run()`` over ``repeats``, the device drained before each clock read."""
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    model, graph, _ = load_policy("pretrained", device)
+    rows = []
+    for n_uav in args.sizes:
+        scene = generate_scenes(SceneDistribution(), n_uav, 1, seed=61)[0]
+        scores = score_scene(model, scene, graph, device)
+        with OpCounter() as forward:
+            score_scene(model, scene, graph, device)
+        batch, keep = scores.batch, scores.keep
+        uav, target = batch.cand_index[0, keep], batch.cand_index[1, keep]
+        ways = {"loop (CPU)": None, f"{SYNC_FREE_ROUNDS} fixed rounds (GPU)": SYNC_FREE_ROUNDS}
+        decided = {}
+        for name, rounds in ways.items():
+            def decide(rounds: int | None = rounds) -> torch.Tensor:
+                return staged_decode(scores.cand_logp, scores.idle_logp, uav, target, batch.need, model.balancing,
+                                     rounds, (batch.batch, batch.num_graphs))
+            with OpCounter() as counted:
+                decided[name] = decide()
+            rows.append({"n_uav": n_uav, "part": f"staged decision, {model.balancing.stages} stages, {name}",
+                         "ops": counted.ops - counted.views, "syncs": counted.syncs,
+                         "ms": 1e3 * timed(decide, device, args.repeats)})
+        rows.append({"n_uav": n_uav, "part": "score_scene (graph, relaxation, forward, balancing)",
+                     "ops": forward.ops - forward.views, "syncs": forward.syncs,
+                     "ms": 1e3 * timed(lambda: score_scene(model, scene, graph, device), device, args.repeats)})
+        same = torch.equal(*decided.values())
+        print(f"{n_uav} UAVs: the two decisions are {'equal' if same else 'DIFFERENT (rounds did not converge)'}",
+              flush=True)
+    print(format_table(rows, ["n_uav", "part", "ops", "syncs", "ms"]))
+
+
+if __name__ == "__main__":
+    main()
