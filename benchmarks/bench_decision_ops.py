@@ -1,6 +1,8 @@
-"""What the model's decision of one scene dispatches (issue 61, item 3): aten ops and host-sync ops of the staged
+"""What the model's decision of one scene costs (issue 61, item 3): aten ops and host-sync ops of the staged
 decision, with its greedy decodes as the loop (the CPU's default) and in fixed-shape rounds (what ``decode`` runs
-on a GPU), and of the forward that scores the scene, at several sizes.
+on a GPU), and of the forward that scores the scene, at several sizes; and the whole decision's time
+(``solve_with_model``: graph, relaxation, forward, decision) beside lap's and mcf's on the same scene, the three
+alternated ``--repeats`` times, as ratios.
 
     .venv/bin/python benchmarks/bench_decision_ops.py                          # 1,024 and 4,096 UAVs, the CPU
     .venv/bin/python benchmarks/bench_decision_ops.py --sizes 1024 16384 --device cuda   # on a GPU: real waits
@@ -8,7 +10,7 @@ on a GPU), and of the forward that scores the scene, at several sizes.
 Each op but a view is a kernel launch on a GPU; each sync op makes the host wait for the device. The pretrained
 policy scores one uniform scene (``score_scene``: graph, relaxation, forward, balancing), then
 ``decoders.staged_decode`` decides it both ways; both decisions are checked equal (the rounds converged).
-Milliseconds are medians of ``--repeats`` on the device given.
+Milliseconds are medians of ``--repeats`` on the device given; the machine is noisy, the ratios are what count.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ import torch
 
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.decoders import SYNC_FREE_ROUNDS, staged_decode
-from uavgnn.inference.scene import score_scene
+from uavgnn.inference.scene import score_scene, solve_with_model
 from uavgnn.perf import OpCounter
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import format_table
+from uavgnn.solvers import solve
 
 
 def timed(run, device: torch.device, repeats: int) -> float:
@@ -44,7 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     device = torch.device(args.device)
     model, graph, _ = load_policy("pretrained", device)
@@ -70,10 +73,20 @@ def main() -> None:
         rows.append({"n_uav": n_uav, "part": "score_scene (graph, relaxation, forward, balancing)",
                      "ops": forward.ops - forward.views, "syncs": forward.syncs,
                      "ms": 1e3 * timed(lambda: score_scene(model, scene, graph, device), device, args.repeats)})
+        whole = {"model decision (solve_with_model)": lambda: solve_with_model(model, scene, graph, device=device),
+                 "lap": lambda: solve(scene, "lap"), "mcf": lambda: solve(scene, "mcf")}
+        seconds: dict[str, list[float]] = {name: [] for name in whole}
+        for _ in range(args.repeats):  # alternated: a noisy machine slows them alike
+            for name, run in whole.items():
+                seconds[name].append(timed(run, device, 1))
+        lap_s = statistics.median(seconds["lap"])
+        for name, values in seconds.items():
+            rows.append({"n_uav": n_uav, "part": name, "ms": 1e3 * statistics.median(values),
+                         "x_lap": statistics.median(values) / lap_s})
         same = torch.equal(*decided.values())
         print(f"{n_uav} UAVs: the two decisions are {'equal' if same else 'DIFFERENT (rounds did not converge)'}",
               flush=True)
-    print(format_table(rows, ["n_uav", "part", "ops", "syncs", "ms"]))
+    print(format_table(rows, ["n_uav", "part", "ops", "syncs", "ms", "x_lap"]))
 
 
 if __name__ == "__main__":

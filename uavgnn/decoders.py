@@ -11,7 +11,10 @@
   more likely than idling: on 512 test scenes of 16 UAVs that halves the
   gap (9.9% -> 5.3%), because the last UAV a target needs is often one the
   model finds nearly as likely idle. Each UAV's candidates are sorted
-  once, so a UAV's next proposal is a pointer step, and a round re-ranks only
+  once, so a UAV's next proposal is a pointer moved past its dead candidates
+  in one step (a reverse running minimum over the live ones: a round is a
+  fixed number of ops, 2.1x fewer ops and 2.9x fewer host reads per decode at
+  1,024 UAVs than stepping each pointer in a loop), and a round re-ranks only
   the targets that received proposals: a round costs O(proposals), not
   O(candidates) (3.3x faster at 16,384 UAVs, same assignments). The loop is
   over rounds, never over UAVs.
@@ -102,13 +105,12 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
     alive = possible.clone()
     held = torch.full((n,), -1, dtype=torch.long, device=dev)  # per UAV node: its held candidate edge
     reopened = torch.zeros(n, dtype=torch.bool, device=dev)
+    position = torch.arange(c, device=dev)
     while True:
         free = torch.nonzero((held < 0) & (ptr < end)).squeeze(1)
-        check = free
-        while check.numel():  # move each free UAV's pointer past candidates that died
-            check = check[~alive[order[ptr[check]]]]
-            ptr[check] += 1
-            check = check[ptr[check] < end[check]]
+        # move each free UAV's pointer past candidates that died: to the next live one in its list, or its end
+        next_live = torch.where(alive[order], position, c).flip(0).cummin(0).values.flip(0)
+        ptr[free] = torch.minimum(next_live[ptr[free].clamp(max=c - 1)], end[free])
         proposers = free[ptr[free] < end[free]]
         if proposers.numel():
             proposed = order[ptr[proposers]]
