@@ -39,6 +39,7 @@ def run_mode(cfg: DictConfig) -> float | None:
         return _dispatch(cfg, out_dir)
     except USER_ERRORS as err:
         echo(f"error: {err}", err=True)
+        run_dir.withdraw(out_dir)  # refused before it wrote anything: nothing is left behind
         raise SystemExit(2) from None
     except Interrupted as err:
         echo(str(err), err=True)
@@ -76,7 +77,7 @@ def _sweep_job(cfg: DictConfig, out_dir: Path) -> float | None:
             write_json(run_dir.refused_job_record(out_dir), record)  # the sweep still counts the job as failed
         else:
             run_dir.accept(out_dir, cfg)
-            write_json(out_dir / "failed.json", record)
+            write_json(out_dir / run_dir.FAILED_RECORD, record)
         return float("nan")
 
 

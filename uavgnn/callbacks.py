@@ -8,7 +8,8 @@
   taken before anything is written into it, so a second process is refused at once;
   a job run by a launcher's worker process ends that process when the sweep dies
   (``uavgnn.sweep_worker``);
-- after a sweep: a summary of the jobs that failed (their ``failed.json``)
+- after a sweep: a summary of the jobs that failed in this call (their ``failed.json``, written since it
+  started: a record an earlier call left, of a job since skipped or superseded, is not this call's failure)
   and a non-zero exit, so a script or CI sees that the sweep did not succeed.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +62,14 @@ def resolved(config: DictConfig, key: str) -> str:
         raise ConfigError(f"{key}: cannot be resolved ({cause})") from None
 
 
-def failed_jobs(sweep_dir: Path) -> list[tuple[str, str]]:
+def failed_jobs(sweep_dir: Path, since: float = 0.0) -> list[tuple[str, str]]:
     """(job directory name, error) of every job of a sweep that wrote ``failed.json``, or that refused its
-    directory (``<sweep dir>/failed-<job>.json``: the directory held another run's files)."""
-    records = {path.parent.name: path for path in sweep_dir.glob("*/failed.json")}
+    directory (``<sweep dir>/failed-<job>.json``: the directory held another run's files), at ``since`` (a
+    ``time.time()``) or later."""
+    records = {path.parent.name: path for path in sweep_dir.glob(f"*/{run_dir.FAILED_RECORD}")}
     records.update({path.stem[len(run_dir.REFUSED_PREFIX):]: path
                     for path in sweep_dir.glob(f"{run_dir.REFUSED_PREFIX}*.json")})
+    records = {name: path for name, path in records.items() if _written_since(path, since)}
     found = []
     for name in sorted(records, key=run_dir.job_number):
         try:
@@ -76,11 +80,22 @@ def failed_jobs(sweep_dir: Path) -> list[tuple[str, str]]:
     return found
 
 
+def _written_since(path: Path, since: float) -> bool:
+    try:
+        return path.stat().st_mtime >= since
+    except OSError:
+        return False
+
+
 class RunChecks(Callback):
+    def __init__(self) -> None:
+        self.sweep_started = 0.0
+
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         _claim_or_exit(config, "hydra.run.dir", lock=True)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.sweep_started = time.time()
         _claim_or_exit(config, "hydra.sweep.dir", lock=False)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -97,7 +112,7 @@ class RunChecks(Callback):
         if config.logger.name == "wandb" and config.logger.mode == "offline":  # once per sweep, not per job
             where = sweep_dir.resolve()  # the hint works from any directory
             print(f"wandb: offline runs in {where}/*/wandb; upload them all: wandb sync {where}/*/wandb/offline-run-*")
-        failed = failed_jobs(sweep_dir)
+        failed = failed_jobs(sweep_dir, since=self.sweep_started)
         if not failed:
             return
         jobs = len({p.name for p in sweep_dir.iterdir() if (p / ".hydra").is_dir()} | {name for name, _ in failed})

@@ -30,6 +30,10 @@ HYDRA_RECORD = ".hydra"
 BOOKKEEPING = {HYDRA_RECORD, "run.log", run_lock.LOCK_FILE}  # what every accepted run directory holds
 FILE_MANAGER_NOTES = {".DS_Store", "Thumbs.db", "desktop.ini"}  # written by macOS and Windows into any folder seen
 REFUSED_PREFIX = "failed-"  # <sweep dir>/failed-<job>.json: a job that refused its directory
+FAILED_RECORD = "failed.json"  # <job dir>/failed.json: a sweep's job that failed
+# what an attempt of a run leaves before its first checkpoint (besides BOOKKEEPING): its history, a failure or
+# requeue record, its wandb id and files, TensorBoard's; resume=auto starts such an attempt again
+ATTEMPT_FILES = {RUN_FILES[0], FAILED_RECORD, "requeued.json", ".wandb_run_id", "wandb", "tensorboard"}
 JOB_DIR_CHARS = 120  # a sweep job's folder name at most (file systems allow 255 bytes)
 
 _accepted: set[Path] = set()
@@ -84,6 +88,18 @@ def refused_job_record(directory: Path) -> Path:
     return directory.parent / f"{REFUSED_PREFIX}{directory.name}.json"
 
 
+def clear_failure_records(directory: Path) -> list[Path]:
+    """Remove the records of earlier failures of the run in ``directory`` (its ``failed.json``, the sweep's
+    ``failed-<job>.json``): it has now been accepted or found finished, so they no longer say anything true.
+    Returns what it removed."""
+    removed = []
+    for record in (directory / FAILED_RECORD, refused_job_record(directory)):
+        if record.is_file():
+            record.unlink(missing_ok=True)
+            removed.append(record)
+    return removed
+
+
 def note_created(directory: Path) -> None:
     """Remember which of ``directory`` and its parents this process is about to create (they do not exist
     yet): if the run is never accepted, ``discard_unaccepted`` removes them again, and nothing else."""
@@ -122,6 +138,15 @@ def _device_of(cfg: DictConfig) -> str:
         return str(resolve_device(name))
     except (ConfigError, OmegaConfBaseException) as err:  # e.g. a failed job's unresolvable interpolation
         return f"unresolved ({type(err).__name__})"
+
+
+def withdraw(directory: Path) -> None:
+    """A run refused in one line after it was accepted, before it wrote anything but its bookkeeping (a memory
+    estimate, a solver's size limit): no longer accepted, so ``discard_unaccepted`` removes the directory if
+    this process created it. A directory holding anything more keeps it and its record."""
+    directory = directory.resolve()
+    if directory.is_dir() and not {p.name for p in directory.iterdir()} - BOOKKEEPING:
+        _accepted.discard(directory)
 
 
 def discard_unaccepted(directory: Path) -> None:

@@ -91,6 +91,12 @@ def load_run(directory: Path) -> Run:
     return Run(directory.name, directory, status, config, metrics, history, error, overrides)
 
 
+def read_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None where it is missing, unreadable, torn or not an object."""
+    value, problem = _read(path, lambda: _object(path), None)
+    return None if problem else value
+
+
 def _object(path: Path) -> dict[str, Any]:
     value = json.loads(path.read_text())
     if not isinstance(value, dict):

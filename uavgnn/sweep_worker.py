@@ -41,15 +41,27 @@ def watch_sweep() -> None:
     if _watching or not in_worker():
         return
     _watching = True
-    parent = os.getppid()
+    main, parent = int(os.environ[MAIN_PID_ENV]), os.getppid()
 
     def watch() -> None:
-        while os.getppid() == parent:
+        # a worker whose main process was killed while it was still starting has been handed to another parent
+        # already: it stops at once instead of watching that one
+        while os.getppid() == parent and (parent == main or _alive(main)):
             time.sleep(POLL_S)
-        logging.getLogger(__name__).warning("the sweep's main process %d is gone: stopping this job", parent)
+        logging.getLogger(__name__).warning("the sweep's main process %d is gone: stopping this job", main)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="uavgnn-sweep-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def exit_worker(code: int) -> None:

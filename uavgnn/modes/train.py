@@ -7,6 +7,7 @@ loop (``uavgnn.training``), then ``Algorithm.test``: its table, pictures and ``s
 from __future__ import annotations
 
 import logging
+import shlex
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -20,17 +21,18 @@ from uavgnn.console import echo, launched_as
 from uavgnn.errors import Interrupted
 from uavgnn.loggers import open_logger
 from uavgnn.storage import remove_stale_temps, storage_error
-from uavgnn.training.resume import check_history, check_resume_config, resume_checkpoint
+from uavgnn.training.resume import check_history, check_resume_config, finished_score, resume_checkpoint
 from uavgnn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
 
 def resume_command(out_dir: Path) -> str:
-    """The command that continues this run: the launch's overrides plus ``resume=auto`` and its directory."""
+    """The command that continues this run: the launch's overrides plus ``resume=auto`` and its directory, each
+    shell-quoted (a directory with a space or a ``$`` pastes into a shell as itself)."""
     overrides = [str(o) for o in HydraConfig.get().overrides.task] if HydraConfig.initialized() else []
     kept = [o for o in overrides if not o.startswith(("resume=", "hydra.run.dir="))]
-    return " ".join([launched_as(), *kept, "resume=auto", f"hydra.run.dir={out_dir}"])
+    return " ".join([launched_as(), *map(shlex.quote, [*kept, "resume=auto", f"hydra.run.dir={out_dir}"])])
 
 
 def run_train(cfg: Config, out_dir: Path) -> float:
@@ -48,22 +50,34 @@ def run_train(cfg: Config, out_dir: Path) -> float:
 
 def _train_and_test(cfg: Config, out_dir: Path) -> float:
     main = distributed.context().is_main  # under torchrun the other ranks share rank 0's directory
-    distributed.same_config_on_every_rank(OmegaConf.to_container(cfg, resolve=True))
+    config = OmegaConf.to_container(cfg, resolve=True)
+    distributed.same_config_on_every_rank(config)
     # the scheduler stopped this job and started it again: it resumes (rank 0 reads the record for every rank)
     requeued = distributed.broadcast_from_main(requeue.pending(out_dir) if main else None)
     if requeued:
         echo(f"requeued after it stopped at step {requeued['step']} ({requeued.get('why')}): resuming", err=True)
-    resume_from = resume_checkpoint("auto" if requeued else cfg.resume, out_dir, refuse_existing_run=main)
+    elif str(cfg.resume).lower() == "auto":  # the same command again (a sweep killed anywhere): done is done
+        score = distributed.broadcast_from_main(finished_score(out_dir, config) if main else None)
+        if score is not None:
+            if main:
+                run_dir.clear_failure_records(out_dir)
+            echo(f"{out_dir}: finished already with these settings (summary.json at step {cfg.train.steps}): "
+                 "not run again")
+            return score
+    algorithm = algorithm_class(cfg.algorithm.name)
+    resume_from = resume_checkpoint("auto" if requeued else cfg.resume, out_dir, refuse_existing_run=main,
+                                    config=config, algorithm=algorithm)
     resume_step, safe_changes = None, {}
     if resume_from is not None:  # checked before the directory is touched: a refused resume changes nothing
         stored = load_checkpoint(resume_from)
         resume_step = stored["state"]["step"]
         safe_changes = check_resume_config(resume_from, OmegaConf.to_container(stored_config(stored["config"]), resolve=True),
-                                           OmegaConf.to_container(cfg, resolve=True), algorithm_class(cfg.algorithm.name))
+                                           config, algorithm)
         check_history(out_dir, resume_from, stored)
     trainer = Trainer(cfg, out_dir, resume_from)  # restores every part of the checkpoint, writes nothing
     run_dir.accept(out_dir, cfg)  # every check passed: the run writes from here on
     if main:
+        run_dir.clear_failure_records(out_dir)  # an earlier attempt's: superseded by this one
         remove_stale_temps(out_dir)
         requeue.done(out_dir)
     logger = open_logger(cfg, out_dir, resume_step=resume_step, enabled=main)

@@ -1,4 +1,4 @@
-"""Which run to continue, and whether the new config may continue it.
+"""Which run to continue, whether the new config may continue it, and whether it is already done.
 
 ``resume=auto|true`` continues the run directory's ``last.pt``. Exact
 resumption needs the same model, data, seed, optimiser and loop settings,
@@ -14,12 +14,17 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from uavgnn.algorithms import stored_config
 from uavgnn.algorithms.base import Algorithm
 from uavgnn.checkpoints import LAST, find_resume_checkpoint
 from uavgnn.errors import ConfigError, RunDirectoryError
 from uavgnn.loggers import HISTORY_FILE, read_history
 from uavgnn.report import flatten
-from uavgnn.run_dir import held_run_files, leftovers
+from uavgnn.run_dir import ATTEMPT_FILES, HYDRA_RECORD, held_run_files, leftovers
+from uavgnn.run_record import read_object
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +36,22 @@ SAFE = ("train.steps", "train.eval_every", "train.ckpt_every", "train.log_every"
         "eval.", "solve.", "profile.", "benchmark.", "resume", "mode", "ckpt", "path", "action", "solver",
         # how the policy decides, not what trains:
         "model.capacity_iters", "model.capacity_fill", "model.commit_stages")
+# what a command re-issued into a finished run may change and still find it finished: how fast, never what
+RERUN_SAFE = ("resume", "logger.", "hardware.threads", "hardware.sweep_jobs", "hardware.num_workers",
+              "hardware.pin_memory", "hardware.prefetch_factor", "hardware.persistent_workers",
+              "hardware.memory_fraction", "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir",
+              "optim.prefetch", "optim.graph_cache")
 # how scene graphs are built: what an algorithm that trains on no scene split (MASAC, COMA, MAPPO, dynamics) never reads
 GRAPH_KEYS = ("data.k_min", "data.k_divisor", "data.k_max", "data.k_jitter", "data.uav_neighbours")
 
 
-def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = True) -> Path | None:
+def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = True,
+                      config: dict[str, Any] | None = None, algorithm: type[Algorithm] = Algorithm) -> Path | None:
     """``resume=auto``: this run directory's ``last.pt`` if any; ``true``: it must exist; ``false``: none.
     A fresh start refuses a directory holding anything it could overwrite: another run (continue it with
-    ``resume=auto``), a run without ``last.pt`` (its history and results would be lost), or other files."""
+    ``resume=auto``), a run without ``last.pt`` (its history and results would be lost), or other files;
+    except, with ``resume=auto``, an attempt of this same run (``config``) that stopped before its first
+    checkpoint: nothing trained to lose, so it starts again (keeping its wandb run id)."""
     mode = str(resume).lower()
     if mode not in ("false", "none", "no", "true", "auto", "yes"):
         raise ConfigError(f"resume: expected false, true or auto, got {resume!r}")
@@ -46,7 +59,11 @@ def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = Tr
     if found is None and mode in ("true", "yes"):
         raise ConfigError(f"resume=true but {out_dir} has no {LAST}; pass hydra.run.dir=<the run to resume>")
     left = leftovers(out_dir) if found is None and refuse_existing_run else []
-    if not left:
+    if not left or (mode == "auto" and set(left) <= ATTEMPT_FILES and config is not None
+                    and _changes_from_record(out_dir, config, algorithm) == {}):
+        if left:
+            log.warning("%s: an attempt of this run stopped before its first checkpoint (%s): starting it again",
+                        out_dir, ", ".join(left))
         return found
     shown = ", ".join(left[:6]) + (", ..." if len(left) > 6 else "")
     if (out_dir / LAST).is_file():
@@ -57,19 +74,51 @@ def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = Tr
                             "it in another directory (hydra.run.dir=...)")
 
 
-def _is_safe(key: str, also: tuple[str, ...]) -> bool:
-    return any(key == s or (s.endswith(".") and key.startswith(s)) for s in (*SAFE, *also))
+def _is_safe(key: str, also: tuple[str, ...], base: tuple[str, ...] = SAFE) -> bool:
+    return any(key == s or (s.endswith(".") and key.startswith(s)) for s in (*base, *also))
+
+
+def _changed(stored: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple]:
+    """``{key: (stored, new)}`` of every flattened key of ``new`` whose value differs from ``stored``'s."""
+    old, now = flatten(stored), flatten(new)
+    missing = "<absent>"
+    return {key: (old.get(key, missing), now[key]) for key in sorted(now) if old.get(key, missing) != now[key]}
 
 
 def config_changes(stored: dict[str, Any], new: dict[str, Any], also_safe: tuple[str, ...] = ()
                    ) -> tuple[dict[str, tuple], dict[str, tuple]]:
     """(unsafe, safe) changes between a checkpoint's config (on this version's schemas: ``stored_config``) and
     the new one: ``{key: (stored, new)}``; ``also_safe``: the algorithm's own safe keys."""
-    old, now = flatten(stored), flatten(new)
-    missing = "<absent>"
-    changed = {key: (old.get(key, missing), now[key]) for key in sorted(now) if old.get(key, missing) != now[key]}
+    changed = _changed(stored, new)
     unsafe = {key: change for key, change in changed.items() if not _is_safe(key, also_safe)}
     return unsafe, {key: change for key, change in changed.items() if key not in unsafe}
+
+
+def _changes_from_record(out_dir: Path, config: dict[str, Any], algorithm: type[Algorithm],
+                         allowed: tuple[str, ...] | None = None) -> dict[str, tuple] | None:
+    """The changes of ``config`` from the one ``out_dir``'s run was accepted with (``.hydra/config.yaml``) that
+    are not safe for a resume (or, with ``allowed``, not in it); None when that record cannot be read."""
+    try:
+        recorded = OmegaConf.to_container(OmegaConf.load(out_dir / HYDRA_RECORD / "config.yaml"))
+        stored = OmegaConf.to_container(stored_config(recorded), resolve=True)
+    except (OSError, ValueError, TypeError, OmegaConfBaseException):
+        return None
+    if allowed is not None:
+        return {key: change for key, change in _changed(stored, config).items() if not _is_safe(key, allowed, ())}
+    return config_changes(stored, config, algorithm.resume_safe + (() if algorithm.scene_splits else GRAPH_KEYS))[0]
+
+
+def finished_score(out_dir: Path, config: dict[str, Any]) -> float | None:
+    """The best validation score of the run that already finished in ``out_dir`` with these settings (its
+    ``summary.json`` written at ``train.steps``, nothing but ``RERUN_SAFE`` changed since), or None: the same
+    command re-issued after a sweep was killed skips the jobs that finished and returns what they found."""
+    summary = read_object(out_dir / "summary.json")
+    if summary is None or summary.get("steps") != config["train"]["steps"]:
+        return None
+    best = [value for key, value in summary.items() if key.startswith("best_") and isinstance(value, (int, float))]
+    if len(best) != 1 or _changes_from_record(out_dir, config, Algorithm, allowed=RERUN_SAFE) != {}:
+        return None
+    return float(best[0])
 
 
 def check_resume_config(path: Path, stored: dict[str, Any], new: dict[str, Any],

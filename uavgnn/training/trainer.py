@@ -115,7 +115,8 @@ class Trainer(Recovery, Phases, Updates):
 
     def fit(self, logger: MetricLogger) -> TrainResult:
         cfg, state, self.logger = self.cfg, self.state, logger
-        self.logger.log({"model/params": self.model.num_parameters()}, step=state.step)
+        if state.step == 0:  # a resumed run's history has it already
+            self.logger.log({"model/params": self.model.num_parameters()}, step=state.step)
         if self.algorithm.starts_trained and state.step == 0:  # the starting policy is the one to beat: best.pt
             val = self.validate(len(self.sizes) - 1 if len(self.sizes) == 1 else self.cur.stage)
             if len(self.sizes) == 1:
@@ -123,7 +124,7 @@ class Trainer(Recovery, Phases, Updates):
                 self.checkpoint(self.out_dir / BEST)
             log.info("starting policy: %s %.4f", self.score.key, val[self.score.key])
         speeds: list[float] = []
-        val: dict[str, float] = {}
+        val = dict(state.last_val)  # a run resumed at its end (stopped in its test phase) reports its last validation
         self.bar = progress(total=cfg.train.steps, initial=state.step, desc="train", unit="step",
                             disable=not self.ctx.is_main)
         self.model.train()
@@ -242,6 +243,7 @@ class Trainer(Recovery, Phases, Updates):
         cfg, state, stage = self.cfg, self.state, self.cur.stage
         val = self.validate(stage)
         value = val[self.score.key]
+        state.last_val = {key: float(v) for key, v in val.items()}
         if len(self.sizes) > 1:
             self.state.lr_scale = curriculum_step(cfg.curriculum, self.cur, 1.0 - value, self.sizes, self.logger,
                                                   state.step, state.lr_scale)
