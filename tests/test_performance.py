@@ -15,6 +15,7 @@ from uavgnn.algorithms.scene_policy import batch_imitation_loss
 from uavgnn.algorithms.scene_policy import Budgeted
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.data.naive import NaiveSceneDataset
+from uavgnn.errors import MemoryBudgetError
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import imitation_loss
 from uavgnn.models.policy import policy_log_probs
@@ -98,7 +99,7 @@ def test_auto_batch_size_fits_an_artificial_cap_and_runs(store) -> None:
     assert step_memory_mb(model, loss_of, items, chosen, cpu) <= budget
     assert chosen * 2 > len(store) or step_memory_mb(model, loss_of, items, chosen * 2, cpu) > budget
     assert chosen & (chosen - 1) == 0 and chosen >= 8  # a power of two
-    with pytest.raises(MemoryError, match="hardware.batch_size=auto: even 8 graphs"):
+    with pytest.raises(MemoryBudgetError, match="hardware.batch_size=auto: even 8 graphs"):
         find_batch_size(model, loss_of, items, cpu, memory_fraction=0.9, memory_limit_mb=one / 10)
 
 

@@ -3,12 +3,14 @@ the limit, in one line, instead of growing for minutes and dying (or taking the 
 
 ``available_bytes`` is what the device can still give: on a GPU, CUDA's free memory plus what PyTorch's
 allocator holds unused; on the host, the kernel's ``MemAvailable`` (cache it can drop included), capped by
-the container's cgroup limit (less its usage, reclaimable file cache not counted as used).
+the container's cgroup limit (less its usage, reclaimable file cache not counted as used) and by the process's
+address-space limit (``ulimit -v``: ``RLIMIT_AS`` less the address space it already maps).
 """
 
 from __future__ import annotations
 
 import os
+import resource
 from pathlib import Path
 
 from uavgnn.errors import MemoryBudgetError
@@ -20,8 +22,9 @@ CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "
 
 
 def host_available_bytes() -> int:
-    """Bytes the host can still give this process (``MemAvailable``, within the cgroup's limit)."""
-    available = _meminfo_available()
+    """Bytes the host can still give this process (``MemAvailable``, within the cgroup's limit and the
+    process's address-space limit)."""
+    available = min(_meminfo_available(), _address_space_left())
     for limit_file, usage_file, stat_file in CGROUP_FILES:
         try:
             limit, usage = Path(limit_file).read_text().strip(), Path(usage_file).read_text().strip()
@@ -32,6 +35,21 @@ def host_available_bytes() -> int:
             available = min(available, max(int(limit) - used, 0))
         break
     return available
+
+
+def _address_space_left() -> int:
+    """``RLIMIT_AS`` (``ulimit -v``) less the virtual memory this process maps already (``VmSize``); no limit:
+    the largest int."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return 2**63 - 1
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return max(limit - int(line.split()[1]) * 1024, 0)
+    except (OSError, ValueError, IndexError):
+        pass
+    return limit
 
 
 def _reclaimable(stat_file: Path) -> int:
@@ -79,6 +97,6 @@ def check_fits(what: str, need: float, fix: str, device: object = "cpu") -> None
     more than ``USABLE`` of what ``device`` has available, naming both and ``fix``."""
     available = available_bytes(device)
     if need > USABLE * available:
-        where = device if str(device).startswith("cuda") else "this machine"
+        where = f"on {device}" if str(device).startswith("cuda") else "to this process (free memory, its cgroup, ulimit -v)"
         raise MemoryBudgetError(f"{what} would need about {gigabytes(need)} of memory, but {gigabytes(available)} "
-                                f"is available on {where} (at most {USABLE:.0%} of it is used at once): {fix}")
+                                f"is available {where} (at most {USABLE:.0%} of it is used at once): {fix}")

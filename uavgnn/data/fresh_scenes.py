@@ -80,4 +80,5 @@ class FreshScenes:
         return self.cfg.hardware.max_batch_size  # a generator has no end: trial batches up to the cap
 
     def gather(self, ids: torch.Tensor) -> Batch:
-        return self._graphs(self.sizes[-1], len(ids), self._generator(0))
+        # step 0's draw (a pure function of it: probing changes nothing the run draws later)
+        return self._graphs(self.sizes[-1], len(ids), stream(self.cfg.seed, "fresh_scenes", 0, self.ctx.rank, self.device))

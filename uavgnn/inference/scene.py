@@ -12,6 +12,7 @@ from torch_geometric.data import Batch, Data
 from uavgnn.decoders import decode
 from uavgnn.models import TransformerGNN
 from uavgnn.inference.refinement import refined_log_probs
+from uavgnn.memory import check_fits
 from uavgnn.models.policy import balancing_of, reads_relaxation
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import reward
@@ -23,6 +24,16 @@ from uavgnn.solvers.result import SolveResult
 CHUNK_EDGES = 2**16  # message edges per layer-wise block (TransformerGNN.forward_chunked): cache-sized blocks ran the
 # 1M-node forward 3.4x faster than 2**20-edge blocks on the 2-core CPU (88 -> 26 s, BENCHMARKS.md)
 SPATIAL_ORDER = 10_000  # UAVs from which nodes are put in Morton order before the build (memory locality)
+# Peak memory of scoring and deciding a scene: per candidate pair and hidden unit, per pair (the graph, the
+# relaxation's flow, the decision) and a fixed part (working buffers). The pretrained policy (hidden 64, 32
+# candidates) measured 313 MB at 16,384 UAVs, 831 at 65,536 and 2,830 at 262,144 (10.4 KB a UAV at the margin);
+# these give 432, 977 and 3,140 (benchmarks/bench_memory.py)
+BYTES_PER_PAIR_UNIT, BYTES_PER_PAIR, FIXED_BYTES = 5, 32, 256 * 2**20
+
+
+def scoring_bytes(model: TransformerGNN, n_uav: int, k: int) -> float:
+    """What ``score_scene`` and the decision after it hold at most, for ``n_uav`` UAVs of ``k`` candidates."""
+    return n_uav * k * (BYTES_PER_PAIR_UNIT * model.final_norm.normalized_shape[0] + BYTES_PER_PAIR) + FIXED_BYTES
 
 
 def _morton(pos: np.ndarray, cell: float) -> np.ndarray:
@@ -100,6 +111,9 @@ def score_scene(model: TransformerGNN, scene: Scene, graph: GraphSettings, devic
                 amp_dtype: torch.dtype | None = None) -> SceneScores:
     """Build ``scene``'s graph with the checkpoint's settings ``graph`` (``scene_graph``) and run the model once."""
     device = torch.device(device)
+    check_fits(f"scoring a scene of {scene.n_uav:,} UAVs with the model",
+               scoring_bytes(model, scene.n_uav, graph.k(scene.n_uav)),
+               "solve it with solver=mcf or solver=lap, or split the scene", device)
     start = time.perf_counter()
     uav_order, target_order = np.arange(scene.n_uav), np.arange(scene.n_target)
     if scene.n_uav >= SPATIAL_ORDER:

@@ -9,6 +9,10 @@ its step memory is within ``hardware.memory_fraction`` of the budget
   out-of-memory error ends the search;
 - CPU: parameters, gradients and AdamW's two moments, plus the batch's tensors
   and the activations saved for backward (``ActivationMeter``).
+
+A fixed ``hardware.batch_size`` above ``ESTIMATE_ABOVE`` is checked the same way before the first batch is
+drawn: two trial steps give the memory of one more item, and a batch that could not fit the memory this
+process has (``uavgnn.memory``) is refused in one line instead of allocating until the machine gives out.
 """
 
 from __future__ import annotations
@@ -22,10 +26,13 @@ from torch import nn
 
 from uavgnn import distributed
 from uavgnn.algorithms.base import LossOf
+from uavgnn.errors import ConfigError, MemoryBudgetError
+from uavgnn.memory import check_fits
 from uavgnn.perf import MIB, ActivationMeter, device_memory_mb
 
 log = logging.getLogger(__name__)
 SMALLEST = 8
+ESTIMATE_ABOVE = 4096  # a fixed batch larger than this is estimated before it is drawn (the auto search's cap)
 
 
 def step_memory_mb(model: nn.Module, loss_of: LossOf, store: Any, batch_size: int, device: torch.device) -> float:
@@ -67,7 +74,7 @@ def find_batch_size(model: nn.Module, loss_of: LossOf, store: Any, device: torch
             break
         chosen, size = size, size * 2
     if chosen == 0:
-        raise MemoryError(f"hardware.batch_size=auto: even {SMALLEST} graphs need more than the budget of "
+        raise MemoryBudgetError(f"hardware.batch_size=auto: even {SMALLEST} graphs need more than the budget of "
                           f"{budget:.0f} MB (hardware.memory_fraction={memory_fraction}, "
                           f"hardware.memory_limit_mb={memory_limit_mb}); use a smaller model or more memory")
     return chosen
@@ -78,9 +85,27 @@ def resolve_batch_size(cfg, model: torch.nn.Module, loss_of: LossOf, store_of: C
     """``hardware.batch_size``, or under ``auto`` the largest that fits (rank 0's choice x world size).
     ``store_of`` gives the trial items (``gather(ids)``, ``len``); called only under ``auto``."""
     if cfg.hardware.batch_size != "auto":
-        return int(cfg.hardware.batch_size)
+        size = int(cfg.hardware.batch_size)
+        if size > ESTIMATE_ABOVE:
+            check_batch_fits(size, model, loss_of, store_of, device)
+        return size
     found = find_batch_size(model, loss_of, store_of(), device, cfg.hardware.memory_fraction,
                             cfg.hardware.memory_limit_mb, cfg.hardware.max_batch_size)
     found = distributed.broadcast_from_main(found) * distributed.context().world_size
     log.info("hardware.batch_size=auto: %d graphs per step", found)
     return found
+
+
+def check_batch_fits(size: int, model: nn.Module, loss_of: LossOf, store_of: Callable[[], Any],
+                     device: torch.device) -> None:
+    """Refuse a fixed ``hardware.batch_size`` whose training step cannot fit: its memory extrapolated from
+    trial steps of ``SMALLEST`` and twice as many items (each rank's share of the global batch)."""
+    try:
+        store = store_of()
+    except ConfigError:
+        return  # no trial items (on-policy episodes): their environments are estimated where they are made
+    small = step_memory_mb(model, loss_of, store, SMALLEST, device)
+    per_item = max(step_memory_mb(model, loss_of, store, 2 * SMALLEST, device) - small, 0.0) / SMALLEST
+    share = -(-size // distributed.context().world_size)
+    check_fits(f"hardware.batch_size={size}: a training step of {share:,} items", (small + per_item * (share - SMALLEST)) * MIB,
+               "lower hardware.batch_size, or hardware.batch_size=auto picks the largest that fits", device)
