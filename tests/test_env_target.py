@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import ROOT, run_cli
+from test_faults import one_error_line
 from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms import check_config, register_configs
@@ -13,6 +14,7 @@ from uavgnn.envs.policies import random_policy, run_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env
 from uavgnn.errors import ConfigError
+from uavgnn.plugins import import_named
 from uavgnn.problem.scenes import SceneDistribution
 
 ENVIRONMENTS = '''
@@ -36,6 +38,21 @@ class Counted(UAVEnv):
         super().__init__(settings, dist, n_envs, device, seed, **kwargs)
         with open(os.environ["ENV_LOG"], "a") as log:
             log.write(f"{n_envs}\\n")
+
+
+class Broken(UAVEnv):
+    """An environment whose constructor fails in the user's own code."""
+
+    def __init__(self, settings, dist, n_envs, device, seed, **kwargs):
+        raise RuntimeError("no licence server at 10.0.0.7\\nsecond line of detail")
+
+
+class Strict(UAVEnv):
+    """An environment refusing its settings with our own one-line error."""
+
+    def __init__(self, settings, dist, n_envs, device, seed, **kwargs):
+        from uavgnn.errors import ConfigError
+        raise ConfigError("env.horizon=7: Strict wants 8")
 
 
 NOT_AN_ENV = 3
@@ -84,3 +101,41 @@ def test_a_wrong_environment_is_one_line(tmp_path, my_envs) -> None:
         cfg = compose("config", overrides=["env.target=my_envs.Frozen"])  # the main job: no environment
     with pytest.raises(ConfigError, match="env.target with algorithm=imitation: it trains on scenes"):
         check_config(cfg)
+
+
+@pytest.mark.parametrize("path", ["..x", "x.", ".x", "a..b", "my-pkg.Env", "mypkg.1Env", "Env", "", "a. b"])
+def test_a_malformed_path_is_one_line_naming_key_and_value(path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        import_named(path, "env.target")
+    assert str(caught.value) == (f"env.target={path}: not a dotted path of Python names; give module.name (e.g. "
+                                 "mypkg.module.MyClass), importable from where you run")
+
+
+def test_a_malformed_env_target_ends_the_run_in_one_line(tmp_path) -> None:
+    proc = run_cli("experiment=debug", "algorithm=mappo", "env.target=..x", "hardware.threads=1", "logger=none",
+                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
+                   check=False)
+    line = one_error_line(proc, "error:")
+    assert proc.returncode == 2 and line == ("error: env.target=..x: not a dotted path of Python names; give "
+                                             "module.name (e.g. mypkg.module.MyClass), importable from where you run")
+
+
+def test_your_environment_failing_to_build_is_one_line(tmp_path, my_envs) -> None:
+    dist = SceneDistribution()
+    with pytest.raises(ConfigError) as caught:
+        make_env(EnvSettings(target="my_envs.Broken"), dist, 2, "cpu", seed=0)
+    assert str(caught.value) == ("env.target=my_envs.Broken: Broken(...) raised RuntimeError: no licence server at "
+                                 "10.0.0.7")
+    with pytest.raises(ConfigError) as caught:  # our own one-line errors pass through as they are
+        make_env(EnvSettings(target="my_envs.Strict"), dist, 2, "cpu", seed=0)
+    assert str(caught.value) == "env.horizon=7: Strict wants 8"
+    with pytest.raises(ValueError, match="^env.action: unknown action mode 'sideways'") as caught:  # UAVEnv's own
+        make_env(EnvSettings(action="sideways"), dist, 2, "cpu", seed=0)
+    assert not isinstance(caught.value, ConfigError)
+    proc = run_cli("experiment=debug", "algorithm=mappo", "env.target=my_envs.Broken", "env.val_episodes=4",
+                   "hardware.batch_size=4", "algorithm.minibatches=2", "hardware.threads=1", "logger=none",
+                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
+                   check=False)
+    line = one_error_line(proc, "error:")
+    assert proc.returncode == 2 and line == ("error: env.target=my_envs.Broken: Broken(...) raised RuntimeError: "
+                                             "no licence server at 10.0.0.7")

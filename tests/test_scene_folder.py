@@ -4,8 +4,11 @@ line for each wrong use."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +18,9 @@ from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms import check_config, register_configs
 from uavgnn.data.splits import load_split
-from uavgnn.errors import ConfigError
+from uavgnn.errors import ConfigError, SceneFileError
 from uavgnn.problem.generator import generate_scenes
-from uavgnn.problem.scene_folder import split_files
+from uavgnn.problem.scene_folder import MAX_SCENE_FILE_BYTES, files_fingerprint, split_files
 from uavgnn.problem.scene_io import load_scene, save_scene
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.solvers.milp import solve_milp
@@ -108,3 +111,45 @@ def test_a_wrong_folder_task_is_refused_before_any_work(tmp_path, overrides, say
         cfg = compose("config", overrides=["experiment=debug", *(o.replace("TMP", str(tmp_path)) for o in overrides)])
     with pytest.raises(ConfigError, match=re.escape(says)):
         check_config(cfg)
+
+
+def test_a_folders_fingerprint_is_unchanged_and_read_as_a_stream(tmp_path) -> None:
+    folder = tmp_path / "scenes"
+    folder.mkdir()
+    (folder / "a.json").write_bytes(b'{"lam": 0.5}')
+    (folder / "b.npz").write_bytes(bytes(range(256)) * 3)
+    (folder / "c.json").write_bytes(b"")
+    files = sorted(folder.iterdir())
+    by_hand = hashlib.sha256(b"".join(p.name.encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest() for p in files))
+    assert files_fingerprint(files) == by_hand.hexdigest()
+    assert files_fingerprint(files) == "915aa8dcffb7663670d374612c6650bd08dc225c7f079bc67660b08ebf31e23d"  # as cached
+
+    with (tmp_path / "zeros.npz").open("wb") as f:
+        f.truncate(128 * 2**20)  # sparse: no disk
+    zeros = hashlib.sha256()
+    for _ in range(128):
+        zeros.update(bytes(2**20))
+    tracemalloc.start()
+    try:
+        fingerprint = files_fingerprint([tmp_path / "zeros.npz"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert fingerprint == hashlib.sha256(b"zeros.npz\0" + zeros.digest()).hexdigest()
+    assert peak < 4 * 2**20  # the 128 MB file is never in memory at once
+
+
+def test_a_file_over_the_cap_is_refused_before_it_is_read(tmp_path) -> None:
+    write_scenes(tmp_path / "scenes", [5, 5], seed=0)
+    huge = tmp_path / "scenes" / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(100 * 2**30)  # sparse: costs no disk
+    assert huge.stat().st_size > MAX_SCENE_FILE_BYTES
+    files = [path for split in ("train", "val", "test") for path in split_files(tmp_path / "scenes", split)]
+    assert huge in files
+    start = time.perf_counter()
+    with pytest.raises(SceneFileError) as caught:
+        files_fingerprint(files)
+    assert time.perf_counter() - start < 1.0
+    assert str(caught.value) == (f"{huge}: 100.0 GB (107,374,182,400 bytes), over the 64.0 GB a scene file can be "
+                                 "(MAX_SCENE_FILE_BYTES): not a scene; take it out of the folder")

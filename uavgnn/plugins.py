@@ -12,16 +12,18 @@ from uavgnn.errors import ConfigError
 
 
 def import_named(path: str, key: str) -> Any:
-    """The object ``path`` names; a path that does not import is one line naming ``key``."""
+    """The object ``path`` names; a path that is not ``module.name`` or does not import is one line naming
+    ``key``."""
+    parts = path.split(".") if isinstance(path, str) else []
+    if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+        raise ConfigError(f"{key}={path}: not a dotted path of Python names; give module.name (e.g. "
+                          "mypkg.module.MyClass), importable from where you run")
     module, _, name = path.rpartition(".")
     try:
-        found = getattr(importlib.import_module(module), name) if module else None
+        return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as err:
         raise ConfigError(f"{key}={path}: cannot import it ({err}); give module.name, importable from where you "
                           "run (PYTHONPATH)") from None
-    if found is None:
-        raise ConfigError(f"{key}={path}: give module.name (a module's function or class)")
-    return found
 
 
 def source_digest(obj: Any) -> str | None:

@@ -5,8 +5,9 @@ One environment of ``settings.n_uav`` UAVs, agents ``uav_0``... Each step every 
 the training reward of ``UAVEnv.step`` (the task's plus the approach hint and the team share; the task's own is
 in ``infos[agent]["task_reward"]``). An episode ends for all UAVs together: terminated when every target is
 completed, truncated at ``settings.horizon``; then ``agents`` is empty until ``reset``. ``state()`` is the
-centralised critic's global state. The batched ``UAVEnv`` underneath is what MASAC and COMA train on, so a
-policy trained here sees the same dynamics.
+centralised critic's global state. ``step`` checks every action before it touches anything and refuses a bad
+one with an ``ActionError`` naming the agent, the value and what the action space allows. The batched
+``UAVEnv`` underneath is what MASAC and COMA train on, so a policy trained here sees the same dynamics.
 
     from uavgnn.envs.pettingzoo_env import UAVParallelEnv
     env = UAVParallelEnv(EnvSettings(n_uav=4), SceneDistribution())
@@ -19,6 +20,7 @@ policy trained here sees the same dynamics.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,20 @@ try:
 except ImportError as err:  # an optional dependency: say how to get it
     raise ImportError("uavgnn.envs.pettingzoo_env needs PettingZoo: pip install pettingzoo "
                       "(or pip install 'uavgnn[pettingzoo]')") from err
+
+
+class ActionError(ValueError):
+    """An action ``step`` refuses (unknown agent, wrong type or shape, non-finite, outside the action space), named
+    with the agent, the value and what is allowed; the environment is left as it was before the call."""
+
+
+def _show(value: Any) -> str:
+    """A refused value on one line (an error message is one line): the numbers when few, else the shape."""
+    array = np.asarray(value) if isinstance(value, np.ndarray) else None
+    if array is not None and array.size > 8:
+        return f"an array of shape {array.shape}"
+    text = " ".join(repr(array.tolist() if array is not None else value).split())
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class UAVParallelEnv(ParallelEnv):
@@ -81,9 +97,7 @@ class UAVParallelEnv(ParallelEnv):
         """Every live UAV's action at once; a UAV without one hovers (continuous: zero velocity; else stay)."""
         if not self.agents:
             raise RuntimeError("step() after the episode ended: call reset() first")
-        hover = np.zeros(2, np.float32) if self.settings.action == "continuous" else 0
-        chosen = np.stack([np.asarray(actions.get(agent, hover)) for agent in self.possible_agents])
-        action = torch.as_tensor(chosen, dtype=torch.float32 if self.settings.action == "continuous" else torch.long)
+        action = self._checked_actions(actions)
         step = self.env.step(action[None])
         self._state = step.state[0].numpy()
         done = bool(step.done[0])
@@ -98,6 +112,49 @@ class UAVParallelEnv(ParallelEnv):
         if done:
             self.agents = []
         return observations, rewards, terminations, truncations, infos
+
+    def _checked_actions(self, actions: Mapping[str, Any]) -> torch.Tensor:
+        """(N, 2) float or (N,) long tensor of every UAV's action, hover for a UAV without one; raises
+        ``ActionError`` on the first bad entry. Checked whole before ``UAVEnv.step`` runs: the simulator clamps
+        a NaN into the state for good and indexes its headings with a discrete action (-1 silently flies
+        heading 8, 99 fails deep inside), so a bad action must never reach it."""
+        if not isinstance(actions, Mapping):
+            raise ActionError(f"step() takes a dict {{agent: action}}, got {type(actions).__name__}")
+        live = set(self.agents)
+        unknown = [agent for agent in actions if agent not in live]
+        if unknown:
+            raise ActionError(f"action {_show(actions[unknown[0]])} for unknown agent {unknown[0]!r}: "
+                              f"the live agents are {self.agents}")
+        space = self.action_space(self.possible_agents[0])
+        continuous = isinstance(space, spaces.Box)
+        shape = space.shape if continuous else ()
+        kinds = "iuf" if continuous else "iu"
+        allowed = (f"a finite array of shape {shape} in [{float(space.low.min())}, {float(space.high.max())}]"
+                   if continuous else f"an integer in [{space.start}, {space.start + space.n})")
+        hover = np.zeros(shape, np.float32) if continuous else np.int64(0)
+        chosen = []
+        for agent in self.possible_agents:  # once over the agents: type and shape; the values below, all at once
+            value = actions.get(agent, hover)
+            try:
+                array = np.asarray(value)
+            except (TypeError, ValueError, RuntimeError):
+                raise ActionError(f"action for {agent!r} is {_show(value)}: expected {allowed}") from None
+            if array.shape != shape or array.dtype.kind not in kinds:
+                shown = _show(array) if array.dtype.kind in "biufc" else _show(value)
+                detail = array.dtype if shown.startswith("an array") else f"{array.dtype}, shape {array.shape}"
+                raise ActionError(f"action for {agent!r} is {shown} ({detail}): expected {allowed}")
+            chosen.append(array)
+        stacked = np.stack(chosen).astype(np.float64)  # (N, *shape); exact for every int a range check needs
+        if continuous:
+            bad = ~(np.isfinite(stacked) & (stacked >= space.low) & (stacked <= space.high))
+        else:
+            bad = (stacked < space.start) | (stacked >= space.start + space.n)
+        if bad.any():
+            first = int(np.flatnonzero(bad.reshape(len(chosen), -1).any(1))[0])
+            raise ActionError(f"action for {self.possible_agents[first]!r} is {_show(chosen[first])}: "
+                              f"expected {allowed}")
+        dtype = torch.float32 if continuous else torch.long
+        return torch.as_tensor(np.stack(chosen), dtype=dtype)
 
     def _per_agent(self, obs: torch.Tensor) -> dict[str, np.ndarray]:
         return {agent: obs[i].numpy() for i, agent in enumerate(self.possible_agents)}

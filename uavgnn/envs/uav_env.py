@@ -32,7 +32,7 @@ import torch
 
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.settings import HEADINGS, EnvSettings
-from uavgnn.errors import ConfigError
+from uavgnn.errors import ConfigError, MemoryBudgetError
 from uavgnn.memory import check_fits
 from uavgnn.plugins import import_named
 from uavgnn.problem.observation import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES
@@ -323,8 +323,17 @@ class UAVEnv:
 def make_env(settings: EnvSettings, dist: SceneDistribution, n_envs: int, device: torch.device | str, seed: int,
              **kwargs: Any) -> UAVEnv:
     """The environment of ``settings``: ``UAVEnv``, or your subclass of it that ``settings.target`` names
-    (``env.target=mypkg.envs.MyEnv``: same constructor; override its reward, dynamics or scenes)."""
-    return env_class(settings.target)(settings, dist, n_envs, device, seed, **kwargs)
+    (``env.target=mypkg.envs.MyEnv``: same constructor; override its reward, dynamics or scenes). What your
+    class's ``__init__`` raises is one line naming ``env.target``."""
+    found = env_class(settings.target)
+    try:
+        return found(settings, dist, n_envs, device, seed, **kwargs)
+    except Exception as err:  # noqa: BLE001 - your class's: whatever it raises, one line naming it
+        if found is UAVEnv or isinstance(err, (ConfigError, MemoryBudgetError)):
+            raise
+        lines = str(err).strip().splitlines()
+        raise ConfigError(f"env.target={settings.target}: {found.__name__}(...) raised {type(err).__name__}: "
+                          f"{lines[0][:200] if lines else '(no message)'}") from None
 
 
 def env_class(target: str | None) -> type[UAVEnv]:

@@ -13,13 +13,18 @@ from pathlib import Path
 
 import numpy as np
 
-from uavgnn.errors import ConfigError
+from uavgnn.errors import ConfigError, SceneFileError
+from uavgnn.memory import gigabytes
 from uavgnn.problem.scene_io import load_scene
 from uavgnn.problem.scenes import Scene
 
 SCENE_SUFFIXES = (".json", ".npz")
 SPLIT_NAMES = ("train", "val", "test")
 FLAT_SPLIT_SEED = 0  # the permutation that splits a flat folder: fixed, so a folder always splits the same way
+# Larger than any scene file the loader reads: load_scene needs 5 (JSON) or 3 (NPZ) bytes of free memory per
+# byte, so this takes 200+ GB free, and the MILP that labels every scene of a folder gives up long before
+# (a 64 GB scene holds billions of UAVs and targets). Bigger is not a scene: refused before it is hashed.
+MAX_SCENE_FILE_BYTES = 64 * 2**30
 
 
 def _scene_files(directory: Path) -> list[Path]:
@@ -53,12 +58,27 @@ def split_files(folder: str | Path, split: str) -> list[Path]:
 
 
 def files_fingerprint(files: list[Path]) -> str:
-    """SHA-256 of the files' names and contents: a changed, added or removed file names a new split."""
+    """SHA-256 of the files' names and contents: a changed, added or removed file names a new split. Each file
+    is hashed as a stream (memory stays flat), after its size is checked against ``MAX_SCENE_FILE_BYTES``."""
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(_file_sha256(path))
     return digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> bytes:
+    """The file's SHA-256, read in blocks; a file over the cap or unreadable is one line naming it."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_SCENE_FILE_BYTES:
+            raise SceneFileError(f"{path}: {gigabytes(size)} ({size:,} bytes), over the "
+                                 f"{gigabytes(MAX_SCENE_FILE_BYTES)} a scene file can be (MAX_SCENE_FILE_BYTES): "
+                                 "not a scene; take it out of the folder")
+        with path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").digest()
+    except OSError as err:
+        raise SceneFileError(f"{path}: cannot be read ({err.strerror or err})") from None
 
 
 def load_scenes(files: list[Path]) -> list[Scene]:
