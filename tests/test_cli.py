@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,9 @@ import matplotlib.image
 import numpy as np
 import pytest
 from conftest import ROOT
+from hydra.conf import HydraConf
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
 
 from uavgnn.app import MODES
 from uavgnn.console import launched_as, progress
@@ -19,6 +23,7 @@ from uavgnn.errors import ConfigError
 from uavgnn.scoring.policy import Evaluation
 from uavgnn.loggers import RUN_ID_FILE, run_id
 from uavgnn.modes.cache import clear
+from uavgnn.modes.train import resume_command
 from uavgnn.algorithms.scene_policy import first_difference, model_vs_milp_picture
 from uavgnn.report import TABLE_WIDTH, count, format_table
 from uavgnn.solvers import BASELINES
@@ -165,3 +170,17 @@ def test_test_scene_picture_shows_a_scene_where_model_and_milp_differ(labelled_s
 def test_printed_commands_use_the_program_the_user_typed(monkeypatch, argv0, command) -> None:
     monkeypatch.setattr(sys, "argv", [argv0, "mode=info"])
     assert launched_as() == command
+
+
+def test_the_resume_command_pastes_into_a_shell_as_the_command_it_continues(tmp_path, monkeypatch) -> None:
+    """Issue 62: a run directory with a space (or a quote, a ``$``) was printed bare, so pasted into a shell it
+    split into other words; every argument after the program is quoted now."""
+    monkeypatch.setattr(sys, "argv", ["/x/run.py"])
+    run = tmp_path / "my runs" / "it's $HOME"
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # outside a Hydra launch: the directory alone
+    assert shlex.split(resume_command(run)) == ["python", "run.py", "resume=auto", f"hydra.run.dir={run}"]
+    launch = OmegaConf.create({"hydra": OmegaConf.structured(HydraConf)})
+    launch.hydra.overrides.task = ["logger.name=first try", "resume=never", f"hydra.run.dir={run}", "train.steps=5"]
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", launch)
+    assert shlex.split(resume_command(run)) == ["python", "run.py", "logger.name=first try", "train.steps=5",
+                                                "resume=auto", f"hydra.run.dir={run}"]

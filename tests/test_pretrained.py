@@ -4,17 +4,22 @@ it and never replaces a file."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import threading
 
 import pytest
 import torch
 from conftest import ROOT, run_cli
 
+from uavgnn import checkpoints
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.api import export_policy
 from uavgnn.checkpoints import CHECKSUMS, DEPLOYED, PRETRAINED_FILE, load_checkpoint
 from uavgnn.errors import CheckpointError
+from uavgnn.storage import replacing
 
 
 def documented() -> dict[str, float]:
@@ -57,3 +62,84 @@ def test_export_policy_never_replaces_a_file_and_keeps_the_policy(tmp_path) -> N
     for a, b in zip(original.state_dict().values(), copy.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert graph.k(16) == load_policy("pretrained")[1].k(16) and config["data"]["n_uav"] == 16
+
+
+def assert_is_the_pretrained_policy(path) -> None:
+    """``path`` loads (every checksum verified) and holds the pretrained policy's weights, bit for bit."""
+    assert set(load_checkpoint(path)) == {*DEPLOYED, CHECKSUMS}
+    original, copy = load_policy("pretrained")[0], load_policy(path)[0]
+    for a, b in zip(original.state_dict().values(), copy.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_export_policy_refuses_a_dangling_symlink_and_leaves_it_one(tmp_path) -> None:
+    """Issue 62: ``exists()`` follows the link, so a symlink to nothing passed as free and was replaced."""
+    out = tmp_path / "out"
+    out.mkdir()
+    link = out / "policy.pt"
+    link.symlink_to(out / "nowhere.pt")
+    with pytest.raises(CheckpointError, match="exists; not replacing it"):
+        export_policy(PRETRAINED_FILE, link)
+    assert link.is_symlink() and os.readlink(link) == str(out / "nowhere.pt")
+    assert sorted(p.name for p in out.iterdir()) == ["policy.pt"]  # nothing written beside it
+
+
+def test_two_exports_racing_to_one_path_one_succeeds_the_other_is_refused(tmp_path, monkeypatch) -> None:
+    """Issue 62: both passed the up-front check, then each replaced the other's file and both reported success.
+    A barrier holds each export just past its check until the other is there too, so they always race."""
+    barrier, load = threading.Barrier(2, timeout=60), checkpoints.load_checkpoint
+
+    def load_together(path):
+        barrier.wait()
+        return load(path)
+
+    monkeypatch.setattr(checkpoints, "load_checkpoint", load_together)
+    out, outcomes = tmp_path / "out", []
+    out.mkdir()
+    destination = out / "policy.pt"
+
+    def export() -> None:
+        try:
+            outcomes.append(export_policy(PRETRAINED_FILE, destination))
+        except CheckpointError as err:
+            outcomes.append(err)
+
+    threads = [threading.Thread(target=export) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    sizes = [o for o in outcomes if isinstance(o, int)]
+    refused = [str(o) for o in outcomes if isinstance(o, CheckpointError)]
+    assert len(sizes) == 1 and sizes[0] == destination.stat().st_size
+    assert refused == [f"export_policy: {destination} exists; not replacing it (remove it first)"]
+    assert sorted(p.name for p in out.iterdir()) == ["policy.pt"]  # the loser's temp file is gone
+    monkeypatch.undo()
+    assert_is_the_pretrained_policy(destination)
+
+
+@pytest.mark.parametrize("hard_links", [True, False])
+def test_a_new_file_never_replaces_what_took_its_path_meanwhile(tmp_path, monkeypatch, hard_links) -> None:
+    """``storage.replacing(new=True)`` (what ``export_policy`` writes through): another writer takes the path while the file
+    is written - here a dangling symlink - and keeps it, with or without hard links on the filesystem (without,
+    the file is created ``O_EXCL``). Where the path stays free the file appears whole."""
+    if not hard_links:
+        def no_hard_links(*_args, **_kwargs):
+            raise OSError(errno.EPERM, "Operation not permitted")
+
+        monkeypatch.setattr(os, "link", no_hard_links)
+    out = tmp_path / "out"
+    out.mkdir()
+    taken = out / "taken.pt"
+    with pytest.raises(FileExistsError):
+        with replacing(taken, new=True) as tmp:
+            tmp.write_bytes(b"mine")
+            taken.symlink_to(out / "theirs.pt")
+    assert taken.is_symlink() and not (out / "theirs.pt").exists()
+    with replacing(out / "free.pt", new=True) as tmp:
+        tmp.write_bytes(b"mine")
+    assert (out / "free.pt").read_bytes() == b"mine" and not (out / "free.pt").is_symlink()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out / "free.pt").stat().st_mode & 0o777 == 0o666 & ~umask  # a new file's mode, not the temp's 0600
+    assert sorted(p.name for p in out.iterdir()) == ["free.pt", "taken.pt"]  # no temp file left

@@ -1,5 +1,6 @@
 """A job its scheduler stops (SIGTERM, or the USR signal of a preemption or the time limit) is requeued and
-resumes with no step lost or repeated: submitit's local executor, for real, against an uninterrupted run."""
+resumes with no step lost or repeated: submitit's local executor, for real, against an uninterrupted run; and
+``scontrol requeue`` (a SLURM job), a fake one on PATH, answering or hanging."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import pytest
 import torch
 from conftest import ROOT, job_dirs, run_cli
 
+from uavgnn import requeue
 from uavgnn.loggers import read_history
+from uavgnn.signals import EXIT_CODES
 
 LONG = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
         "data.test_scenes=8", "hardware.batch_size=16", "train.steps=400", "train.eval_every=200",
@@ -71,3 +74,65 @@ def test_a_stopped_job_is_requeued_and_resumes_with_no_step_lost_or_repeated(tmp
                           for d in (job, job_dirs(tmp_path / "uninterrupted")[0]))
     for name, value in straight.items():  # the requeued job trained exactly what an uninterrupted run does
         torch.testing.assert_close(requeued[name], value, rtol=0, atol=0)
+
+
+def fake_scontrol(directory: Path, body: str) -> None:
+    """An ``scontrol`` executable in ``directory`` (put on PATH) running the shell ``body``."""
+    script = directory / "scontrol"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+
+
+def gone(pid: int) -> bool:
+    """No such process, or one that has exited and only waits to be reaped by init (a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.fixture
+def slurm_job(tmp_path, monkeypatch) -> Path:
+    """A SLURM job (id 4242) whose PATH starts with ``tmp_path/bin``, where a test puts its ``scontrol``."""
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    (tmp_path / "run").mkdir()
+    return tmp_path / "run"
+
+
+def test_scontrol_requeues_the_slurm_job_and_the_record_stays_for_the_requeued_job(tmp_path, slurm_job) -> None:
+    fake_scontrol(tmp_path / "bin", f'echo "$@" > {tmp_path / "args"}')
+    requeue.requeue(slurm_job, 120, "SIGTERM", EXIT_CODES[signal.SIGTERM])
+    assert (tmp_path / "args").read_text() == "requeue 4242\n"
+    assert requeue.pending(slurm_job) == {"step": 120, "why": "SIGTERM"}
+
+
+def test_a_hanging_scontrol_is_killed_with_what_it_started_well_before_slurm_kills_the_job(
+        tmp_path, slurm_job, monkeypatch, caplog) -> None:
+    """Issue 62: a hanging ``scontrol`` held the stop for 60 s, past SLURM's KillWait (30 s), and its timeout
+    killed it alone, orphaning what it had started. Now it gets ``SCONTROL_TIMEOUT_S`` (1 s here), then its
+    whole process group is killed and reaped before ``requeue`` returns; the job is not requeued."""
+    assert requeue.SCONTROL_TIMEOUT_S < 30  # under SLURM's default KillWait
+    monkeypatch.setattr(requeue, "SCONTROL_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(requeue.log, "disabled", False)  # an earlier Hydra run in this worker may have disabled it
+    monkeypatch.setattr(requeue.log, "propagate", True)
+    fake_scontrol(tmp_path / "bin", f"echo $$ > {tmp_path / 'scontrol.pid'}\nsleep 300 &\n"
+                                    f"echo $! > {tmp_path / 'child.pid'}\nsleep 300")
+    start = time.monotonic()
+    requeue.requeue(slurm_job, 120, "SIGTERM", EXIT_CODES[signal.SIGTERM])
+    took = time.monotonic() - start
+    assert 1.0 <= took < 4.0, took
+    assert not (slurm_job / requeue.RECORD).exists() and requeue.pending(slurm_job) is None
+    assert "SLURM job 4242: scontrol requeue failed" in caplog.text and "timed out after 1.0 seconds" in caplog.text
+    scontrol, child = (int((tmp_path / name).read_text()) for name in ("scontrol.pid", "child.pid"))
+    with pytest.raises(ProcessLookupError):
+        os.kill(scontrol, 0)  # the direct child: killed and reaped by requeue itself
+    deadline = time.monotonic() + 5  # the orphaned child's reaping is init's
+    while not gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(child), f"scontrol's child {child} outlived it"

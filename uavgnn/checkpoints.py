@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import pickle
 import random
 import re
@@ -28,7 +29,7 @@ import torch
 from omegaconf import OmegaConf
 
 from uavgnn.errors import CheckpointError
-from uavgnn.storage import save_torch
+from uavgnn.storage import replacing, save_torch
 
 LAST = "last.pt"
 BEST = "best.pt"
@@ -200,17 +201,24 @@ def checkpoint_path(value: str | Path) -> Path:
 def export_policy(source: str | Path, destination: str | Path) -> int:
     """A checkpoint's policy weights, config and graph settings (what deploys it; no optimiser, counters or
     random states) in a new file of their own, checksummed like any checkpoint: how a policy is shared.
-    Refuses to replace an existing file; returns the bytes written."""
+    Never replaces anything at ``destination``, a dangling symlink included: the file appears whole, and only if
+    nothing is there when it does (of two exports racing to one path, one succeeds and the other is refused).
+    Returns the bytes written."""
     destination = Path(destination)
-    if destination.exists():
-        raise CheckpointError(f"export_policy: {destination} exists; not replacing it (remove it first)")
+    refused = CheckpointError(f"export_policy: {destination} exists; not replacing it (remove it first)")
+    if os.path.lexists(destination):
+        raise refused
     ckpt = load_checkpoint(source)
     missing = [part for part in DEPLOYED if part not in ckpt]
     if missing:
         raise CheckpointError(f"checkpoint {source} ({kind(ckpt['config'])}): has no {', '.join(missing)}: "
                               "not an assignment policy to export")
     payload = {part: ckpt[part] for part in DEPLOYED if part != "config"}
-    save_checkpoint(destination, payload, OmegaConf.create(ckpt["config"]))
+    try:
+        with replacing(destination, new=True) as tmp:
+            save_checkpoint(tmp, payload, OmegaConf.create(ckpt["config"]))
+    except FileExistsError:
+        raise refused from None
     return destination.stat().st_size
 
 

@@ -25,6 +25,9 @@ from uavgnn.storage import atomic_write
 
 log = logging.getLogger(__name__)
 RECORD = "requeued.json"
+# How long ``scontrol requeue`` may take: well under SLURM's KillWait (30 s by default), the time between the
+# scheduler's SIGTERM and its SIGKILL, so a hanging controller costs the requeue, never the stop itself.
+SCONTROL_TIMEOUT_S = 10.0
 
 
 def requeue(out_dir: Path, step: int, why: str, exit_code: int) -> None:
@@ -44,12 +47,33 @@ def requeue(out_dir: Path, step: int, why: str, exit_code: int) -> None:
         handler(signum, None)  # submitit: rank 0 requeues and exits; the other ranks return
     elif main:
         try:
-            subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True, text=True, timeout=60)
+            _scontrol_requeue(job_id)
         except (OSError, subprocess.SubprocessError) as err:
             (out_dir / RECORD).unlink(missing_ok=True)
             log.warning("SLURM job %s: scontrol requeue failed (%s): not requeued", job_id, err)
             return
         echo(f"requeued by the scheduler: the job resumes from step {step}", err=True)
+
+
+def _scontrol_requeue(job_id: str) -> None:
+    """``scontrol requeue JOB``, in a session of its own so that on ``SCONTROL_TIMEOUT_S`` it goes with all it
+    started (``subprocess.run``'s timeout kills the direct child alone, orphaning the rest), reaped before this
+    returns. Raises ``TimeoutExpired`` or ``CalledProcessError`` (stderr attached)."""
+    proc = subprocess.Popen(["scontrol", "requeue", job_id], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=SCONTROL_TIMEOUT_S)
+    finally:
+        if proc.returncode is None:  # timed out (or interrupted): the whole process group goes
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass  # already gone
+            proc.wait()
+            for pipe in (proc.stdout, proc.stderr):
+                pipe.close()
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, proc.args, stderr=stderr)
 
 
 def pending(out_dir: Path) -> dict[str, Any] | None:

@@ -76,11 +76,16 @@ def save_torch(path: Path, payload: Any) -> None:
 
 
 @contextmanager
-def replacing(path: Path) -> Iterator[Path]:
+def replacing(path: Path, new: bool = False) -> Iterator[Path]:
     """A temp path beside ``path`` to write by any means (``atomic_write``, an animation, an NPZ): when the
     block succeeds it is flushed to the disk, given ``path``'s permissions and renamed onto it, so readers and
     a machine that loses power see the old file or the new one, never half of one; when it fails it is
-    removed. Any OS error becomes a ``StorageError`` naming ``path``."""
+    removed. Any OS error becomes a ``StorageError`` naming ``path``.
+
+    ``new``: ``path`` must not exist. The file appears in one step (a hard link) only if nothing is there, not
+    even a dangling symlink, else ``FileExistsError``: of two writers racing to one path exactly one succeeds and
+    neither replaces the other's file. Where the filesystem has no hard links it is created exclusively
+    (``O_EXCL``) and copied in: still never a replacement, but a reader may see it half written."""
     path = Path(path)
     tmp = None
     try:
@@ -89,14 +94,42 @@ def replacing(path: Path) -> Iterator[Path]:
         yield Path(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.chmod(tmp, _file_mode(path))
-        os.replace(tmp, path)
+        os.chmod(tmp, 0o666 & ~_UMASK if new else _file_mode(path))
+        if new:
+            _link_new(Path(tmp), path)
+        else:
+            os.replace(tmp, path)
         _fsync_directory(path.parent)
     except OSError as err:
+        if new and isinstance(err, FileExistsError):
+            raise
         raise storage_error(path, err) from None
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _link_new(tmp: Path, path: Path) -> None:
+    """``tmp`` at ``path`` too, which must not exist (``FileExistsError``)."""
+    try:
+        os.link(tmp, path)  # EEXIST (FileExistsError) if anything is at ``path``
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):  # no hard links here
+            raise
+        _copy_exclusively(tmp, path)
+
+
+def _copy_exclusively(source: Path, path: Path) -> None:
+    """Copy ``source`` to a ``path`` that must not exist (a symlink there counts); a failed copy is removed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # a symlink there: EEXIST
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(source.read_bytes())
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def pyplot() -> ModuleType:
