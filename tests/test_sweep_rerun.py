@@ -154,3 +154,35 @@ def test_a_sweep_killed_anywhere_a_few_times_then_re_issued_ends_with_an_uninter
     assert list(killed.glob("failed-*.json")) == [] and list(killed.glob("*/failed.json")) == []
     assert results(killed) == results(straight)
     assert compared(killed, tmp_path) == compared(straight, tmp_path)
+
+
+@pytest.mark.heavy  # the suite's time (20 s): pytest -m heavy tests/test_sweep_rerun.py
+def test_masac_resumed_after_a_stop_in_its_test_phase_reports_its_final_validation(tmp_path) -> None:
+    """Audit: SIGTERM in MASAC's test phase, then the resume: its summary.json had ``final_val = {}`` (the
+    uninterrupted run's has 7 keys). A stop there leaves ``last.pt`` at the last step and no summary; the resumed
+    run trains no step, and now reports the validation its checkpoint saved."""
+    run = tmp_path / "run"
+    masac = ["algorithm=masac", "model=mlp", "model.hidden=16", "env.n_envs=8", "algorithm.learning_starts=16",
+             "algorithm.buffer_size=256", "hardware.batch_size=16", "train.steps=10", "train.eval_every=10",
+             "train.ckpt_every=10", "algorithm.critic_hidden=16", "env.val_episodes=8", "logger=jsonl",
+             f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run}", "resume=auto"]
+    run_cli(*masac, cwd=tmp_path)
+    straight = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").unlink()  # what a stop in the test phase leaves: last.pt at step 10, no summary
+    run_cli(*masac, cwd=tmp_path)
+    resumed = json.loads((run / "summary.json").read_text())
+    assert len(straight["final_val"]) >= 7 and resumed["final_val"] == straight["final_val"]
+
+
+@pytest.mark.heavy
+def test_an_optuna_search_re_issued_skips_its_finished_trials_and_takes_the_same_path(tmp_path) -> None:
+    """The sweeper gets each finished trial's stored score back: the seeded search proposes the same trials,
+    their folders are found finished, and the best value and parameters are the same."""
+    sweep = tmp_path / "search"
+    command = sweep_command(tmp_path, sweep, "hparams_search=optuna", "hydra.sweeper.n_trials=3", "train.steps=10")
+    run_cli(*command, cwd=tmp_path)
+    first = (sweep / "optimization_results.yaml").read_text()
+    names = [job.name for job in job_dirs(sweep)]
+    again = run_cli(*command, cwd=tmp_path)
+    assert again.stdout.count("not run again") == 3 and [job.name for job in job_dirs(sweep)] == names
+    assert (sweep / "optimization_results.yaml").read_text() == first

@@ -35,7 +35,7 @@ def steps_logged(run_dir: Path, key: str) -> list[int]:
     return [r["step"] for r in rows if key in r]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # the suite's time; kill -9 and resume also in the kill-anywhere drill (heavy)
 def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path) -> None:
     long = ["train.steps=120", "train.ckpt_every=20", "train.eval_every=40", "logger=jsonl"]
     run_cli(*overrides(tmp_path, "straight", *long), cwd=tmp_path)  # also builds the cache
