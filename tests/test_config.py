@@ -13,7 +13,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from uavgnn.algorithms import algorithms, register_configs
+from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.errors import ConfigError
+from uavgnn.modes.benchmark import run_benchmark
 from uavgnn.modes.solve import run_solve
 from uavgnn.modes.train import run_train
 from uavgnn.problem.scene_io import save_scene
@@ -116,7 +118,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         assert summary["steps"] == 4 and summary["best_val_k_step_rmse"] == pytest.approx(gap)
         assert {r["method"] for r in summary["test"]} == {"tcn", "kalman", "kinematics", "constant_velocity"}
         return
-    if cfg.algorithm.name in ("masac", "coma", "mappo"):
+    if algorithms()[cfg.algorithm.name].produces == ENV_POLICY:  # what the plug-in declares, not its name
         assert summary["steps"] == 4 and summary["best_val_planner_gap"] == pytest.approx(gap)
         assert [r["method"] for r in summary["test"]] == [cfg.algorithm.name, "scripted planner", "nearest target",
                                                           "random"]
@@ -242,3 +244,24 @@ def test_an_algorithm_composes_its_own_keys_only(algorithm, foreign) -> None:
     assert f"not in '{type(algorithms()[algorithm].config()).__name__}'" in str(err.value.__cause__)
     assert set(compose_cfg(f"algorithm={algorithm}").algorithm) == {
         f.name for f in dataclasses.fields(algorithms()[algorithm].config)}
+
+
+@pytest.mark.parametrize("name", sorted(algorithms()))
+def test_modes_ask_each_plug_in_what_measures_it(name, tmp_path) -> None:
+    """Issue 63: ``mode=benchmark`` assumed a TransformerGNN (a traceback for MAPPO and dynamics after its cache
+    section ran) and ``mode=profile`` sent an algorithm to ``benchmarks/bench_<name>.py`` built from its name.
+    Now each plug-in declares it: one the benchmark does not measure is refused in one line, before any work,
+    naming those it measures (from the registry) and what times this one."""
+    algorithm = algorithms()[name]
+    cfg = compose_cfg(f"algorithm={name}", "mode=benchmark")
+    if algorithm.benchmarked:
+        assert algorithm.scene_splits  # the benchmark's sections build scene splits and a TransformerGNN
+        return
+    with pytest.raises(ConfigError) as refused:
+        run_benchmark(cfg, tmp_path / "out")
+    benchmarked = [n for n, found in algorithms().items() if found.benchmarked]
+    assert str(refused.value) == (f"mode=benchmark measures the scene-assignment pipeline of algorithm="
+                                  f"{', '.join(benchmarked)}; algorithm={name}: time it with {algorithm.timed_by}")
+    assert not (tmp_path / "out").exists()
+    timer = algorithm.timed_by.split()[0]
+    assert not timer.startswith("benchmarks/") or (ROOT / timer).is_file()  # a script it names exists

@@ -141,6 +141,11 @@ class Algorithm(ABC):
     scene_splits: ClassVar[bool] = False  # trains on the task's scene splits (task=folder applies)
     resume_safe: ClassVar[tuple[str, ...]] = ()  # its keys a resumed run may change (they never change a step)
     restart_hint: ClassVar[str] = "start a new run in another directory (hydra.run.dir=...)"  # {path}: last.pt
+    # what measures its speed: mode=benchmark's sections (the scene-assignment pipeline: cache, loader, toggles,
+    # scaling, the MILP) when they apply to it; else where mode=profile, which times steps on a fixed dataset,
+    # sends one that collects experience as it trains (its own benchmark script, or its run's perf/ figures)
+    benchmarked: ClassVar[bool] = False
+    timed_by: ClassVar[str] = "the perf/ figures of its training run (metrics.jsonl, the dashboard)"  # or a command
 
     def __init__(self, cfg: Any, device: torch.device) -> None:
         self.cfg, self.device = cfg, device

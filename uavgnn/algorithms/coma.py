@@ -218,6 +218,7 @@ class COMA(EnvPolicy):
     """The plug-in: one loss for actor and critic, a hard target update every ``target_update_every`` updates."""
 
     name = "coma"
+    timed_by = "benchmarks/bench_coma.py"
     config = COMAConfig
 
     @classmethod

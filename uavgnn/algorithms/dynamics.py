@@ -67,6 +67,7 @@ class Dynamics(Algorithm):
     """Data + lambda_physics x physics loss of a window batch, scored from row ``burn_in`` on."""
 
     name = "dynamics"
+    timed_by = "mode=profile (steps on its trajectory windows)"
     config = DynamicsConfig
     produces = "dynamics model"
     score = Score("val/k_step_rmse")

@@ -252,6 +252,7 @@ class MAPPO(EnvPolicy):
     ``minibatches x data_passes`` updates."""
 
     name = "mappo"
+    timed_by = "benchmarks/bench_mappo.py"
     config = MAPPOConfig
 
     @classmethod

@@ -201,6 +201,7 @@ class MASAC(EnvPolicy):
     """The plug-in: the update's noise from its own stream of (seed, step, rank), so a resumed run repeats it."""
 
     name = "masac"
+    timed_by = "benchmarks/bench_masac.py"
     config = MASACConfig
 
     @classmethod

@@ -69,6 +69,7 @@ class ScenePolicy(Algorithm):
     score = Score("val/optimality_gap")
     stages = True
     scene_splits = True
+    benchmarked = True
     resume_safe = ("algorithm.init_from",)  # where the run started from: read once, at step 0
     restart_hint = "start a new run from its weights with algorithm.init_from={path}"
 

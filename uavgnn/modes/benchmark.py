@@ -38,7 +38,7 @@ import torch
 from omegaconf import OmegaConf
 from torch_geometric.data import Batch
 
-from uavgnn.algorithms import make_algorithm
+from uavgnn.algorithms import algorithm_class, algorithms, make_algorithm
 from uavgnn.algorithms.base import Algorithm, LossOf, step_loss
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.config import Config
@@ -48,6 +48,7 @@ from uavgnn.data.loader import make_loader
 from uavgnn.data.naive import NaiveSceneDataset, naive_loader
 from uavgnn.data.splits import build_settings, load_split, split_spec
 from uavgnn.data.store import GraphStore
+from uavgnn.errors import ConfigError
 from uavgnn.inference.scene import solve_with_model
 from uavgnn.loggers import publish
 from uavgnn.models import TransformerGNN, model_from_config
@@ -313,7 +314,12 @@ SECTIONS = {"cache": bench_cache, "pipeline": bench_pipeline, "toggles": bench_t
 def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
     unknown = set(cfg.benchmark.sections) - set(SECTIONS)
     if unknown:
-        raise ValueError(f"benchmark.sections: unknown {sorted(unknown)} (expected some of {list(SECTIONS)})")
+        raise ConfigError(f"benchmark.sections: unknown {sorted(unknown)} (expected some of {list(SECTIONS)})")
+    algorithm = algorithm_class(cfg.algorithm.name)
+    if not algorithm.benchmarked:  # the plug-in says what measures it
+        supported = ", ".join(name for name, found in algorithms().items() if found.benchmarked)
+        raise ConfigError(f"mode=benchmark measures the scene-assignment pipeline of algorithm={supported}; "
+                          f"algorithm={algorithm.name}: time it with {algorithm.timed_by}")
     device = prepare_device(cfg)
     b = cfg.benchmark
     hint = " (benchmark=quick: under a minute)" if b.expected_minutes > 2 else ""

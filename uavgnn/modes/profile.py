@@ -99,7 +99,7 @@ def setup(cfg: Config, device: torch.device, dtype: torch.dtype | None) -> Profi
     algorithm = make_algorithm(cfg, device)
     if algorithm.cadence().updates:
         raise ConfigError(f"mode=profile times steps on a fixed dataset; algorithm={cfg.algorithm.name} collects "
-                          f"experience as it trains: time it with benchmarks/bench_{cfg.algorithm.name}.py")
+                          f"experience as it trains: time it with {algorithm.timed_by}")
     torch.manual_seed(cfg.seed)
     model = algorithm.build_model(cfg).to(device)
     work = algorithm.workload(model)
