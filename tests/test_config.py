@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from uavgnn.algorithms import algorithms, register_configs
+from uavgnn.algorithms import algorithms, make_algorithm, register_configs
+from uavgnn.algorithms.base import DatasetWorkload, EnvAgents, Trained, Workload
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import make_env
 from uavgnn.errors import ConfigError
 from uavgnn.modes.benchmark import run_benchmark
 from uavgnn.modes.solve import run_solve
@@ -265,3 +269,26 @@ def test_modes_ask_each_plug_in_what_measures_it(name, tmp_path) -> None:
     assert not (tmp_path / "out").exists()
     timer = algorithm.timed_by.split()[0]
     assert not timer.startswith("benchmarks/") or (ROOT / timer).is_file()  # a script it names exists
+
+
+@pytest.mark.parametrize("name", sorted(algorithms()))
+def test_every_algorithm_keeps_the_declared_contracts(name, tmp_path) -> None:
+    """Issue 63: the loop, validation and the test phase called ``num_parameters``, ``play``, ``act`` and
+    ``acting`` by convention (``act`` took two signatures, ``acting`` was probed with ``getattr``, ``host_batches``
+    was in no protocol). Each is declared in ``algorithms/base.py`` and every registered algorithm keeps them:
+    its networks are ``Trained`` (an environment policy's are ``EnvAgents``, whose ``acting`` networks exist and
+    whose ``act`` plays), and one that trains on a fixed dataset has a ``DatasetWorkload``."""
+    cfg = tiny(compose_cfg(f"algorithm={name}"), tmp_path, tmp_path / "cache")
+    algorithm = make_algorithm(cfg, torch.device("cpu"))
+    model = algorithm.build_model(cfg)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)  # a target network's copy is not
+    assert isinstance(model, Trained) and model.num_parameters() == trained
+    if algorithm.produces == ENV_POLICY:
+        assert isinstance(model, EnvAgents) and all(isinstance(getattr(model, n), nn.Module | nn.Parameter)
+                                                    for n in model.acting)
+        env = make_env(EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task), 2, "cpu", seed=0)
+        assert torch.equal(model.act(env.observe(), env.available_actions(), None), model.play(env))  # no sampling
+    work = algorithm.workload(model)
+    assert isinstance(work, Workload)
+    if not algorithm.cadence().updates:
+        assert isinstance(work, DatasetWorkload) and next(work.host_batches(0, 2)) is not None

@@ -363,7 +363,7 @@ def test_a_masac_checkpoint_can_fly_the_rollouts(tmp_path) -> None:
     dynamics = make_algorithm(compose_dynamics(tmp_path, flown_by), torch.device("cpu"))
     policy, policy_id = dynamics.rollout_policy()
     env = UAVEnv(EnvSettings.of(dynamics.cfg.env), SceneDistribution(), 2, torch.device("cpu"), seed=0)
-    torch.testing.assert_close(policy(env), agents.act(env.observe(), None))
+    torch.testing.assert_close(policy(env), agents.act(env.observe(), None, None))
     assert len(policy_id) == 64  # the checkpoint's SHA-256 names it in the cache key
     with pytest.raises(CheckpointError, match="needs an environment policy for 8 UAVs with"):
         make_algorithm(compose_dynamics(tmp_path, flown_by, "env.n_uav=8"), torch.device("cpu")).rollout_policy()

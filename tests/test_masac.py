@@ -60,10 +60,10 @@ def test_acting_samples_the_policy_the_loss_scores() -> None:
     """``act`` skips the log-probability, not the sample: the actions of ``policy`` for the same noise, and its
     deterministic tanh(mean) without a generator."""
     agents, obs = MASACAgents(MASACSettings(3, 10, 20, 2, 16, 2, 16, 2, 0.95, 0.2)), torch.randn(5, 3, 10)
-    acted = agents.act(obs, torch.Generator().manual_seed(1))
+    acted = agents.act(obs, None, torch.Generator().manual_seed(1))
     noise = torch.randn((3, 5, 2), generator=torch.Generator().manual_seed(1))
     assert torch.equal(acted, agents.policy(obs.transpose(0, 1), noise)[0].transpose(0, 1))
-    assert torch.equal(agents.act(obs, None), agents.policy(obs.transpose(0, 1), None)[0].transpose(0, 1))
+    assert torch.equal(agents.act(obs, None, None), agents.policy(obs.transpose(0, 1), None)[0].transpose(0, 1))
 
 
 def test_polyak_averaging_moves_every_target_by_tau() -> None:
@@ -222,10 +222,10 @@ def test_the_shared_graph_actor_treats_every_uav_alike_and_runs_on_any_swarm_siz
                                        0.95, 0.2, (4, 3, 2, 2)))
     env = UAVEnv(EnvSettings(n_uav=64), SceneDistribution(), 3, torch.device("cpu"), seed=1)
     obs, _ = env.reset()
-    actions = agents.act(obs, None)  # trained for 4 UAVs, acting for 64
+    actions = agents.act(obs, None, None)  # trained for 4 UAVs, acting for 64
     assert actions.shape == (3, 64, 2) and actions.abs().max() <= 1
     swapped = obs[:, [1, 0, *range(2, 64)]]
-    torch.testing.assert_close(agents.act(swapped, None), actions[:, [1, 0, *range(2, 64)]])
+    torch.testing.assert_close(agents.act(swapped, None, None), actions[:, [1, 0, *range(2, 64)]])
 
 
 def test_masac_with_the_graph_actor_trains_in_the_shared_loop(tmp_path) -> None:

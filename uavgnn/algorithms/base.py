@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from omegaconf import MISSING
@@ -110,6 +110,30 @@ class StepOutput:
     feedback: torch.Tensor | None = None  # per-item values for the data source (replay priorities)
 
 
+@runtime_checkable
+class Trained(Protocol):
+    """What the loop reads of every algorithm's networks (``build_model``'s module): how many parameters it
+    trains (a target network's copies not counted), for the log, the dashboard and ``summary.json``."""
+
+    def num_parameters(self) -> int: ...
+
+
+@runtime_checkable
+class EnvAgents(Trained, Protocol):
+    """An environment policy's networks (what ``produces = "environment policy"`` promises): ``act`` for the
+    environment's observations (E, N, ...) and its available actions (``available_actions()``; a policy whose
+    actions are all available may take None), sampled with ``generator``, the most likely without; ``play``, the policy as validation,
+    the test phase and ``load_env_policy`` run it; ``acting``, the networks ``play`` reads (all a checkpoint
+    needs to play)."""
+
+    acting: tuple[str, ...]
+
+    def act(self, obs: torch.Tensor, avail: torch.Tensor | None, generator: torch.Generator | None
+            ) -> torch.Tensor: ...
+    def play(self, env: Any, generator: torch.Generator | None = None) -> torch.Tensor: ...
+
+
+@runtime_checkable
 class Workload(Protocol):
     """An algorithm's data side: what each step trains on and how the policy is validated."""
 
@@ -128,6 +152,14 @@ class Workload(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
     def probe_store(self) -> Any: ...
+
+
+@runtime_checkable
+class DatasetWorkload(Workload, Protocol):
+    """The data side of an algorithm that trains on a fixed dataset (``cadence().updates == 0``): its batches
+    as the host makes them, before their copy (what ``mode=profile`` times)."""
+
+    def host_batches(self, start: int, batch_size: int) -> Iterator[Any]: ...
 
 
 class Algorithm(ABC):

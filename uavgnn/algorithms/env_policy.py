@@ -80,16 +80,13 @@ def load_env_policy(path: str | Path, taker: str, device: torch.device | str = "
 
 
 def acting_part(agents: nn.Module, state: dict[str, Any]) -> tuple[nn.Module, dict[str, Any]]:
-    """The networks ``agents.play`` reads (``agents.acting``; all of ``agents`` where a plug-in names none),
-    shared with ``agents``, and their weights in ``state``: a checkpoint whose critic a later version reshaped
-    still plays (resuming it is refused), and no acting weight goes unloaded."""
-    names = getattr(agents, "acting", None)
-    if names is None:
-        return agents, state
+    """The networks ``agents.play`` reads (``agents.acting``: ``base.EnvAgents``), shared with ``agents``, and
+    their weights in ``state``: a checkpoint whose critic a later version reshaped still plays (resuming it is
+    refused), and no acting weight goes unloaded."""
     part = nn.Module()
-    for name in names:
+    for name in agents.acting:
         setattr(part, name, getattr(agents, name))
-    return part, {key: value for key, value in state.items() if key.split(".")[0] in names}
+    return part, {key: value for key, value in state.items() if key.split(".")[0] in agents.acting}
 
 
 def compare_checkpoints(paths: list[str], episodes: int, horizon: int, device: torch.device,

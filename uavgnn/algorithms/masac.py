@@ -120,8 +120,9 @@ class MASACAgents(nn.Module):
         return squash(mean, log_std, noise)
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        """Actions (E, N, A) for env observations (E, N, obs_dim): sampled, or the mean without a generator."""
+    def act(self, obs: torch.Tensor, avail: torch.Tensor | None, generator: torch.Generator | None) -> torch.Tensor:
+        """Actions (E, N, A) for env observations (E, N, obs_dim): sampled, or the mean without a generator
+        (``avail``: continuous actions are all available)."""
         mean, log_std = self.actors(obs.transpose(0, 1).to(self.log_alpha.dtype)).chunk(2, dim=-1)
         if generator is not None:
             mean = presquashed(mean, log_std, torch.randn(mean.shape, generator=generator, device=obs.device))
@@ -129,7 +130,7 @@ class MASACAgents(nn.Module):
 
     def play(self, env, generator: torch.Generator | None = None) -> torch.Tensor:
         """The policy as an environment policy (``uavgnn.envs.policies.Policy``)."""
-        return self.act(env.observe(), generator)
+        return self.act(env.observe(), None, generator)
 
     def q_values(self, state: torch.Tensor, obs: torch.Tensor, joint: torch.Tensor, weights=None) -> torch.Tensor:
         """(N, 2, B) twin Q of every agent from the state (B, S), agent-major observations (N, B, obs_dim) and the
@@ -258,7 +259,7 @@ class MASAC(EnvPolicy):
         obs, state = env.reset()
         agents = MASACAgents(MASACSettings(4, settings.obs_dim(), settings.state_dim(dist), 2, 32, 2, 32, 2, 0.95,
                                            0.2)).to(device)
-        action = agents.act(obs, generator)
+        action = agents.act(obs, None, generator)
         step = env.step(action)
         batch = Transitions(obs, state, action, step.reward, step.obs, step.state, step.done.float(),
                             torch.ones(8, device=device), torch.arange(8, device=device))

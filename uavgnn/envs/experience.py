@@ -128,7 +128,8 @@ class Experience(RLWorkload):
         """Advance every environment ``steps`` steps and store the transitions."""
         agents = unwrap(self.model)
         for _ in range(steps):
-            action = random_policy(self.env, self.exploration) if explore else agents.act(self.obs, self.exploration)
+            action = (random_policy(self.env, self.exploration) if explore
+                      else agents.act(self.obs, None, self.exploration))
             step = self.env.step(action)
             self.buffer.add(obs=self.obs, state=self.state, action=action, reward=step.reward,
                             next_obs=step.obs, next_state=step.state, done=step.done.float())
