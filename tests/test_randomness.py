@@ -9,8 +9,10 @@ import pytest
 import torch
 from test_masac import compose_masac
 
-from uavgnn.algorithms import make_algorithm
-from uavgnn.randomness import STREAMS, stream, stream_seed
+from uavgnn.algorithms import algorithms, make_algorithm
+from uavgnn.randomness import STREAMS, declare, stream, stream_seed
+
+DECLARED = {purpose: name for name, found in algorithms().items() for purpose in found.streams}  # the plug-ins'
 
 CPU = torch.device("cpu")
 
@@ -23,9 +25,9 @@ def test_a_stream_is_a_pure_function_of_its_names() -> None:
 
 
 def test_every_seed_purpose_step_and_rank_has_its_own_stream() -> None:
-    """No two of 2 seeds x 12 purposes x 500 steps x 4 ranks share a seed (the old ``seed * 1_000_003 + step``
-    gave every purpose of a step the same one)."""
-    names = list(itertools.product((0, 1), STREAMS, range(500), range(4)))
+    """No two of 2 seeds x every purpose (shared and the plug-ins') x 500 steps x 4 ranks share a seed (the old
+    ``seed * 1_000_003 + step`` gave every purpose of a step the same one)."""
+    names = list(itertools.product((0, 1), [*STREAMS, *DECLARED], range(500), range(4)))
     assert len({stream_seed(*name) for name in names}) == len(names)
 
 
@@ -57,3 +59,15 @@ def test_masac_draws_each_purpose_from_its_own_stream(tmp_path) -> None:
     noise, _ = masac.draws(batch, 0)
     shape = (2, agents.s.n_agents, 32, agents.s.action_dim)
     assert torch.equal(noise, torch.randn(shape, generator=stream(5, "update_noise", 0))[0])
+
+
+def test_a_plug_in_declares_its_own_streams_in_its_class() -> None:
+    """Issue 63: ``STREAMS`` held MASAC's and REINFORCE's streams and refused others, so a plug-in that draws
+    noise had to edit the services layer. Each declares its own (``Algorithm.streams``); a name is one owner's."""
+    assert DECLARED == {"update_noise": "masac", "rollouts": "reinforce"} and not set(DECLARED) & set(STREAMS)
+    declare("toy", {"toy_noise": "a toy plug-in's draws"})
+    assert stream_seed(1, "toy_noise", 2) == stream_seed(1, "toy_noise", 2) != stream_seed(1, "replay", 2)
+    with pytest.raises(ValueError, match="random stream 'update_noise' of toy is already masac's"):
+        declare("toy", {"update_noise": "another's noise"})
+    with pytest.raises(ValueError, match="random stream 'replay' of toy is already uavgnn's"):
+        declare("toy", {"replay": "a shared stream"})

@@ -5,6 +5,10 @@ MASAC's update noise and its replay sampling were both seeded ``seed * 1_000_003
 + step``, their draws identical in distribution and order. A stream is a pure
 function of its four names, so a resumed run (or a DDP rank, by ``rank``)
 draws exactly what the uninterrupted run drew, with nothing to save.
+
+``STREAMS`` are the shared ones (the data, the environments, the loop); an algorithm declares its own in its
+class (``Algorithm.streams``), which registers them here when the class is defined: a plug-in that draws noise
+edits only its own file.
 """
 
 from __future__ import annotations
@@ -17,8 +21,6 @@ STREAMS = {
     "environment": "the training environments' scenes and resets (per rank)",
     "exploration": "actions sampled while collecting experience (per rank)",
     "replay": "which stored transitions a step's batch holds",
-    "update_noise": "MASAC's reparameterised actions inside an update",
-    "rollouts": "REINFORCE's sampled assignments of a step",
     "minibatch_order": "the order of an on-policy collection's episodes, per pass over it",
     "scene_order": "the training split's shuffle, per epoch",
     "curriculum": "a step's scenes of the current and earlier curriculum stages",
@@ -30,10 +32,24 @@ STREAMS = {
 }
 
 
+_declared: dict[str, tuple[str, str]] = {}  # a plug-in's stream -> (its owner, what it draws)
+
+
+def declare(owner: str, streams: dict[str, str]) -> None:
+    """``owner``'s own streams ({purpose: what it draws}); a purpose is one owner's, never a shared one's (two
+    owners of one name would draw the same numbers)."""
+    for purpose, why in streams.items():
+        taken = "uavgnn" if purpose in STREAMS else _declared.get(purpose, (owner,))[0]
+        if taken != owner:
+            raise ValueError(f"random stream {purpose!r} of {owner} is already {taken}'s: name it after {owner}")
+        _declared[purpose] = (owner, why)
+
+
 def stream_seed(seed: int, purpose: str, step: int = 0, rank: int = 0) -> int:
-    """The 63-bit seed of stream ``purpose`` (one of ``STREAMS``) at ``step`` on ``rank``."""
-    if purpose not in STREAMS:
-        raise ValueError(f"unknown random stream {purpose!r} (expected one of {', '.join(STREAMS)})")
+    """The 63-bit seed of stream ``purpose`` (one of ``STREAMS`` or a declared one) at ``step`` on ``rank``."""
+    if purpose not in STREAMS and purpose not in _declared:
+        raise ValueError(f"unknown random stream {purpose!r} (expected one of {', '.join([*STREAMS, *_declared])}; "
+                         "an algorithm declares its own in its class's streams)")
     digest = hashlib.blake2b(f"{seed}/{purpose}/{step}/{rank}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & (2**63 - 1)
 

@@ -36,6 +36,7 @@ from torch import nn
 from uavgnn.console import echo
 from uavgnn.errors import ConfigError
 from uavgnn.manifest import run_manifest
+from uavgnn.randomness import declare
 from uavgnn.report import write_json
 from uavgnn.runtime import autocast
 
@@ -178,6 +179,13 @@ class Algorithm(ABC):
     # sends one that collects experience as it trains (its own benchmark script, or its run's perf/ figures)
     benchmarked: ClassVar[bool] = False
     timed_by: ClassVar[str] = "the perf/ figures of its training run (metrics.jsonl, the dashboard)"  # or a command
+
+    streams: ClassVar[dict[str, str]] = {}  # its own random streams, {purpose: what it draws} (uavgnn.randomness)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in vars(cls):  # a registered algorithm's streams, known before it draws
+            declare(cls.name, vars(cls).get("streams", {}))
 
     def __init__(self, cfg: Any, device: torch.device) -> None:
         self.cfg, self.device = cfg, device

@@ -202,6 +202,7 @@ class MASAC(EnvPolicy):
     """The plug-in: the update's noise from its own stream of (seed, step, rank), so a resumed run repeats it."""
 
     name = "masac"
+    streams = {"update_noise": "MASAC's reparameterised actions inside an update"}
     timed_by = "benchmarks/bench_masac.py"
     config = MASACConfig
 

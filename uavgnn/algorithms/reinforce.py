@@ -248,6 +248,7 @@ class Reinforce(ScenePolicy):
     """
 
     name = "reinforce"
+    streams = {"rollouts": "REINFORCE's sampled assignments of a step"}
     config = ReinforceConfig
 
     def __init__(self, cfg: Any, device: torch.device) -> None:
