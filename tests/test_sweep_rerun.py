@@ -62,7 +62,7 @@ def test_a_refused_sweep_then_the_same_command_with_resume_auto_finishes_with_ex
     it finished every job but still printed "1 of 2 jobs failed ... already holds a run" and exited 1, on every
     later re-run too. Now the finished jobs are found finished, their stale records cleared, exit 0."""
     sweep = tmp_path / "sweep"
-    command = sweep_command(tmp_path, sweep, "seed=0,1", "train.steps=10", "train.eval_every=5")
+    command = sweep_command(tmp_path, sweep, "seed=0,1", "train.steps=4", "train.eval_every=2")
     command.remove("resume=auto")
     run_cli(*command, cwd=tmp_path)
     refused = run_cli(*command, cwd=tmp_path, check=False)
