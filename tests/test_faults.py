@@ -1093,7 +1093,7 @@ def test_a_damaged_best_pt_or_checksum_table_is_refused_on_every_load(tmp_path, 
         load_checkpoint(best)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # the suite's time: pytest -m heavy tests/test_faults.py
 def test_every_weight_load_names_the_checkpoints_kind_and_what_takes_it(tmp_path, finished_run) -> None:
     """Audit 6: weight mismatches on init_from and resume were tracebacks, a failed resume appended a spurious
     'resume' event, a dynamics checkpoint as REINFORCE's init_from was a traceback, and the advice was wrong."""
@@ -1133,7 +1133,7 @@ def test_every_weight_load_names_the_checkpoints_kind_and_what_takes_it(tmp_path
 
 # ---------------------------------------------------------------- config errors, damaged runs, memory, system paths
 
-@pytest.mark.slow
+@pytest.mark.heavy  # the suite's time: pytest -m heavy tests/test_faults.py
 def test_unresolvable_interpolations_are_one_line_and_leave_nothing_behind(tmp_path) -> None:
     """Audit 7: ``${oc.env:NOPE}`` in a key was a traceback (leaving .hydra/, run.log and a lock behind), and in
     hydra.run.dir 'an error during Hydra's exception formatting'."""
@@ -1286,7 +1286,7 @@ def test_the_first_history_row_after_a_resume_averages_the_whole_window(tmp_path
     assert len(straight) == 3 and resumed == straight  # rows at 5, 10, 12: the same means, the same keys
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # the suite's time: pytest -m heavy tests/test_faults.py
 def test_sigterm_in_the_test_phase_or_rollouts_is_one_line_and_the_command_can_be_repeated(tmp_path) -> None:
     """Audit 11: SIGTERM during a test phase or the dynamics rollouts exited 143 silently; after the rollouts an
     empty metrics.jsonl made the same command refused."""
