@@ -6,6 +6,7 @@ threads the run really had."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -69,3 +70,22 @@ def test_the_run_record_names_the_threads_the_run_had(tmp_path, monkeypatch) -> 
     assert json.loads((out / "summary.json").read_text())["manifest"]["threads"] == 1
     hardware = next(line for line in (out / "run.log").read_text().splitlines() if "hardware: " in line)
     assert hardware.split(", ")[-1].startswith("1 torch thread (")
+
+
+def test_a_gpu_preset_without_a_gpu_and_a_compiled_step_say_so_once(monkeypatch, caplog) -> None:
+    """Issue 65 item 2: ``hardware=high_mem optim=gpu`` on a machine without a GPU fell back to the CPU without a
+    word and spent minutes compiling its first step without saying so. Each is now one warning, once a run."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # this machine, whatever runs the test
+    monkeypatch.setattr(runtime, "_said", set())
+    logger = logging.getLogger(runtime.__name__)
+    monkeypatch.setattr(logger, "disabled", False)  # an earlier Hydra run in this worker may have disabled it
+    monkeypatch.setattr(logger, "propagate", True)
+    with caplog.at_level(logging.WARNING, logger=runtime.__name__):
+        assert runtime.resolve_device("auto") == runtime.resolve_device("auto") == torch.device("cpu")
+        assert runtime.resolve_device("cpu") == torch.device("cpu")
+        step = runtime.maybe_compile(torch.nn.Linear(2, 2), enabled=True)
+        runtime.maybe_compile(torch.nn.Linear(2, 2), enabled=False)
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 2 and said[0].startswith("hardware.device=auto: no CUDA device here, so the run goes on "
+                                                 "the CPU") and "hardware=cpu" in said[0]
+    assert said[1].startswith("optim.compile: the training step is compiled at its first call") and step is not None

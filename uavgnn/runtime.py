@@ -29,10 +29,25 @@ from uavgnn.errors import ConfigError
 Step = TypeVar("Step", bound=Callable)
 
 
+_said: set[str] = set()
+
+
+def say_once(message: str) -> None:
+    """A warning a run gives once however often the code that finds it runs (the device is resolved in several
+    places)."""
+    if message not in _said:
+        _said.add(message)
+        logging.getLogger(__name__).warning(message)
+
+
 def resolve_device(name: str) -> torch.device:
-    """The preset's device; under ``torchrun`` a CUDA rank gets its own GPU (``cuda:LOCAL_RANK``)."""
+    """The preset's device; under ``torchrun`` a CUDA rank gets its own GPU (``cuda:LOCAL_RANK``). A GPU preset
+    (``auto``) on a machine without one says, once, that it runs on the CPU."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
+        if name == "cpu":
+            say_once("hardware.device=auto: no CUDA device here, so the run goes on the CPU with this preset's "
+                     "batch and loader settings (hardware=cpu is the preset for a CPU)")
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("hardware.device=cuda but no CUDA device is available (use hardware=cpu or device=auto)")
     if name == "cuda":
@@ -127,6 +142,8 @@ def maybe_compile(step: Step, enabled: bool) -> Step:
     backward AOTAutograd compiles too) when enabled; any failure falls back to eager with a warning."""
     if not enabled:
         return step
+    say_once("optim.compile: the training step is compiled at its first call, which takes a while (about 2 min "
+             "on a 2-core CPU) before the first step; optim.compile=false runs it eagerly")
     try:
         return torch.compile(step, dynamic=True)
     except Exception as err:  # noqa: BLE001 - any compile failure falls back to eager
