@@ -97,6 +97,7 @@ def check_fits(what: str, need: float, fix: str, device: object = "cpu") -> None
     more than ``USABLE`` of what ``device`` has available, naming both and ``fix``."""
     available = available_bytes(device)
     if need > USABLE * available:
-        where = f"on {device}" if str(device).startswith("cuda") else "to this process (free memory, its cgroup, ulimit -v)"
+        where = (f"on {device}" if str(device).startswith("cuda")
+                 else "to this process (free memory, its cgroup, ulimit -v)")
         raise MemoryBudgetError(f"{what} would need about {gigabytes(need)} of memory, but {gigabytes(available)} "
                                 f"is available {where} (at most {USABLE:.0%} of it is used at once): {fix}")

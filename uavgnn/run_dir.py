@@ -88,16 +88,11 @@ def refused_job_record(directory: Path) -> Path:
     return directory.parent / f"{REFUSED_PREFIX}{directory.name}.json"
 
 
-def clear_failure_records(directory: Path) -> list[Path]:
+def clear_failure_records(directory: Path) -> None:
     """Remove the records of earlier failures of the run in ``directory`` (its ``failed.json``, the sweep's
-    ``failed-<job>.json``): it has now been accepted or found finished, so they no longer say anything true.
-    Returns what it removed."""
-    removed = []
+    ``failed-<job>.json``): it has now been accepted or found finished, so they no longer say anything true."""
     for record in (directory / FAILED_RECORD, refused_job_record(directory)):
-        if record.is_file():
-            record.unlink(missing_ok=True)
-            removed.append(record)
-    return removed
+        record.unlink(missing_ok=True)
 
 
 def note_created(directory: Path) -> None:

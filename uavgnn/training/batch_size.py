@@ -75,15 +75,16 @@ def find_batch_size(model: nn.Module, loss_of: LossOf, store: Any, device: torch
         chosen, size = size, size * 2
     if chosen == 0:
         raise MemoryBudgetError(f"hardware.batch_size=auto: even {SMALLEST} graphs need more than the budget of "
-                          f"{budget:.0f} MB (hardware.memory_fraction={memory_fraction}, "
-                          f"hardware.memory_limit_mb={memory_limit_mb}); use a smaller model or more memory")
+                                f"{budget:.0f} MB (hardware.memory_fraction={memory_fraction}, "
+                                f"hardware.memory_limit_mb={memory_limit_mb}); use a smaller model or more memory")
     return chosen
 
 
 def resolve_batch_size(cfg, model: torch.nn.Module, loss_of: LossOf, store_of: Callable[[], Any],
                        device: torch.device) -> int:
     """``hardware.batch_size``, or under ``auto`` the largest that fits (rank 0's choice x world size).
-    ``store_of`` gives the trial items (``gather(ids)``, ``len``); called only under ``auto``."""
+    ``store_of`` gives the trial items (``gather(ids)``, ``len``); called under ``auto`` and for a fixed batch
+    above ``ESTIMATE_ABOVE`` (``check_batch_fits``)."""
     if cfg.hardware.batch_size != "auto":
         size = int(cfg.hardware.batch_size)
         if size > ESTIMATE_ABOVE:

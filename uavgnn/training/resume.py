@@ -28,19 +28,18 @@ from uavgnn.run_record import read_object
 
 log = logging.getLogger(__name__)
 
-# keys (or whole groups, ending in '.') a resumed run may change
-SAFE = ("train.steps", "train.eval_every", "train.ckpt_every", "train.log_every", "train.max_bad_steps",
-        "train.max_rollbacks", "logger.", "hardware.num_workers", "hardware.pin_memory", "hardware.prefetch_factor",
-        "hardware.persistent_workers", "hardware.threads", "hardware.sweep_jobs", "hardware.memory_fraction",
-        "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir", "optim.prefetch", "optim.graph_cache",
-        "eval.", "solve.", "profile.", "benchmark.", "resume", "mode", "ckpt", "path", "action", "solver",
-        # how the policy decides, not what trains:
-        "model.capacity_iters", "model.capacity_fill", "model.commit_stages")
-# what a command re-issued into a finished run may change and still find it finished: how fast, never what
+# keys (or whole groups, ending in '.') that change how fast or verbosely a run goes, never what it computes:
+# a command re-issued into a finished run may change them and still find it finished
 RERUN_SAFE = ("resume", "logger.", "hardware.threads", "hardware.sweep_jobs", "hardware.num_workers",
               "hardware.pin_memory", "hardware.prefetch_factor", "hardware.persistent_workers",
               "hardware.memory_fraction", "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir",
               "optim.prefetch", "optim.graph_cache")
+# keys a resumed run may change: those, how long it runs and reports, what the other modes read
+SAFE = (*RERUN_SAFE, "train.steps", "train.eval_every", "train.ckpt_every", "train.log_every",
+        "train.max_bad_steps", "train.max_rollbacks", "eval.", "solve.", "profile.", "benchmark.", "mode", "ckpt",
+        "path", "action", "solver",
+        # how the policy decides, not what trains:
+        "model.capacity_iters", "model.capacity_fill", "model.commit_stages")
 # how scene graphs are built: what an algorithm that trains on no scene split (MASAC, COMA, MAPPO, dynamics) never reads
 GRAPH_KEYS = ("data.k_min", "data.k_divisor", "data.k_max", "data.k_jitter", "data.uav_neighbours")
 
@@ -59,8 +58,9 @@ def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = Tr
     if found is None and mode in ("true", "yes"):
         raise ConfigError(f"resume=true but {out_dir} has no {LAST}; pass hydra.run.dir=<the run to resume>")
     left = leftovers(out_dir) if found is None and refuse_existing_run else []
-    if not left or (mode == "auto" and set(left) <= ATTEMPT_FILES and config is not None
-                    and _changes_from_record(out_dir, config, algorithm) == {}):
+    recorded = _recorded_config(out_dir) if mode == "auto" and left and set(left) <= ATTEMPT_FILES else None
+    if not left or (recorded is not None and config is not None
+                    and config_changes(recorded, config, _also_safe(algorithm))[0] == {}):
         if left:
             log.warning("%s: an attempt of this run stopped before its first checkpoint (%s): starting it again",
                         out_dir, ", ".join(left))
@@ -94,18 +94,19 @@ def config_changes(stored: dict[str, Any], new: dict[str, Any], also_safe: tuple
     return unsafe, {key: change for key, change in changed.items() if key not in unsafe}
 
 
-def _changes_from_record(out_dir: Path, config: dict[str, Any], algorithm: type[Algorithm],
-                         allowed: tuple[str, ...] | None = None) -> dict[str, tuple] | None:
-    """The changes of ``config`` from the one ``out_dir``'s run was accepted with (``.hydra/config.yaml``) that
-    are not safe for a resume (or, with ``allowed``, not in it); None when that record cannot be read."""
+def _also_safe(algorithm: type[Algorithm]) -> tuple[str, ...]:
+    """The keys ``algorithm`` may change on resume beyond ``SAFE``: its own, and the graph settings it never reads."""
+    return algorithm.resume_safe + (() if algorithm.scene_splits else GRAPH_KEYS)
+
+
+def _recorded_config(out_dir: Path) -> dict[str, Any] | None:
+    """The config ``out_dir``'s run was accepted with (``.hydra/config.yaml``) on this version's schemas,
+    resolved; None when that record cannot be read."""
     try:
         recorded = OmegaConf.to_container(OmegaConf.load(out_dir / HYDRA_RECORD / "config.yaml"))
-        stored = OmegaConf.to_container(stored_config(recorded), resolve=True)
+        return OmegaConf.to_container(stored_config(recorded), resolve=True)
     except (OSError, ValueError, TypeError, OmegaConfBaseException):
         return None
-    if allowed is not None:
-        return {key: change for key, change in _changed(stored, config).items() if not _is_safe(key, allowed, ())}
-    return config_changes(stored, config, algorithm.resume_safe + (() if algorithm.scene_splits else GRAPH_KEYS))[0]
 
 
 def finished_score(out_dir: Path, config: dict[str, Any]) -> float | None:
@@ -116,7 +117,10 @@ def finished_score(out_dir: Path, config: dict[str, Any]) -> float | None:
     if summary is None or summary.get("steps") != config["train"]["steps"]:
         return None
     best = [value for key, value in summary.items() if key.startswith("best_") and isinstance(value, (int, float))]
-    if len(best) != 1 or _changes_from_record(out_dir, config, Algorithm, allowed=RERUN_SAFE) != {}:
+    recorded = _recorded_config(out_dir)
+    if len(best) != 1 or recorded is None:
+        return None
+    if any(not _is_safe(key, (), RERUN_SAFE) for key in _changed(recorded, config)):
         return None
     return float(best[0])
 
@@ -125,7 +129,7 @@ def check_resume_config(path: Path, stored: dict[str, Any], new: dict[str, Any],
                         algorithm: type[Algorithm] = Algorithm) -> dict[str, tuple]:
     """Refuse changes that break exact resumption, naming each key and how else to go on (the algorithm's
     ``restart_hint``); return the safe ones (warned)."""
-    unsafe, safe = config_changes(stored, new, algorithm.resume_safe + (() if algorithm.scene_splits else GRAPH_KEYS))
+    unsafe, safe = config_changes(stored, new, _also_safe(algorithm))
     if unsafe:
         listed = "; ".join(f"{key}: {old} -> {now}" for key, (old, now) in unsafe.items())
         raise ConfigError(f"resume from {path}: these settings differ from the run's and would break exact "
