@@ -38,11 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def pipelines(work: TrajectoryWorkload, batch_size: int) -> dict[str, object]:
     """Endless batch iterators of the naive and the cached pipeline over the same training windows."""
-    cfg, alg = work.cfg, work.cfg.algorithm
-    naive = NaiveWindows(work.load("train"), work.stats, work.units, alg.window + alg.predict_steps)
-    hw = cfg.hardware
+    naive = NaiveWindows(work.load("train"), work.stats, work.units, work.window + work.predict_steps)
     loader = DataLoader(naive, batch_size=batch_size, shuffle=True, collate_fn=collate_naive,
-                        num_workers=hw.num_workers, drop_last=True)
+                        num_workers=work.loading.num_workers, drop_last=True)
     return {"naive": itertools.chain.from_iterable(itertools.repeat(loader)),
             "cached": work.host_batches(0, batch_size)}
 
@@ -59,7 +57,7 @@ def samples_per_s(batches, steps: int, batch_size: int, train_step=None) -> floa
 def pipeline(cfg, repeats: int, steps: int) -> dict[str, object]:
     device = torch.device("cpu")
     algorithm = make_algorithm(cfg, device)
-    work = TrajectoryWorkload(cfg, device, algorithm.rollout_policy())
+    work = algorithm.workload(None)
     model = make_model(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
     batch_size = cfg.hardware.batch_size

@@ -37,11 +37,10 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import make_model
+from uavgnn.algorithms import make_algorithm, make_model
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
 from uavgnn.algorithms import register_configs
-from uavgnn.envs.experience import Experience
 from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.uav_env import UAVEnv
@@ -174,10 +173,10 @@ def bench_prefetch(batch: int, repeats: int, device: torch.device) -> tuple[floa
                                                "hardware.pin_memory=true", f"optim.prefetch={prefetch}",
                                                "algorithm.learning_starts=0", "env.n_envs=16"])
         agents = make_model(cfg).to(device)
-        work = Experience(cfg, agents, device)
+        work = make_algorithm(cfg, device).workload(agents)
         step = iter(range(10**9))
         noise, next_noise = torch.randn(2, agents.s.n_agents, batch, 2, device=device).unbind(0)
-        update = batched_update(agents, None, noise, next_noise, next_data=lambda: work.next(next(step), 0, batch))
+        update = batched_update(agents, None, noise, next_noise, next_data=lambda: work.batch(next(step), 0, batch))
         steps = 20
 
         def train() -> None:

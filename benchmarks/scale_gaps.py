@@ -37,8 +37,9 @@ from uavgnn.inference.guided import solve_guided
 from uavgnn.inference.scene import solve_with_model
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.metrics import mean_metrics
-from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.scoring.policy import evaluate_model
+from uavgnn.settings import scene_distribution
+from uavgnn.settings import split_settings
 from bench_scale_solvers import relaxation_bound
 
 SETS = ((16, 256), (256, 32), (1024, 8))  # (UAVs, scenes): mode=eval's default scales and set sizes
@@ -75,7 +76,7 @@ def main() -> None:
                             uav_neighbours=graph.uav_neighbours)
         if args.split == "val":
             sets = ((cfg.data.n_uav, None),) + SETS[1:]  # the training size's own validation split, then the scales
-            gaps = [f"{n_uav}: {gap(model, load_split(cfg, 'val', n_uav, scenes), graph, args.rounds)}"
+            gaps = [f"{n_uav}: {gap(model, load_split(split_settings(cfg), 'val', n_uav, scenes), graph, args.rounds)}"
                     for n_uav, scenes in sets]
             print(f"{path}: validation ({cfg.task.name}) " + ", ".join(gaps), flush=True)
             continue
@@ -83,7 +84,7 @@ def main() -> None:
         for positions in ("uniform", "clustered"):
             cfg.task.positions = cfg.task.name = positions
             for n_uav, scenes in SETS:
-                store = load_split(cfg, "test", n_uav, scenes)
+                store = load_split(split_settings(cfg), "test", n_uav, scenes)
                 gaps.append(f"{positions} {n_uav}: {gap(model, store, graph, args.rounds)}")
         cfg.task.positions = cfg.task.name = "uniform"
         for n_uav in args.bound_sizes:
@@ -100,7 +101,7 @@ def gap(model: torch.nn.Module, store, graph, rounds: int | None) -> str:
 
 def bound_gaps(model: torch.nn.Module, graph, cfg, n_uav: int, count: int) -> str:
     """The model's greedy gap (%) against the guided MILP's incumbent and the relaxation bound, means over scenes."""
-    scenes = generate_scenes(SceneDistribution.of(cfg.task), n_uav, count, seed=split_spec(cfg, "test", n_uav,
+    scenes = generate_scenes(scene_distribution(cfg), n_uav, count, seed=split_spec(split_settings(cfg), "test", n_uav,
                                                                                           count).seed)
     to_guided, to_bound = [], []
     for scene in scenes:

@@ -23,6 +23,7 @@ from uavgnn.data.splits import load_split
 from uavgnn.problem.metrics import mean_metrics
 from uavgnn.problem.scenes import Scene
 from uavgnn.scoring.policy import evaluate_model
+from uavgnn.settings import split_settings
 
 
 def assignment_counts(scene: Scene, assignment: np.ndarray) -> tuple[dict[str, float], np.ndarray]:
@@ -54,7 +55,7 @@ def main() -> None:
     cfg = stored_config(config)
     with open_dict(cfg):
         cfg.data.update(cache_dir=args.cache, label_time_limit=60.0, fresh_sizes=[])
-    store = load_split(cfg, "test", n_uav=args.uavs, count=args.scenes)
+    store = load_split(split_settings(cfg), "test", n_uav=args.uavs, count=args.scenes)
     k = graph.k(args.uavs)
     result = evaluate_model(model, store, "greedy", k, torch.device("cpu"))
     totals: dict[str, dict[str, float]] = {"model": {}, "milp": {}, "targets": {}}

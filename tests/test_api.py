@@ -11,8 +11,8 @@ from conftest import ROOT, run_cli
 
 from uavgnn.api import SceneDistribution, generate_scenes, load_env_policy, play, solve
 from uavgnn.envs.policies import run_episodes
-from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.settings import env_settings, scene_distribution
 
 MASAC = ["algorithm=masac", "logger=jsonl", "env.n_envs=8", "env.val_episodes=8", "algorithm.learning_starts=16",
          "algorithm.buffer_size=512", "model.hidden=16", "algorithm.critic_hidden=16", "hardware.batch_size=32",
@@ -40,7 +40,7 @@ def test_the_readmes_python_example_runs_as_written(tmp_path, capsys) -> None:
 
     # play() is run_episodes on the checkpoint's own environment and scenes
     policy, config = load_env_policy(tmp_path / "masac" / "best.pt")
-    env = UAVEnv(EnvSettings.of(config.env), SceneDistribution.of(config.task), 4, torch.device("cpu"), 3)
+    env = UAVEnv(env_settings(config), scene_distribution(config), 4, torch.device("cpu"), 3)
     torch.testing.assert_close(play(policy, config, episodes=4, seed=3).episode_return,
                                run_episodes(env, policy).episode_return)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT, run_cli
+from uavgnn.settings import transformer
 
 DEBUG = ["experiment=debug", "model=tiny", "hardware.threads=1", "logger=jsonl", "model.capacity_iters=0",
          "model.commit_stages=0", "model.relaxation=false"]  # as recorded: the balancing, the stages and the
@@ -211,4 +212,4 @@ def test_checkpoints_carry_the_graph_settings_that_eval_and_solve_use(tmp_path) 
     with pytest.raises(CheckpointError, match="trained on graph features 'rel-v2', but this version builds"):
         load_policy(tmp_path / "old.pt")
     with pytest.raises(CheckpointError, match="rel-v2"):
-        load_initial_policy(model_from_config(cfg.model), str(tmp_path / "old.pt"), cfg.model, torch.device("cpu"))
+        load_initial_policy(model_from_config(transformer(cfg.model)), str(tmp_path / "old.pt"), cfg.model, torch.device("cpu"))

@@ -10,6 +10,7 @@ import torch
 
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build, verify
 from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.settings import split_settings
 
 SPEC = SplitSpec("train", 6, 12, 7)
 DIST = SceneDistribution()
@@ -107,7 +108,7 @@ def test_splits_have_disjoint_seeds() -> None:
     from uavgnn.data.splits import split_spec
 
     cfg = Config()
-    seeds = {split: {split_spec(cfg, split, n).seed for n in (4, 8, 12, 16, 256, 16384)} for split in ("train", "val", "test")}
+    seeds = {split: {split_spec(split_settings(cfg), split, n).seed for n in (4, 8, 12, 16, 256, 16384)} for split in ("train", "val", "test")}
     assert not (seeds["train"] & seeds["val"]) and not (seeds["train"] & seeds["test"]) and not (seeds["val"] & seeds["test"])
 
 

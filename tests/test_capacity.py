@@ -16,6 +16,7 @@ from uavgnn.models.policy import deciding_with, policy_log_probs
 from uavgnn.modes.evaluate import run_eval
 from uavgnn.problem.graphs import with_budget
 from uavgnn.scoring.methods import compare_on_split
+from uavgnn.settings import split_settings
 
 from test_phases import compose_cfg, run
 
@@ -123,7 +124,7 @@ def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tm
     run(cfg, tmp_path / "run")
     model, graph, config = load_policy(tmp_path / "run/best.pt")
     assert model.balancing == Balancing(4, 0.5, 3) and config["model"]["capacity_fill"] == 0.5
-    rows, _ = compare_on_split(model, load_split(cfg, "test"), "greedy", graph, 6, torch.device("cpu"))
+    rows, _ = compare_on_split(model, load_split(split_settings(cfg), "test"), "greedy", graph, 6, torch.device("cpu"))
     assert [r["method"] for r in rows[:3]] == ["model (greedy)", "unbalanced (greedy)", "single-stage (greedy)"]
     # mode=eval decodes the plain policy with eval.capacity_iters=0 and eval.commit_stages=0 (its model row is the
     # table's unbalanced one), the balanced policy at once with eval.commit_stages=0 (the single-stage row)

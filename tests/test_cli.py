@@ -17,6 +17,7 @@ from hydra.conf import HydraConf
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
+from uavgnn.algorithms import algorithms
 from uavgnn.app import MODES
 from uavgnn.console import launched_as, progress
 from uavgnn.errors import ConfigError
@@ -52,6 +53,15 @@ def test_console_script_help_lists_every_mode_and_group(tmp_path) -> None:
     task = next(line for line in lines if line.strip().startswith("task "))
     assert all(option.stem in task for option in (ROOT / "conf" / "task").glob("*.yaml")), task
     assert not (tmp_path / "outputs").exists()
+    # the algorithms: the registry's, each with its module docstring's first line; the default marked
+    start = lines.index(next(line for line in lines if line.startswith("== Algorithms")))
+    listed = lines[start + 1:lines.index("", start)]
+    assert [line.split()[0] for line in listed] == list(algorithms())
+    choices = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "config.yaml").defaults)
+    default = next(choice["algorithm"] for choice in choices if isinstance(choice, dict) and "algorithm" in choice)
+    for line, (name, algorithm) in zip(listed, algorithms().items()):
+        said = line.split(None, 1)[1].removesuffix("; the default" if name == default else "")
+        assert said + "." in sys.modules[algorithm.__module__].__doc__.splitlines()[0], line
 
 
 @pytest.mark.slow

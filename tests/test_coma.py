@@ -19,6 +19,7 @@ from uavgnn.envs.settings import HEADINGS, EnvSettings
 from uavgnn.errors import ConfigError
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.algorithms import check_config
+from uavgnn.settings import env_settings
 
 
 def test_td_lambda_returns_match_the_hand_worked_recursion() -> None:
@@ -115,7 +116,8 @@ def test_a_minibatch_after_a_new_batch_size_comes_from_a_new_collection() -> Non
     from uavgnn.envs.on_policy import EpisodeWorkload
 
     cfg = compose_coma()
-    work = EpisodeWorkload(cfg, COMA.build_model(cfg), torch.device("cpu"), 2)
+    work = EpisodeWorkload(COMA(cfg, torch.device("cpu")).env_run(), COMA.build_model(cfg), torch.device("cpu"),
+                           cfg.hardware.batch_size, 2)
     assert len(work.batch(0, 0, 4)) == 4
     work.restart(1, 2)
     assert work.episodes is None
@@ -150,17 +152,20 @@ def test_coma_trains_and_is_compared_with_the_planner(tmp_path: Path) -> None:
 
 
 def test_mode_info_checks_that_the_environment_and_every_marl_algorithm_run_here() -> None:
+    """Every algorithm's own update runs here (``mode=info`` runs each one that has one), and each says it has
+    one exactly when it brings its own ``self_check``."""
     from uavgnn.algorithms import algorithms
     from uavgnn.modes.info import trial
 
-    for name in ("masac", "coma", "mappo"):  # each brings an update of its own to try (mode=info runs every one)
-        result = trial(name, lambda: algorithms()[name].self_check(torch.device("cpu")))
+    ran = {}
+    for name, algorithm in algorithms().items():
+        result = trial(name, lambda: ran.setdefault(name, algorithm.self_check(torch.device("cpu"))))
         assert result["ok"] and result["error"] == "", result["error"]
+    assert ran == {name: "self_check" in vars(algorithm) for name, algorithm in algorithms().items()}
 
 
 def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Path) -> None:
     from uavgnn.algorithms import make_model
-    from uavgnn.envs.settings import EnvSettings
     from uavgnn.algorithms.env_policy import compare_checkpoints
     from uavgnn.errors import CheckpointError
     from uavgnn.checkpoints import save_checkpoint
@@ -189,7 +194,7 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
         compare_checkpoints([coma], episodes=4, horizon=3, device=torch.device("cpu"), n_uav=6)
     older = torch.load(masac, weights_only=True)  # as saved before the critics read the UAV's own observation
     critic_in = older["policy"]["critics.weights.0"]
-    older["policy"]["critics.weights.0"] = critic_in[..., : -EnvSettings.of(masac_cfg.env).obs_dim()]
+    older["policy"]["critics.weights.0"] = critic_in[..., : -env_settings(masac_cfg).obs_dim()]
     torch.save(older, tmp_path / "damaged.pt")
     with pytest.raises(CheckpointError, match=r"damaged.pt \(algorithm=masac, model=mlp\): part 'policy' \(policy "
                                               r"weights\) fails its checksum"):

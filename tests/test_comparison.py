@@ -17,6 +17,7 @@ from conftest import run_cli
 from omegaconf import OmegaConf
 
 from uavgnn.run_record import find_runs, load_run
+from uavgnn.modes.run_metrics import metrics_of
 from uavgnn.modes.sweep_report import compare_runs, differing_keys, group_labels
 
 
@@ -103,6 +104,50 @@ def test_groups_are_labelled_by_the_overrides_the_user_typed(sweep) -> None:
     assert group_labels(runs, keys)[4] == "model.hidden=-1, model.name=small"
     runs = runs[:4]
     assert group_labels(runs, differing_keys(runs)) == ["model=tiny", "model=tiny", "model=small", "model=small"]
+
+
+def recorded_run(root: Path, name: str, config: dict, summary: dict, history: list[dict]) -> Path:
+    """A finished run of any algorithm: its recorded config, ``summary.json`` and history."""
+    run = root / name
+    (run / ".hydra").mkdir(parents=True)
+    OmegaConf.save(OmegaConf.create(config), run / ".hydra" / "config.yaml")
+    (run / "summary.json").write_text(json.dumps(summary))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history))
+    return run
+
+
+def test_each_runs_algorithm_says_what_the_comparison_shows(tmp_path) -> None:
+    """Issue 63: the columns came from sniffing summary keys (a planner gap and no optimality gap: the environment
+    policies'; anything else, a dynamics model's runs too, the assignment policies', every cell empty). Now the
+    algorithm on each run's record says (``Algorithm.compared``): runs of several algorithms show each one's
+    columns and curves, in the order of the runs, each figure best in its own direction; an algorithm that is
+    not registered here adds none."""
+    scene = make_run(tmp_path, "scene", "tiny", 32, 0, 0.1)  # no algorithm on record: the default's
+    env = recorded_run(tmp_path, "env", {"seed": 0, "algorithm": {"name": "masac"}},
+                       {"best_val_planner_gap": 0.3, "test/of_planner": 0.7},
+                       [{"step": 4, "perf/env_steps_per_s": 40.0, "val/return": 1.0}])
+    tcn = [recorded_run(tmp_path, f"tcn{i}", {"seed": 0, "algorithm": {"name": "dynamics"}, "model": {"hidden": width}},
+                        {"best_val_k_step_rmse": rmse, "test/test/vs_constant_velocity": removed},
+                        [{"step": 2, "perf/samples_per_s": speed}, {"step": 4, "perf/samples_per_s": speed + 20}])
+           for i, (width, rmse, removed, speed) in enumerate([(8, 0.5, 0.3, 50.0), (16, 0.4, 0.2, 70.0)])]
+    gone = recorded_run(tmp_path, "gone", {"seed": 0, "algorithm": {"name": "retired"}}, {"best_val_loss": 1.0}, [])
+    runs = [load_run(d) for d in (scene, env, *tcn, gone)]
+    metrics = metrics_of(runs)
+    assert list(metrics.final) == [
+        "best_val_optimality_gap", "test/optimality_gap", "test/reward", "test/completion_score", "graphs_per_s",
+        "peak_mem_mb", "best_val_planner_gap", "test/of_planner", "test/return", "test/completion_rate",
+        "test/collisions", "env_steps_per_s", "best_val_k_step_rmse", "test/test/k_step_rmse",
+        "test/test_ood/k_step_rmse", "test/test/vs_constant_velocity", "test/test/disturbance_rmse", "samples_per_s"]
+    assert [c.key for c in metrics.curves] == ["val/optimality_gap", "val/return", "val/k_step_rmse"]
+    assert [c.key for c in metrics.speeds] == ["perf/graphs_per_s", "perf/env_steps_per_s", "perf/samples_per_s"]
+    assert metrics_of(runs[-1:]) == metrics_of(runs[:1])  # no registered algorithm on record: the default's
+    rows, _ = compare_runs([scene, env, *tcn, gone], tmp_path / "report")
+    by_run = {row["run"]: row for row in rows}
+    assert by_run["tcn0"]["samples_per_s"] == 60.0 and by_run["tcn1"]["samples_per_s"] == 80.0  # medians
+    markdown = (tmp_path / "report" / "comparison.md").read_text()
+    line = {row.split("|")[1].strip(): row for row in markdown.splitlines() if row.startswith("|")}
+    assert "**0.4**" in line["tcn1"] and "**0.5**" not in line["tcn0"]  # the lower k-step error
+    assert "**0.3**" in line["tcn0"] and "**0.2**" not in line["tcn1"]  # the larger share of the error removed
 
 
 @pytest.mark.slow

@@ -16,7 +16,6 @@ from omegaconf import open_dict
 from uavgnn.algorithms import algorithms, make_algorithm, register_configs
 from uavgnn.algorithms.base import DatasetWorkload, EnvAgents, Trained, Workload
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
-from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import make_env
 from uavgnn.errors import ConfigError
 from uavgnn.modes.benchmark import run_benchmark
@@ -26,6 +25,7 @@ from uavgnn.problem.scene_io import save_scene
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.algorithms import check_config
+from uavgnn.settings import env_settings, scene_distribution
 
 CONF = ROOT / "conf"
 GROUPS = ("task", "model", "hardware", "optim", "curriculum", "algorithm", "logger", "experiment")
@@ -70,7 +70,8 @@ def test_groups_have_the_documented_options() -> None:
     assert {"wandb", "tensorboard", "jsonl", "none"} <= found["logger"]
     assert {"dev", "prod", "debug"} <= found["experiment"]
     assert "none" in found["curriculum"]
-    assert {"imitation", "reinforce", "masac", "coma", "mappo", "dynamics"} <= found["algorithm"]
+    assert {name for name, algorithm in algorithms().items()  # each of the package's: a plug-in's needs no YAML
+            if algorithm.__module__.startswith("uavgnn.")} <= found["algorithm"]
 
 
 def test_model_sizes() -> None:
@@ -82,14 +83,16 @@ def test_model_sizes() -> None:
 @pytest.mark.parametrize("group, option", OPTIONS)
 def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -> None:
     overrides = [f"{group}={option}"]
-    if (group, option) == ("model", "mlp"):  # MASAC's per-agent actors: algorithm=masac runs them
-        check_config(compose_cfg("model=mlp", "algorithm=masac"))
+    if (group, option) == ("model", "mlp"):  # the environment policies' actors: each of them runs them
+        for name in (n for n, algorithm in algorithms().items() if algorithm.produces == ENV_POLICY):
+            check_config(compose_cfg("model=mlp", f"algorithm={name}"))
         with pytest.raises(ConfigError, match="model=mlp with algorithm=imitation: an assignment policy is a "
                                               "TransformerGNN"):
             check_config(compose_cfg("model=mlp"))
         return
-    if (group, option) == ("model", "tcn"):  # the dynamics model: algorithm=dynamics runs it
-        check_config(compose_cfg("model=tcn", "algorithm=dynamics"))
+    if (group, option) == ("model", "tcn"):  # the dynamics model: the algorithms that make one run it
+        for name in (n for n, algorithm in algorithms().items() if algorithm.produces == "dynamics model"):
+            check_config(compose_cfg("model=tcn", f"algorithm={name}"))
         with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation"):
             check_config(compose_cfg("model=tcn"))
         return
@@ -118,7 +121,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         return
     gap = run_train(cfg, out)
     summary = json.loads((out / "summary.json").read_text())
-    if cfg.algorithm.name == "dynamics":
+    if algorithms()[cfg.algorithm.name].produces == "dynamics model":
         assert summary["steps"] == 4 and summary["best_val_k_step_rmse"] == pytest.approx(gap)
         assert {r["method"] for r in summary["test"]} == {"tcn", "kalman", "kinematics", "constant_velocity"}
         return
@@ -199,15 +202,13 @@ def test_the_schema_defaults_are_the_composed_default_config() -> None:
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "env").glob("*.yaml")))
 def test_every_env_preset_composes_and_steps(preset) -> None:
-    from uavgnn.envs.settings import EnvSettings
-    from uavgnn.problem.scenes import SceneDistribution
     from uavgnn.envs.policies import random_policy
     from uavgnn.envs.uav_env import UAVEnv
 
     cfg = compose_cfg(f"env={preset}")
     check_config(cfg)
-    settings = EnvSettings.of(cfg.env)
-    env = UAVEnv(settings, SceneDistribution.of(cfg.task), 4, torch.device("cpu"), seed=0)
+    settings = env_settings(cfg)
+    env = UAVEnv(settings, scene_distribution(cfg), 4, torch.device("cpu"), seed=0)
     obs, state = env.reset()
     step = env.step(random_policy(env))
     assert step.obs.shape == obs.shape == (4, settings.n_uav, settings.obs_dim())
@@ -236,18 +237,21 @@ def test_default_shifted_test_sets_are_all_run_and_valid() -> None:
     assert list(default.shift_sets) == list(default.shifts)  # every defined set runs by default
 
 
-@pytest.mark.parametrize("algorithm, foreign", [("masac", "algorithm.samples=3"), ("imitation", "algorithm.tau=0.1"),
-                                                ("coma", "algorithm.buffer_size=10"), ("dynamics", "algorithm.gamma=0.9")])
-def test_an_algorithm_composes_its_own_keys_only(algorithm, foreign) -> None:
+def fields(algorithm: str) -> list[str]:
+    """The keys of ``algorithm``'s schema."""
+    return [f.name for f in dataclasses.fields(algorithms()[algorithm].config)]
+
+
+@pytest.mark.parametrize("algorithm", sorted(algorithms()))
+def test_an_algorithm_composes_its_own_keys_only(algorithm) -> None:
     """``algorithm=<name>`` takes its schema: another algorithm's key is an error naming the key and the schema."""
     from hydra.errors import ConfigCompositionException
 
-    key = foreign.split("=")[0]
+    key = "algorithm." + next(k for other in algorithms() for k in fields(other) if k not in fields(algorithm))
     with pytest.raises(ConfigCompositionException, match=f"Could not override '{key}'") as err:
-        compose_cfg(f"algorithm={algorithm}", foreign)
+        compose_cfg(f"algorithm={algorithm}", f"{key}=1")
     assert f"not in '{type(algorithms()[algorithm].config()).__name__}'" in str(err.value.__cause__)
-    assert set(compose_cfg(f"algorithm={algorithm}").algorithm) == {
-        f.name for f in dataclasses.fields(algorithms()[algorithm].config)}
+    assert set(compose_cfg(f"algorithm={algorithm}").algorithm) == set(fields(algorithm))
 
 
 @pytest.mark.parametrize("name", sorted(algorithms()))
@@ -272,6 +276,19 @@ def test_modes_ask_each_plug_in_what_measures_it(name, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(algorithms()))
+def test_every_algorithm_says_what_the_comparison_and_the_help_show_of_it(name) -> None:
+    """Issue 63: ``mode=compare`` chose its columns by sniffing summary keys, and the help listed the algorithms
+    by hand. Each plug-in declares them: its comparison shows the figure that selected its ``best.pt`` (as
+    ``write_results`` records it) in that figure's direction, its bars are figures it shows, and it says what
+    it is in one line (``uavgnn --help``)."""
+    algorithm = algorithms()[name]
+    shown = {score.key: score.minimize for score in algorithm.compared.final}
+    assert len(shown) == len(algorithm.compared.final) and set(algorithm.compared.bars) <= set(shown)
+    assert shown[f"best_{algorithm.score.key.replace('/', '_')}"] == algorithm.score.minimize
+    assert algorithm.summary() and "\n" not in algorithm.summary()
+
+
+@pytest.mark.parametrize("name", sorted(algorithms()))
 def test_every_algorithm_keeps_the_declared_contracts(name, tmp_path) -> None:
     """Issue 63: the loop, validation and the test phase called ``num_parameters``, ``play``, ``act`` and
     ``acting`` by convention (``act`` took two signatures, ``acting`` was probed with ``getattr``, ``host_batches``
@@ -286,7 +303,7 @@ def test_every_algorithm_keeps_the_declared_contracts(name, tmp_path) -> None:
     if algorithm.produces == ENV_POLICY:
         assert isinstance(model, EnvAgents) and all(isinstance(getattr(model, n), nn.Module | nn.Parameter)
                                                     for n in model.acting)
-        env = make_env(EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task), 2, "cpu", seed=0)
+        env = make_env(env_settings(cfg), scene_distribution(cfg), 2, "cpu", seed=0)
         assert torch.equal(model.act(env.observe(), env.available_actions(), None), model.play(env))  # no sampling
     work = algorithm.workload(model)
     assert isinstance(work, Workload)

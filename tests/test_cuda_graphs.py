@@ -11,8 +11,9 @@ import logging
 
 import pytest
 import torch
-from test_step_anatomy import compose_small
+from test_step_anatomy import SMALL, compose_small
 
+from uavgnn.algorithms import algorithms
 from uavgnn.algorithms.base import Network
 from uavgnn.data.padded import PaddedSplit
 from uavgnn.envs.replay import Transitions
@@ -88,9 +89,17 @@ def test_a_run_asking_for_cuda_graphs_where_they_cannot_run_says_so_and_trains(t
     assert trainer.state.step == 4
 
 
-# each algorithm at its smallest with a step that reads nothing back on the host (imitation and REINFORCE on
-# padded batches with the dense attention path; the environment algorithms and dynamics as they are)
-GRAPHED = ["imitation_padded", "reinforce_fresh", "masac", "coma", "mappo", "dynamics"]
+def graphed(name: str) -> str:
+    """``name`` at its smallest (``SMALL``) with a step that reads nothing back on the host: one that trains on
+    scene splits on padded batches with the dense attention path (``optim.dense_max_nodes``), the others as
+    they are."""
+    padded = algorithms()[name].scene_splits
+    return next(key for key, overrides in SMALL.items() if (key == name or key.startswith(f"{name}_"))
+                and (not padded or any(o.startswith("optim.dense_max_nodes=") for o in overrides)))
+
+
+GRAPHED = [graphed(name) for name, algorithm in algorithms().items()  # the package's: SMALL has each
+           if algorithm.__module__.startswith("uavgnn.")]
 
 
 @pytest.mark.gpu  # needs CUDA: pytest -m gpu tests/test_cuda_graphs.py on a GPU machine

@@ -25,6 +25,8 @@ from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.models.tcn import TCN
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.algorithms import check_config
+from uavgnn.settings import env_settings
+from uavgnn.algorithms.dynamics import rollout_source
 
 WINDY = EnvSettings(n_uav=3, horizon=30, wind=0.05, drag=0.3)
 UNITS = Units.of(WINDY, side=3.0)
@@ -278,14 +280,14 @@ def compose_dynamics(tmp_path: Path, *overrides: str):
 
 def test_rollouts_are_cached_by_content(tmp_path) -> None:
     cfg = compose_dynamics(tmp_path)
-    first = load_rollouts(cfg, "train", scripted_planner, "scripted")
-    again = load_rollouts(cfg, "train", scripted_planner, "scripted")
+    first = load_rollouts(rollout_source(cfg), "train", scripted_planner, "scripted")
+    again = load_rollouts(rollout_source(cfg), "train", scripted_planner, "scripted")
     assert torch.equal(first["pos_obs"], again["pos_obs"]) and first["pos"].shape == (4 * 4, 61, 2)
     assert len(list((tmp_path / "cache").glob("rollouts-train-*/manifest.json"))) == 1
-    load_rollouts(cfg, "train", random_policy, "random")
-    load_rollouts(compose_dynamics(tmp_path, "algorithm.noise=0.02"), "train", scripted_planner, "scripted")
+    load_rollouts(rollout_source(cfg), "train", random_policy, "random")
+    load_rollouts(rollout_source(compose_dynamics(tmp_path, "algorithm.noise=0.02")), "train", scripted_planner, "scripted")
     assert len(list((tmp_path / "cache").glob("rollouts-train-*/manifest.json"))) == 3
-    ood = load_rollouts(cfg, "test_ood", scripted_planner, "scripted")
+    ood = load_rollouts(rollout_source(cfg), "test_ood", scripted_planner, "scripted")
     assert ood["disturbance"].norm(dim=-1).mean() > first["disturbance"].norm(dim=-1).mean()
 
 
@@ -338,12 +340,12 @@ def test_profile_mode_names_the_bottleneck_of_a_dynamics_step(tmp_path) -> None:
 
 
 def test_the_dataloader_path_gives_the_in_memory_batches(tmp_path) -> None:
-    from uavgnn.dynamics.workload import TrajectoryWorkload
+    from uavgnn.algorithms import make_algorithm
 
     batches = {}
     for loader in ("memory", "pyg"):
         cfg = compose_dynamics(tmp_path, f"hardware.loader={loader}")
-        work = TrajectoryWorkload(cfg, torch.device("cpu"), (scripted_planner, "scripted"))
+        work = make_algorithm(cfg, torch.device("cpu")).workload(None)  # scripted rollouts
         work.restart(3, 16)
         batches[loader] = [work.batch(step, 0, 16) for step in (3, 4)]
     for a, b in zip(batches["memory"], batches["pyg"]):
@@ -362,7 +364,7 @@ def test_a_masac_checkpoint_can_fly_the_rollouts(tmp_path) -> None:
     flown_by = f"algorithm.rollout_policy={tmp_path / 'best.pt'}"
     dynamics = make_algorithm(compose_dynamics(tmp_path, flown_by), torch.device("cpu"))
     policy, policy_id = dynamics.rollout_policy()
-    env = UAVEnv(EnvSettings.of(dynamics.cfg.env), SceneDistribution(), 2, torch.device("cpu"), seed=0)
+    env = UAVEnv(env_settings(dynamics.cfg), SceneDistribution(), 2, torch.device("cpu"), seed=0)
     torch.testing.assert_close(policy(env), agents.act(env.observe(), None, None))
     assert len(policy_id) == 64  # the checkpoint's SHA-256 names it in the cache key
     with pytest.raises(CheckpointError, match="needs an environment policy for 8 UAVs with"):

@@ -56,6 +56,7 @@ from uavgnn.storage import atomic_write, system_path_problem
 from uavgnn.training.resume import check_resume_config, config_changes, resume_checkpoint
 from uavgnn.training.trainer import Trainer, train
 from uavgnn.validation import RANGES
+from uavgnn.settings import transformer
 
 SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
          "data.test_scenes=8", "hardware.batch_size=8", "train.log_every=5", "train.warmup_steps=2", "logger=jsonl"]
@@ -630,7 +631,7 @@ def test_magnitudes_beyond_the_documented_bounds_are_named(tmp_path) -> None:
 # ---------------------------------------------------------------- evaluation against an unproven reference
 
 def test_where_no_optimum_is_proven_the_gaps_are_against_the_best_assignment_found(labelled_store) -> None:
-    model = model_from_config(SimpleNamespace(hidden=32, heads=1, layers=1, dropout=0.0, ffn_mult=2))
+    model = model_from_config(transformer(SimpleNamespace(hidden=32, heads=1, layers=1, dropout=0.0, ffn_mult=2)))
     graph = GraphSettings(k_max=16, uav_neighbours=6)
     controls = Controls(keeps=(2,))
     rows, _ = compare_on_split(model, labelled_store, "greedy", graph, 8, torch.device("cpu"), controls=controls)
@@ -1113,7 +1114,7 @@ def test_every_weight_load_names_the_checkpoints_kind_and_what_takes_it(tmp_path
                    check=False)
     line = one_error_line(proc, "error:")
     assert proc.returncode == 2 and "mode=eval takes an assignment policy (algorithm=imitation or reinforce) or an " \
-                                    "environment policy (algorithm=masac, coma or mappo)" in line
+                                    "environment policy (algorithm=coma, mappo or masac)" in line
     run = copy_run(finished_run, tmp_path)
     for part, key in (("weights", "model"), ("optimiser state", "optimizer")):
         ckpt = torch.load(finished_run / "run" / "last.pt", weights_only=True)

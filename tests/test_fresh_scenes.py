@@ -16,6 +16,7 @@ from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.data.fresh_scenes import FreshScenes
 from uavgnn.data.padded import concat_batches
+from uavgnn.settings import fresh_settings, stage_mix
 
 CPU = torch.device("cpu")
 
@@ -29,6 +30,11 @@ def fresh_cfg(**curriculum):
     return cfg
 
 
+def fresh(cfg, sizes: list[int]) -> FreshScenes:
+    """The generated batches of a run with this config (what ``algorithm=reinforce`` trains on)."""
+    return FreshScenes(fresh_settings(cfg), stage_mix(cfg), sizes, CPU)
+
+
 def same_batch(a: Batch, b: Batch) -> bool:
     keys = ("x", "cand_index", "cand_attr", "cand_rank", "uu_index", "uu_attr", "need", "batch", "ptr")
     return all(torch.equal(a[k], b[k]) for k in keys)
@@ -36,7 +42,7 @@ def same_batch(a: Batch, b: Batch) -> bool:
 
 def test_a_steps_batch_depends_on_the_seed_and_step_only() -> None:
     """What resume and rollback rely on: a new source, asked for steps in another order, repeats each batch."""
-    first, second = FreshScenes(fresh_cfg(), [10], CPU), FreshScenes(fresh_cfg(), [10], CPU)
+    first, second = fresh(fresh_cfg(), [10]), fresh(fresh_cfg(), [10])
     batches = {step: first.next(step, 0, 16) for step in (0, 1, 2)}
     second.restart(2, 16)
     assert same_batch(second.next(2, 0, 16), batches[2]) and same_batch(second.next(0, 0, 16), batches[0])
@@ -44,12 +50,12 @@ def test_a_steps_batch_depends_on_the_seed_and_step_only() -> None:
     assert batches[0].num_graphs == 16 and batches[0].num_nodes == 16 * 15
     other_seed = fresh_cfg()
     other_seed.seed = 8
-    assert not torch.equal(FreshScenes(other_seed, [10], CPU).next(0, 0, 16).x, batches[0].x)
+    assert not torch.equal(fresh(other_seed, [10]).next(0, 0, 16).x, batches[0].x)
 
 
 def test_curriculum_replay_mixes_earlier_sizes_into_one_valid_batch() -> None:
     cfg = fresh_cfg(stages=[4, 8, 12], replay=[0.0, 0.5, 0.5], batch_policy="fixed")
-    source = FreshScenes(cfg, [4, 8, 12], CPU)
+    source = fresh(cfg, [4, 8, 12])
     assert set(source.next(0, 0, 20).n_uav.tolist()) == {4}
     batch = source.next(3, 2, 20)
     sizes = batch.n_uav.tolist()
@@ -67,14 +73,14 @@ def test_fresh_sizes_draw_one_size_per_step_at_the_batchs_node_count() -> None:
     the nodes of ``batch_size`` scenes of ``data.n_uav`` (16 UAVs + 8 targets = 24 nodes each here)."""
     cfg = fresh_cfg()
     cfg.data.fresh_sizes = [16, 32, 64]
-    source = FreshScenes(cfg, [16], CPU)
+    source = fresh(cfg, [16])
     seen = set()
     for step in range(12):
         batch = source.next(step, 0, 8)
         n_uav = source.n_uav_of(step, 0)
         nodes = n_uav + SceneDistribution().n_targets(n_uav)
         assert set(batch.n_uav.tolist()) == {n_uav} and batch.num_graphs == 8 * 24 // nodes
-        assert FreshScenes(cfg, [16], CPU).n_uav_of(step, 0) == n_uav  # a pure function of (seed, step)
+        assert fresh(cfg, [16]).n_uav_of(step, 0) == n_uav  # a pure function of (seed, step)
         seen.add(n_uav)
     assert seen == {16, 32, 64}
 

@@ -13,9 +13,10 @@ import pytest
 from conftest import job_dirs, run_cli
 from wandb_records import media
 
-from uavgnn.api import EnvSettings, SceneDistribution, load_env_policy
+from uavgnn.api import load_env_policy
 from uavgnn.envs.policies import run_episodes
 from uavgnn.envs.uav_env import make_env
+from uavgnn.settings import env_settings, scene_distribution
 
 MASAC = ["algorithm=masac", "env.n_envs=8", "env.val_episodes=8", "algorithm.learning_starts=16",
          "algorithm.buffer_size=512", "model.hidden=16", "algorithm.critic_hidden=16", "hardware.batch_size=32",
@@ -43,7 +44,7 @@ def check_eval(tmp_path: Path, ckpt: Path) -> None:
     assert list(rows) == ["masac", "scripted planner", "nearest target", "random"]
     assert rows["scripted planner"]["of_planner"] == pytest.approx(1.0)
     policy, config = load_env_policy(ckpt)
-    env = make_env(EnvSettings.of(config.env), SceneDistribution.of(config.task), 16, "cpu", report["seed"])
+    env = make_env(env_settings(config), scene_distribution(config), 16, "cpu", report["seed"])
     env.generator.manual_seed(report["seed"])  # the test episodes, from their seed, played here
     scores = run_episodes(env, policy)
     assert rows["masac"]["return"] == pytest.approx(float(scores.episode_return.mean()), abs=1e-4)

@@ -9,11 +9,10 @@ import torch
 from conftest import straight_and_resumed
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import make_model
+from uavgnn.algorithms import make_algorithm, make_model
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
 from uavgnn.algorithms import register_configs
-from uavgnn.envs.experience import Experience
 from uavgnn.envs.replay import ReplayBuffer, SumTree, Transitions
 from uavgnn.loggers import MetricLogger
 from uavgnn.training.trainer import train
@@ -177,7 +176,7 @@ def test_prefetch_draws_each_batch_one_collection_ahead_from_the_host_buffer(tmp
 
     def batches(*overrides: str) -> list[tuple[Transitions, int]]:
         cfg = compose_masac(tmp_path, "hardware.data_on_device=false", "seed=5", *overrides)
-        work = Experience(cfg, make_model(cfg), torch.device("cpu"))
+        work = make_algorithm(cfg, torch.device("cpu")).workload(make_model(cfg))
         out = []
         for step in range(3):
             filled = len(work.buffer)  # before this step's collection

@@ -14,11 +14,9 @@ from uavgnn.algorithms import describe, stored_config
 from uavgnn.algorithms.coma import COMA
 from uavgnn.algorithms.env_policy import load_env_policy
 from uavgnn.checkpoints import load_checkpoint, load_weights
-from uavgnn.envs.on_policy import EpisodeWorkload
-from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import make_env
 from uavgnn.errors import CheckpointError
-from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.settings import env_settings, scene_distribution
 
 OLD = ROOT / "tests" / "data" / "before_plugins"
 C = ["logger=jsonl", "train.ckpt_every=2", "train.eval_every=2", "train.log_every=2", "resume=auto"]
@@ -83,7 +81,7 @@ def test_an_on_policy_checkpoint_from_before_the_plug_ins_is_refused_in_one_line
 
     ckpt = load_checkpoint(OLD / "coma" / "last.pt")
     cfg = stored_config(ckpt["config"])
-    work = EpisodeWorkload(cfg, COMA.build_model(cfg), torch.device("cpu"), cfg.algorithm.minibatches)
+    work = COMA(cfg, torch.device("cpu")).workload(COMA.build_model(cfg))
     with pytest.raises(CheckpointError, match="its environment and replay state do not fit .*saved before a "
                                               "collection recorded the step it started at"):
         load_weights(work, ckpt["data"], OLD / "coma" / "last.pt", describe(ckpt["config"]),
@@ -97,8 +95,8 @@ def test_an_on_policy_checkpoint_from_before_the_plug_ins_still_plays() -> None:
     path = OLD / "coma" / "last.pt"
     policy, config = load_env_policy(path, "the test")
     w = load_checkpoint(path)["policy"]
-    settings = EnvSettings.of(config.env)
-    env = make_env(settings, SceneDistribution.of(config.task), 16, "cpu", seed=0)
+    settings = env_settings(config)
+    env = make_env(settings, scene_distribution(config), 16, "cpu", seed=0)
     for _ in range(5):
         obs, avail = env.observe(), env.available_actions()
         x = torch.cat([obs, torch.eye(settings.n_uav).expand(16, -1, -1)], -1)

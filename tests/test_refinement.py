@@ -18,6 +18,7 @@ from uavgnn.models.choices import imitation_loss
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.problem.graphs import assignment_features, message_edges, with_budget
 from uavgnn.scoring.methods import compare_on_split
+from uavgnn.settings import split_settings
 
 from test_phases import compose_cfg, run
 
@@ -103,7 +104,7 @@ def test_a_refining_run_ships_its_rounds_and_its_table_shows_what_they_buy(tmp_p
     model, graph, config = load_policy(tmp_path / "refining/best.pt")
     assert model.refine_rounds == 1 and config["model"]["refine_rounds"] == 1
     cfg = compose_cfg(tmp_path, "algorithm=imitation")
-    rows, _ = compare_on_split(model, load_split(cfg, "test"), "greedy", graph, 6, torch.device("cpu"))
+    rows, _ = compare_on_split(model, load_split(split_settings(cfg), "test"), "greedy", graph, 6, torch.device("cpu"))
     assert [r["method"] for r in rows[:2]] == ["model (greedy, 1 refinement round)", "unrefined (greedy)"]
     run(cfg, tmp_path / "plain")
     refining_model = TransformerGNN(hidden=cfg.model.hidden, heads=cfg.model.heads, layers=cfg.model.layers,

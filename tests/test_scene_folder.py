@@ -24,6 +24,7 @@ from uavgnn.problem.scene_folder import MAX_SCENE_FILE_BYTES, files_fingerprint,
 from uavgnn.problem.scene_io import load_scene, save_scene
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.solvers.milp import solve_milp
+from uavgnn.settings import split_settings
 
 
 def write_scenes(folder: Path, sizes: list[int], seed: int) -> None:
@@ -80,7 +81,7 @@ def test_a_folder_of_scenes_of_several_sizes_trains_and_evaluates(tmp_path) -> N
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=["experiment=debug", "data.n_uav=6", *common, f"data.cache_dir={cache}"])
-    store = load_split(cfg, "train")  # the cached split the run trained on (a cache hit)
+    store = load_split(split_settings(cfg), "train")  # the cached split the run trained on (a cache hit)
     files = sorted((folder / "train").iterdir())
     assert len(store) == 24 and store.tensors["n_uav"].tolist() == sizes["train"]
     for i in (0, 1, 2):  # each scene as its file holds it, labelled by the MILP solved here independently

@@ -15,6 +15,7 @@ from uavgnn.data.splits import load_split
 from uavgnn.errors import ConfigError
 from uavgnn.problem.generator import distribution_key, generate_scenes
 from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.settings import split_settings
 
 GENERATOR = '''
 import numpy as np
@@ -61,7 +62,7 @@ def test_a_custom_generator_trains_and_its_scenes_are_the_splits(tmp_path, my_ge
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=["experiment=debug", "data.n_uav=6", "data.train_scenes=32",
                                            f"task.generator={my_generator}", f"data.cache_dir={tmp_path / 'cache'}"])
-    stored = load_split(cfg, "train").scenes()  # the cached split the run trained on (a cache hit)
+    stored = load_split(split_settings(cfg), "train").scenes()  # the cached split the run trained on (a cache hit)
     drawn = generate_scenes(SceneDistribution(generator=my_generator), 6, 32, seed=manifest["key"]["seed"])
     assert len(stored) == 32 and all(np.allclose(s.uav_pos[:, 1], 0) for s in stored)  # on the generator's line
     for a, b in zip(stored, drawn):

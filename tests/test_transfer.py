@@ -20,6 +20,7 @@ from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.scoring.methods import compare_on_split
 from uavgnn.solvers import solve_greedy, solve_milp
+from uavgnn.settings import split_settings
 
 
 @pytest.mark.slow
@@ -123,7 +124,7 @@ def test_eval_reads_large_scenes_with_the_checkpoints_candidates_or_eval_k_max(t
         split_cfg = compose_cfg(tmp_path)
         with open_dict(split_cfg):
             split_cfg.data.k_max = k_max
-        store = load_split(split_cfg, "test", n_uav=24, count=2)
+        store = load_split(split_settings(split_cfg), "test", n_uav=24, count=2)
         ranks = int(store.tensors["cand_rank"].max()) + 1  # candidates of the UAV with the most
         assert ranks == 2 if k_max == 2 else ranks > 2
         used = replace(graph, k_max=k_max)

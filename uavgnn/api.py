@@ -8,7 +8,7 @@ A trained assignment policy:
     ``load_policy(best.pt)`` -> (model, graph settings, config); ``load_policy("pretrained")``: the 16-UAV
     policy shipped in the package; ``solve_with_model(model, scene, graph)`` -> (``SolveResult``, timings): any
     scene size; ``export_policy(best.pt, new.pt)``: its weights, config and graph settings alone, to share.
-A trained environment policy (MASAC, COMA):
+A trained environment policy:
     ``load_env_policy(best.pt)`` -> (policy, config); ``play(policy, config, episodes, seed)`` -> the episodes'
     ``EpisodeScores`` (return, completion, collisions, environment 0's trajectory), on the environment it was
     trained in. The environment itself: ``UAVEnv``, or ``uavgnn.envs.pettingzoo_env.UAVParallelEnv``.
@@ -31,6 +31,7 @@ from uavgnn.inference.scene import solve_with_model
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scene_io import load_scene, save_scene
 from uavgnn.problem.scenes import Scene, SceneDistribution
+from uavgnn.settings import env_settings, scene_distribution
 from uavgnn.solvers import solve
 
 __all__ = ["EnvSettings", "EpisodeScores", "Scene", "SceneDistribution", "UAVEnv", "export_policy",
@@ -39,12 +40,12 @@ __all__ = ["EnvSettings", "EpisodeScores", "Scene", "SceneDistribution", "UAVEnv
 
 
 def load_env_policy(path: str | Path) -> tuple[Policy, Any]:
-    """A MASAC, COMA or MAPPO checkpoint as a policy (greedy actions) and the config it was trained with."""
+    """An environment policy's checkpoint as a policy (greedy actions) and the config it was trained with."""
     return _load_env_policy(path, "load_env_policy")
 
 
 def play(policy: Policy, config: Any, episodes: int = 64, seed: int = 0) -> EpisodeScores:
     """``episodes`` full episodes of ``policy`` at once, in the environment and scenes of ``config`` (a
     checkpoint's, from ``load_env_policy``)."""
-    env = make_env(EnvSettings.of(config.env), SceneDistribution.of(config.task), episodes, torch.device("cpu"), seed)
+    env = make_env(env_settings(config), scene_distribution(config), episodes, torch.device("cpu"), seed)
     return run_episodes(env, policy)

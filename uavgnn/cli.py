@@ -12,8 +12,14 @@ from omegaconf import DictConfig
 from uavgnn import distributed, sweep_worker
 from uavgnn.algorithms import register_configs
 from uavgnn.app import run_mode
+from uavgnn.console import echo
+from uavgnn.errors import ConfigError
 
-register_configs()
+try:  # before Hydra composes; a launcher's workers import this module too
+    register_configs()
+except ConfigError as err:  # an algorithm plug-in that does not load: one line, as every user error
+    echo(f"error: {err}", err=True)
+    raise SystemExit(2) from None
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")

@@ -31,7 +31,7 @@ class Run:
     directory: Path
     status: str  # ok | failed | incomplete | damaged (a file of it unreadable: ``error`` says which)
     config: dict[str, Any]  # flattened: {"model.hidden": 64, ...}
-    metrics: dict[str, float]
+    metrics: dict[str, float]  # summary.json's best_val_* and test/*, each perf/<unit>_per_s's median, peak_mem_mb
     history: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
     overrides: tuple[str, ...] = ()  # its command line's (``.hydra/overrides.yaml``): ``model=tiny``, ``seed=1``
@@ -84,9 +84,12 @@ def load_run(directory: Path) -> Run:
         return Run(directory.name, directory, "damaged", config, {}, [], problem, overrides)
     memory = [r["perf/peak_mem_mb"] for r in history if "perf/peak_mem_mb" in r]
     if status == "ok":
-        for unit in ("graphs", "env_steps"):  # scene policies' throughput, environment policies'
-            speeds = [r[f"perf/{unit}_per_s"] for r in history if f"perf/{unit}_per_s" in r]
-            metrics[f"{unit}_per_s"] = statistics.median(speeds) if speeds else math.nan
+        speeds: dict[str, list[float]] = {}  # each speed it logged (graphs, env_steps...): its median
+        for row in history:
+            for key, value in row.items():
+                if key.startswith("perf/") and key.endswith("_per_s"):
+                    speeds.setdefault(key.removeprefix("perf/"), []).append(value)
+        metrics.update({key: statistics.median(values) for key, values in speeds.items()})
         metrics["peak_mem_mb"] = max(memory) if memory else math.nan
     return Run(directory.name, directory, status, config, metrics, history, error, overrides)
 

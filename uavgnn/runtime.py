@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Callable
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -149,6 +150,21 @@ def maybe_compile(step: Step, enabled: bool) -> Step:
     except Exception as err:  # noqa: BLE001 - any compile failure falls back to eager
         warnings.warn(f"optim.compile: torch.compile failed ({err}); running in eager mode", RuntimeWarning)
         return step
+
+
+@dataclass(frozen=True)
+class Loading:
+    """How a run's training data reaches the device (the ``hardware`` group's loader keys, ``optim.prefetch``):
+    what the data, environment and trajectory workloads read of the preset."""
+
+    loader: str = "memory"  # memory (vectorised gather) | pyg (a torch DataLoader with the knobs below)
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int = 2
+    persistent_workers: bool = False
+    data_on_device: str = "auto"  # keep_on_device's setting
+    prefetch: bool = True  # prepare the next batch while the step runs
+    max_batch_size: int = 4096  # the cap of hardware.batch_size=auto's trial batches
 
 
 def keep_on_device(setting: str, device: torch.device, nbytes: int) -> bool:

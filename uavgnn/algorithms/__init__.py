@@ -1,8 +1,10 @@
-"""The algorithm registry: every ``Algorithm`` subclass with a ``name`` in a module of this package.
+"""The algorithm registry: every ``Algorithm`` subclass with a ``name`` in a module of this package, and those
+that installed packages name in the entry-point group ``uavgnn.algorithms`` (plug-ins: a module or a class).
 
 The loop, the modes, validation and ``mode=info`` ask the registry, never an algorithm by name. To add one,
 write ``uavgnn/algorithms/<name>.py`` (a subclass of ``Algorithm`` with its config schema: ``base.py`` says
-what it declares) and ``conf/algorithm/<name>.yaml``; nothing else (ARCHITECTURE.md walks through it).
+what it declares) and ``conf/algorithm/<name>.yaml``; nothing else (ARCHITECTURE.md walks through it). An
+algorithm outside the package needs no YAML: its schema is the ``algorithm/<name>`` option itself.
 Importing the registry adds the algorithm and model schemas to ``register_configs`` (re-exported here).
 """
 
@@ -10,8 +12,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from functools import cache
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -30,22 +35,58 @@ from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.validation import validate
 
 __all__ = ["MODEL_SCHEMAS", "DEFAULTS", "algorithms", "algorithm_class", "make_algorithm", "make_model",
-           "register_configs", "default_config", "stored_config", "describe", "produces", "require", "check_config"]
+           "register_configs", "default_config", "stored_config", "describe", "produces", "require", "check_config",
+           "which", "making", "listing"]
 
 MODEL_SCHEMAS = {"transformer_gnn": TransformerGNNConfig, "mlp": MLPConfig, "tcn": TCNConfig}
 DEFAULTS = {"algorithm": "imitation", "model": ("transformer_gnn", "small")}  # conf/config.yaml's choices
 
 
+PLUGINS = "uavgnn.algorithms"  # the entry-point group an installed package names its algorithms in
+
+
 @cache
 def algorithms() -> dict[str, type[Algorithm]]:
-    """Every algorithm of this package by name (each module imported once, on first use)."""
-    found: dict[str, type[Algorithm]] = {}
-    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        for value in vars(importlib.import_module(f"{__name__}.{module.name}")).values():
-            if (isinstance(value, type) and issubclass(value, Algorithm) and "name" in vars(value)
-                    and value.__module__ == f"{__name__}.{module.name}"):
-                found[value.name] = value
+    """Every algorithm by name, this package's and the plug-ins' (each module imported once, on first use); a
+    plug-in that does not load, or takes a name already taken, is a one-line ``ConfigError`` naming its entry
+    point."""
+    found = {a.name: a for module in pkgutil.iter_modules([str(Path(__file__).parent)])
+             for a in _declared(importlib.import_module(f"{__name__}.{module.name}"))}
+    for point in entry_points(group=PLUGINS):
+        for algorithm in _plugin(point):
+            if algorithm.name in found:
+                raise ConfigError(f"{_where(point)}: algorithm {algorithm.name!r} is already "
+                                  f"{found[algorithm.name].__module__}.{found[algorithm.name].__qualname__}")
+            found[algorithm.name] = algorithm
     return dict(sorted(found.items()))
+
+
+def _declared(module: ModuleType) -> list[type[Algorithm]]:
+    """The algorithms ``module`` defines (not those it imports)."""
+    return [value for value in vars(module).values() if isinstance(value, type) and issubclass(value, Algorithm)
+            and "name" in vars(value) and value.__module__ == module.__name__]
+
+
+def _plugin(point: EntryPoint) -> list[type[Algorithm]]:
+    """The algorithms an entry point names: a module's, or the one class."""
+    try:
+        loaded = point.load()
+    except Exception as err:  # noqa: BLE001 - whatever a plug-in raises on import: one line naming it
+        lines = str(err).strip().splitlines()
+        raise ConfigError(f"{_where(point)}: cannot be loaded ({type(err).__name__}: "
+                          f"{lines[0][:200] if lines else 'no message'})") from None
+    if isinstance(loaded, ModuleType) and _declared(loaded):
+        return _declared(loaded)
+    if isinstance(loaded, type) and issubclass(loaded, Algorithm) and "name" in vars(loaded):
+        return [loaded]
+    raise ConfigError(f"{_where(point)}: names neither a subclass of uavgnn.algorithms.base.Algorithm with a name "
+                      "nor a module defining one")
+
+
+def _where(point: EntryPoint) -> str:
+    """An entry point as a user finds it: the plug-in's distribution, its group and line."""
+    package = f" of {point.dist.name}" if point.dist else ""
+    return f"algorithm plug-in {point.name} = {point.value} (entry point{package}, group {PLUGINS})"
 
 
 def algorithm_class(name: str) -> type[Algorithm]:
@@ -65,9 +106,13 @@ def make_model(cfg: Any) -> nn.Module:
 
 
 def _store_group_schemas(store: ConfigStore) -> None:
-    """Each algorithm's schema as ``algorithm/schema/<name>``, each model kind's as ``model/schema/<kind>``."""
+    """Each algorithm's schema as ``algorithm/schema/<name>``, each model kind's as ``model/schema/<kind>``; a
+    plug-in's schema is also its ``algorithm/<name>`` option (``algorithm=<name>`` composes it: its package
+    adds no YAML to ``conf/``; budgets come from the command line, an experiment preset or its own YAML)."""
     for name, algorithm in algorithms().items():
         store.store(group="algorithm/schema", name=name, node=algorithm.config)
+        if not algorithm.__module__.startswith(f"{__name__}."):
+            store.store(group="algorithm", name=name, node=algorithm.config, provider=algorithm.__module__)
     for name, schema in MODEL_SCHEMAS.items():
         store.store(group="model/schema", name=name, node=schema)
 
@@ -134,11 +179,34 @@ def require(ckpt: dict[str, Any], path: str | Path, product: str, taker: str) ->
     else a one-line ``CheckpointError`` naming the checkpoint's kind and what takes it."""
     name = (ckpt["config"].get("algorithm") or {}).get("name", DEFAULTS["algorithm"])
     if name not in algorithms() or algorithms()[name].produces != product:
-        names = [n for n, a in algorithms().items() if a.produces == product]
-        makers = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
         raise CheckpointError(f"checkpoint {path} ({describe(ckpt['config'])}): {taker}= takes {_a(product)} "
-                              f"(algorithm={makers})")
+                              f"({making(product)})")
     return algorithms()[name]
+
+
+def which(test: Callable[[type[Algorithm]], bool]) -> str:
+    """The registered algorithms that pass ``test``, as a message names them: ``algorithm=coma, mappo or masac``
+    (so no message keeps a list of names)."""
+    names = [name for name, algorithm in algorithms().items() if test(algorithm)]
+    return "algorithm=" + (names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}")
+
+
+def making(product: str) -> str:
+    """The algorithms whose checkpoints are ``product`` (a key of ``TAKERS``), as ``which`` names them."""
+    return which(lambda algorithm: algorithm.produces == product)
+
+
+def listing() -> str:
+    """The algorithms as ``uavgnn --help`` lists them, one line each: the name and what it is
+    (``Algorithm.summary``), the default marked."""
+    width, default = max(map(len, algorithms())), DEFAULTS["algorithm"]
+    return "\n".join(f"  {name:<{width}}  {algorithm.summary()}{'; the default' if name == default else ''}"
+                     for name, algorithm in algorithms().items())
+
+
+# conf/hydra/help/uavgnn.yaml asks these when `uavgnn --help` prints: ${uavgnn.algorithms:}, ${uavgnn.making:...}
+OmegaConf.register_new_resolver("uavgnn.algorithms", listing, replace=True)
+OmegaConf.register_new_resolver("uavgnn.making", making, replace=True)
 
 
 def check_config(cfg: Any) -> None:
@@ -150,9 +218,9 @@ def check_config(cfg: Any) -> None:
     if cfg.env.get("target"):
         if algorithm.scene_splits:
             raise ConfigError(f"env.target with algorithm={algorithm.name}: it trains on scenes, not in the "
-                              "environment; your environment trains masac, coma, mappo and the dynamics model")
+                              f"environment; your environment trains {which(lambda a: not a.scene_splits)}")
         env_class(cfg.env.target)  # your environment class imports and is a UAVEnv: before any work
     if cfg.task.get("folder") and not algorithm.scene_splits:
         raise ConfigError(f"task=folder with algorithm={algorithm.name}: its scenes come from the environment, "
-                          "which draws its own; your scene files train imitation or reinforce")
+                          f"which draws its own; your scene files train {which(lambda a: a.scene_splits)}")
     algorithm.check(cfg)

@@ -15,7 +15,8 @@ found by the registry in ``uavgnn.algorithms``) declares everything else, in one
   ``torch.Generator``); ``training_step``: the loss of a batch; ``after_step``: e.g. target networks;
 - ``score``: the validation metric that selects ``best.pt``, with its direction; ``check``: its config rules;
 - ``test``: the test phase after training (its tables and pictures); ``produces``: what its checkpoints are,
-  which says what else takes them.
+  which says what else takes them; ``compared``: what ``mode=compare`` shows of its runs (its final figures
+  with their directions, its curves); ``summary``: its line in ``uavgnn --help``.
 
 ``mode=profile``, ``mode=benchmark`` and ``hardware.batch_size=auto`` call the same ``training_step``.
 """
@@ -23,6 +24,7 @@ found by the registry in ``uavgnn.algorithms``) declares everything else, in one
 from __future__ import annotations
 
 import math
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -69,6 +71,26 @@ class Score:
 
     def improves(self, value: float, best: float, tolerance: float = 1e-6) -> bool:
         return value < best - tolerance if self.minimize else value > best + tolerance
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A key of a run's history (``metrics.jsonl``) drawn over the steps, with its axis label."""
+
+    key: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What ``mode=compare`` shows of an algorithm's runs: its final figures with their directions (keys of
+    ``summary.json``; ``<unit>_per_s`` and ``peak_mem_mb`` are the median speed and the peak memory in the run's
+    ``perf/`` history), those drawn as bars, and its learning curve and throughput drawn over the steps."""
+
+    final: tuple[Score, ...]
+    bars: tuple[str, ...]  # keys of ``final``
+    curve: Curve
+    speed: Curve
 
 
 @dataclass(frozen=True)
@@ -170,6 +192,7 @@ class Algorithm(ABC):
     config: ClassVar[type]
     produces: ClassVar[str]  # a key of TAKERS
     score: ClassVar[Score]
+    compared: ClassVar[Compared]  # what mode=compare shows of its runs
     stages: ClassVar[bool] = False  # trains through curriculum stages of scene sizes
     scene_splits: ClassVar[bool] = False  # trains on the task's scene splits (task=folder applies)
     resume_safe: ClassVar[tuple[str, ...]] = ()  # its keys a resumed run may change (they never change a step)
@@ -189,6 +212,14 @@ class Algorithm(ABC):
 
     def __init__(self, cfg: Any, device: torch.device) -> None:
         self.cfg, self.device = cfg, device
+
+    @classmethod
+    def summary(cls) -> str:
+        """What it is, in one line (``uavgnn --help`` lists it): its module docstring's first line, after the
+        ``algorithm=<name>`` that starts it by convention (``algorithm=coma``: counterfactual ...), without the
+        full stop."""
+        first = (sys.modules[cls.__module__].__doc__ or "").strip().split("\n", 1)[0]
+        return (first.split(": ", 1)[1] if first.startswith("``algorithm=") and ": " in first else first).rstrip(".")
 
     @classmethod
     def check(cls, cfg: Any) -> None:

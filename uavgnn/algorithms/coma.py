@@ -47,6 +47,7 @@ from uavgnn.errors import ConfigError
 from uavgnn.models.agent_stack import mlp_net
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.runtime import unwrap
+from uavgnn.settings import env_settings, scene_distribution
 from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, ranged
 
 
@@ -234,7 +235,7 @@ class COMA(EnvPolicy):
 
     @classmethod
     def build_model(cls, cfg: Any) -> COMAAgents:
-        env, dist, alg = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task), cfg.algorithm
+        env, dist, alg = env_settings(cfg), scene_distribution(cfg), cfg.algorithm
         return COMAAgents(COMASettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
                                        cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
                                        alg.gamma, alg.td_lambda, alg.entropy_coef))
@@ -244,7 +245,8 @@ class COMA(EnvPolicy):
         self.updates = 0
 
     def workload(self, model: nn.Module) -> TargetedWorkload:
-        return TargetedWorkload(self.cfg, model, self.device, self.cfg.algorithm.minibatches)
+        return TargetedWorkload(self.env_run(), model, self.device, self.cfg.hardware.batch_size,
+                                self.cfg.algorithm.minibatches)
 
     def cadence(self) -> Cadence:
         return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)

@@ -30,20 +30,21 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 from torch import nn
 
-from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Score, StepOutput, write_results
-from uavgnn.algorithms.env_policy import load_env_policy
+from uavgnn.algorithms import making
+from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Compared, Curve, Score, StepOutput, write_results
+from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY, load_env_policy
 from uavgnn.console import echo
 from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions, plot_steps_ahead, scoring_methods
 from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_loss
-from uavgnn.dynamics.rollouts import SPLITS, load_rollouts
+from uavgnn.dynamics.rollouts import SPLITS, RolloutSource, RolloutSpec, load_rollouts
 from uavgnn.dynamics.windows import N_FEATURES, Units, WindowBatch, window_starts
-from uavgnn.dynamics.workload import TrajectoryWorkload
+from uavgnn.dynamics.workload import TrajectoryWorkload, WindowSettings
 from uavgnn.envs.policies import Policy, random_policy, scripted_planner
-from uavgnn.envs.settings import EnvSettings
 from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.models.agent_stack import MLPConfig
 from uavgnn.models.tcn import TCN
 from uavgnn.report import format_table
+from uavgnn.settings import env_settings, loading, scene_distribution
 from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
 
 
@@ -63,6 +64,19 @@ class DynamicsConfig(AlgorithmConfig):
     ood_scale: float = ranged(2.0, POSITIVE)  # test_ood: wind and drag x this (beyond anything seen in training)
 
 
+def rollout_source(cfg: Any) -> RolloutSource:
+    """The four splits of the run (train / val / test, and test_ood with stronger disturbances) in its
+    environment, its scenes and its cache."""
+    alg, data = cfg.algorithm, cfg.data
+    common = {"steps": alg.rollout_steps, "noise": alg.noise, "velocity_noise": alg.velocity_noise}
+    specs = {"train": RolloutSpec("train", alg.train_envs, seed=data.train_seed, **common),
+             "val": RolloutSpec("val", alg.eval_envs, seed=data.val_seed, **common),
+             "test": RolloutSpec("test", alg.eval_envs, seed=data.test_seed, **common),
+             "test_ood": RolloutSpec("test_ood", alg.eval_envs, seed=data.test_seed + 1,
+                                     disturbance_scale=alg.ood_scale, **common)}
+    return RolloutSource(env_settings(cfg), scene_distribution(cfg), specs, data.cache_dir)
+
+
 class Dynamics(Algorithm):
     """Data + lambda_physics x physics loss of a window batch, scored from row ``burn_in`` on."""
 
@@ -71,6 +85,14 @@ class Dynamics(Algorithm):
     config = DynamicsConfig
     produces = "dynamics model"
     score = Score("val/k_step_rmse")
+    # the TCN's k-step error in and out of the training disturbances, and the share of constant velocity's it removes
+    compared = Compared((Score("best_val_k_step_rmse"), Score("test/test/k_step_rmse"),
+                         Score("test/test_ood/k_step_rmse"), Score("test/test/vs_constant_velocity", minimize=False),
+                         Score("test/test/disturbance_rmse"), Score("samples_per_s", minimize=False),
+                         Score("peak_mem_mb")),
+                        ("best_val_k_step_rmse", "test/test/k_step_rmse", "test/test_ood/k_step_rmse",
+                         "test/test/vs_constant_velocity"),
+                        Curve("val/k_step_rmse", "val k-step RMSE"), Curve("perf/samples_per_s", "samples/s"))
 
     @classmethod
     def check(cls, cfg: Any) -> None:
@@ -87,7 +109,7 @@ class Dynamics(Algorithm):
                               f"not fit in algorithm.rollout_steps + 1 = {alg.rollout_steps + 1}")
         if alg.rollout_policy not in ("scripted", "random") and not Path(alg.rollout_policy).is_file():
             raise ConfigError(f"algorithm.rollout_policy={alg.rollout_policy!r} is not scripted, random or an "
-                              "environment policy's checkpoint file (algorithm=masac, coma or mappo)")
+                              f"environment policy's checkpoint file ({making(ENV_POLICY)})")
         if cfg.task.positions == "mixed":
             raise ConfigError("task=mixed with algorithm=dynamics: the environment has one scene size and square for "
                               "all its envs; use task=uniform or task=clustered")
@@ -100,16 +122,20 @@ class Dynamics(Algorithm):
     def __init__(self, cfg: Any, device: torch.device) -> None:
         super().__init__(cfg, device)
         alg = cfg.algorithm
-        self.units, self.window, self.k = Units.of_config(cfg), alg.window, alg.predict_steps
+        self.source = rollout_source(cfg)
+        settings = self.source.settings
+        self.units, self.window, self.k = Units.of(settings, self.source.dist.side(settings.n_uav)), alg.window, alg.predict_steps
         self.burn_in, self.lambda_physics = alg.burn_in, alg.lambda_physics
 
     def workload(self, model: nn.Module) -> TrajectoryWorkload:
-        return TrajectoryWorkload(self.cfg, self.device, self.rollout_policy())
+        windows = WindowSettings(self.window, self.burn_in, self.k)
+        return TrajectoryWorkload(self.source, windows, self.cfg.seed, loading(self.cfg), self.device,
+                                  self.rollout_policy())
 
     def rollout_policy(self) -> tuple[Policy, str]:
         """Who flies the rollouts, and what identifies it in their cache key: ``scripted``, ``random`` or an
         environment policy's checkpoint (by its SHA-256) for the same number of UAVs and action mode."""
-        name, settings = self.cfg.algorithm.rollout_policy, EnvSettings.of(self.cfg.env)
+        name, settings = self.cfg.algorithm.rollout_policy, env_settings(self.cfg)
         if name in ("scripted", "random"):
             return {"scripted": scripted_planner, "random": random_policy}[name], name
         policy, config = load_env_policy(name, "algorithm.rollout_policy")
@@ -156,7 +182,7 @@ class Dynamics(Algorithm):
         policy = self.rollout_policy()
         rows = []
         for split in SPLITS:
-            payload = load_rollouts(cfg, split, *policy)
+            payload = load_rollouts(self.source, split, *policy)
             episode = payload["episode"]
             rows.append({"split": split, "sequences": episode.shape[0], "rows": episode.shape[1],
                          "episodes": int((episode[:, -1] + 1).sum()) // cfg.env.n_uav,

@@ -1,4 +1,4 @@
-"""What MASAC and COMA share: a policy of the multi-step UAV environment (``uavgnn.envs``).
+"""What the environment policies' algorithms share: a policy of the multi-step UAV environment (``uavgnn.envs``).
 
 - Validation: fixed episodes against the scripted planner (``PlannerValidation``); ``val/planner_gap``
   (minimised) selects ``best.pt``.
@@ -19,33 +19,45 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from uavgnn.algorithms import describe, require, stored_config
-from uavgnn.algorithms.base import Algorithm, Score, write_results
+from uavgnn.algorithms.base import Algorithm, Compared, Curve, Score, write_results
 from uavgnn.checkpoints import load_checkpoint, load_weights
 from uavgnn.console import echo
 from uavgnn.envs.evaluation import TEST_SEED, compare_policies
 from uavgnn.envs.policies import Policy
 from uavgnn.envs.render import episode_gif, plot_episodes, plot_learning_curve
+from uavgnn.envs.rl_workload import EnvRun
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.loggers import read_history
 from uavgnn.models.agent_stack import MLPConfig
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import count, format_table
+from uavgnn.settings import env_settings, loading, scene_distribution
 
 PRODUCT = "environment policy"
 
 
 class EnvPolicy(Algorithm):
-    """The base of the algorithms that train a policy of the UAV environment (masac, coma, mappo)."""
+    """The base of the algorithms that train a policy of the UAV environment (``produces = PRODUCT``)."""
 
     produces = PRODUCT
     score = Score("val/planner_gap")
+    compared = Compared((Score("best_val_planner_gap"), Score("test/of_planner", minimize=False),
+                         Score("test/return", minimize=False), Score("test/completion_rate", minimize=False),
+                         Score("test/collisions"), Score("env_steps_per_s", minimize=False), Score("peak_mem_mb")),
+                        ("best_val_planner_gap", "test/of_planner", "test/return", "test/completion_rate"),
+                        Curve("val/return", "val return"), Curve("perf/env_steps_per_s", "env steps/s"))
 
     @classmethod
     def check(cls, cfg: Any) -> None:
         if cfg.task.positions == "mixed":
             raise ConfigError(f"task=mixed with algorithm={cls.name}: the environment has one scene size and square "
                               "for all its envs; use task=uniform or task=clustered")
+
+    def env_run(self) -> EnvRun:
+        """What its workload reads of the run (the ``env``, ``task`` and ``hardware`` groups)."""
+        cfg = self.cfg
+        return EnvRun(env_settings(cfg), scene_distribution(cfg), cfg.seed, cfg.env.val_episodes, loading(cfg))
 
     @staticmethod
     def is_mlp(cfg: Any) -> bool:
@@ -54,7 +66,7 @@ class EnvPolicy(Algorithm):
     def test(self, result: Any, out_dir: Path, logger: Any) -> float:
         """The best policy against the scripted planner and random actions on fixed test episodes, with pictures."""
         cfg, agents = self.cfg, result.model
-        settings, dist = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task)
+        settings, dist = env_settings(cfg), scene_distribution(cfg)
         rows, scores = compare_policies({self.name: agents.play}, settings, dist, cfg.env.val_episodes, self.device)
         echo(f"\nTest episodes: {count(cfg.env.val_episodes, 'episode')} of {count(settings.n_uav, 'UAV')}, "
              f"{settings.horizon} steps ({cfg.task.positions})\n" + format_table(rows))
@@ -99,12 +111,12 @@ def compare_checkpoints(paths: list[str], episodes: int, horizon: int, device: t
     first = None
     for path in paths:
         policy, config = load_env_policy(path, "compare_checkpoints")
-        trained = EnvSettings.of(config.env)
+        trained = env_settings(config)
         if n_uav not in (None, trained.n_uav) and EnvPolicy.is_mlp(config):
             raise CheckpointError(f"{path}: model=mlp flies the {trained.n_uav} UAVs it was trained for (its "
                                   f"networks are per agent or take agent ids), not {n_uav}")
         settings = dataclasses.replace(trained, horizon=horizon, n_uav=n_uav or trained.n_uav)
-        dist = SceneDistribution.of(config.task)
+        dist = scene_distribution(config)
         first = first or (path, settings.n_uav, dist)
         if (settings.n_uav, dist) != first[1:]:
             raise CheckpointError(f"{path}: trained on {settings.n_uav} UAVs of {dist}; {first[0]} on "

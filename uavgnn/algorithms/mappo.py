@@ -35,6 +35,7 @@ from uavgnn import distributed
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
 from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
+from uavgnn.envs.rl_workload import EnvRun
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.errors import ConfigError
@@ -43,6 +44,7 @@ from uavgnn.models.graph_actor import GraphActor
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.runtime import unwrap
+from uavgnn.settings import env_settings, scene_distribution
 from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 
 
@@ -216,6 +218,11 @@ class MAPPOWorkload(EpisodeWorkload):
 
     episodes_type = Rollouts
 
+    def __init__(self, run: EnvRun, model: nn.Module, device: torch.device, batch_size: int, minibatches: int,
+                 gamma: float, gae_lambda: float) -> None:
+        super().__init__(run, model, device, batch_size, minibatches)
+        self.gamma, self.gae_lambda = gamma, gae_lambda
+
     def act(self, obs: torch.Tensor, state: torch.Tensor, avail: torch.Tensor
             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         agents = unwrap(self.model)
@@ -224,10 +231,10 @@ class MAPPOWorkload(EpisodeWorkload):
 
     def finish(self, columns: dict[str, torch.Tensor]) -> Rollouts:
         """GAE and the lambda-returns of the collection; the value normaliser then moves toward the returns."""
-        agents, alg = unwrap(self.model), self.cfg.algorithm
+        agents = unwrap(self.model)
         mean, std = agents.return_scale()
         value = columns.pop("value") * std + mean
-        advantage, returns = gae(columns["reward"], columns["done"], value, alg.gamma, alg.gae_lambda)
+        advantage, returns = gae(columns["reward"], columns["done"], value, self.gamma, self.gae_lambda)
         agents.observe_returns(returns, columns["mask"])
         return Rollouts(**columns, value=value, advantage=advantage, returns=returns)
 
@@ -266,7 +273,7 @@ class MAPPO(EnvPolicy):
 
     @classmethod
     def build_model(cls, cfg: Any) -> MAPPOAgents:
-        env, dist, alg = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task), cfg.algorithm
+        env, dist, alg = env_settings(cfg), scene_distribution(cfg), cfg.algorithm
         graph = None if cls.is_mlp(cfg) else (env.obs_targets, env.obs_uavs, cfg.model.heads, cfg.model.ffn_mult)
         return MAPPOAgents(MAPPOSettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
                                          env.action == "continuous", cfg.model.hidden, cfg.model.layers,
@@ -278,7 +285,9 @@ class MAPPO(EnvPolicy):
         self.clip, self.entropy_coef = float(cfg.algorithm.clip), float(cfg.algorithm.entropy_coef)
 
     def workload(self, model: nn.Module) -> MAPPOWorkload:
-        return MAPPOWorkload(self.cfg, model, self.device, self.cfg.algorithm.minibatches)
+        alg = self.cfg.algorithm
+        return MAPPOWorkload(self.env_run(), model, self.device, self.cfg.hardware.batch_size, alg.minibatches,
+                             alg.gamma, alg.gae_lambda)
 
     def cadence(self) -> Cadence:
         return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)

@@ -38,7 +38,7 @@ from torch import nn
 from uavgnn import distributed
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
-from uavgnn.envs.experience import Experience
+from uavgnn.envs.experience import Experience, ReplaySettings
 from uavgnn.envs.replay import Transitions
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
@@ -49,6 +49,7 @@ from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.randomness import stream
 from uavgnn.runtime import lerp_all_, unwrap
+from uavgnn.settings import env_settings, scene_distribution
 from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -218,14 +219,17 @@ class MASAC(EnvPolicy):
 
     @classmethod
     def build_model(cls, cfg: Any) -> MASACAgents:
-        env, dist, alg = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task), cfg.algorithm
+        env, dist, alg = env_settings(cfg), scene_distribution(cfg), cfg.algorithm
         graph = None if cls.is_mlp(cfg) else (env.obs_targets, env.obs_uavs, cfg.model.heads, cfg.model.ffn_mult)
         return MASACAgents(MASACSettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
                                          cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
                                          alg.gamma, alg.init_alpha, graph))
 
     def workload(self, model: nn.Module) -> Experience:
-        return Experience(self.cfg, model, self.device)
+        alg = self.cfg.algorithm
+        replay = ReplaySettings(alg.buffer_size, alg.learning_starts, alg.env_steps_per_update, alg.prioritized,
+                                alg.priority_alpha, alg.priority_beta, self.cfg.train.steps)
+        return Experience(self.env_run(), replay, model, self.device)
 
     def cadence(self) -> Cadence:
         return Cadence(updates=1)

@@ -248,6 +248,7 @@ class Reinforce(ScenePolicy):
     """
 
     name = "reinforce"
+    learns_labels = False  # it learns from the reward (the labels only with algorithm.imitation_weight: without_labels)
     streams = {"rollouts": "REINFORCE's sampled assignments of a step"}
     config = ReinforceConfig
 

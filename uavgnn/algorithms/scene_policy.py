@@ -1,4 +1,4 @@
-"""What imitation and REINFORCE share: a TransformerGNN assignment policy trained on scene graphs.
+"""What the assignment policies' algorithms share: a TransformerGNN assignment policy trained on scene graphs.
 
 - Data side (``SceneWorkload``): the cached MILP-labelled split of every curriculum stage, in
   ``BatchSource`` order, or scenes generated on the device every step (``data.source=generated``,
@@ -19,8 +19,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 import torch
@@ -29,8 +28,8 @@ from torch import nn
 from torch_geometric.data import Batch
 
 from uavgnn import distributed
-from uavgnn.algorithms import describe, require
-from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Score, write_results
+from uavgnn.algorithms import describe, require, which
+from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Compared, Curve, Score, write_results
 from uavgnn.checkpoints import checkpoint_path, kind, load_checkpoint, load_weights
 from uavgnn.console import echo
 from uavgnn.data.batches import BatchSource, jittered_k
@@ -46,8 +45,10 @@ from uavgnn.problem.graphs import FEATURE_SET, READS_FEATURE_SETS, GraphSettings
 from uavgnn.problem.metrics import mean_metrics
 from uavgnn.report import count, format_table
 from uavgnn.runtime import amp_dtype
-from uavgnn.scoring.methods import Controls, compare_on_split
+from uavgnn.scoring.methods import compare_on_split
 from uavgnn.scoring.policy import evaluate_model
+from uavgnn.settings import (batch_settings, controls, fresh_settings, graph_settings, split_settings, stage_mix,
+                             transformer)
 from uavgnn.validation import AT_LEAST_1, ranged
 
 log = logging.getLogger(__name__)
@@ -63,15 +64,21 @@ class ScenePolicyConfig(AlgorithmConfig):
 
 
 class ScenePolicy(Algorithm):
-    """The base of the algorithms that train an assignment policy on scenes (imitation, reinforce)."""
+    """The base of the algorithms that train an assignment policy on scenes (``produces = PRODUCT``)."""
 
     produces = PRODUCT
     score = Score("val/optimality_gap")
+    compared = Compared((Score("best_val_optimality_gap"), Score("test/optimality_gap"),
+                         Score("test/reward", minimize=False), Score("test/completion_score", minimize=False),
+                         Score("graphs_per_s", minimize=False), Score("peak_mem_mb")),
+                        ("best_val_optimality_gap", "test/optimality_gap", "test/completion_score", "test/reward"),
+                        Curve("val/optimality_gap", "val optimality gap"), Curve("perf/graphs_per_s", "graphs/s"))
     stages = True
     scene_splits = True
     benchmarked = True
     resume_safe = ("algorithm.init_from",)  # where the run started from: read once, at step 0
     restart_hint = "start a new run from its weights with algorithm.init_from={path}"
+    learns_labels: ClassVar[bool] = True  # the MILP's: fresh scenes (data.source=generated) cannot train it
 
     def __init__(self, cfg: Any, device: torch.device) -> None:
         super().__init__(cfg, device)
@@ -81,9 +88,13 @@ class ScenePolicy(Algorithm):
 
     @classmethod
     def without_labels(cls, cfg: Any) -> str | None:
-        """Why fresh, unlabelled scenes (``data.source=generated``) cannot train it, or None if they can."""
+        """Why fresh, unlabelled scenes (``data.source=generated``) cannot train it, or None if they can (one that
+        learns the labels is pointed to those that do not)."""
+        if not cls.learns_labels:
+            return None
+        learners = which(lambda algorithm: issubclass(algorithm, ScenePolicy) and not algorithm.learns_labels)
         return (f"data.source=generated with algorithm={cls.name}: fresh scenes have no MILP labels to imitate; use "
-                "algorithm=reinforce (or data.source=cache)")
+                f"{learners} (or data.source=cache)")
 
     @classmethod
     def check(cls, cfg: Any) -> None:
@@ -104,7 +115,7 @@ class ScenePolicy(Algorithm):
 
     @classmethod
     def build_model(cls, cfg: Any) -> nn.Module:
-        return model_from_config(cfg.model, cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers)
+        return model_from_config(transformer(cfg.model), cfg.optim.grad_checkpoint, cfg.optim.checkpoint_layers)
 
     @property
     def starts_trained(self) -> bool:
@@ -119,11 +130,11 @@ class ScenePolicy(Algorithm):
 
     def test(self, result: Any, out_dir: Path, logger: Any) -> float:
         cfg, model, device = self.cfg, result.model, self.device
-        test_store = load_split(cfg, "test")
-        graph = GraphSettings.from_config(cfg.data)
+        test_store = load_split(split_settings(cfg), "test")
+        graph = graph_settings(cfg)
         rows, evaluation = compare_on_split(model, test_store, cfg.eval.decoder, graph, graph.k(cfg.data.n_uav),
                                             device, amp_dtype(cfg, device), cfg.eval.samples, cfg.eval.repair,
-                                            Controls.of(cfg.eval, best_of=False))
+                                            controls(cfg, best_of=False))
         low, high = (int(f(test_store.tensors["n_uav"])) for f in (torch.min, torch.max))
         uavs = count(high, "UAV") if low == high else f"{low}-{high} UAVs"
         source = f"task.folder={cfg.task.folder}" if cfg.task.get("folder") else cfg.task.positions
@@ -146,13 +157,14 @@ class SceneWorkload:
 
     def __init__(self, cfg: Any, device: torch.device, imitation_steps: int = 0) -> None:
         self.cfg, self.device, self.imitation_steps = cfg, device, imitation_steps
-        self.graph = GraphSettings.from_config(cfg.data)
+        self.graph = graph_settings(cfg)
         self.sizes = list(cfg.curriculum.stages) if cfg.curriculum.name != "none" else [cfg.data.n_uav]
         generated = cfg.data.source == "generated"
         labelled = not generated or imitation_steps > 0
         with distributed.main_rank_first():  # one split per curriculum stage (just data.n_uav without one)
-            self.stage_train = [load_split(cfg, "train", n_uav=n) for n in self.sizes] if labelled else []
-            self.stage_val = [load_split(cfg, "val", n_uav=n) for n in self.sizes]
+            splits = split_settings(cfg)
+            self.stage_train = [load_split(splits, "train", n_uav=n) for n in self.sizes] if labelled else []
+            self.stage_val = [load_split(splits, "val", n_uav=n) for n in self.sizes]
         batch_size = cfg.hardware.batch_size
         if labelled and isinstance(batch_size, int) and len(self.stage_train[-1]) < batch_size:
             scenes = len(self.stage_train[-1])
@@ -160,8 +172,9 @@ class SceneWorkload:
                     else f"data.train_scenes={scenes} is")
             raise ConfigError(f"{what} fewer than hardware.batch_size={batch_size} (the scenes of one step): lower "
                               "hardware.batch_size")
-        cached = BatchSource(cfg, self.sizes, self.stage_train, device) if labelled else None
-        self.batches = FreshScenes(cfg, self.sizes, device) if generated else cached
+        mix = stage_mix(cfg)
+        cached = BatchSource(batch_settings(cfg), mix, self.sizes, self.stage_train, device) if labelled else None
+        self.batches = FreshScenes(fresh_settings(cfg), mix, self.sizes, device) if generated else cached
         self.labelled = cached  # the imitation steps' batches
         self.k_seen = 0  # the last batch's candidate budget, logged as train/k
 
@@ -283,7 +296,7 @@ def load_policy(path: str | Path, device: torch.device | str = "cpu", taker: str
     trained with (build its graphs with them) and its config; ``taker`` names what asked (for the errors)."""
     ckpt = load_checkpoint(path, device)
     require(ckpt, path, PRODUCT, taker)
-    model = model_from_config(SimpleNamespace(**ckpt["config"]["model"])).to(device)
+    model = model_from_config(transformer(ckpt["config"]["model"])).to(device)
     load_weights(model, ckpt["policy"], path, describe(ckpt["config"]))
     try:
         graph = GraphSettings(**{"features": "rel-v2", **ckpt["graph"]})  # rel-v2: before the set was recorded

@@ -12,6 +12,7 @@ which is what makes resume and rollback exact.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -20,24 +21,38 @@ from torch_geometric.data import Batch
 from uavgnn import distributed
 from uavgnn.data.loader import make_loader, prefetched
 from uavgnn.data.padded import PaddedSplit
-from uavgnn.data.stages import CurriculumSampler, stage_batch_size
+from uavgnn.data.stages import CurriculumSampler, StageMix
 from uavgnn.data.store import GraphStore
 from uavgnn.errors import ConfigError
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.randomness import stream_seed
-from uavgnn.runtime import keep_on_device
+from uavgnn.runtime import Loading, keep_on_device
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """What the batches of a labelled split depend on besides the split: the seed, the task's target count, the
+    stored candidates, the dense attention path's reach (``optim.dense_max_nodes``) and the preset's loader."""
+
+    seed: int
+    dist: SceneDistribution
+    k_max: int = 32
+    dense_max_nodes: int = 0
+    loading: Loading = Loading()
 
 
 class BatchSource:
     """``next(step, stage, batch_size)`` gives that step's batch on ``device``; ``restart`` after a jump
-    (resume, rollback, a halved batch size)."""
+    (resume, rollback, a halved batch size); ``mix``: the curriculum's stage batches (None: none)."""
 
-    def __init__(self, cfg, sizes: list[int], stage_train: list[GraphStore], device: torch.device) -> None:
-        self.cfg, self.sizes, self.stage_train, self.device = cfg, sizes, stage_train, device
+    def __init__(self, settings: BatchSettings, mix: StageMix | None, sizes: list[int],
+                 stage_train: list[GraphStore], device: torch.device) -> None:
+        self.settings, self.mix, self.sizes, self.stage_train, self.device = settings, mix, sizes, stage_train, device
+        self.loading = settings.loading
         self.ctx = distributed.context()
         padded = self._padded(stage_train)
-        self.sampler = CurriculumSampler(stage_train, cfg.seed, padded) if len(stage_train) > 1 else None
-        self.n_targets = SceneDistribution.of(cfg.task).n_targets
+        self.sampler = CurriculumSampler(stage_train, settings.seed, padded) if len(stage_train) > 1 else None
+        self.n_targets = settings.dist.n_targets
         self._stream: Iterator[Batch] | None = None
         self.split = padded[-1] if padded and not self.sampler else self.stage_train[-1]
 
@@ -45,11 +60,11 @@ class BatchSource:
         """The stages' splits padded on the device when the dense attention path covers every stage's scenes
         (``optim.dense_max_nodes``) and ``hardware.data_on_device`` lets them all live there (fixed shapes per
         stage, no copy per step); else None: the ``GraphStore`` batches."""
-        covered = self.cfg.optim.dense_max_nodes
-        if self.cfg.hardware.loader != "memory" or any(s.sizes["n_nodes"].max(initial=0) > covered for s in stores):
+        covered = self.settings.dense_max_nodes
+        if self.loading.loader != "memory" or any(s.sizes["n_nodes"].max(initial=0) > covered for s in stores):
             return None  # the dense path is off (0) or does not cover these scenes: nothing to pad
-        padded = [PaddedSplit.of(store, self.cfg.data.k_max) for store in stores]
-        if any(p is None for p in padded) or not keep_on_device(self.cfg.hardware.data_on_device, self.device,
+        padded = [PaddedSplit.of(store, self.settings.k_max) for store in stores]
+        if any(p is None for p in padded) or not keep_on_device(self.loading.data_on_device, self.device,
                                                                  sum(p.nbytes() for p in padded)):
             return None
         return [p.to(self.device) for p in padded]
@@ -58,25 +73,24 @@ class BatchSource:
         if self.sampler is None:
             stream = self.epochs(step, batch_size)
             on_device = isinstance(self.split, PaddedSplit)
-            use_thread = self.cfg.optim.prefetch and self.device.type == "cuda" and not on_device
+            use_thread = self.loading.prefetch and self.device.type == "cuda" and not on_device
             # On the CPU a background thread only competes with the step for the same cores
             # (840 vs 1,057 graphs/s measured on 2 cores); the in-memory gather is already ~1 ms.
-            self._stream = prefetched(stream, self.device, self.cfg.hardware.pin_memory) if use_thread else stream
+            self._stream = prefetched(stream, self.device, self.loading.pin_memory) if use_thread else stream
 
     def next(self, step: int, stage: int, batch_size: int) -> Batch:
         if self.sampler is None:
             return next(self._stream).to(self.device, non_blocking=True)
-        cur = self.cfg.curriculum
         n_stage = self.sizes[stage]
-        size = stage_batch_size(cur.batch_policy, n_stage + self.n_targets(n_stage), batch_size, cur.node_budget)
-        return self.sampler.batch(step, stage, size, cur.replay[stage], self.ctx.rank,
+        size = self.mix.batch_size(n_stage + self.n_targets(n_stage), batch_size)
+        return self.sampler.batch(step, stage, size, self.mix.replay[stage], self.ctx.rank,
                                   self.ctx.world_size).to(self.device, non_blocking=True)
 
     def epochs(self, step: int, batch_size: int) -> Iterator[Batch]:
         """The batches of steps ``step``, ``step + 1``, ... on the host (no curriculum): epochs of the split."""
-        hw = self.cfg.hardware
+        hw = self.loading
         store = self.split
-        loader = make_loader(store, hw.loader, batch_size, shuffle=True, seed=self.cfg.seed,
+        loader = make_loader(store, hw.loader, batch_size, shuffle=True, seed=self.settings.seed,
                              num_workers=hw.num_workers, pin_memory=hw.pin_memory, prefetch_factor=hw.prefetch_factor,
                              persistent_workers=hw.persistent_workers, drop_last=True, rank=self.ctx.rank,
                              world_size=self.ctx.world_size)

@@ -8,10 +8,9 @@ transfer test sets included) has its own seed.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from omegaconf import DictConfig
 
 from uavgnn.data.cache import (FEATURE_SET, FORMAT_VERSION, BuildSettings, SplitSpec, cache_key, cached_store,
                                entry_directory, label_and_build, load_or_build, solver_key, verify)
@@ -23,40 +22,52 @@ from uavgnn.report import count as counted
 SPLITS = ("train", "val", "test")
 
 
-def split_spec(cfg: DictConfig, split: str, n_uav: int | None = None, count: int | None = None) -> SplitSpec:
+@dataclass(frozen=True)
+class SplitSettings:
+    """What makes a run's labelled splits: the ``data`` group's split keys and the ``task``'s scenes (generated
+    from ``dist``, or the files of ``folder``)."""
+
+    dist: SceneDistribution
+    build: BuildSettings
+    n_uav: int = 16  # UAVs per scene of a generated split
+    scenes: dict[str, int] | None = None  # scenes per split (``data.<split>_scenes``)
+    seeds: dict[str, int] | None = None  # base seed per split (``data.<split>_seed``)
+    cache_dir: str = ".cache/uavgnn"
+    label_workers: int = 1
+    use_cache: bool = True  # ``optim.graph_cache``
+    folder: str | None = None  # ``task=folder``: your scene files
+
+
+def split_spec(settings: SplitSettings, split: str, n_uav: int | None = None, count: int | None = None) -> SplitSpec:
     if split not in SPLITS:
         raise ValueError(f"split: unknown split {split!r} (expected one of {', '.join(SPLITS)})")
-    n_uav = cfg.data.n_uav if n_uav is None else n_uav
-    count = getattr(cfg.data, f"{split}_scenes") if count is None else count
-    return SplitSpec(split, n_uav, count, getattr(cfg.data, f"{split}_seed") + n_uav)
+    n_uav = settings.n_uav if n_uav is None else n_uav
+    count = settings.scenes[split] if count is None else count
+    return SplitSpec(split, n_uav, count, settings.seeds[split] + n_uav)
 
 
-def build_settings(cfg: DictConfig) -> BuildSettings:
-    return BuildSettings(k_max=cfg.data.k_max, uav_neighbours=cfg.data.uav_neighbours,
-                         label_time_limit=cfg.data.label_time_limit)
-
-
-def load_split(cfg: DictConfig, split: str, n_uav: int | None = None, count: int | None = None) -> GraphStore:
+def load_split(settings: SplitSettings, split: str, n_uav: int | None = None, count: int | None = None
+               ) -> GraphStore:
     """The split's graphs from the cache (or built), honouring ``optim.graph_cache``. Under ``task=folder`` the
     split is the folder's (its scene files, whatever their sizes: ``n_uav`` and ``count`` do not apply)."""
-    if cfg.task.get("folder"):
-        return load_folder_split(split, split_files(cfg.task.folder, split), build_settings(cfg),
-                                 cfg.data.cache_dir, cfg.data.label_workers, cfg.optim.graph_cache)
-    return load_or_build(split_spec(cfg, split, n_uav, count), SceneDistribution.of(cfg.task), build_settings(cfg),
-                         cfg.data.cache_dir, workers=cfg.data.label_workers, use_cache=cfg.optim.graph_cache)
+    s = settings
+    if s.folder:
+        return load_folder_split(split, split_files(s.folder, split), s.build, s.cache_dir, s.label_workers,
+                                 s.use_cache)
+    return load_or_build(split_spec(s, split, n_uav, count), s.dist, s.build, s.cache_dir,
+                         workers=s.label_workers, use_cache=s.use_cache)
 
 
-def is_cached(cfg: DictConfig, split: str, n_uav: int | None = None, count: int | None = None) -> bool:
+def is_cached(settings: SplitSettings, split: str, n_uav: int | None = None, count: int | None = None) -> bool:
     """Whether ``load_split`` would load the split intact from the cache (label nothing)."""
-    settings = build_settings(cfg)
-    if cfg.task.get("folder"):
-        directory = entry_directory(cfg.data.cache_dir, split, "folder",
-                                    _folder_key(split, split_files(cfg.task.folder, split), settings))
+    s = settings
+    if s.folder:
+        directory = entry_directory(s.cache_dir, split, "folder", _folder_key(split, split_files(s.folder, split),
+                                                                              s.build))
     else:
-        spec = split_spec(cfg, split, n_uav, count)
-        directory = entry_directory(cfg.data.cache_dir, split, f"n{spec.n_uav}",
-                                    cache_key(spec, SceneDistribution.of(cfg.task), settings))
-    return cfg.optim.graph_cache and verify(directory) is None
+        spec = split_spec(s, split, n_uav, count)
+        directory = entry_directory(s.cache_dir, split, f"n{spec.n_uav}", cache_key(spec, s.dist, s.build))
+    return s.use_cache and verify(directory) is None
 
 
 def load_folder_split(split: str, files: list[Path], settings: BuildSettings, cache_dir: str | Path,

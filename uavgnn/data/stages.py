@@ -6,12 +6,26 @@ exactly the batches it would have seen.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch_geometric.data import Batch
 
 from uavgnn.data.padded import PaddedSplit, concat_batches
 from uavgnn.data.store import GraphStore
 from uavgnn.randomness import stream
+
+
+@dataclass(frozen=True)
+class StageMix:
+    """How a curriculum stage's batch is made (the ``curriculum`` group's batch keys)."""
+
+    batch_policy: str = "nodes"  # ``stage_batch_size``'s policy
+    node_budget: int = 1536
+    replay: tuple[float, ...] = ()  # earlier stages' share of a batch, per stage
+
+    def batch_size(self, n_nodes: int, batch_size: int) -> int:
+        return stage_batch_size(self.batch_policy, n_nodes, batch_size, self.node_budget)
 
 
 def stage_batch_size(policy: str, n_nodes: int, batch_size: int, node_budget: int) -> int:

@@ -17,7 +17,6 @@ from torch import nn
 from uavgnn.dynamics.filters import baseline_filters
 from uavgnn.dynamics.kinematics import on_wall
 from uavgnn.dynamics.workload import Estimator, TrajectoryWorkload
-from uavgnn.envs.settings import EnvSettings
 from uavgnn.runtime import eval_mode
 from uavgnn.storage import pyplot, save_figure
 
@@ -26,7 +25,7 @@ TEST_SPLITS = ("test", "test_ood")
 
 def scoring_methods(model: nn.Module, work: TrajectoryWorkload) -> dict[str, Estimator]:
     """The TCN and its baselines, in the order of the test table (the filters calibrated on the training split)."""
-    filters = baseline_filters(work.load("train"), work.units, EnvSettings.of(work.cfg.env), work.window,
+    filters = baseline_filters(work.load("train"), work.units, work.settings, work.window,
                                work.predict_steps)
     return {"tcn": work.tcn(model), **filters, "constant_velocity": work.constant_velocity}
 

@@ -55,15 +55,14 @@ class RolloutSpec:
     velocity_noise: float = 0.02  # std of the measured velocities (a label, never an input)
 
 
-def split_specs(cfg) -> dict[str, RolloutSpec]:
-    """The four splits of ``cfg.algorithm`` (train / val / test, and test_ood with stronger disturbances)."""
-    alg, data = cfg.algorithm, cfg.data
-    common = {"steps": alg.rollout_steps, "noise": alg.noise, "velocity_noise": alg.velocity_noise}
-    return {"train": RolloutSpec("train", alg.train_envs, seed=data.train_seed, **common),
-            "val": RolloutSpec("val", alg.eval_envs, seed=data.val_seed, **common),
-            "test": RolloutSpec("test", alg.eval_envs, seed=data.test_seed, **common),
-            "test_ood": RolloutSpec("test_ood", alg.eval_envs, seed=data.test_seed + 1,
-                                    disturbance_scale=alg.ood_scale, **common)}
+@dataclass(frozen=True)
+class RolloutSource:
+    """Where a run's trajectory splits come from: the environment and its scenes, each split's spec, the cache."""
+
+    settings: EnvSettings
+    dist: SceneDistribution
+    specs: dict[str, RolloutSpec]  # one per split of ``SPLITS``
+    cache_dir: str = ".cache/uavgnn"
 
 
 @torch.no_grad()
@@ -101,13 +100,12 @@ def rollout_key(spec: RolloutSpec, settings: EnvSettings, dist: SceneDistributio
             "distribution": distribution_key(dist), "policy": policy_id}
 
 
-def load_rollouts(cfg, split: str, policy: Policy, policy_id: str) -> dict[str, Any]:
+def load_rollouts(source: RolloutSource, split: str, policy: Policy, policy_id: str) -> dict[str, Any]:
     """A split's trajectories from the cache, simulated (and cached) on a miss; ``policy`` flies them and
     ``policy_id`` names it in the cache key (``scripted``, ``random``, a checkpoint by its SHA-256)."""
     if split not in SPLITS:
         raise ConfigError(f"unknown rollout split {split!r} (expected one of {', '.join(SPLITS)})")
-    settings, dist = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task)
-    spec = split_specs(cfg)[split]
+    settings, dist, spec = source.settings, source.dist, source.specs[split]
     key = rollout_key(spec, settings, dist, policy_id)
 
     def build() -> tuple[dict[str, Any], dict, int, int]:
@@ -115,5 +113,5 @@ def load_rollouts(cfg, split: str, policy: Policy, policy_id: str) -> dict[str, 
         payload = simulate(settings, dist, spec, policy)
         return payload, {"timings": {"simulate_s": time.perf_counter() - start}}, spec.envs, settings.n_uav
 
-    directory = Path(cfg.data.cache_dir) / f"rollouts-{split}-n{settings.n_uav}-{key_hash(key)}"
+    directory = Path(source.cache_dir) / f"rollouts-{split}-n{settings.n_uav}-{key_hash(key)}"
     return load_or_build_payload(directory, key, build, f"{spec.envs} environments x {spec.steps} steps")

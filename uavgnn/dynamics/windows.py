@@ -23,7 +23,6 @@ import torch
 from torch.utils.data import Dataset
 
 from uavgnn.envs.settings import EnvSettings
-from uavgnn.problem.scenes import SceneDistribution
 
 N_FEATURES = 6  # observed displacement (2), observed position / side (2), commanded acceleration (2)
 TARGETS = ("pos_obs", "pos", "vel_obs", "vel", "accel", "disturbance")  # per row, in model units
@@ -45,12 +44,6 @@ class Units:
         """``side``: the arena's side in world units (``SceneDistribution.side``)."""
         position = settings.max_speed * settings.dt
         return cls(position, settings.max_speed, settings.max_accel, settings.dt, side / position)
-
-    @classmethod
-    def of_config(cls, cfg: Any) -> Units:
-        """The units of a run's ``env`` and ``task`` groups."""
-        settings = EnvSettings.of(cfg.env)
-        return cls.of(settings, SceneDistribution.of(cfg.task).side(settings.n_uav))
 
     def of_target(self, name: str) -> float:
         """The unit of a recorded quantity (``TARGETS``)."""

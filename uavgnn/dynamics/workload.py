@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,11 +24,11 @@ from torch.utils.data import DataLoader, Sampler
 
 from uavgnn import distributed
 from uavgnn.dynamics.kinematics import Estimate, constant_velocity, dynamics_metrics, estimate, rmses
-from uavgnn.dynamics.rollouts import load_rollouts
+from uavgnn.dynamics.rollouts import RolloutSource, load_rollouts
 from uavgnn.dynamics.windows import TrajectoryWindows, Units, WindowBatch, feature_stats
 from uavgnn.envs.policies import Policy
 from uavgnn.randomness import stream
-from uavgnn.runtime import autocast, eval_mode, keep_on_device
+from uavgnn.runtime import Loading, autocast, eval_mode, keep_on_device
 
 EVAL_BATCH = 1024  # windows per validation forward
 Estimator = Callable[[WindowBatch], Estimate]  # the TCN or a baseline on a batch of windows
@@ -57,38 +58,47 @@ def _as_is(batch: WindowBatch) -> WindowBatch:
     return batch
 
 
+@dataclass(frozen=True)
+class WindowSettings:
+    """The windows a model reads: ``window`` rows, the first ``burn_in`` not scored, ``predict_steps`` ahead."""
+
+    window: int = 32
+    burn_in: int = 8
+    predict_steps: int = 5
+
+
 class TrajectoryWorkload:
     """Windows of the cached rollouts (``uavgnn.dynamics.rollouts``) for the TCN."""
 
     unit = "samples"
 
-    def __init__(self, cfg, device: torch.device, rollout_policy: tuple[Policy, str]) -> None:
+    def __init__(self, source: RolloutSource, windows: WindowSettings, seed: int, loading: Loading,
+                 device: torch.device, rollout_policy: tuple[Policy, str]) -> None:
         """``rollout_policy``: who flies the rollouts, and its name in their cache key."""
-        self.cfg, self.device, self.rollout_policy = cfg, device, rollout_policy
-        alg = cfg.algorithm
-        self.window, self.burn_in, self.predict_steps = alg.window, alg.burn_in, alg.predict_steps
-        self.units = Units.of_config(cfg)
-        self.sizes = [cfg.env.n_uav]
+        self.source, self.seed, self.loading, self.device = source, seed, loading, device
+        self.rollout_policy = rollout_policy
+        self.window, self.burn_in, self.predict_steps = windows.window, windows.burn_in, windows.predict_steps
+        self.settings = source.settings
+        self.units = Units.of(self.settings, source.dist.side(self.settings.n_uav))
+        self.sizes = [self.settings.n_uav]
         train = self.load("train")
         self.stats = feature_stats(train, self.units)  # the training split's normalisation, for every split
-        length = alg.window + alg.predict_steps
-        self.train = TrajectoryWindows(train, self.stats, self.units, length)
+        self.train = TrajectoryWindows(train, self.stats, self.units, self.window + self.predict_steps)
         self.val = self.windows("val")
-        if keep_on_device(cfg.hardware.data_on_device, device, self.train.nbytes() + self.val.nbytes()):
-            if cfg.hardware.loader == "memory":  # a DataLoader's workers gather on the host and pin for the copy
+        if keep_on_device(loading.data_on_device, device, self.train.nbytes() + self.val.nbytes()):
+            if loading.loader == "memory":  # a DataLoader's workers gather on the host and pin for the copy
                 self.train.to(device)
             self.val.to(device)
         self._batches: Iterator[WindowBatch] | None = None
 
     def windows(self, split: str) -> TrajectoryWindows:
         """A scoring split's windows (each row once), normalised with the training statistics."""
-        alg = self.cfg.algorithm
-        return TrajectoryWindows(self.load(split), self.stats, self.units,
-                                 alg.window + alg.predict_steps, stride=alg.window - alg.burn_in)
+        return TrajectoryWindows(self.load(split), self.stats, self.units, self.window + self.predict_steps,
+                                 stride=self.window - self.burn_in)
 
     def load(self, split: str) -> dict[str, Any]:
         """A split's raw trajectories (``uavgnn.dynamics.rollouts``), from the cache."""
-        return load_rollouts(self.cfg, split, *self.rollout_policy)
+        return load_rollouts(self.source, split, *self.rollout_policy)
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 
@@ -101,10 +111,10 @@ class TrajectoryWorkload:
     def host_batches(self, start: int, batch_size: int) -> Iterator[WindowBatch]:
         """The batches of steps ``start``, ``start + 1``, ... before their copy to the device: gathered in
         memory, or by a torch DataLoader with the hardware preset's knobs (``hardware.loader=pyg``)."""
-        sampler = StepSampler(len(self.train), batch_size, self.cfg.seed, start)
-        if self.cfg.hardware.loader == "memory":
+        sampler = StepSampler(len(self.train), batch_size, self.seed, start)
+        if self.loading.loader == "memory":
             return (self.train.gather(sampler.ids(step)) for step in itertools.count(start))
-        hw = self.cfg.hardware
+        hw = self.loading
         return iter(DataLoader(self.train, batch_sampler=sampler, collate_fn=_as_is, num_workers=hw.num_workers,
                                pin_memory=hw.pin_memory and self.device.type == "cuda",
                                prefetch_factor=hw.prefetch_factor if hw.num_workers else None,

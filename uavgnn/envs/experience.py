@@ -23,6 +23,7 @@ policy against the scripted planner (``PlannerValidation``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,11 +32,24 @@ from torch import nn
 from uavgnn import distributed
 from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
-from uavgnn.envs.rl_workload import RLWorkload
+from uavgnn.envs.rl_workload import EnvRun, RLWorkload
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.uav_env import make_env
 from uavgnn.randomness import stream, stream_seed
 from uavgnn.runtime import keep_on_device, unwrap
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """The replay buffer and how it is filled and sampled (an off-policy algorithm's keys)."""
+
+    buffer_size: int = 100_000  # transitions (one = all agents of one env step)
+    learning_starts: int = 2_000  # env steps of random actions first
+    env_steps_per_update: int = 1  # steps of every environment per update
+    prioritized: bool = False
+    priority_alpha: float = 0.6
+    priority_beta: float = 0.4  # importance-weight exponent at step 0, annealed to 1 at ``anneal_steps``
+    anneal_steps: int = 1  # ``train.steps``
 
 
 class Experience(RLWorkload):
@@ -43,22 +57,22 @@ class Experience(RLWorkload):
 
     unit = "samples"
 
-    def __init__(self, cfg, model: nn.Module, device: torch.device) -> None:
-        super().__init__(cfg, model, device)
-        alg = cfg.algorithm
+    def __init__(self, run: EnvRun, replay: ReplaySettings, model: nn.Module, device: torch.device) -> None:
+        super().__init__(run, model, device)
+        self.replay = alg = replay
         rank = distributed.context().rank
-        self.env = make_env(self.settings, self.dist, cfg.env.n_envs, device,
-                          seed=stream_seed(cfg.seed, "environment", rank=rank))
-        self.exploration = stream(cfg.seed, "exploration", rank=rank, device=device)  # saved with the buffer
+        self.env = make_env(self.settings, self.dist, self.settings.n_envs, device,
+                            seed=stream_seed(run.seed, "environment", rank=rank))
+        self.exploration = stream(run.seed, "exploration", rank=rank, device=device)  # saved with the buffer
         self.obs, self.state = self.env.reset()
         n, shapes = self.settings.n_uav, {"obs": (self.settings.n_uav, self.settings.obs_dim()),
                                           "state": (self.settings.state_dim(self.dist),)}
         shapes.update(next_obs=shapes["obs"], next_state=shapes["state"], action=(n, 2), reward=(n,), done=())
         nbytes = 4 * alg.buffer_size * sum(torch.Size(s).numel() for s in shapes.values())
-        on_device = keep_on_device(cfg.hardware.data_on_device, device, nbytes)
+        on_device = keep_on_device(run.loading.data_on_device, device, nbytes)
         self.buffer = ReplayBuffer(alg.buffer_size, shapes, device if on_device else torch.device("cpu"),
                                    alg.prioritized, alg.priority_alpha)
-        self.prefetch = cfg.optim.prefetch and not on_device
+        self.prefetch = run.loading.prefetch and not on_device
         self.copy_stream = torch.cuda.Stream(device) if self.prefetch and device.type == "cuda" else None
         self.ahead: tuple[int, Transitions, Transitions] | None = None  # (step, host batch, its device copy)
 
@@ -67,7 +81,7 @@ class Experience(RLWorkload):
     def probe_store(self) -> ReplayBuffer:
         """A buffer of random-policy transitions for ``hardware.batch_size=auto``'s trial steps."""
         if len(self.buffer) == 0:
-            self.play(max(1, -(-self.cfg.hardware.max_batch_size // self.cfg.env.n_envs)), explore=True)
+            self.play(max(1, -(-self.run.loading.max_batch_size // self.settings.n_envs)), explore=True)
         return self.buffer
 
     def restart(self, step: int, batch_size: int) -> None:
@@ -76,7 +90,7 @@ class Experience(RLWorkload):
     def collect(self, step: int) -> None:
         """Advance every environment ``algorithm.env_steps_per_update`` steps with the current policy (random
         actions for the first ``learning_starts`` environment steps) and store the transitions."""
-        alg = self.cfg.algorithm
+        alg = self.replay
         self.play(alg.env_steps_per_update, explore=self.env_steps < alg.learning_starts)
 
     def batch(self, step: int, stage: int, batch_size: int) -> Transitions:
@@ -99,9 +113,9 @@ class Experience(RLWorkload):
     def sample(self, step: int, size: int) -> Transitions:
         """Step ``step``'s batch from the buffer as it is now: the replay stream of (seed, step, rank), beta
         annealed to 1."""
-        alg = self.cfg.algorithm
-        generator = stream(self.cfg.seed, "replay", step, distributed.context().rank, self.buffer.device)
-        beta = alg.priority_beta + (1.0 - alg.priority_beta) * min(1.0, step / max(1, self.cfg.train.steps))
+        alg = self.replay
+        generator = stream(self.seed, "replay", step, distributed.context().rank, self.buffer.device)
+        beta = alg.priority_beta + (1.0 - alg.priority_beta) * min(1.0, step / max(1, alg.anneal_steps))
         return self.buffer.sample(size, generator, beta)
 
     def send(self, batch: Transitions) -> Transitions:
@@ -109,7 +123,7 @@ class Experience(RLWorkload):
         stream when prefetching), so the host does not wait for the copy."""
         if self.buffer.device == self.device:
             return batch
-        if self.cfg.hardware.pin_memory or self.copy_stream is not None:
+        if self.run.loading.pin_memory or self.copy_stream is not None:
             batch = batch.pin_memory()
         if self.copy_stream is None:
             return batch.to(self.device, non_blocking=True)

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from uavgnn import distributed
-from uavgnn.envs.rl_workload import RLWorkload
+from uavgnn.envs.rl_workload import EnvRun, RLWorkload
 from uavgnn.envs.uav_env import UAVEnv, make_env
 from uavgnn.errors import ConfigError
 from uavgnn.randomness import stream, stream_seed
@@ -71,12 +71,14 @@ class EpisodeWorkload(RLWorkload):
     unit = "episodes"
     episodes_type: type[Episodes] = Episodes  # what ``finish`` makes of a collection (and ``last.pt`` restores)
 
-    def __init__(self, cfg, model: nn.Module, device: torch.device, minibatches: int) -> None:
-        """``minibatches``: updates per pass over a collection (each of ``hardware.batch_size`` episodes)."""
-        super().__init__(cfg, model, device)
+    def __init__(self, run: EnvRun, model: nn.Module, device: torch.device, batch_size: int, minibatches: int
+                 ) -> None:
+        """``batch_size``: episodes per minibatch (``hardware.batch_size``); ``minibatches``: updates per pass over
+        a collection."""
+        super().__init__(run, model, device)
         ctx = distributed.context()
         self.rank, self.world_size, self.minibatches = ctx.rank, ctx.world_size, minibatches
-        self.env = self._make_env(cfg.hardware.batch_size)
+        self.env = self._make_env(batch_size)
         self.episodes: Episodes | None = None
         self.collected_at = 0  # the step of the current collection
 
@@ -86,7 +88,7 @@ class EpisodeWorkload(RLWorkload):
 
     def _make_env(self, batch_size: int) -> UAVEnv:
         return make_env(self.settings, self.dist, self._n_envs(batch_size), self.device,
-                        seed=stream_seed(self.cfg.seed, "environment", rank=self.rank),
+                        seed=stream_seed(self.seed, "environment", rank=self.rank),
                         count_key="hardware.batch_size x algorithm.minibatches")
 
     # -- the loop's interface -----------------------------------------------------------------------------------
@@ -111,7 +113,7 @@ class EpisodeWorkload(RLWorkload):
         if self.episodes is None:  # after a new batch size (out-of-memory halving): recollect now
             self.collect(step)
         data_pass, minibatch = divmod(step - self.collected_at, self.minibatches)
-        generator = stream(self.cfg.seed, "minibatch_order", self.collected_at + data_pass * self.minibatches)
+        generator = stream(self.seed, "minibatch_order", self.collected_at + data_pass * self.minibatches)
         order = torch.randperm(len(self.episodes), generator=generator).to(self.device)
         size = len(self.episodes) // self.minibatches
         return order[minibatch * size:(minibatch + 1) * size]

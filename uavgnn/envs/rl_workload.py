@@ -5,6 +5,7 @@ validation against the scripted planner."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,20 +16,32 @@ from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import Step
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.runtime import unwrap
+from uavgnn.runtime import Loading, unwrap
 
 MAX_AGENTS_LOGGED = 16  # per-agent returns get their own curves up to this many UAVs (min/max always)
+
+
+@dataclass(frozen=True)
+class EnvRun:
+    """What every environment workload reads of a run: the environment and its scenes, the seed, the validation
+    episodes and how data reaches the device."""
+
+    settings: EnvSettings
+    dist: SceneDistribution
+    seed: int = 0
+    val_episodes: int = 256
+    loading: Loading = Loading()
 
 
 class RLWorkload:
     """Base of the environment workloads; subclasses step ``self.env`` and call ``record`` per env step."""
 
-    def __init__(self, cfg, model: nn.Module, device: torch.device) -> None:
-        self.cfg, self.model, self.device = cfg, model, device
-        self.settings, self.dist = EnvSettings.of(cfg.env), SceneDistribution.of(cfg.task)
+    def __init__(self, run: EnvRun, model: nn.Module, device: torch.device) -> None:
+        self.run, self.model, self.device = run, model, device
+        self.settings, self.dist, self.seed = run.settings, run.dist, run.seed
         self.sizes = [self.settings.n_uav]
         self.env_steps = 0
-        self.validation = PlannerValidation(self.settings, self.dist, cfg.env.val_episodes, device)
+        self.validation = PlannerValidation(self.settings, self.dist, run.val_episodes, device)
         self._window = self._empty_window()
 
     def _empty_window(self) -> dict[str, Any]:

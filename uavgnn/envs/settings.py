@@ -3,7 +3,7 @@ the global state, the observations (``uavgnn.problem.observation``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -42,12 +42,6 @@ class EnvSettings:
     wind: float = 0.0  # largest hidden wind acceleration of an episode (0: none)
     drag: float = 0.0  # largest hidden per-UAV linear drag coefficient (0: none)
     target: Optional[str] = None  # your own environment: a UAVEnv subclass, module.Class (uavgnn.envs.uav_env.make_env)
-
-    @classmethod
-    def of(cls, node: object) -> EnvSettings:
-        """The settings of any object with these attributes (the ``env`` group's DictConfig; a config saved
-        before a field existed gets its default)."""
-        return cls(**{f.name: getattr(node, f.name, f.default) for f in fields(cls)})
 
     def n_targets(self, dist: SceneDistribution) -> int:
         return dist.n_targets(self.n_uav)

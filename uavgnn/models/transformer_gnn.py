@@ -20,7 +20,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from omegaconf import MISSING
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import TransformerConv
@@ -244,7 +243,7 @@ class TransformerGNN(nn.Module):
 class TransformerGNNConfig:
     """``model=tiny|small|medium|large``: the TransformerGNN's size (conf/model/<size>.yaml picks the values)."""
 
-    name: str = MISSING
+    name: str = "???"  # required (OmegaConf's MISSING): conf/model/<size>.yaml names it
     hidden: int = 64  # width of node embeddings
     heads: int = 2  # attention heads per TransformerConv layer (hidden is split across them)
     layers: int = 2  # TransformerConv layers (pre-norm, residual, FFN)
@@ -261,18 +260,20 @@ class TransformerGNNConfig:
     relaxation: bool = True  # read the linear relaxation's assignment (min-cost flow) as node and edge inputs
 
 
-def model_from_config(model_cfg, grad_checkpoint: bool = False,
+# what a checkpoint saved before a key existed ran with (a key's default is what new runs train with)
+SAVED_BEFORE = {"refine_rounds": 0, "capacity_iters": 0, "capacity_fill": 1.0, "commit_stages": 0,
+                "relaxation": False}
+
+
+def model_from_config(config: TransformerGNNConfig, grad_checkpoint: bool = False,
                       checkpoint_layers: Sequence[int] | None = None) -> TransformerGNN:
-    """Build from a ``model`` config node; ``grad_checkpoint`` checkpoints ``checkpoint_layers``
+    """The network of a ``model`` group's settings; ``grad_checkpoint`` checkpoints ``checkpoint_layers``
     (every layer when None)."""
-    layers = int(model_cfg.layers)
-    chosen = range(layers) if checkpoint_layers is None else [int(i) for i in checkpoint_layers]
-    model = TransformerGNN(hidden=int(model_cfg.hidden), heads=int(model_cfg.heads), layers=layers,
-                           dropout=float(model_cfg.dropout), ffn_mult=int(model_cfg.ffn_mult),
-                           refine_rounds=int(getattr(model_cfg, "refine_rounds", 0)),  # 0: saved before it existed
-                           balancing=Balancing(int(getattr(model_cfg, "capacity_iters", 0)),  # 0, 1, 0: saved before
-                                               float(getattr(model_cfg, "capacity_fill", 1.0)),
-                                               int(getattr(model_cfg, "commit_stages", 0))),
-                           relaxation=bool(getattr(model_cfg, "relaxation", False)))
+    c = config
+    chosen = range(c.layers) if checkpoint_layers is None else [int(i) for i in checkpoint_layers]
+    model = TransformerGNN(hidden=c.hidden, heads=c.heads, layers=c.layers, dropout=c.dropout, ffn_mult=c.ffn_mult,
+                           refine_rounds=c.refine_rounds,
+                           balancing=Balancing(c.capacity_iters, c.capacity_fill, c.commit_stages),
+                           relaxation=c.relaxation)
     model.checkpoint_layers = set(chosen) if grad_checkpoint else set()
     return model

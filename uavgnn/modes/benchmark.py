@@ -46,7 +46,7 @@ from uavgnn.console import echo
 from uavgnn.data.cache import load_or_build
 from uavgnn.data.loader import make_loader
 from uavgnn.data.naive import NaiveSceneDataset, naive_loader
-from uavgnn.data.splits import build_settings, load_split, split_spec
+from uavgnn.data.splits import load_split, split_spec
 from uavgnn.data.store import GraphStore
 from uavgnn.errors import ConfigError
 from uavgnn.inference.scene import solve_with_model
@@ -58,9 +58,9 @@ from uavgnn.perf import ActivationMeter, peak_memory_mb, synchronize
 from uavgnn.plots import plot_benchmark
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import GraphSettings, with_budget
-from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import count, write_json
 from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
+from uavgnn.settings import graph_settings, scene_distribution, split_settings, transformer
 from uavgnn.solvers import solve
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ LONG_RUN_S = 10.0  # a scaling size whose first run takes longer is not repeated
 def model_named(name: str, grad_checkpoint: bool = False) -> TransformerGNN:
     """A model preset by name, read from the installed package (not a ``conf/`` folder by path)."""
     preset = resources.files("uavgnn.conf").joinpath("model", f"{name}.yaml").read_text()
-    return model_from_config(OmegaConf.create(preset), grad_checkpoint)
+    return model_from_config(transformer(OmegaConf.create(preset)), grad_checkpoint)
 
 
 def train_step(loss_of: LossOf, model: TransformerGNN, optimizer: torch.optim.Optimizer, batch: Batch) -> float:
@@ -129,10 +129,11 @@ def preset_batch_size(cfg: Config, store: GraphStore) -> int:
 
 
 def bench_cache(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
-    spec = split_spec(cfg, "train", count=cfg.benchmark.cache_scenes)
+    splits = split_settings(cfg)
+    spec = split_spec(splits, "train", count=cfg.benchmark.cache_scenes)
     work = out_dir / "benchmark-cache"
     shutil.rmtree(work, ignore_errors=True)
-    args = (spec, SceneDistribution.of(cfg.task), build_settings(cfg), work)
+    args = (spec, splits.dist, splits.build, work)
     try:
         start = time.perf_counter()
         load_or_build(*args, workers=cfg.data.label_workers)
@@ -150,17 +151,17 @@ def bench_cache(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, A
 
 
 def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
-    store = load_split(cfg, "train", count=cfg.benchmark.scenes)
+    store = load_split(split_settings(cfg), "train", count=cfg.benchmark.scenes)
     batch_size = preset_batch_size(cfg, store)
-    k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
+    k = graph_settings(cfg).k(cfg.data.n_uav)
     algorithm = make_algorithm(cfg, device)
     scenes, labels = store.scenes(), store.label_assignments()
     naive = naive_loader(scenes, labels, batch_size, cfg.data.k_max, cfg.data.uav_neighbours)
     fast = make_loader(store, "memory", batch_size, shuffle=True, drop_last=True)
-    init = model_from_config(cfg.model).state_dict()
+    init = model_from_config(transformer(cfg.model)).state_dict()
 
     def model() -> TransformerGNN:
-        fresh = model_from_config(cfg.model)
+        fresh = model_from_config(transformer(cfg.model))
         fresh.load_state_dict(init)
         return fresh
 
@@ -188,8 +189,8 @@ def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str
 
 def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict[str, Any]]:
     b = cfg.benchmark
-    store = load_split(cfg, "train", count=b.scenes)
-    k = GraphSettings.from_config(cfg.data).k(cfg.data.n_uav)
+    store = load_split(split_settings(cfg), "train", count=b.scenes)
+    k = graph_settings(cfg).k(cfg.data.n_uav)
     algorithm = make_algorithm(cfg, device)
     amp = torch.bfloat16 if device.type == "cpu" or cfg.hardware.precision == "bf16" else torch.float16
     big = random_batches(store, b.toggle_batch_size)
@@ -210,11 +211,11 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
             lambda: timed_steps(algorithm, model_named(b.checkpoint_model, grad_checkpoint=True), ckpt, b.pipeline_steps, k,
                                 device)),
         "loader_pyg": (  # PyG DataLoader, in-process collate, vs the in-memory gather
-            lambda: timed_steps(algorithm, model_from_config(cfg.model), cycle(loaders["memory"]), b.pipeline_steps, k, device),
-            lambda: timed_steps(algorithm, model_from_config(cfg.model), cycle(loaders["pyg"]), b.pipeline_steps, k, device)),
+            lambda: timed_steps(algorithm, model_from_config(transformer(cfg.model)), cycle(loaders["memory"]), b.pipeline_steps, k, device),
+            lambda: timed_steps(algorithm, model_from_config(transformer(cfg.model)), cycle(loaders["pyg"]), b.pipeline_steps, k, device)),
         "loader_pyg_workers": (  # the same with 2 worker processes
-            lambda: timed_steps(algorithm, model_from_config(cfg.model), cycle(loaders["memory"]), b.pipeline_steps, k, device),
-            lambda: timed_steps(algorithm, model_from_config(cfg.model), cycle(loaders["pyg_2_workers"]), b.pipeline_steps, k,
+            lambda: timed_steps(algorithm, model_from_config(transformer(cfg.model)), cycle(loaders["memory"]), b.pipeline_steps, k, device),
+            lambda: timed_steps(algorithm, model_from_config(transformer(cfg.model)), cycle(loaders["pyg_2_workers"]), b.pipeline_steps, k,
                                 device)),
     }
     unknown = set(b.toggles) - set(cases)
@@ -245,13 +246,13 @@ def benchmark_model(cfg: Config, device: torch.device) -> tuple[TransformerGNN, 
     if cfg.ckpt:
         model, graph, _ = load_policy(cfg.ckpt, device, f"mode={cfg.mode} ckpt")
         return model, graph, f"trained ({cfg.ckpt})"
-    return (model_from_config(cfg.model).to(device).eval(), GraphSettings.from_config(cfg.data),
+    return (model_from_config(transformer(cfg.model)).to(device).eval(), graph_settings(cfg),
             f"untrained {cfg.model.name} (timings only)")
 
 
 def bench_scaling(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
     model, graph, which = benchmark_model(cfg, device)
-    dist = SceneDistribution.of(cfg.task)
+    dist = scene_distribution(cfg)
     rows = []
     warm_up = generate_scenes(dist, 8, 1, cfg.seed)[0]
     solve_with_model(model, warm_up, graph, cfg.eval.decoder, device)  # the first call's set-up, not timed
@@ -278,7 +279,7 @@ def bench_milp(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, An
     """Model (median of ``repeats`` runs; bf16 forward under ``optim.amp``) vs one MILP run per size."""
     model, graph, which = benchmark_model(cfg, device)
     dtype = amp_dtype(cfg, device)
-    dist = SceneDistribution.of(cfg.task)
+    dist = scene_distribution(cfg)
     rows = []
     for n_uav in cfg.benchmark.milp_uavs:
         scene = generate_scenes(dist, n_uav, 1, cfg.data.test_seed + n_uav)[0]

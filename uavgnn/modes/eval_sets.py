@@ -17,18 +17,18 @@ import json
 import logging
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf, open_dict
 from torch import nn
 
 from uavgnn.config import Config
 from uavgnn.console import echo
-from uavgnn.data.cache import label_and_build
+from uavgnn.data.cache import BuildSettings, label_and_build
 from uavgnn.data.labels import INLINE_BELOW
-from uavgnn.data.splits import build_settings, is_cached, load_split
+from uavgnn.data.splits import SplitSettings, is_cached, load_split
 from uavgnn.data.store import GraphStore
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import GraphSettings
@@ -36,8 +36,9 @@ from uavgnn.problem.scene_folder import load_scenes, split_files
 from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.report import count
 from uavgnn.runtime import amp_dtype
-from uavgnn.scoring.methods import Controls, compare_on_split
+from uavgnn.scoring.methods import compare_on_split
 from uavgnn.scoring.policy import BATCH_SCENES
+from uavgnn.settings import controls, split_settings, typed
 
 log = logging.getLogger(__name__)
 PROBE_SCENES = 4  # scenes like a set's the estimate is measured on (at most)
@@ -88,15 +89,12 @@ class SetScorer:
         echo(f"mode=eval: scored in {self.took_s:.0f} s (estimated {self.estimated_s:.0f} s)")
         return [done[key] for key in keys]
 
-    def split_cfg(self, task: dict[str, Any]) -> Any:
-        """The config whose test split is ``task``'s, labelled with the eval's MILP time limit, its graphs built
-        as the model reads them (its candidates and UAV neighbours, not this run's ``data``)."""
-        split_cfg = OmegaConf.create(OmegaConf.to_container(self.cfg))
-        with open_dict(split_cfg):
-            split_cfg.task = task
-            split_cfg.data.update(label_time_limit=self.cfg.eval.milp_time_limit, k_max=self.graph.k_max,
-                                  uav_neighbours=self.graph.uav_neighbours)
-        return split_cfg
+    def splits(self, task: dict[str, Any]) -> SplitSettings:
+        """The splits whose test split is ``task``'s, labelled with the eval's MILP time limit, its graphs built as
+        the model reads them (its candidates and UAV neighbours, not this run's ``data``)."""
+        build = BuildSettings(self.graph.k_max, self.graph.uav_neighbours, self.cfg.eval.milp_time_limit)
+        return replace(split_settings(self.cfg), dist=typed(SceneDistribution, task), build=build,
+                       folder=task.get("folder"))
 
     def scene_count(self, task: dict[str, Any], n_uav: int) -> int:
         return len(split_files(task["folder"], "test")) if task.get("folder") else scenes_at(self.cfg, n_uav)
@@ -113,7 +111,7 @@ class SetScorer:
         for i, (_, task, n_uav) in enumerate(sets):
             label_s, batch_s, score_s = self.probe(task, n_uav, warm_up=i == 0)
             scenes = self.scene_count(task, n_uav)
-            cached = is_cached(self.split_cfg(task), "test", n_uav=n_uav, count=scenes)
+            cached = is_cached(self.splits(task), "test", n_uav=n_uav, count=scenes)
             labelling = 1 if scenes < INLINE_BELOW else min(workers, scenes)  # processes that will label it
             seconds.append(scenes * score_s + math.ceil(scenes / BATCH_SCENES) * batch_s
                            + (0.0 if cached else scenes * label_s / labelling))
@@ -127,11 +125,11 @@ class SetScorer:
         costs). The MILP's times are heavy-tailed (their median is 1.2x below their mean at 16 UAVs, 2-4x at
         256): the median would say too little, one slow scene among a few far too much, so the slowest counts as
         the next slowest."""
-        split_cfg = self.split_cfg(task)
+        splits = self.splits(task)
         probes = min(PROBE_SCENES, max(1, self.scene_count(task, n_uav) // 8))
         scenes = (load_scenes(split_files(task["folder"], "test")[:probes]) if task.get("folder") else
-                  generate_scenes(SceneDistribution.of(split_cfg.task), n_uav, probes, PROBE_SEED + n_uav))
-        parts = [label_and_build(part, 0.0, "probe", build_settings(split_cfg), 1) for part in (scenes[:1], scenes[1:])
+                  generate_scenes(splits.dist, n_uav, probes, PROBE_SEED + n_uav))
+        parts = [label_and_build(part, 0.0, "probe", splits.build, 1) for part in (scenes[:1], scenes[1:])
                  if part]
         first, store = parts[0][0], GraphStore.concat([store for store, _ in parts])
         if warm_up or len(store) > 1:
@@ -154,12 +152,12 @@ class SetScorer:
         cfg = self.cfg
         return compare_on_split(self.model, store, cfg.eval.decoder, self.graph, self.graph.k(n_uav), self.device,
                                 amp_dtype(cfg, self.device), cfg.eval.samples, cfg.eval.repair,
-                                Controls.of(cfg.eval))[0]
+                                controls(cfg))[0]
 
     def score(self, task: dict[str, Any], n_uav: int) -> tuple[list[dict], str]:
         """Every method on the fixed-seed test split of ``task`` at ``n_uav`` UAVs (built and labelled once,
         cached), and a fingerprint of its scenes."""
-        store = load_split(self.split_cfg(task), "test", n_uav=n_uav, count=self.scene_count(task, n_uav))
+        store = load_split(self.splits(task), "test", n_uav=n_uav, count=self.scene_count(task, n_uav))
         rows = self.compare(store, n_uav)
         log.info("eval %s %d UAVs: model gap %.4f", task["name"], n_uav, rows[0]["optimality_gap"])
         if rows[0]["reference_optimal"] != f"{len(store)}/{len(store)}":

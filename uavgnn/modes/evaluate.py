@@ -35,7 +35,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from uavgnn.algorithms import describe, produces
+from uavgnn.algorithms import describe, making, produces
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY, load_policy
 from uavgnn.checkpoints import load_checkpoint
@@ -63,8 +63,7 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
         return run_env_eval(cfg, out_dir)
     if produces(stored) != ASSIGNMENT_POLICY:
         raise CheckpointError(f"checkpoint {cfg.ckpt} ({describe(stored)}): mode=eval takes an assignment policy "
-                              "(algorithm=imitation or reinforce) or an environment policy (algorithm=masac, coma "
-                              "or mappo)")
+                              f"({making(ASSIGNMENT_POLICY)}) or an environment policy ({making(ENV_POLICY)})")
     device = prepare_device(cfg)
     model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
     deciding = (("capacity_iters", "iters"), ("capacity_fill", "fill"), ("commit_stages", "stages"))

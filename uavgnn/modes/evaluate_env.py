@@ -1,4 +1,4 @@
-"""``mode=eval ckpt=<a MASAC, COMA or MAPPO best.pt>``: an environment policy on fixed test episodes.
+"""``mode=eval ckpt=<an environment policy's best.pt>``: the policy on fixed test episodes.
 
 The policy flies ``eval.episodes`` episodes of the environment and scenes it was trained in (the test seed:
 disjoint from validation's, the same for every checkpoint), beside the scripted planner, nearest targets and
@@ -20,11 +20,10 @@ from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.envs.evaluation import TEST_SEED, compare_policies
 from uavgnn.envs.render import episode_gif, plot_episodes
-from uavgnn.envs.settings import EnvSettings
 from uavgnn.loggers import publish
-from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import count, format_table, write_json
 from uavgnn.runtime import prepare_device
+from uavgnn.settings import env_settings, scene_distribution
 
 COLUMNS = ["n_uav", "method", "return", "return_std", "return_per_uav", "completion_rate", "collisions", "of_planner",
            "time_s"]
@@ -45,7 +44,7 @@ def swarm_sizes(cfg: Config, config: Any) -> list[int]:
 def run_env_eval(cfg: Config, out_dir: Path) -> dict[str, Any]:
     device = prepare_device(cfg)
     policy, config = load_env_policy(cfg.ckpt, "mode=eval ckpt", device)
-    trained, dist = EnvSettings.of(config.env), SceneDistribution.of(config.task)
+    trained, dist = env_settings(config), scene_distribution(config)
     name, rows = config.algorithm.name, []
     for n_uav in swarm_sizes(cfg, config):
         settings = dataclasses.replace(trained, n_uav=n_uav)

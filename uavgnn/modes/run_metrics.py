@@ -1,40 +1,40 @@
-"""What ``mode=compare`` shows of a kind of run: the assignment policies' final metrics and curves, or the
-environment policies' (MASAC, COMA): their planner gap, share of the planner's return, return, completion."""
+"""What ``mode=compare`` shows of its runs: what each run's algorithm declares (``Algorithm.compared``), found by
+the name in the run's recorded config; runs of several algorithms: each one's figures and curves, side by side."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from uavgnn.algorithms import DEFAULTS, algorithms
+from uavgnn.algorithms.base import Algorithm, Curve
 from uavgnn.run_record import Run
 
 
 @dataclass(frozen=True)
 class Metrics:
-    """What a comparison shows of a kind of run: its final metrics (True: higher is better), those drawn as
-    bars, and the history keys drawn over the steps (the learning curve, the throughput) with their labels."""
+    """What a comparison shows: the final metrics (True: higher is better), those drawn as bars, and the history
+    keys drawn over the steps (the learning curves, the throughputs) with their labels."""
 
     final: dict[str, bool]
     panels: tuple[str, ...]
-    curve: tuple[str, str]
-    speed: tuple[str, str]
+    curves: tuple[Curve, ...]
+    speeds: tuple[Curve, ...]
 
 
-ASSIGNMENT = Metrics({"best_val_optimality_gap": False, "test/optimality_gap": False, "test/reward": True,
-                      "test/completion_score": True, "graphs_per_s": True, "peak_mem_mb": False},
-                     ("best_val_optimality_gap", "test/optimality_gap", "test/completion_score", "test/reward"),
-                     ("val/optimality_gap", "val optimality gap"), ("perf/graphs_per_s", "graphs/s"))
-ENVIRONMENT = Metrics({"best_val_planner_gap": False, "test/of_planner": True, "test/return": True,
-                       "test/completion_rate": True, "test/collisions": False, "env_steps_per_s": True,
-                       "peak_mem_mb": False},
-                      ("best_val_planner_gap", "test/of_planner", "test/return", "test/completion_rate"),
-                      ("val/return", "val return"), ("perf/env_steps_per_s", "env steps/s"))
+def algorithm_of(run: Run) -> type[Algorithm] | None:
+    """The algorithm a run trained, by its recorded config (one without ``algorithm.name``: the default, as for a
+    checkpoint); None where no config was read or its algorithm is not registered here."""
+    return algorithms().get(run.config.get("algorithm.name", DEFAULTS["algorithm"])) if run.config else None
 
 
 def metrics_of(runs: list[Run]) -> Metrics:
-    """The environment policies' metrics for runs of MASAC, COMA... (a planner gap, no optimality gap), else the
-    assignment policies'."""
-    def has(run: Run, key: str) -> bool:
-        return not math.isnan(run.metrics.get(key, math.nan))
-    environment = any(has(r, "best_val_planner_gap") for r in runs)
-    return ENVIRONMENT if environment and not any(has(r, "best_val_optimality_gap") for r in runs) else ASSIGNMENT
+    """What the runs' algorithms declare, in the order of the runs (a figure two declare: the first one's
+    direction); runs none of which names a registered algorithm: the default algorithm's."""
+    declared = dict.fromkeys(a.compared for run in runs if (a := algorithm_of(run)) is not None)
+    shown = list(declared) or [algorithms()[DEFAULTS["algorithm"]].compared]
+    final: dict[str, bool] = {}
+    for compared in shown:
+        for score in compared.final:
+            final.setdefault(score.key, not score.minimize)
+    return Metrics(final, tuple(dict.fromkeys(key for compared in shown for key in compared.bars)),
+                   tuple(dict.fromkeys(c.curve for c in shown)), tuple(dict.fromkeys(c.speed for c in shown)))

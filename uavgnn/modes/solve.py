@@ -26,9 +26,10 @@ from uavgnn.inference.scene import solve_with_model
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
 from uavgnn.problem.scene_io import load_scene, save_scene
-from uavgnn.problem.scenes import Scene, SceneDistribution
+from uavgnn.problem.scenes import Scene
 from uavgnn.report import count, format_table, write_json
 from uavgnn.runtime import amp_dtype, prepare_device
+from uavgnn.settings import scene_distribution
 from uavgnn.solvers import solve, solve_milp
 from uavgnn.solvers.pruned import solve_with_pruner
 
@@ -39,7 +40,7 @@ def load_or_generate_scene(cfg: Config) -> Scene:
     if cfg.task.file:
         scene, _ = load_scene(cfg.task.file)
         return scene
-    return generate_scenes(SceneDistribution.of(cfg.task), cfg.solve.n_uav, 1, cfg.seed)[0]
+    return generate_scenes(scene_distribution(cfg), cfg.solve.n_uav, 1, cfg.seed)[0]
 
 
 def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:

@@ -174,39 +174,41 @@ def _curve(runs: list[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def plot(path: Path, runs: list[Run], keys: list[str], metrics: Metrics) -> None:
-    """Learning curves and throughput (one line per seed group, its seeds' min-max as a band),
-    then one panel per final metric (group means, whiskers = std over seeds)."""
+    """Learning curves and throughput (one line per seed group, its seeds' min-max as a band; a panel per
+    algorithm's curve), then one panel per final metric (group means, whiskers = std over seeds)."""
     groups: dict[str, list[Run]] = {}
     for r, label in zip(runs, group_labels(runs, keys)):
         if r.status == "ok":
             groups.setdefault(label or "all runs", []).append(r)  # no label: they differ by seed alone
     ok = [r for members in groups.values() for r in members]
     finals = [m for m in metrics.panels if any(not math.isnan(r.metrics.get(m, math.nan)) for r in ok)]
-    fig, axes = panel_grid(2 + len(finals))
+    drawn = [(c, "learning curves (band: min-max over seeds)") for c in metrics.curves]
+    drawn += [(c, "throughput") for c in metrics.speeds]
+    fig, axes = panel_grid(len(drawn) + len(finals))
     for i, (label, members) in enumerate(groups.items()):
         colour = f"C{i % 10}"
         name = label if len(members) == 1 else f"{label} ({len(members)} seeds)"
-        for ax, key in zip(axes, (metrics.curve[0], metrics.speed[0])):
-            curve = _curve(members, key)
+        for ax, (shown, _) in zip(axes, drawn):
+            curve = _curve(members, shown.key)
             if curve is None:
                 continue
             steps, mean, low, high = curve
             ax.plot(steps, mean, color=colour, marker="o" if len(steps) < 30 else None, ms=3, label=name)
             if len(members) > 1:
                 ax.fill_between(steps, low, high, color=colour, alpha=0.2)
-    axes[0].set(xlabel="step", ylabel=metrics.curve[1], title="learning curves (band: min-max over seeds)")
-    axes[1].set(xlabel="step", ylabel=metrics.speed[1], title="throughput")
+    for ax, (shown, title) in zip(axes, drawn):
+        ax.set(xlabel="step", ylabel=shown.label, title=title)
     names = list(groups)
-    for ax, metric in zip(axes[2:], finals):
+    for ax, metric in zip(axes[len(drawn):], finals):
         values = [[r.metrics.get(metric, math.nan) for r in members] for members in groups.values()]
-        means = [np.nanmean(v) for v in values]
+        means = [np.nanmean(v) if np.isfinite(v).any() else math.nan for v in values]  # a group without it: none
         spread = [np.nanstd(v, ddof=1) if np.isfinite(v).sum() > 1 else 0.0 for v in values]
         ax.bar(range(len(names)), means, yerr=spread, capsize=4, color=[f"C{i % 10}" for i in range(len(names))])
         ax.set_xticks(range(len(names)), [n.replace(", ", "\n") for n in names], fontsize=7)
         ax.set(ylabel=metric, title=f"{metric} ({'higher' if metrics.final[metric] else 'lower'} is better)")
     for ax in axes:
         ax.grid(alpha=0.3)
-    for ax in axes[:2]:
+    for ax in axes[:len(drawn)]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="best")
     fig.tight_layout()

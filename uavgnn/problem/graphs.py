@@ -104,10 +104,6 @@ class GraphSettings:
         """The candidates per UAV at inference for scenes of ``n_uav`` UAVs (training jitters it)."""
         return adaptive_k(n_uav, self.k_min, self.k_divisor, self.k_max)
 
-    @classmethod
-    def from_config(cls, data) -> "GraphSettings":
-        return cls(data.k_min, data.k_divisor, data.k_max, data.uav_neighbours)
-
 
 def build_graph(scene: Scene, k_max: int = 16, uav_neighbours: int = 8, assignment: np.ndarray | None = None,
                 device: torch.device | str = "cpu") -> Data:

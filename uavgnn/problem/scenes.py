@@ -8,7 +8,7 @@ locally (DESIGN §1); this is what lets a model trained small run large.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -64,12 +64,6 @@ class SceneDistribution:
     cluster_std: float = 1.0  # spread of targets around a cluster centre
     uav_spread: float = 2.5  # spread of UAVs around cluster centres
     generator: Optional[str] = None  # your own generator, a _target_-style path: fn(dist, n_uav, count, seed) -> scenes
-
-    @classmethod
-    def of(cls, node: object) -> SceneDistribution:
-        """The generator parameters of any object with these attributes (the ``task`` group's DictConfig; a
-        config saved before a field existed gets its default)."""
-        return cls(**{f.name: getattr(node, f.name, f.default) for f in fields(cls)})
 
     def n_targets(self, n_uav: int) -> int:
         return max(1, math.ceil(n_uav * self.target_ratio))

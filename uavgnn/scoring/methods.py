@@ -43,12 +43,6 @@ class Controls:
     time_limit: float = 60.0  # a pruned MILP's time limit
     best_of: int = 0  # the best, by the true reward, of this many decodes of the perturbed policy
 
-    @classmethod
-    def of(cls, ev, best_of: bool = True) -> "Controls":
-        """From the ``eval`` config; ``best_of=False`` leaves the sampled row out (the training run's table)."""
-        return cls(tuple(ev.keeps), tuple(ev.pruners), tuple(ev.milp_budgets), float(ev.milp_time_limit),
-                   int(ev.best_of) if best_of else 0)
-
 
 @dataclass
 class Scored:

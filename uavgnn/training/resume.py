@@ -40,7 +40,7 @@ SAFE = (*RERUN_SAFE, "train.steps", "train.eval_every", "train.ckpt_every", "tra
         "path", "action", "solver",
         # how the policy decides, not what trains:
         "model.capacity_iters", "model.capacity_fill", "model.commit_stages")
-# how scene graphs are built: what an algorithm that trains on no scene split (MASAC, COMA, MAPPO, dynamics) never reads
+# how scene graphs are built: what an algorithm that trains on no scene split (``scene_splits`` false) never reads
 GRAPH_KEYS = ("data.k_min", "data.k_divisor", "data.k_max", "data.k_jitter", "data.uav_neighbours")
 
 

@@ -1,0 +1,140 @@
+"""Issue 63: an algorithm outside the package. ``tests/toy_plugin`` holds one (``uavgnn_toy.py``) and the
+``dist-info`` that names it in the entry-point group ``uavgnn.algorithms``, as pip installs a package that declares
+it: with that folder on PYTHONPATH the real program trains it, resumes it exactly, evaluates its checkpoint and
+compares its runs, and the modes that time a step say in one line what times it; no file of uavgnn names it. A
+plug-in that does not load, or takes a built-in's name, is one line naming its entry point."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, job_dirs, run_cli
+
+from uavgnn.algorithms import PLUGINS, algorithms
+from uavgnn.algorithms.base import Algorithm
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.errors import ConfigError
+
+PLUGIN = Path(__file__).parent / "toy_plugin"
+HIDDEN, EPISODES, HORIZON = 8, 8, 10  # per update: 8 episodes of 10 steps, validated and tested on 8 episodes
+TOY = ["algorithm=toy", f"algorithm.hidden={HIDDEN}", "hardware.threads=1", f"hardware.batch_size={EPISODES}",
+       f"env.val_episodes={EPISODES}", f"env.horizon={HORIZON}", "train.eval_every=3", "train.ckpt_every=3",
+       "train.log_every=1", "train.schedule=plateau", "train.warmup_steps=0", "logger=jsonl"]
+METHODS = ["toy", "scripted planner", "nearest target", "random"]
+
+
+def logged(run: Path) -> dict[int, dict[str, float]]:
+    """A run's training and validation figures by step (timings, which vary, left out)."""
+    rows: dict[int, dict[str, float]] = {}
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        figures = {key: value for key, value in row.items() if key.split("/")[0] in ("train", "val")}
+        rows.setdefault(row.pop("step"), {}).update(figures)
+    return rows
+
+
+def refused(proc) -> list[str]:
+    """What a refused run printed: exit code 2 and its stderr lines, with no traceback anywhere."""
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    return proc.stderr.strip().splitlines()
+
+
+@pytest.mark.slow
+def test_a_plug_in_outside_the_package_runs_every_mode(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(PLUGIN), os.environ.get("PYTHONPATH")])))
+    sources = [p for p in (ROOT / "uavgnn").rglob("*") if p.suffix in (".py", ".yaml")]
+    assert sources and not [p for p in sources if re.search(r"\btoy\b", p.read_text())]  # no file of uavgnn names it
+    lines = run_cli("--help", cwd=tmp_path).stdout.splitlines()  # listed as the built-ins are, with its summary
+    assert any(line.split()[:1] == ["toy"] and "REINFORCE" in line for line in lines)
+    options = next(line for line in lines if line.startswith("algorithm: "))  # Hydra's options of the group
+    assert "toy" in options.removeprefix("algorithm: ").split(", ")
+    sweep = tmp_path / "sweep"  # one process: a run stopped at step 3, and an uninterrupted one of 6 steps
+    run_cli("-m", *TOY, "train.steps=3,6", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    stopped, straight = job_dirs(sweep)
+    summary = json.loads((straight / "summary.json").read_text())
+    assert [row["method"] for row in summary["test"]] == METHODS
+    obs = EnvSettings(horizon=HORIZON).obs_dim()
+    assert summary["params"] == (obs + 1) * HIDDEN + (HIDDEN + 1) * 2  # its MLP: obs -> hidden -> velocity
+
+    run_cli(*TOY, "train.steps=6", "resume=auto", f"hydra.run.dir='{stopped}'", cwd=tmp_path)
+    resumed = logged(stopped)
+    assert resumed == logged(straight) and sorted(resumed) == list(range(7))  # steps 4-6 as if never stopped
+    assert resumed[6]["train/env_steps"] == 6 * EPISODES * HORIZON  # a fresh collection before every update
+    weights = [torch.load(run / "last.pt", weights_only=True)["model"] for run in (stopped, straight)]
+    assert all(torch.equal(weights[0][name], value) for name, value in weights[1].items())
+
+    run_cli("mode=eval", f"ckpt='{straight / 'best.pt'}'", f"eval.episodes={EPISODES}", "eval.scales=[4]",
+            "hardware.threads=1", "logger=none", f"hydra.run.dir={tmp_path / 'eval'}", cwd=tmp_path)
+    report = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert report["algorithm"] == "toy" and [row["method"] for row in report["rows"]] == METHODS
+    tested = {row["method"]: row["return"] for row in summary["test"]}  # the test phase: best.pt, same episodes
+    assert {row["method"]: row["return"] for row in report["rows"]} == tested
+
+    run_cli("mode=compare", f"path={sweep}", "hardware.threads=1", "logger=none", cwd=tmp_path)
+    with (sweep / "comparison.csv").open() as f:
+        rows = {row["run"]: row for row in csv.DictReader(f)}
+    assert set(rows) == {stopped.name, straight.name} and rows[stopped.name]["resume"] == "auto"
+    for run in (stopped, straight):
+        best = json.loads((run / "summary.json").read_text())["best_val_planner_gap"]
+        assert float(rows[run.name]["best_val_planner_gap"]) == pytest.approx(best)
+
+    timer = Algorithm.timed_by  # what the toy leaves as it is: its run's perf/ figures
+    benchmarked = ", ".join(name for name, found in algorithms().items() if found.benchmarked)
+    for mode, message in [("benchmark", f"mode=benchmark measures the scene-assignment pipeline of algorithm="
+                                        f"{benchmarked}; algorithm=toy: time it with {timer}"),
+                          ("profile", "mode=profile times steps on a fixed dataset; algorithm=toy collects "
+                                      f"experience as it trains: time it with {timer}")]:
+        proc = run_cli(f"mode={mode}", *TOY, f"hydra.run.dir={tmp_path / mode}", cwd=tmp_path, check=False)
+        assert refused(proc) == [f"error: {message}"] and not (tmp_path / mode).exists()
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``installed(entry_points, **modules)``: a distribution ``broken`` on ``sys.path`` with these lines in its
+    ``entry_points.txt`` and these modules beside it; the registry looks again before and after."""
+    def install(*lines: str, **modules: str) -> None:
+        info = tmp_path / "broken-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
+        (info / "entry_points.txt").write_text("\n".join([f"[{PLUGINS}]", *lines, ""]))
+        for name, source in modules.items():
+            (tmp_path / f"{name}.py").write_text(source)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        algorithms.cache_clear()
+
+    yield install
+    algorithms.cache_clear()
+
+
+@pytest.mark.parametrize("line, modules, says", [
+    ("missing = not_installed:Missing", {}, "cannot be loaded (ModuleNotFoundError: No module named 'not_installed')"),
+    ("failing = failing_plugin", {"failing_plugin": "raise RuntimeError('needs CUDA\\nsee the README')"},
+     "cannot be loaded (RuntimeError: needs CUDA)"),
+    ("mappo = uavgnn.algorithms.mappo:MAPPO", {}, "algorithm 'mappo' is already uavgnn.algorithms.mappo.MAPPO"),
+    ("dumps = json:dumps", {}, "names neither a subclass of uavgnn.algorithms.base.Algorithm with a name nor a "
+                               "module defining one"),
+    ("empty = json", {}, "names neither a subclass of uavgnn.algorithms.base.Algorithm with a name nor a module "
+                         "defining one")])
+def test_a_broken_plug_in_is_one_line_naming_its_entry_point(installed, line, modules, says) -> None:
+    installed(line, **modules)
+    with pytest.raises(ConfigError) as err:
+        algorithms()
+    assert str(err.value) == f"algorithm plug-in {line} (entry point of broken, group {PLUGINS}): {says}"
+
+
+def test_a_plug_in_module_registers_each_algorithm_it_defines(installed) -> None:
+    """An entry point may name a module: each ``Algorithm`` subclass with a name defined there (not imported)."""
+    installed("several = two_algorithms", two_algorithms="\n".join([
+        "from uavgnn.algorithms.mappo import MAPPO",
+        "class One(MAPPO):", "    name = 'one'",
+        "class Two(MAPPO):", "    name = 'two'"]))
+    found = algorithms()
+    assert {name: found[name].__qualname__ for name in found if found[name].__module__ == "two_algorithms"} == {
+        "one": "One", "two": "Two"}
+    assert {"mappo", "masac", "imitation"} <= set(found)  # the built-ins beside them
