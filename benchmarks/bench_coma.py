@@ -23,8 +23,8 @@ import torch
 from bench_masac import median_time, ops_per_update, print_ops
 
 from uavgnn.algorithms.coma import COMAAgents, COMASettings, coma_loss
-from uavgnn.envs.on_policy import Episodes
 from uavgnn.algorithms.coma_naive import naive_loss
+from uavgnn.envs.on_policy import Episodes
 from uavgnn.envs.settings import N_DISCRETE, EnvSettings
 from uavgnn.problem.scenes import SceneDistribution
 
@@ -34,16 +34,23 @@ def episodes(n: int, b: int, t: int, s: COMASettings) -> Episodes:
     avail = torch.ones(b, t, n, N_DISCRETE, dtype=torch.bool)
     done = torch.zeros(b, t)
     done[:, -1] = 1
-    return Episodes(torch.randn(b, t, n, s.obs_dim, generator=g), torch.randn(b, t, s.state_dim, generator=g),
-                    avail, torch.randint(0, N_DISCRETE, (b, t, n), generator=g), torch.randn(b, t, n, generator=g),
-                    done, torch.ones(b, t))
+    return Episodes(
+        torch.randn(b, t, n, s.obs_dim, generator=g),
+        torch.randn(b, t, s.state_dim, generator=g),
+        avail,
+        torch.randint(0, N_DISCRETE, (b, t, n), generator=g),
+        torch.randn(b, t, n, generator=g),
+        done,
+        torch.ones(b, t),
+    )
 
 
 def updates(n: int, b: int, t: int, hidden: int, device: torch.device) -> tuple[Callable[[], None], Callable[[], None]]:
     """The batched and the naive update of the same agents on the same episodes."""
     env = EnvSettings(n_uav=n, action="discrete")
-    s = COMASettings(n, env.obs_dim(), env.state_dim(SceneDistribution()), N_DISCRETE, hidden, 2, hidden, 2,
-                     0.99, 0.8, 0.001)
+    s = COMASettings(
+        n, env.obs_dim(), env.state_dim(SceneDistribution()), N_DISCRETE, hidden, 2, hidden, 2, 0.99, 0.8, 0.001
+    )
     agents = COMAAgents(s).to(device)
     batch = Episodes(*(x.to(device) for x in episodes(n, b, t, s).state_dict().values()))
     optimizer = torch.optim.Adam([p for p in agents.parameters() if p.requires_grad], 3e-4)
@@ -85,11 +92,14 @@ def main() -> None:
         print(f"COMA aten ops per update (loss, backward, Adam step), episodes of {args.steps} steps")
         print_ops([update_ops(n, args.steps) for n in args.agents])
         return
-    print(f"device {args.device}, threads {torch.get_num_threads()}, batch {args.episodes} episodes x {args.steps} "
-          f"steps, hidden {args.hidden}, medians of {args.repeats}")
+    print(
+        f"device {args.device}, threads {torch.get_num_threads()}, batch {args.episodes} episodes x {args.steps} "
+        f"steps, hidden {args.hidden}, medians of {args.repeats}"
+    )
     for n in args.agents:
-        print(json.dumps(update_time(n, args.episodes, args.steps, args.hidden, args.repeats,
-                                     torch.device(args.device))))
+        print(
+            json.dumps(update_time(n, args.episodes, args.steps, args.hidden, args.repeats, torch.device(args.device)))
+        )
 
 
 if __name__ == "__main__":

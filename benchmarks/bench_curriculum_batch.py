@@ -20,12 +20,12 @@ from pathlib import Path
 import torch
 
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
+from uavgnn.data.stages import stage_batch_size
 from uavgnn.models import TransformerGNN
 from uavgnn.modes.benchmark import random_batches, timed_steps
 from uavgnn.problem.graphs import adaptive_k
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import format_table, write_json
-from uavgnn.data.stages import stage_batch_size
 
 
 def main() -> None:
@@ -40,8 +40,9 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="uavgnn-bench-") as cache:
         for n_uav in (4, 8, 12, 16):
-            store = load_or_build(SplitSpec("train", n_uav, 512, 1_000_000 + n_uav), dist, BuildSettings(),
-                                  Path(cache), workers=2)
+            store = load_or_build(
+                SplitSpec("train", n_uav, 512, 1_000_000 + n_uav), dist, BuildSettings(), Path(cache), workers=2
+            )
             nodes = n_uav + dist.n_targets(n_uav)
             k = adaptive_k(n_uav, 8, 4, 16)
             runs: dict[str, list[dict]] = {"by_scale": [], "nodes": []}
@@ -49,14 +50,31 @@ def main() -> None:
                 for policy in runs:
                     size = stage_batch_size(policy, nodes, 64, args.node_budget)
                     torch.manual_seed(0)
-                    runs[policy].append({"batch": size, **timed_steps(TransformerGNN(64, 2, 2),
-                                                                      random_batches(store, size), args.steps, k,
-                                                                      torch.device("cpu"))})
+                    runs[policy].append(
+                        {
+                            "batch": size,
+                            **timed_steps(
+                                TransformerGNN(64, 2, 2),
+                                random_batches(store, size),
+                                args.steps,
+                                k,
+                                torch.device("cpu"),
+                            ),
+                        }
+                    )
             for policy, results in runs.items():
                 step_ms = statistics.median(r["step_ms"] for r in results)
                 batch = results[0]["batch"]
-                rows.append({"n_uav": n_uav, "policy": policy, "batch": batch, "step_ms": step_ms,
-                             "graphs_per_s": 1000 * batch / step_ms, "uavs_per_s": 1000 * batch * n_uav / step_ms})
+                rows.append(
+                    {
+                        "n_uav": n_uav,
+                        "policy": policy,
+                        "batch": batch,
+                        "step_ms": step_ms,
+                        "graphs_per_s": 1000 * batch / step_ms,
+                        "uavs_per_s": 1000 * batch * n_uav / step_ms,
+                    }
+                )
             print(format_table(rows[-2:]), flush=True)
     print(format_table(rows))
     write_json(args.out / "curriculum_batch.json", rows)

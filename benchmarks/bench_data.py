@@ -103,33 +103,49 @@ def main() -> None:
         rates["pyg_0_workers"] = loader_rate(store, "pyg", args.batch_size, 0, 60)
         rates["pyg_2_workers"] = loader_rate(store, "pyg", args.batch_size, 2, 60)
         result["graphs_per_s"] = rates
-        result["loader_over_train"] = {k: v / rates["train_step_small"] for k, v in rates.items() if k != "train_step_small"}
+        result["loader_over_train"] = {
+            k: v / rates["train_step_small"] for k, v in rates.items() if k != "train_step_small"
+        }
         print(format_table([{"rate": k, "graphs_per_s": v} for k, v in rates.items()]), flush=True)
 
         recall = []
         for n_uav, count in ((4, 512), (8, 512), (12, 512), (16, 512), (64, 64), (256, 16)):
-            split = load_or_build(SplitSpec("val", n_uav, count, 2_000_000 + n_uav), DIST, SETTINGS, cache,
-                                  workers=args.workers)
+            split = load_or_build(
+                SplitSpec("val", n_uav, count, 2_000_000 + n_uav), DIST, SETTINGS, cache, workers=args.workers
+            )
             graphs = [split.get(i) for i in range(len(split))]
             k = adaptive_k(n_uav, 8, 4, 16)
-            recall.append({"n_uav": n_uav, "k": k, "recall": candidate_recall(graphs, k),
-                           "recall_k_minus_2": candidate_recall(graphs, max(1, k - 2))})
+            recall.append(
+                {
+                    "n_uav": n_uav,
+                    "k": k,
+                    "recall": candidate_recall(graphs, k),
+                    "recall_k_minus_2": candidate_recall(graphs, max(1, k - 2)),
+                }
+            )
         result["candidate_recall"] = recall
         print(format_table(recall))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     write_json(args.out / "data.json", result)
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    axes[0].bar(["cold build", "graphs only", "warm load"],
-                [result["cold_build_s"], result["graphs_only_s"], result["warm_load_s"]], color=["C3", "C1", "C2"])
+    axes[0].bar(
+        ["cold build", "graphs only", "warm load"],
+        [result["cold_build_s"], result["graphs_only_s"], result["warm_load_s"]],
+        color=["C3", "C1", "C2"],
+    )
     axes[0].set(yscale="log", ylabel="seconds", title=f"{args.scenes} scenes of 16 UAVs")
     names = list(result["graphs_per_s"])
     axes[1].bar(names, [result["graphs_per_s"][n] for n in names], color=["C0"] + ["C2"] * (len(names) - 1))
     axes[1].set(yscale="log", ylabel="graphs/s", title=f"loader vs training step (batch {args.batch_size})")
     axes[1].tick_params(axis="x", rotation=20)
     axes[2].plot([r["n_uav"] for r in recall], [100 * r["recall"] for r in recall], marker="o", label="k")
-    axes[2].plot([r["n_uav"] for r in recall], [100 * r["recall_k_minus_2"] for r in recall], marker="o",
-                 label="k - 2 (jitter low end)")
+    axes[2].plot(
+        [r["n_uav"] for r in recall],
+        [100 * r["recall_k_minus_2"] for r in recall],
+        marker="o",
+        label="k - 2 (jitter low end)",
+    )
     axes[2].axhline(99.5, color="gray", ls="--")
     axes[2].set(xscale="log", xlabel="UAVs", ylabel="candidate recall (%)", title="candidate recall of adaptive k")
     axes[2].legend()

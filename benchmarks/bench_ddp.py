@@ -36,8 +36,16 @@ def history(run_dir: Path) -> list[dict]:
 
 def run(kind: str, run_dir: Path, overrides: list[str]) -> list[dict]:
     if kind == "ddp":
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(ROOT / "run.py"), *overrides, "hardware.threads=1"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(ROOT / "run.py"),
+            *overrides,
+            "hardware.threads=1",
+        ]
     else:
         cmd = [sys.executable, str(ROOT / "run.py"), *overrides, "hardware.threads=2"]
     env = {**os.environ, "OMP_NUM_THREADS": "1" if kind == "ddp" else "2"}
@@ -52,10 +60,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/benchmarks"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    overrides = ["model=small", "data.n_uav=16", "data.train_scenes=2000", "data.val_scenes=128",
-                 "data.test_scenes=16", "hardware.batch_size=64", f"train.steps={args.steps}",
-                 f"train.eval_every={args.steps}", f"train.ckpt_every={args.steps}", "train.log_every=25",
-                 "logger=jsonl", f"data.cache_dir={args.out / 'ddp-cache'}"]
+    overrides = [
+        "model=small",
+        "data.n_uav=16",
+        "data.train_scenes=2000",
+        "data.val_scenes=128",
+        "data.test_scenes=16",
+        "hardware.batch_size=64",
+        f"train.steps={args.steps}",
+        f"train.eval_every={args.steps}",
+        f"train.ckpt_every={args.steps}",
+        "train.log_every=25",
+        "logger=jsonl",
+        f"data.cache_dir={args.out / 'ddp-cache'}",
+    ]
     rates: dict[str, list[float]] = {"single": [], "ddp": []}
     histories: dict[str, list[dict]] = {}
     for repeat in range(args.repeats):
@@ -74,15 +92,30 @@ def main() -> None:
         "final_val": {kind: {k: v for k, v in row.items() if k.startswith("val/")} for kind, row in final.items()},
         "steps": args.steps,
     }
-    print(format_table([{"run": kind, "graphs_per_s": result["graphs_per_s_median"][kind],
-                         "val_gap": final[kind]["val/optimality_gap"], "val_reward": final[kind]["val/reward"]}
-                        for kind in rates]))
-    print(f"ddp / single throughput: {result['ddp_over_single']:.2f}x; "
-          f"max relative train-loss difference: {result['max_rel_loss_diff']:.2e}")
+    print(
+        format_table(
+            [
+                {
+                    "run": kind,
+                    "graphs_per_s": result["graphs_per_s_median"][kind],
+                    "val_gap": final[kind]["val/optimality_gap"],
+                    "val_reward": final[kind]["val/reward"],
+                }
+                for kind in rates
+            ]
+        )
+    )
+    print(
+        f"ddp / single throughput: {result['ddp_over_single']:.2f}x; "
+        f"max relative train-loss difference: {result['max_rel_loss_diff']:.2e}"
+    )
     write_json(args.out / "ddp.json", result)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    axes[0].bar(["1 process x 2 threads", "2 processes x 1 thread"],
-                [result["graphs_per_s_median"]["single"], result["graphs_per_s_median"]["ddp"]], color=["C0", "C1"])
+    axes[0].bar(
+        ["1 process x 2 threads", "2 processes x 1 thread"],
+        [result["graphs_per_s_median"]["single"], result["graphs_per_s_median"]["ddp"]],
+        color=["C0", "C1"],
+    )
     axes[0].set(ylabel="graphs/s (median)", title="training throughput, global batch 64")
     steps = [r["step"] for r in histories["single"] if "train/loss" in r]
     axes[1].plot(steps, loss["single"], marker="o", label="1 process")

@@ -62,30 +62,63 @@ def main() -> None:
         ways = {"loop (CPU)": None, f"{SYNC_FREE_ROUNDS} fixed rounds (GPU)": SYNC_FREE_ROUNDS}
         decided = {}
         for name, rounds in ways.items():
+
             def decide(rounds: int | None = rounds) -> torch.Tensor:
-                return staged_decode(scores.cand_logp, scores.idle_logp, uav, target, batch.need, model.balancing,
-                                     rounds, (batch.batch, batch.num_graphs))
+                return staged_decode(
+                    scores.cand_logp,
+                    scores.idle_logp,
+                    uav,
+                    target,
+                    batch.need,
+                    model.balancing,
+                    rounds,
+                    (batch.batch, batch.num_graphs),
+                )
+
             with OpCounter() as counted:
                 decided[name] = decide()
-            rows.append({"n_uav": n_uav, "part": f"staged decision, {model.balancing.stages} stages, {name}",
-                         "ops": counted.ops - counted.views, "syncs": counted.syncs,
-                         "ms": 1e3 * timed(decide, device, args.repeats)})
-        rows.append({"n_uav": n_uav, "part": "score_scene (graph, relaxation, forward, balancing)",
-                     "ops": forward.ops - forward.views, "syncs": forward.syncs,
-                     "ms": 1e3 * timed(lambda: score_scene(model, scene, graph, device), device, args.repeats)})
-        whole = {"model decision (solve_with_model)": lambda: solve_with_model(model, scene, graph, device=device),
-                 "lap": lambda: solve(scene, "lap"), "mcf": lambda: solve(scene, "mcf")}
+            rows.append(
+                {
+                    "n_uav": n_uav,
+                    "part": f"staged decision, {model.balancing.stages} stages, {name}",
+                    "ops": counted.ops - counted.views,
+                    "syncs": counted.syncs,
+                    "ms": 1e3 * timed(decide, device, args.repeats),
+                }
+            )
+        rows.append(
+            {
+                "n_uav": n_uav,
+                "part": "score_scene (graph, relaxation, forward, balancing)",
+                "ops": forward.ops - forward.views,
+                "syncs": forward.syncs,
+                "ms": 1e3 * timed(lambda: score_scene(model, scene, graph, device), device, args.repeats),
+            }
+        )
+        whole = {
+            "model decision (solve_with_model)": lambda: solve_with_model(model, scene, graph, device=device),
+            "lap": lambda: solve(scene, "lap"),
+            "mcf": lambda: solve(scene, "mcf"),
+        }
         seconds: dict[str, list[float]] = {name: [] for name in whole}
         for _ in range(args.repeats):  # alternated: a noisy machine slows them alike
             for name, run in whole.items():
                 seconds[name].append(timed(run, device, 1))
         lap_s = statistics.median(seconds["lap"])
         for name, values in seconds.items():
-            rows.append({"n_uav": n_uav, "part": name, "ms": 1e3 * statistics.median(values),
-                         "x_lap": statistics.median(values) / lap_s})
+            rows.append(
+                {
+                    "n_uav": n_uav,
+                    "part": name,
+                    "ms": 1e3 * statistics.median(values),
+                    "x_lap": statistics.median(values) / lap_s,
+                }
+            )
         same = torch.equal(*decided.values())
-        print(f"{n_uav} UAVs: the two decisions are {'equal' if same else 'DIFFERENT (rounds did not converge)'}",
-              flush=True)
+        print(
+            f"{n_uav} UAVs: the two decisions are {'equal' if same else 'DIFFERENT (rounds did not converge)'}",
+            flush=True,
+        )
     print(format_table(rows, ["n_uav", "part", "ops", "syncs", "ms", "x_lap"]))
 
 

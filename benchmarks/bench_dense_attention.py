@@ -47,7 +47,7 @@ def main() -> None:
             with OpCounter() as count:
                 step(model, batch, limit)
             row[f"{name} ops, syncs"] = f"{count.ops}, {count.syncs}"
-        row["pair grid MB"] = round(scenes * batch.max_nodes ** 2 * (EDGE_DIM * 4 + 1) / 2**20, 1)
+        row["pair grid MB"] = round(scenes * batch.max_nodes**2 * (EDGE_DIM * 4 + 1) / 2**20, 1)
         rows.append(row)
     print(format_table(rows, list(rows[0])))
 

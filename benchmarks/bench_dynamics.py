@@ -28,8 +28,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from torch.utils.data import DataLoader
 
-from uavgnn.algorithms import make_algorithm, make_model
-from uavgnn.algorithms import register_configs
+from uavgnn.algorithms import make_algorithm, make_model, register_configs
 from uavgnn.dynamics.windows import NaiveWindows, collate_naive
 from uavgnn.dynamics.workload import TrajectoryWorkload
 
@@ -39,10 +38,18 @@ ROOT = Path(__file__).resolve().parents[1]
 def pipelines(work: TrajectoryWorkload, batch_size: int) -> dict[str, object]:
     """Endless batch iterators of the naive and the cached pipeline over the same training windows."""
     naive = NaiveWindows(work.load("train"), work.stats, work.units, work.window + work.predict_steps)
-    loader = DataLoader(naive, batch_size=batch_size, shuffle=True, collate_fn=collate_naive,
-                        num_workers=work.loading.num_workers, drop_last=True)
-    return {"naive": itertools.chain.from_iterable(itertools.repeat(loader)),
-            "cached": work.host_batches(0, batch_size)}
+    loader = DataLoader(
+        naive,
+        batch_size=batch_size,
+        shuffle=True,
+        collate_fn=collate_naive,
+        num_workers=work.loading.num_workers,
+        drop_last=True,
+    )
+    return {
+        "naive": itertools.chain.from_iterable(itertools.repeat(loader)),
+        "cached": work.host_batches(0, batch_size),
+    }
 
 
 def samples_per_s(batches, steps: int, batch_size: int, train_step=None) -> float:
@@ -71,16 +78,20 @@ def pipeline(cfg, repeats: int, steps: int) -> dict[str, object]:
     iters = pipelines(work, batch_size)
     loader_only = {name: [] for name in iters}
     training = {name: [] for name in iters}
-    for name, batches in iters.items():  # warm-up: first DataLoader epoch, allocator
+    for batches in iters.values():  # warm-up: first DataLoader epoch, allocator
         samples_per_s(batches, 3, batch_size, train_step)
     for _ in range(repeats):
         for name, batches in iters.items():
             loader_only[name].append(samples_per_s(batches, steps * 4, batch_size))
             training[name].append(samples_per_s(batches, steps, batch_size, train_step))
-    result = {"batch_size": batch_size, "repeats": repeats, "threads": torch.get_num_threads(),
-              "loader_samples_per_s": {n: statistics.median(v) for n, v in loader_only.items()},
-              "training_samples_per_s": {n: statistics.median(v) for n, v in training.items()},
-              "spread": {n: [min(v), max(v)] for n, v in training.items()}}
+    result = {
+        "batch_size": batch_size,
+        "repeats": repeats,
+        "threads": torch.get_num_threads(),
+        "loader_samples_per_s": {n: statistics.median(v) for n, v in loader_only.items()},
+        "training_samples_per_s": {n: statistics.median(v) for n, v in training.items()},
+        "spread": {n: [min(v), max(v)] for n, v in training.items()},
+    }
     result["loader_ratio"] = result["loader_samples_per_s"]["cached"] / result["loader_samples_per_s"]["naive"]
     result["training_ratio"] = result["training_samples_per_s"]["cached"] / result["training_samples_per_s"]["naive"]
     return result
@@ -100,20 +111,31 @@ def test_tables(sweep: Path) -> dict[str, dict[str, object]]:
     table = {}
     for setting, summaries in runs.items():
         for row in summaries[0]["test"]:
-            rows = [next(r for r in s["test"] if (r["split"], r["method"]) == (row["split"], row["method"]))
-                    for s in summaries]
+            rows = [
+                next(r for r in s["test"] if (r["split"], r["method"]) == (row["split"], row["method"]))
+                for s in summaries
+            ]
             keys = [*TEST_KEYS, *(k for k in row if k.startswith("step_"))]
             table[f"{setting} | {row['split']} | {row['method']}"] = {
-                "seeds": len(rows), **{key: (statistics.mean(r[key] for r in rows),
-                                             statistics.stdev(r[key] for r in rows) if len(rows) > 1 else 0.0)
-                                       for key in keys if key in row}}
+                "seeds": len(rows),
+                **{
+                    key: (
+                        statistics.mean(r[key] for r in rows),
+                        statistics.stdev(r[key] for r in rows) if len(rows) > 1 else 0.0,
+                    )
+                    for key in keys
+                    if key in row
+                },
+            }
     return table
 
 
 def markdown(table: dict[str, dict[str, object]]) -> str:
     """The sweep's rows as one markdown table (mean +- std over seeds; edge / inside: the ratio of the means)."""
-    lines = ["| setting | split | method | k-step error | disturbance RMSE | on the wall | inside | wall / inside |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| setting | split | method | k-step error | disturbance RMSE | on the wall | inside | wall / inside |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, entry in table.items():
         cells = [f"{entry[key][0]:.4f} ± {entry[key][1]:.4f}" for key in TEST_KEYS if key != "velocity_rmse"]
         ratio = entry["disturbance_edge_rmse"][0] / entry["disturbance_interior_rmse"][0]

@@ -26,12 +26,27 @@ README_EXAMPLE = ["mode=eval", "ckpt=pretrained", "eval.scales=[16,64,256]", "ev
 
 def one_eval(cache: Path, run_dir: Path, overrides: list[str]) -> dict[str, float]:
     start = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "run.py"), *overrides, "logger=jsonl", f"data.cache_dir={cache}",
-                    f"hydra.run.dir={run_dir}"], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            *overrides,
+            "logger=jsonl",
+            f"data.cache_dir={cache}",
+            f"hydra.run.dir={run_dir}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - start
     report = json.loads((run_dir / "transfer.json").read_text())
-    return {"estimated_s": report["estimated_s"], "took_s": report["took_s"], "wall_s": wall,
-            "ratio": report["took_s"] / report["estimated_s"]}
+    return {
+        "estimated_s": report["estimated_s"],
+        "took_s": report["took_s"],
+        "wall_s": wall,
+        "ratio": report["took_s"] / report["estimated_s"],
+    }
 
 
 def main() -> None:
@@ -48,13 +63,18 @@ def main() -> None:
             for state in ("cold", "warm"):
                 runs[state].append(one_eval(cache, Path(tmp) / f"run{repeat}-{state}", overrides))
                 print(f"repeat {repeat} {state}: {json.dumps({k: round(v, 2) for k, v in runs[state][-1].items()})}")
-    summary = {state: {key: statistics.median(r[key] for r in rows) for key in rows[0]} | {
-        "worst_ratio": max((r["ratio"] for r in rows), key=lambda x: max(x, 1 / x))} for state, rows in runs.items()}
+    summary = {
+        state: {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+        | {"worst_ratio": max((r["ratio"] for r in rows), key=lambda x: max(x, 1 / x))}
+        for state, rows in runs.items()
+    }
     print(f"run.py {' '.join(overrides)}")
     for state, row in summary.items():
-        print(f"{state}: estimated {row['estimated_s']:.0f} s, took {row['took_s']:.0f} s (command "
-              f"{row['wall_s']:.0f} s wall): measured / estimated {row['ratio']:.2f} (worst {row['worst_ratio']:.2f} "
-              f"of {args.repeats})")
+        print(
+            f"{state}: estimated {row['estimated_s']:.0f} s, took {row['took_s']:.0f} s (command "
+            f"{row['wall_s']:.0f} s wall): measured / estimated {row['ratio']:.2f} (worst {row['worst_ratio']:.2f} "
+            f"of {args.repeats})"
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"overrides": overrides, "runs": runs, "summary": summary}, indent=2))

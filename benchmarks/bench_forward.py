@@ -21,12 +21,12 @@ import time
 import torch
 from torch_geometric.data import Batch
 
+from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.inference.scene import CHUNK_EDGES, spatial_order
 from uavgnn.models import TransformerGNN
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import build_graph, message_edges
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.problem.generator import generate_scenes
-from uavgnn.algorithms.scene_policy import load_policy
 
 
 def main() -> None:
@@ -45,7 +45,9 @@ def main() -> None:
     batch = Batch.from_data_list([build_graph(scene)])
     edge_index, edge_attr, keep, _ = message_edges(batch, 16)
     inputs = (batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
-    print(f"{scene.n_uav + scene.n_target} nodes, {edge_index.shape[1]:,} message edges, {int(keep.sum()):,} candidates")
+    print(
+        f"{scene.n_uav + scene.n_target} nodes, {edge_index.shape[1]:,} message edges, {int(keep.sum()):,} candidates"
+    )
     model.forward_chunked(*inputs, max_edges=args.blocks[0])  # warm-up: first-touch allocations are not the cost
     for block in args.blocks:
         times = {}

@@ -34,10 +34,10 @@ from uavgnn.algorithms import default_config  # noqa: E402
 from uavgnn.algorithms.reinforce import Reinforce  # noqa: E402
 from uavgnn.models import TransformerGNN  # noqa: E402
 from uavgnn.perf import median_seconds  # noqa: E402
+from uavgnn.problem.generator import generate_scenes  # noqa: E402
 from uavgnn.problem.graphs import build_graph, build_graph_batch  # noqa: E402
 from uavgnn.problem.neighbours import grid_neighbours, kdtree_neighbours  # noqa: E402
 from uavgnn.problem.scene_batch import SceneBatch, generate_scene_batch  # noqa: E402
-from uavgnn.problem.generator import generate_scenes  # noqa: E402
 from uavgnn.problem.scenes import SceneDistribution  # noqa: E402
 from uavgnn.report import format_table, write_json  # noqa: E402
 from uavgnn.runtime import maybe_compile  # noqa: E402
@@ -56,16 +56,30 @@ def bench_fresh(args, device: torch.device) -> list[dict]:
     for n_uav in args.sizes:
         for count in args.batches:
             seconds = median_seconds(lambda: fresh_batch(n_uav, count, generator, device), args.repeats, device)
-            rows.append({"n_uav": n_uav, "scenes": count, "path": "batched", "ms": 1000 * seconds,
-                         "graphs_per_s": count / seconds})
+            rows.append(
+                {
+                    "n_uav": n_uav,
+                    "scenes": count,
+                    "path": "batched",
+                    "ms": 1000 * seconds,
+                    "graphs_per_s": count / seconds,
+                }
+            )
             print(f"fresh: {count} scenes of {n_uav} UAVs in {1000 * seconds:.1f} ms = {count / seconds:,.0f} graphs/s")
 
     def per_scene() -> Batch:
         return Batch.from_data_list([build_graph(s, K_MAX, UAV_NEIGHBOURS) for s in generate_scenes(DIST, 16, 1024, 0)])
 
     seconds = median_seconds(per_scene, max(1, args.repeats // 2), torch.device("cpu"), warmup=0)
-    rows.append({"n_uav": 16, "scenes": 1024, "path": "per-scene (numpy + k-d tree + collate, CPU)",
-                 "ms": 1000 * seconds, "graphs_per_s": 1024 / seconds})
+    rows.append(
+        {
+            "n_uav": 16,
+            "scenes": 1024,
+            "path": "per-scene (numpy + k-d tree + collate, CPU)",
+            "ms": 1000 * seconds,
+            "graphs_per_s": 1024 / seconds,
+        }
+    )
     print(f"per-scene path: 1024 scenes of 16 UAVs in {1000 * seconds:.0f} ms = {1024 / seconds:,.0f} graphs/s")
     return rows
 
@@ -75,7 +89,7 @@ def bench_step(args, device: torch.device) -> list[dict]:
     cfg = default_config("reinforce")
     cfg.algorithm.update(samples=8, imitation_weight=0.0)
     algorithm = Reinforce(cfg, device)
-    for compiled in ([False, True] if args.compile else [False]):
+    for compiled in [False, True] if args.compile else [False]:
         for count in args.step_batches:
             model = TransformerGNN(hidden=64, heads=2, layers=2).to(device).train()
             runner = maybe_compile(model, compiled)
@@ -92,13 +106,24 @@ def bench_step(args, device: torch.device) -> list[dict]:
                 loss.backward()
                 optimizer.step()
 
-            for source, batch_of in (("resident", lambda: resident[next(calls) % 4]),
-                                     ("fresh", lambda: fresh_batch(16, count, generator, device))):
+            for source, batch_of in (
+                ("resident", lambda: resident[next(calls) % 4]),
+                ("fresh", lambda: fresh_batch(16, count, generator, device)),
+            ):
                 seconds = median_seconds(lambda: step(batch_of), args.repeats, device, warmup=3 if compiled else 1)
-                rows.append({"batch": count, "data": source, "compiled": compiled, "ms": 1000 * seconds,
-                             "graphs_per_s": count / seconds})
-                print(f"step: batch {count}, {source}, {'compiled' if compiled else 'eager'}: "
-                      f"{1000 * seconds:.1f} ms = {count / seconds:,.0f} graphs/s")
+                rows.append(
+                    {
+                        "batch": count,
+                        "data": source,
+                        "compiled": compiled,
+                        "ms": 1000 * seconds,
+                        "graphs_per_s": count / seconds,
+                    }
+                )
+                print(
+                    f"step: batch {count}, {source}, {'compiled' if compiled else 'eager'}: "
+                    f"{1000 * seconds:.1f} ms = {count / seconds:,.0f} graphs/s"
+                )
     return rows
 
 
@@ -107,12 +132,19 @@ def bench_neighbours(args, device: torch.device) -> list[dict]:
     nodes = scene.n_uav + scene.n_target
     rows = []
     on_device = SceneBatch.from_scenes([scene], device)
-    on_device = SceneBatch(on_device.uav_pos.float(), on_device.uav_range.float(), on_device.target_pos.float(),
-                           on_device.need, on_device.value.float(), on_device.side, on_device.lam)
-    for name, work, dev in (("k-d tree (scipy, CPU)", lambda: kdtree_neighbours(scene, K_MAX, UAV_NEIGHBOURS),
-                             torch.device("cpu")),
-                            (f"cell grid (torch, {device.type})",
-                             lambda: grid_neighbours(on_device, K_MAX, UAV_NEIGHBOURS), device)):
+    on_device = SceneBatch(
+        on_device.uav_pos.float(),
+        on_device.uav_range.float(),
+        on_device.target_pos.float(),
+        on_device.need,
+        on_device.value.float(),
+        on_device.side,
+        on_device.lam,
+    )
+    for name, work, dev in (
+        ("k-d tree (scipy, CPU)", lambda: kdtree_neighbours(scene, K_MAX, UAV_NEIGHBOURS), torch.device("cpu")),
+        (f"cell grid (torch, {device.type})", lambda: grid_neighbours(on_device, K_MAX, UAV_NEIGHBOURS), device),
+    ):
         seconds = median_seconds(work, args.repeats, dev, warmup=0 if nodes > 300_000 else 1)
         rows.append({"nodes": nodes, "search": name, "s": seconds})
         print(f"neighbours of {nodes:,} nodes: {name} {seconds:.2f} s")
@@ -127,14 +159,28 @@ def plot(result: dict, path: Path) -> None:
     for r in result.get("fresh", []):
         if r["path"] != "batched":
             axes[0].scatter([r["scenes"]], [r["graphs_per_s"]], marker="x", color="k", label="per-scene path")
-    axes[0].set(xscale="log", yscale="log", xlabel="scenes per batch", ylabel="graphs/s",
-                title=f"fresh batches: generate + build ({result['device']})")
-    for (source, compiled) in sorted({(r["data"], r["compiled"]) for r in result.get("step", [])}):
+    axes[0].set(
+        xscale="log",
+        yscale="log",
+        xlabel="scenes per batch",
+        ylabel="graphs/s",
+        title=f"fresh batches: generate + build ({result['device']})",
+    )
+    for source, compiled in sorted({(r["data"], r["compiled"]) for r in result.get("step", [])}):
         rows = [r for r in result["step"] if r["data"] == source and r["compiled"] == compiled]
-        axes[1].plot([r["batch"] for r in rows], [r["graphs_per_s"] for r in rows], "o-",
-                     label=f"{source}, {'compiled' if compiled else 'eager'}")
-    axes[1].set(xscale="log", yscale="log", xlabel="batch size (graphs of 16 UAVs)", ylabel="graphs/s",
-                title="REINFORCE training step, small model")
+        axes[1].plot(
+            [r["batch"] for r in rows],
+            [r["graphs_per_s"] for r in rows],
+            "o-",
+            label=f"{source}, {'compiled' if compiled else 'eager'}",
+        )
+    axes[1].set(
+        xscale="log",
+        yscale="log",
+        xlabel="batch size (graphs of 16 UAVs)",
+        ylabel="graphs/s",
+        title="REINFORCE training step, small model",
+    )
     for ax in axes:
         ax.grid(alpha=0.3, which="both")
         if ax.has_data():
@@ -163,8 +209,12 @@ def main() -> None:
     unknown = set(args.sections.split(",")) - set(sections)
     if unknown:
         parser.error(f"--sections: unknown {sorted(unknown)} (choose from {', '.join(sections)})")
-    result: dict = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else
-                    f"cpu, {torch.get_num_threads()} threads", "torch": torch.__version__}
+    result: dict = {
+        "device": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"cpu, {torch.get_num_threads()} threads",
+        "torch": torch.__version__,
+    }
     for name in args.sections.split(","):
         result[name] = sections[name](args, device)
         print(format_table(result[name]))

@@ -51,13 +51,25 @@ def main() -> None:
                 counts.append(count)
             with OpCounter() as loop:
                 greedy_decode(logp, uav, target, batch.need)
-            rows.append({"UAVs": n_uav, "scenes": scenes, "scores": f"x{spread}{' rounded' if ties else ''}",
-                         "rounds needed": needed, "equals loop": bool(torch.equal(fixed(needed)[0], exact)),
-                         "ops/round": counts[1].ops - counts[0].ops, "syncs (48 rounds)": counts[2].syncs,
-                         "loop ops": loop.ops, "loop syncs": loop.syncs,
-                         "loop ms": round(1000 * median_seconds(
-                             lambda: greedy_decode(logp, uav, target, batch.need), 5, device, warmup=0), 2),
-                         "48 rounds ms": round(1000 * median_seconds(lambda: fixed(48), 5, device, warmup=0), 2)})
+            rows.append(
+                {
+                    "UAVs": n_uav,
+                    "scenes": scenes,
+                    "scores": f"x{spread}{' rounded' if ties else ''}",
+                    "rounds needed": needed,
+                    "equals loop": bool(torch.equal(fixed(needed)[0], exact)),
+                    "ops/round": counts[1].ops - counts[0].ops,
+                    "syncs (48 rounds)": counts[2].syncs,
+                    "loop ops": loop.ops,
+                    "loop syncs": loop.syncs,
+                    "loop ms": round(
+                        1000
+                        * median_seconds(lambda: greedy_decode(logp, uav, target, batch.need), 5, device, warmup=0),
+                        2,
+                    ),
+                    "48 rounds ms": round(1000 * median_seconds(lambda: fixed(48), 5, device, warmup=0), 2),
+                }
+            )
     print(format_table(rows))
 
 

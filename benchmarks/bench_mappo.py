@@ -27,15 +27,37 @@ def update(n: int, b: int, t: int, graph: bool, device: torch.device) -> Callabl
     """One MAPPO update of agents for ``n`` UAVs on random episodes of the default environment's sizes."""
     env = EnvSettings(n_uav=n)
     obs_dim, state_dim = env.obs_dim(), env.state_dim(SceneDistribution())
-    agents = MAPPOAgents(MAPPOSettings(n, obs_dim, state_dim, 2, True, 32 if graph else 128, 1 if graph else 2,
-                                       128, 2, 0.99, (env.obs_targets, env.obs_uavs, 1, 2) if graph else None))
+    agents = MAPPOAgents(
+        MAPPOSettings(
+            n,
+            obs_dim,
+            state_dim,
+            2,
+            True,
+            32 if graph else 128,
+            1 if graph else 2,
+            128,
+            2,
+            0.99,
+            (env.obs_targets, env.obs_uavs, 1, 2) if graph else None,
+        )
+    )
     agents = agents.to(device)
     g = torch.Generator().manual_seed(0)
     rand = lambda *shape: torch.randn(*shape, generator=g).to(device)  # noqa: E731
-    batch = Rollouts(rand(b, t, n, obs_dim), rand(b, t, state_dim),
-                     torch.ones(b, t, n, N_DISCRETE, dtype=torch.bool, device=device), rand(b, t, n, 2),
-                     rand(b, t, n), torch.zeros(b, t, device=device), torch.ones(b, t, device=device),
-                     rand(b, t, n) - 3.0, rand(b, t, n), rand(b, t, n), rand(b, t, n))
+    batch = Rollouts(
+        rand(b, t, n, obs_dim),
+        rand(b, t, state_dim),
+        torch.ones(b, t, n, N_DISCRETE, dtype=torch.bool, device=device),
+        rand(b, t, n, 2),
+        rand(b, t, n),
+        torch.zeros(b, t, device=device),
+        torch.ones(b, t, device=device),
+        rand(b, t, n) - 3.0,
+        rand(b, t, n),
+        rand(b, t, n),
+        rand(b, t, n),
+    )
     optimizer = torch.optim.Adam(agents.parameters(), 5e-4)
 
     def step() -> None:
@@ -63,11 +85,14 @@ def main() -> None:
         row: dict[str, object] = {"agents": n}
         for name, graph in (("mlp", False), ("graph", True)):
             row[f"{name} ops"] = ops_per_update(update(n, args.episodes, args.steps, graph, torch.device("cpu")))
-            row[f"{name} ms"] = round(1000 * median_time(update(n, args.episodes, args.steps, graph, device),
-                                                         args.repeats), 1)
+            row[f"{name} ms"] = round(
+                1000 * median_time(update(n, args.episodes, args.steps, graph, device), args.repeats), 1
+            )
         rows.append(row)
-    print(f"MAPPO update (loss, backward, Adam), {args.episodes} episodes x {args.steps} steps, device {device}, "
-          f"threads {torch.get_num_threads()}, medians of {args.repeats}")
+    print(
+        f"MAPPO update (loss, backward, Adam), {args.episodes} episodes x {args.steps} steps, device {device}, "
+        f"threads {torch.get_num_threads()}, medians of {args.repeats}"
+    )
     print(format_table(rows))
 
 

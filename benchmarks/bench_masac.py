@@ -31,20 +31,18 @@ import importlib.util
 import statistics
 import time
 from collections.abc import Callable
-
 from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import make_algorithm, make_model
+from uavgnn.algorithms import make_algorithm, make_model, register_configs
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
-from uavgnn.algorithms import register_configs
 from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
-from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.perf import OpCounter
 from uavgnn.problem.scenes import SceneDistribution
 
@@ -68,16 +66,30 @@ def setup(n: int, batch: int, hidden: int) -> tuple[MASACAgents, Transitions, to
     obs, state = env.obs_dim(), env.state_dim(dist)
     agents = MASACAgents(MASACSettings(n, obs, state, 2, hidden, 2, hidden, 2, 0.95, 0.2))
     g = torch.Generator().manual_seed(0)
-    data = Transitions(torch.randn(batch, n, obs, generator=g), torch.randn(batch, state, generator=g),
-                       torch.rand(batch, n, 2, generator=g) * 2 - 1, torch.randn(batch, n, generator=g),
-                       torch.randn(batch, n, obs, generator=g), torch.randn(batch, state, generator=g),
-                       torch.zeros(batch), torch.ones(batch), torch.arange(batch))
+    data = Transitions(
+        torch.randn(batch, n, obs, generator=g),
+        torch.randn(batch, state, generator=g),
+        torch.rand(batch, n, 2, generator=g) * 2 - 1,
+        torch.randn(batch, n, generator=g),
+        torch.randn(batch, n, obs, generator=g),
+        torch.randn(batch, state, generator=g),
+        torch.zeros(batch),
+        torch.ones(batch),
+        torch.arange(batch),
+    )
     noise, next_noise = torch.randn(2, n, batch, 2, generator=g).unbind(0)
     return agents, data, noise, next_noise
 
 
-def batched_update(agents: MASACAgents, data: Transitions | None, noise: torch.Tensor, next_noise: torch.Tensor,
-                   runner=None, amp: bool = False, next_data: Callable[[], Transitions] | None = None):
+def batched_update(
+    agents: MASACAgents,
+    data: Transitions | None,
+    noise: torch.Tensor,
+    next_noise: torch.Tensor,
+    runner=None,
+    amp: bool = False,
+    next_data: Callable[[], Transitions] | None = None,
+):
     """One update as the Trainer runs it: one loss, one backward, one optimiser step, target averaging; on
     ``data``, or on a fresh batch from ``next_data()`` each time."""
     optimizer = torch.optim.Adam(agents.parameters(), 3e-4)
@@ -133,15 +145,28 @@ def bench_toggles(n: int, batch: int, hidden: int, repeats: int) -> list[tuple[s
     rows = []
     agents, data, noise, next_noise = setup(n, batch, hidden)
     base = median_time(batched_update(agents, data, noise, next_noise), repeats)
-    rows.append(("amp (bf16 autocast)", "update ms", 1000 * base,
-                 1000 * median_time(batched_update(agents, data, noise, next_noise, amp=True), repeats)))
-    compiled = batched_update(agents, data, noise, next_noise,
-                              runner=torch.compile(functools.partial(masac_loss, agents)))
+    rows.append(
+        (
+            "amp (bf16 autocast)",
+            "update ms",
+            1000 * base,
+            1000 * median_time(batched_update(agents, data, noise, next_noise, amp=True), repeats),
+        )
+    )
+    compiled = batched_update(
+        agents, data, noise, next_noise, runner=torch.compile(functools.partial(masac_loss, agents))
+    )
     compiled()  # compilation, not timed
     rows.append(("optim.compile", "update ms", 1000 * base, 1000 * median_time(compiled, repeats)))
-    shapes = {"obs": data.obs.shape[1:], "state": data.state.shape[1:], "action": data.action.shape[1:],
-              "reward": data.reward.shape[1:], "next_obs": data.obs.shape[1:], "next_state": data.state.shape[1:],
-              "done": ()}
+    shapes = {
+        "obs": data.obs.shape[1:],
+        "state": data.state.shape[1:],
+        "action": data.action.shape[1:],
+        "reward": data.reward.shape[1:],
+        "next_obs": data.obs.shape[1:],
+        "next_state": data.state.shape[1:],
+        "done": (),
+    }
     times = []
     for prioritized in (False, True):
         buffer = ReplayBuffer(100_000, shapes, torch.device("cpu"), prioritized=prioritized)
@@ -169,9 +194,17 @@ def bench_prefetch(batch: int, repeats: int, device: torch.device) -> tuple[floa
     rates = []
     for prefetch in ("false", "true"):
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-            cfg = compose("config", overrides=["algorithm=masac", "hardware.data_on_device=false",
-                                               "hardware.pin_memory=true", f"optim.prefetch={prefetch}",
-                                               "algorithm.learning_starts=0", "env.n_envs=16"])
+            cfg = compose(
+                "config",
+                overrides=[
+                    "algorithm=masac",
+                    "hardware.data_on_device=false",
+                    "hardware.pin_memory=true",
+                    f"optim.prefetch={prefetch}",
+                    "algorithm.learning_starts=0",
+                    "env.n_envs=16",
+                ],
+            )
         agents = make_model(cfg).to(device)
         work = make_algorithm(cfg, device).workload(agents)
         step = iter(range(10**9))
@@ -208,8 +241,7 @@ def bench_vmas(n_envs: int, n_uav: int, repeats: int, device: torch.device, max_
     """Agent-steps/s of VMAS's discovery scenario with random actions; None when one step is too slow."""
     import vmas  # optional: the cross-check needs it, nothing else does
 
-    env = vmas.make_env("discovery", num_envs=n_envs, device=device, continuous_actions=True, n_agents=n_uav,
-                        seed=0)
+    env = vmas.make_env("discovery", num_envs=n_envs, device=device, continuous_actions=True, n_agents=n_uav, seed=0)
     env.reset()
     steps = 5
 
@@ -258,17 +290,24 @@ def main() -> None:
         print("\nMASAC aten ops per update (forward, backward, optimiser step, target averaging)")
         print_ops([bench_ops(n) for n in args.agents])
     if args.section in ("toggles", "all"):
-        print(f"\nToggles, 4 agents, batch {args.batch}, hidden {args.hidden}, median of {args.repeats} "
-              "(prefetch moves the copy off the critical path only on CUDA; on a CPU there is no copy)")
+        print(
+            f"\nToggles, 4 agents, batch {args.batch}, hidden {args.hidden}, median of {args.repeats} "
+            "(prefetch moves the copy off the critical path only on CUDA; on a CPU there is no copy)"
+        )
         print(f"{'toggle':<62} {'unit':>10} {'off':>10} {'on':>10} {'ratio':>6}")
         for name, unit, off, on in bench_toggles(4, args.batch, args.hidden, args.repeats):
             print(f"{name:<62} {unit:>10} {off:>10.1f} {on:>10.1f} {on / off:>6.2f}", flush=True)
         off, on = bench_prefetch(args.batch, args.repeats, torch.device(args.device))
-        print(f"{'optim.prefetch (host buffer, default env and networks)':<62} {'steps/s':>10} {off:>10.1f} "
-              f"{on:>10.1f} {on / off:>6.2f}", flush=True)
+        print(
+            f"{'optim.prefetch (host buffer, default env and networks)':<62} {'steps/s':>10} {off:>10.1f} "
+            f"{on:>10.1f} {on / off:>6.2f}",
+            flush=True,
+        )
     if args.section in ("env", "all"):
-        print(f"\nUAVEnv.step, random actions, agent-steps/s (median of {args.repeats} x 5 steps)"
-              + (" | VMAS discovery" if args.vmas else ""))
+        print(
+            f"\nUAVEnv.step, random actions, agent-steps/s (median of {args.repeats} x 5 steps)"
+            + (" | VMAS discovery" if args.vmas else "")
+        )
         print(f"{'envs':>6} " + " ".join(f"{f'N={n}':>12}" for n in args.uavs))
         for e in args.envs:
             cells = []

@@ -27,7 +27,8 @@ from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scenes import SceneDistribution
 
 def status(key):
-    return int(next(l for l in Path('/proc/self/status').read_text().splitlines() if l.startswith(key)).split()[1]) * 1024
+    lines = Path("/proc/self/status").read_text().splitlines()
+    return int(next(line for line in lines if line.startswith(key)).split()[1]) * 1024
 
 torch.set_num_threads(1)
 n = int(sys.argv[1])
@@ -46,12 +47,16 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for n in args.sizes:
-        out = subprocess.run([sys.executable, "-c", PROBE, str(n)], cwd=ROOT, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", PROBE, str(n)], cwd=ROOT, capture_output=True, text=True, check=True
+        )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         row = rows[-1]
-        print(f"{n:>9,} UAVs: measured {row['measured'] / 2**20:8.0f} MB ({row['measured'] / n / 1024:5.1f} KB a UAV), "
-              f"estimate {row['estimate'] / 2**20:8.0f} MB, estimate / measured {row['estimate'] / row['measured']:.2f}",
-              flush=True)
+        print(
+            f"{n:>9,} UAVs: measured {row['measured'] / 2**20:8.0f} MB ({row['measured'] / n / 1024:5.1f} KB a UAV), "
+            f"estimate {row['estimate'] / 2**20:8.0f} MB, estimate / measured {row['estimate'] / row['measured']:.2f}",
+            flush=True,
+        )
     for a, b in zip(rows, rows[1:]):
         slope = (b["measured"] - a["measured"]) / (b["n_uav"] - a["n_uav"])
         print(f"marginal {a['n_uav']:,} -> {b['n_uav']:,} UAVs: {slope / 1024:.1f} KB a UAV")

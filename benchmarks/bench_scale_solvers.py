@@ -19,14 +19,14 @@ import argparse
 import time
 from pathlib import Path
 
+from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.errors import ProblemTooLarge
-from uavgnn.problem.scenes import Scene, SceneDistribution
+from uavgnn.inference.guided import solve_guided
 from uavgnn.problem.generator import generate_scenes
+from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.report import format_table, write_json
 from uavgnn.solvers import solve, solve_milp
-from uavgnn.inference.guided import solve_guided
 from uavgnn.solvers.min_cost_flow import relaxed_assignment
-from uavgnn.algorithms.scene_policy import load_policy
 
 
 def relaxation_bound(scene: Scene) -> tuple[float, float]:
@@ -58,8 +58,13 @@ def main() -> None:
         results = [(full, "")]
         for keep in args.keep:
             guided, timing = solve_guided(model, scene, graph, keep, args.time_limit)
-            results.append((guided, f"keep {keep}: {int(timing['pairs']):,} pairs; model {timing['model_s']:.1f} s"
-                                    f" + relaxation {timing['relaxation_s']:.1f} s + MILP {timing['milp_s']:.1f} s"))
+            results.append(
+                (
+                    guided,
+                    f"keep {keep}: {int(timing['pairs']):,} pairs; model {timing['model_s']:.1f} s"
+                    f" + relaxation {timing['relaxation_s']:.1f} s + MILP {timing['milp_s']:.1f} s",
+                )
+            )
         for name in ("mcf", "lap", "greedy"):
             try:
                 results.append((solve(scene, name), ""))
@@ -68,23 +73,46 @@ def main() -> None:
         bound = min(relaxation_bound(scene)[0], full.bound if full.bound is not None else float("inf"))
         for result, note in results:
             gap = (full.objective - result.objective) / abs(full.objective) if full.is_optimal else None
-            rows.append({"n_uav": n_uav, "solver": result.solver, "status": result.status,
-                         "objective": result.objective, "gap": gap,
-                         "gap_upper_bound": (bound - result.objective) / bound, "time_s": result.wall_time,
-                         "time_vs_milp": result.wall_time / full.wall_time, "note": note})
-            print(f"  {result.solver}: gap {gap if gap is None else f'{100 * gap:.3f}%'} "
-                  f"in {result.wall_time:.2f} s {note}", flush=True)
+            rows.append(
+                {
+                    "n_uav": n_uav,
+                    "solver": result.solver,
+                    "status": result.status,
+                    "objective": result.objective,
+                    "gap": gap,
+                    "gap_upper_bound": (bound - result.objective) / bound,
+                    "time_s": result.wall_time,
+                    "time_vs_milp": result.wall_time / full.wall_time,
+                    "note": note,
+                }
+            )
+            print(
+                f"  {result.solver}: gap {gap if gap is None else f'{100 * gap:.3f}%'} "
+                f"in {result.wall_time:.2f} s {note}",
+                flush=True,
+            )
     relaxation = []
     for n_uav in args.relaxation_sizes:
         scene = generate_scenes(SceneDistribution(), n_uav, 1, args.seed)[0]
         bound, bound_s = relaxation_bound(scene)
         for name in ("mcf", "greedy"):
             result = solve(scene, name)
-            relaxation.append({"n_uav": n_uav, "solver": name, "objective": result.objective,
-                               "gap_upper_bound": (bound - result.objective) / abs(bound), "time_s": result.wall_time,
-                               "relaxation": bound, "relaxation_s": bound_s})
-            print(f"{n_uav} UAVs: {name} {result.objective:.1f} in {result.wall_time:.2f} s, gap <= "
-                  f"{100 * relaxation[-1]['gap_upper_bound']:.3f}% (relaxation {bound:.1f})", flush=True)
+            relaxation.append(
+                {
+                    "n_uav": n_uav,
+                    "solver": name,
+                    "objective": result.objective,
+                    "gap_upper_bound": (bound - result.objective) / abs(bound),
+                    "time_s": result.wall_time,
+                    "relaxation": bound,
+                    "relaxation_s": bound_s,
+                }
+            )
+            print(
+                f"{n_uav} UAVs: {name} {result.objective:.1f} in {result.wall_time:.2f} s, gap <= "
+                f"{100 * relaxation[-1]['gap_upper_bound']:.3f}% (relaxation {bound:.1f})",
+                flush=True,
+            )
     print(format_table(rows))
     print(format_table(relaxation))
     args.out.mkdir(parents=True, exist_ok=True)

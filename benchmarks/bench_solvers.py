@@ -59,8 +59,12 @@ def main() -> None:
                         continue
                     times[name].append(result.wall_time)
                     gaps[name].append((best.objective - result.objective) / abs(best.objective))
-            row = {"positions": positions, "n_uav": n, "scenes": len(scenes),
-                   "milp_status": ",".join(sorted(set(statuses)))}
+            row = {
+                "positions": positions,
+                "n_uav": n,
+                "scenes": len(scenes),
+                "milp_status": ",".join(sorted(set(statuses))),
+            }
             for name, values in times.items():
                 row[f"{name}_s"] = statistics.median(values) if values else float("nan")
             for name, values in gaps.items():
@@ -76,7 +80,9 @@ def main() -> None:
         for name in ("milp", "greedy", "lap"):
             axes[0].loglog(ns, [r[f"{name}_s"] for r in sel], style, marker="o", label=f"{name} ({positions})")
         for name in ("greedy", "lap"):
-            axes[1].semilogx(ns, [100 * r[f"{name}_gap"] for r in sel], style, marker="o", label=f"{name} ({positions})")
+            axes[1].semilogx(
+                ns, [100 * r[f"{name}_gap"] for r in sel], style, marker="o", label=f"{name} ({positions})"
+            )
     axes[0].set(xlabel="UAVs", ylabel="median solve time (s)", title="solve time")
     axes[1].set(xlabel="UAVs", ylabel="gap to MILP (%)", title="optimality gap of baselines")
     for ax in axes:

@@ -40,9 +40,21 @@ def main_job_speed(threads: int, busy: int, steps: int, cache: Path, run_dir: Pa
     others = [subprocess.Popen([sys.executable, "-c", BUSY_JOB]) for _ in range(busy)]
     try:
         time.sleep(2.0 if busy else 0.0)  # the busy jobs are running before the measured one starts
-        subprocess.run([sys.executable, str(ROOT / "run.py"), "algorithm=imitation", f"train.steps={steps}",
-                        "logger=none", f"hardware.threads={threads}", f"data.cache_dir={cache}",
-                        f"hydra.run.dir={run_dir}"], check=True, capture_output=True, text=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "run.py"),
+                "algorithm=imitation",
+                f"train.steps={steps}",
+                "logger=none",
+                f"hardware.threads={threads}",
+                f"data.cache_dir={cache}",
+                f"hydra.run.dir={run_dir}",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     finally:
         for other in others:
             other.kill()
@@ -69,20 +81,29 @@ def main() -> None:
                     run_dir = Path(tmp) / f"r{repeat}-t{threads}-b{busy}"
                     speed = main_job_speed(threads, busy, args.steps, args.cache, run_dir)
                     speeds[threads, busy].append(speed)
-                    print(f"repeat {repeat}: hardware.threads={threads} beside {busy} busy: {speed:.0f} graphs/s",
-                          flush=True)
+                    print(
+                        f"repeat {repeat}: hardware.threads={threads} beside {busy} busy: {speed:.0f} graphs/s",
+                        flush=True,
+                    )
     median = {key: statistics.median(values) for key, values in speeds.items()}
     default_idle = median[args.threads[0], min(args.busy)]
-    print(f"\nmedians of {args.repeats} ({args.steps} steps each); share of its own idle speed | of "
-          f"hardware.threads={args.threads[0]}'s idle speed")
+    print(
+        f"\nmedians of {args.repeats} ({args.steps} steps each); share of its own idle speed | of "
+        f"hardware.threads={args.threads[0]}'s idle speed"
+    )
     for (threads, busy), value in median.items():
         own = value / median[threads, min(args.busy)]
-        print(f"hardware.threads={threads:<2} beside {busy} busy 2-thread jobs: {value:6.0f} graphs/s  "
-              f"{own:6.0%} | {value / default_idle:6.0%}")
+        print(
+            f"hardware.threads={threads:<2} beside {busy} busy 2-thread jobs: {value:6.0f} graphs/s  "
+            f"{own:6.0%} | {value / default_idle:6.0%}"
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"steps": args.steps, "runs": {f"threads={t} busy={b}": v
-                                                                     for (t, b), v in speeds.items()}}, indent=2))
+        args.out.write_text(
+            json.dumps(
+                {"steps": args.steps, "runs": {f"threads={t} busy={b}": v for (t, b), v in speeds.items()}}, indent=2
+            )
+        )
 
 
 if __name__ == "__main__":

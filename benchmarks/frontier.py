@@ -44,8 +44,17 @@ def score_sets(args: argparse.Namespace) -> list[dict]:
     """Every (seed, distribution, scale) set's rows, scored now or read back from ``DIR/sets``."""
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose("config", overrides=["mode=eval", f"ckpt={args.ckpt}", "eval.shift_sets=[]", "eval.best_of=0",
-                                           "logger=none", *args.overrides])
+        cfg = compose(
+            "config",
+            overrides=[
+                "mode=eval",
+                f"ckpt={args.ckpt}",
+                "eval.shift_sets=[]",
+                "eval.best_of=0",
+                "logger=none",
+                *args.overrides,
+            ],
+        )
     apply_threads(cfg.hardware.threads)
     model, graph, trained = load_policy(cfg.ckpt, torch.device("cpu"), "benchmarks/frontier.py --ckpt")
     rows, done = [], args.out / "sets"
@@ -77,13 +86,24 @@ def aggregate(rows: list[dict]) -> list[dict]:
     out = []
     for (positions, n_uav, method), group in groups.items():
         gaps = [r["optimality_gap"] for r in group]
-        out.append({"positions": positions, "n_uav": n_uav, "method": method, "seeds": len(group),
-                    "scenes": sum(r["scenes"] for r in group), "optimality_gap": statistics.fmean(gaps),
-                    "gap_ci95": ci95(statistics.stdev(gaps), len(gaps)) if len(gaps) > 1 else float("nan"),
-                    "time_s": statistics.fmean(r["time_s"] for r in group),
-                    **{key: statistics.fmean(r[key] for r in group) for key in ("score_s", "milp_s")
-                       if all(key in r for r in group)},  # a pruned MILP's: its pruner's time, HiGHS's
-                    "reference_optimal": ", ".join(r["reference_optimal"] for r in group)})
+        out.append(
+            {
+                "positions": positions,
+                "n_uav": n_uav,
+                "method": method,
+                "seeds": len(group),
+                "scenes": sum(r["scenes"] for r in group),
+                "optimality_gap": statistics.fmean(gaps),
+                "gap_ci95": ci95(statistics.stdev(gaps), len(gaps)) if len(gaps) > 1 else float("nan"),
+                "time_s": statistics.fmean(r["time_s"] for r in group),
+                **{
+                    key: statistics.fmean(r[key] for r in group)
+                    for key in ("score_s", "milp_s")
+                    if all(key in r for r in group)
+                },  # a pruned MILP's: its pruner's time, HiGHS's
+                "reference_optimal": ", ".join(r["reference_optimal"] for r in group),
+            }
+        )
     return out
 
 
@@ -96,28 +116,48 @@ def verdicts(means: list[dict]) -> list[dict]:
         controls = [r for r in here if not r["method"].startswith(MODEL_BASED)]
         lap = next((r for r in here if r["method"] == "lap"), None)
         for row in (r for r in here if r["method"].startswith(MODEL_BASED)):
-            beaten = [c for c in controls if c["time_s"] <= row["time_s"] and c["optimality_gap"] <= row["optimality_gap"]]
-            lines.append({"positions": key[0], "n_uav": key[1], "method": row["method"],
-                          "gap_pct": 100 * row["optimality_gap"], "time_s": row["time_s"],
-                          "on_frontier": not beaten,
-                          "dominated_by": ", ".join(c["method"] for c in beaten),
-                          "at_most_lap": None if lap is None else row["optimality_gap"] <= lap["optimality_gap"]})
+            beaten = [
+                c for c in controls if c["time_s"] <= row["time_s"] and c["optimality_gap"] <= row["optimality_gap"]
+            ]
+            lines.append(
+                {
+                    "positions": key[0],
+                    "n_uav": key[1],
+                    "method": row["method"],
+                    "gap_pct": 100 * row["optimality_gap"],
+                    "time_s": row["time_s"],
+                    "on_frontier": not beaten,
+                    "dominated_by": ", ".join(c["method"] for c in beaten),
+                    "at_most_lap": None if lap is None else row["optimality_gap"] <= lap["optimality_gap"],
+                }
+            )
     return lines
 
 
 def markdown(means: list[dict], lines: list[dict]) -> str:
     """The tables of ``frontier.md``: every method's mean gap and time; the verdicts."""
-    out = ["| distribution | UAVs | method | gap % (95% CI over seeds) | s / scene | of it HiGHS | seeds, scenes | "
-           "MILP proven |", "|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| distribution | UAVs | method | gap % (95% CI over seeds) | s / scene | of it HiGHS | seeds, scenes | "
+        "MILP proven |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in means:
-        out.append(f"| {r['positions']} | {r['n_uav']:,} | {r['method']} | {100 * r['optimality_gap']:.2f} +- "
-                   f"{100 * r['gap_ci95']:.2f} | {r['time_s']:.4g} | {r.get('milp_s', float('nan')):.4g} | "
-                   f"{r['seeds']}, {r['scenes']} | {r['reference_optimal']} |")
-    out += ["", "| distribution | UAVs | model-based method | gap % | s / scene | on the frontier | "
-                "dominated by | gap <= lap's |", "|---|---|---|---|---|---|---|---|"]
+        out.append(
+            f"| {r['positions']} | {r['n_uav']:,} | {r['method']} | {100 * r['optimality_gap']:.2f} +- "
+            f"{100 * r['gap_ci95']:.2f} | {r['time_s']:.4g} | {r.get('milp_s', float('nan')):.4g} | "
+            f"{r['seeds']}, {r['scenes']} | {r['reference_optimal']} |"
+        )
+    out += [
+        "",
+        "| distribution | UAVs | model-based method | gap % | s / scene | on the frontier | "
+        "dominated by | gap <= lap's |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for v in lines:
-        out.append(f"| {v['positions']} | {v['n_uav']:,} | {v['method']} | {v['gap_pct']:.2f} | {v['time_s']:.4g} | "
-                   f"{'yes' if v['on_frontier'] else 'no'} | {v['dominated_by']} | {v['at_most_lap']} |")
+        out.append(
+            f"| {v['positions']} | {v['n_uav']:,} | {v['method']} | {v['gap_pct']:.2f} | {v['time_s']:.4g} | "
+            f"{'yes' if v['on_frontier'] else 'no'} | {v['dominated_by']} | {v['at_most_lap']} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -132,8 +172,9 @@ def main() -> None:
     args = parser.parse_args()
     means = aggregate(score_sets(args))
     lines = verdicts(means)
-    write_json(args.out / "frontier.json", {"checkpoint": args.ckpt, "seeds": args.seeds, "rows": means,
-                                            "verdicts": lines})
+    write_json(
+        args.out / "frontier.json", {"checkpoint": args.ckpt, "seeds": args.seeds, "rows": means, "verdicts": lines}
+    )
     (args.out / "frontier.md").write_text(markdown(means, lines))
     plot_frontier(means, args.out / "frontier.png")
     print(markdown(means, lines))

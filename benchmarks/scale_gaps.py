@@ -28,6 +28,7 @@ import argparse
 from dataclasses import replace
 
 import torch
+from bench_scale_solvers import relaxation_bound
 from omegaconf import open_dict
 
 from uavgnn.algorithms import stored_config
@@ -38,9 +39,7 @@ from uavgnn.inference.scene import solve_with_model
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.metrics import mean_metrics
 from uavgnn.scoring.policy import evaluate_model
-from uavgnn.settings import scene_distribution
-from uavgnn.settings import split_settings
-from bench_scale_solvers import relaxation_bound
+from uavgnn.settings import scene_distribution, split_settings
 
 SETS = ((16, 256), (256, 32), (1024, 8))  # (UAVs, scenes): mode=eval's default scales and set sizes
 
@@ -57,13 +56,20 @@ def main() -> None:
     parser.add_argument("--uav-neighbours", type=int, default=None, help="default: the checkpoint's own")
     parser.add_argument("--bound-sizes", type=int, nargs="*", default=[], help="e.g. 4096")
     parser.add_argument("--bound-scenes", type=int, default=2)
-    parser.add_argument("--split", choices=["test", "val"], default="test",
-                        help="val: validation scenes of the training task (its size, 256, 1,024): where to choose")
+    parser.add_argument(
+        "--split",
+        choices=["test", "val"],
+        default="test",
+        help="val: validation scenes of the training task (its size, 256, 1,024): where to choose",
+    )
     args = parser.parse_args()
     for path in args.checkpoints:
         model, graph, config = load_policy(path)
-        for value, field in ((args.capacity_iters, "iters"), (args.capacity_fill, "fill"),
-                             (args.commit_stages, "stages")):
+        for value, field in (
+            (args.capacity_iters, "iters"),
+            (args.capacity_fill, "fill"),
+            (args.commit_stages, "stages"),
+        ):
             if value is not None:
                 model.balancing = replace(model.balancing, **{field: value})
         if args.k_max is not None:
@@ -72,12 +78,19 @@ def main() -> None:
             graph = replace(graph, uav_neighbours=args.uav_neighbours)
         cfg = stored_config(config)
         with open_dict(cfg):
-            cfg.data.update(cache_dir=args.cache, label_time_limit=60.0, fresh_sizes=[], k_max=graph.k_max,
-                            uav_neighbours=graph.uav_neighbours)
+            cfg.data.update(
+                cache_dir=args.cache,
+                label_time_limit=60.0,
+                fresh_sizes=[],
+                k_max=graph.k_max,
+                uav_neighbours=graph.uav_neighbours,
+            )
         if args.split == "val":
             sets = ((cfg.data.n_uav, None),) + SETS[1:]  # the training size's own validation split, then the scales
-            gaps = [f"{n_uav}: {gap(model, load_split(split_settings(cfg), 'val', n_uav, scenes), graph, args.rounds)}"
-                    for n_uav, scenes in sets]
+            gaps = [
+                f"{n_uav}: {gap(model, load_split(split_settings(cfg), 'val', n_uav, scenes), graph, args.rounds)}"
+                for n_uav, scenes in sets
+            ]
             print(f"{path}: validation ({cfg.task.name}) " + ", ".join(gaps), flush=True)
             continue
         gaps = []
@@ -101,8 +114,9 @@ def gap(model: torch.nn.Module, store, graph, rounds: int | None) -> str:
 
 def bound_gaps(model: torch.nn.Module, graph, cfg, n_uav: int, count: int) -> str:
     """The model's greedy gap (%) against the guided MILP's incumbent and the relaxation bound, means over scenes."""
-    scenes = generate_scenes(scene_distribution(cfg), n_uav, count, seed=split_spec(split_settings(cfg), "test", n_uav,
-                                                                                          count).seed)
+    scenes = generate_scenes(
+        scene_distribution(cfg), n_uav, count, seed=split_spec(split_settings(cfg), "test", n_uav, count).seed
+    )
     to_guided, to_bound = [], []
     for scene in scenes:
         found = solve_with_model(model, scene, graph)[0].objective

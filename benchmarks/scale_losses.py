@@ -32,8 +32,14 @@ def assignment_counts(scene: Scene, assignment: np.ndarray) -> tuple[dict[str, f
     count = np.bincount(assignment[busy], minlength=scene.n_target)
     completed = count >= scene.need
     travel = np.linalg.norm(scene.uav_pos[busy] - scene.target_pos[assignment[busy]], axis=1).sum()
-    return {"completed": completed.sum(), "value": (scene.value * completed).sum(), "busy": busy.sum(),
-            "idle": (~busy).sum(), "partial": ((count > 0) & ~completed).sum(), "travel": travel}, completed
+    return {
+        "completed": completed.sum(),
+        "value": (scene.value * completed).sum(),
+        "busy": busy.sum(),
+        "idle": (~busy).sum(),
+        "partial": ((count > 0) & ~completed).sum(),
+        "travel": travel,
+    }, completed
 
 
 def completable_by_idle(scene: Scene, assignment: np.ndarray, cand_index: np.ndarray, completed: np.ndarray) -> int:
@@ -63,13 +69,18 @@ def main() -> None:
         (model_counts, by_model), (milp_counts, by_milp) = (assignment_counts(scene, a) for a in (found, label))
         graph_i = store.get(i)
         cand_index = graph_i.cand_index[:, graph_i.cand_rank < k].numpy()
-        rows = {"model": model_counts, "milp": milp_counts,
-                "targets": {"in scene": scene.n_target, "completed by both": (by_model & by_milp).sum(),
-                            "by the model only": (by_model & ~by_milp).sum(),
-                            "by the MILP only": (~by_model & by_milp).sum(),
-                            "left incomplete by the model": (~by_model).sum(),
-                            "of those, completable by its idle UAVs": completable_by_idle(scene, found, cand_index,
-                                                                                         by_model)}}
+        rows = {
+            "model": model_counts,
+            "milp": milp_counts,
+            "targets": {
+                "in scene": scene.n_target,
+                "completed by both": (by_model & by_milp).sum(),
+                "by the model only": (by_model & ~by_milp).sum(),
+                "by the MILP only": (~by_model & by_milp).sum(),
+                "left incomplete by the model": (~by_model).sum(),
+                "of those, completable by its idle UAVs": completable_by_idle(scene, found, cand_index, by_model),
+            },
+        }
         for name, counts in rows.items():
             for key, value in counts.items():
                 totals[name][key] = totals[name].get(key, 0.0) + float(value)

@@ -32,8 +32,11 @@ def main() -> None:
         if any(other["test_set"] != line["test_set"] for other in lines):
             raise SystemExit(f"the runs do not share their test sets ({line['test_set']} at position {i})")
         model = np.array([other["model_gap"] for other in lines])
-        row = {"test_set": line["test_set"], "runs": len(lines), "model_gap": f"{100 * model.mean():.2f} +- "
-               f"{100 * model.std(ddof=1) if len(lines) > 1 else 0.0:.2f}"}
+        row = {
+            "test_set": line["test_set"],
+            "runs": len(lines),
+            "model_gap": f"{100 * model.mean():.2f} +- {100 * model.std(ddof=1) if len(lines) > 1 else 0.0:.2f}",
+        }
         guided = [other["guided_gap"] for other in lines if "guided_gap" in other]
         if guided:
             row["guided_gap"] = f"{100 * np.mean(guided):.2f}"

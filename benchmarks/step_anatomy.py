@@ -36,8 +36,13 @@ ALGORITHMS = {  # issue 32's configurations
     "mappo": ["experiment=debug", "algorithm=mappo"],
     "dynamics": ["experiment=debug", "algorithm=dynamics"],
 }
-ISSUE_32 = {"imitation": (1312, 16), "reinforce": (2229, 25), "masac": (1055, 7), "coma": (477, 12),
-            "dynamics": (368, 4)}  # counted on the code before issue 32 (ops, syncs per step); mappo came after
+ISSUE_32 = {
+    "imitation": (1312, 16),
+    "reinforce": (2229, 25),
+    "masac": (1055, 7),
+    "coma": (477, 12),
+    "dynamics": (368, 4),
+}  # counted on the code before issue 32 (ops, syncs per step); mappo came after
 
 
 def algorithms(names: str) -> list[str]:
@@ -52,14 +57,21 @@ def algorithms(names: str) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
-    parser.add_argument("--only", type=algorithms, default=list(ALGORITHMS),
-                        help="comma-separated algorithms, e.g. reinforce,imitation (default: all)")
+    parser.add_argument(
+        "--only",
+        type=algorithms,
+        default=list(ALGORITHMS),
+        help="comma-separated algorithms, e.g. reinforce,imitation (default: all)",
+    )
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--trace", action="store_true", help="print the line that asked for each sync op")
-    parser.add_argument("--by-function", action="store_true",
-                        help="print the ops per step each uavgnn function asked for (its callees' apart; the "
-                             "backward's are the function that called it)")
+    parser.add_argument(
+        "--by-function",
+        action="store_true",
+        help="print the ops per step each uavgnn function asked for (its callees' apart; the "
+        "backward's are the function that called it)",
+    )
     args = parser.parse_args()
     register_configs()
     rows = []
@@ -69,11 +81,18 @@ def main() -> None:
                 cfg = compose("config", overrides=[*ALGORITHMS[name], f"data.cache_dir={tmp}/cache", *args.overrides])
             anatomy = step_anatomy(cfg, Path(tmp) / name, args.warmup, args.steps, args.trace, args.by_function)
             before_ops, before_syncs = ISSUE_32.get(name, ("", ""))
-            rows.append({"algorithm": name, "ops/step": round(anatomy.ops_per_step),
-                         "before": before_ops, "views/step": round(anatomy.views_per_step),
-                         "syncs/step": round(anatomy.syncs_per_step, 1),
-                         "syncs before": before_syncs, "compiles": anatomy.compiles,
-                         "graph breaks": anatomy.graph_breaks})
+            rows.append(
+                {
+                    "algorithm": name,
+                    "ops/step": round(anatomy.ops_per_step),
+                    "before": before_ops,
+                    "views/step": round(anatomy.views_per_step),
+                    "syncs/step": round(anatomy.syncs_per_step, 1),
+                    "syncs before": before_syncs,
+                    "compiles": anatomy.compiles,
+                    "graph breaks": anatomy.graph_breaks,
+                }
+            )
             for site, count in sorted(anatomy.sync_sites.items(), key=lambda kv: -kv[1]):
                 print(f"  {name}: {count / args.steps:.1f}/step {site}")
             for function, count in sorted(anatomy.functions.items(), key=lambda kv: -kv[1]):

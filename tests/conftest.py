@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from uavgnn.data.store import GraphStore
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import build_graph
 from uavgnn.problem.scenes import Scene, SceneDistribution
-from uavgnn.problem.generator import generate_scenes
 from uavgnn.solvers import solve_milp
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,16 +66,21 @@ def hand_scene() -> Scene:
     UAV 0 (0,0) r5, UAV 1 (3,0) r5, UAV 2 (0,4) r5, UAV 3 (10,10) r1;
     target 0 (0,0) need 1 value 2, target 1 (3,4) need 2 value 5; lam 0.5.
     """
-    return Scene(uav_pos=np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 4.0], [10.0, 10.0]]),
-                 uav_range=np.array([5.0, 5.0, 5.0, 1.0]),
-                 target_pos=np.array([[0.0, 0.0], [3.0, 4.0]]),
-                 need=np.array([1, 2]), value=np.array([2.0, 5.0]), lam=0.5)
+    return Scene(
+        uav_pos=np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 4.0], [10.0, 10.0]]),
+        uav_range=np.array([5.0, 5.0, 5.0, 1.0]),
+        target_pos=np.array([[0.0, 0.0], [3.0, 4.0]]),
+        need=np.array([1, 2]),
+        value=np.array([2.0, 5.0]),
+        lam=0.5,
+    )
 
 
 def run_cli(*overrides: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run ``python run.py`` for real (Hydra and all) in ``cwd``."""
-    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *overrides], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *overrides], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"run.py {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -83,15 +88,18 @@ def run_cli(*overrides: str, cwd: Path, check: bool = True) -> subprocess.Comple
 
 def job_dirs(sweep: Path) -> list[Path]:
     """A sweep's job folders (``3-model=tiny,seed=1``), in job order."""
-    return sorted((p for p in sweep.iterdir() if p.is_dir() and p.name.split("-")[0].isdigit()),
-                  key=lambda p: int(p.name.split("-")[0]))
+    return sorted(
+        (p for p in sweep.iterdir() if p.is_dir() and p.name.split("-")[0].isdigit()),
+        key=lambda p: int(p.name.split("-")[0]),
+    )
 
 
 @pytest.fixture(scope="session")
 def labelled_store() -> GraphStore:
     """32 small scenes (uniform and clustered) with their MILP labels, graphs built at k_max = 16."""
     scenes = generate_scenes(SceneDistribution(), 12, 24, seed=3) + generate_scenes(
-        SceneDistribution(positions="clustered"), 12, 8, seed=4)
+        SceneDistribution(positions="clustered"), 12, 8, seed=4
+    )
     labels = [solve_milp(s) for s in scenes]
     return GraphStore.from_graphs([build_graph(s, 16, 6, r.assignment) for s, r in zip(scenes, labels)], scenes, labels)
 
@@ -126,8 +134,7 @@ def resume_is_exact(compose, tmp_path: Path, half: int) -> tuple[dict, dict]:
     equal to the bit; the two ``last.pt`` for further checks."""
     import torch
 
-    a, b = straight_and_resumed(lambda steps: compose(f"train.steps={steps}", "train.schedule=plateau"), tmp_path,
-                                half)
+    a, b = straight_and_resumed(lambda steps: compose(f"train.steps={steps}", "train.schedule=plateau"), tmp_path, half)
     for name, value in a["model"].items():
         torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
     return a, b

@@ -1,8 +1,10 @@
-"""The Python API (``uavgnn.api``): the README's "From Python" example runs as written, on the pretrained
-policy and the checkpoint of a small MASAC run, and gives what the solvers and the environment give directly."""
+"""The Python API (``uavgnn.api``): the documented example (docs/python-api.md, "The API") runs as written, on the
+pretrained policy and the checkpoint of a small MASAC run, and gives what the solvers and the environment give
+directly."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -14,14 +16,25 @@ from uavgnn.envs.policies import run_episodes
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.settings import env_settings, scene_distribution
 
-MASAC = ["algorithm=masac", "logger=jsonl", "env.n_envs=8", "env.val_episodes=8", "algorithm.learning_starts=16",
-         "algorithm.buffer_size=512", "model.hidden=16", "algorithm.critic_hidden=16", "hardware.batch_size=32",
-         "train.steps=20", "train.eval_every=10", "train.ckpt_every=10"]
+MASAC = [
+    "algorithm=masac",
+    "logger=jsonl",
+    "env.n_envs=8",
+    "env.val_episodes=8",
+    "algorithm.learning_starts=16",
+    "algorithm.buffer_size=512",
+    "model.hidden=16",
+    "algorithm.critic_hidden=16",
+    "hardware.batch_size=32",
+    "train.steps=20",
+    "train.eval_every=10",
+    "train.ckpt_every=10",
+]
 
 
 def readme_example() -> str:
-    """The first python block of the README's "From Python" section."""
-    section = (ROOT / "README.md").read_text().split("## From Python", 1)[1]
+    """The first python block of docs/python-api.md's "The API" section (the README links it)."""
+    section = (ROOT / "docs" / "python-api.md").read_text().split("## The API", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -31,7 +44,7 @@ def test_the_readmes_python_example_runs_as_written(tmp_path, capsys) -> None:
     code = readme_example()
     (path,) = re.findall(r'"(outputs/[^"]+/best\.pt)"', code)  # the environment policy's
     code = code.replace(path, str(tmp_path / "masac" / "best.pt"))
-    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the documented example, as a user runs it
+    exec(compile(code, "docs/python-api.md", "exec"), {})  # noqa: S102 - the documented example, as a user runs it
     printed = capsys.readouterr().out.splitlines()
     milp, greedy = map(float, printed[0].split())
     assert milp >= greedy > 0  # the exact solver is at least as good as the heuristic
@@ -41,11 +54,78 @@ def test_the_readmes_python_example_runs_as_written(tmp_path, capsys) -> None:
     # play() is run_episodes on the checkpoint's own environment and scenes
     policy, config = load_env_policy(tmp_path / "masac" / "best.pt")
     env = UAVEnv(env_settings(config), scene_distribution(config), 4, torch.device("cpu"), 3)
-    torch.testing.assert_close(play(policy, config, episodes=4, seed=3).episode_return,
-                               run_episodes(env, policy).episode_return)
+    torch.testing.assert_close(
+        play(policy, config, episodes=4, seed=3).episode_return, run_episodes(env, policy).episode_return
+    )
 
 
 def test_the_api_solvers_are_the_programs() -> None:
     scene = generate_scenes(SceneDistribution(), n_uav=12, count=1, seed=1)[0]
     exact = solve(scene, "milp")
     assert exact.status == "optimal" and exact.objective >= solve(scene, "greedy").objective
+
+
+TINY = [
+    "experiment=debug",
+    "model=tiny",
+    "data.n_uav=6",
+    "data.train_scenes=16",
+    "data.val_scenes=4",
+    "data.test_scenes=4",
+    "hardware.batch_size=8",
+    "train.steps=2",
+    "logger=none",
+    "hardware.threads=1",
+]
+
+
+@pytest.mark.slow
+def test_train_from_python_is_the_command_lines_run(tmp_path, monkeypatch) -> None:
+    """Issue 65 item 7: ``uavgnn.api.train(overrides)`` makes the run ``python run.py <overrides>`` makes: the same
+    files, the same recorded config and overrides, the same results (all but the timings)."""
+    from uavgnn.api import train
+
+    overrides = [*TINY, f"data.cache_dir={tmp_path / 'cache'}"]
+    run_cli(*overrides, f"hydra.run.dir={tmp_path / 'cli'}", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    run_dir, summary = train(overrides, run_dir=tmp_path / "api")
+    cli = tmp_path / "cli"
+    assert run_dir == tmp_path / "api"
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted(p.name for p in cli.iterdir())
+    for name in ("config.yaml", "overrides.yaml"):
+        assert (run_dir / ".hydra" / name).read_text() == (cli / ".hydra" / name).read_text(), name
+    timed = re.compile(r"(_s|_per_s|_mb)$")
+    results = {k: v for k, v in summary.items() if k.startswith(("best_val_", "test/")) and not timed.search(k)}
+    on_cli = json.loads((cli / "summary.json").read_text())
+    assert results and results == {k: on_cli[k] for k in results}
+    assert summary == json.loads((run_dir / "summary.json").read_text())
+
+
+def test_each_policy_loader_names_the_other_for_the_others_checkpoint(tmp_path) -> None:
+    """``load_policy`` on a MAPPO checkpoint said ``ckpt= takes an assignment policy``; each loader now names the
+    one that loads it, in one line."""
+    from uavgnn.api import load_policy
+    from uavgnn.checkpoints import save_checkpoint
+    from uavgnn.errors import CheckpointError
+
+    mappo = tmp_path / "mappo.pt"
+    save_checkpoint(mappo, {"policy": {}}, {"algorithm": {"name": "mappo"}, "model": {"name": "mlp"}})
+    with pytest.raises(CheckpointError) as caught:
+        load_policy(mappo)
+    assert f"load_env_policy('{mappo}') loads it" in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(CheckpointError, match=r"is an assignment policy: load_policy\('pretrained'\) loads it"):
+        load_env_policy("pretrained")
+    with pytest.raises(CheckpointError, match="no such file"):  # the loader's own error otherwise
+        load_policy(tmp_path / "missing.pt")
+
+
+def test_train_refuses_another_mode_and_a_typo_as_exceptions(tmp_path, monkeypatch) -> None:
+    from uavgnn.api import train
+    from uavgnn.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"mode=eval: train\(\) runs mode=train"):
+        train(["mode=eval"])
+    with pytest.raises(ConfigError, match=r"train.stpes=3: no key 'train.stpes'; did you mean train.steps=3\?"):
+        train(["train.stpes=3"])
+    assert not any(tmp_path.glob("outputs"))

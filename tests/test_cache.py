@@ -36,18 +36,25 @@ def test_hit_when_nothing_changed_and_workers_do_not_matter(tmp_path, caplog) ->
     assert hit and same(first, again)
 
 
-@pytest.mark.parametrize("change", [
-    dict(spec=dataclasses.replace(SPEC, n_uav=7)),
-    dict(spec=dataclasses.replace(SPEC, count=13)),
-    dict(spec=dataclasses.replace(SPEC, seed=8)),
-    dict(spec=dataclasses.replace(SPEC, split="val")),
-    dict(settings=dataclasses.replace(SETTINGS, k_max=9)),
-    dict(settings=dataclasses.replace(SETTINGS, uav_neighbours=4)),
-    dict(settings=dataclasses.replace(SETTINGS, label_time_limit=6.0)),
-    *[dict(dist=dataclasses.replace(DIST, **{f.name: v})) for f, v in zip(
-        dataclasses.fields(SceneDistribution),
-        ["clustered", 1.5, 0.6, 2, 4, 1.5, 2.5, 2.0, 6.0, 0.2, 3, 1.5, 3.0])],
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(spec=dataclasses.replace(SPEC, n_uav=7)),
+        dict(spec=dataclasses.replace(SPEC, count=13)),
+        dict(spec=dataclasses.replace(SPEC, seed=8)),
+        dict(spec=dataclasses.replace(SPEC, split="val")),
+        dict(settings=dataclasses.replace(SETTINGS, k_max=9)),
+        dict(settings=dataclasses.replace(SETTINGS, uav_neighbours=4)),
+        dict(settings=dataclasses.replace(SETTINGS, label_time_limit=6.0)),
+        *[
+            dict(dist=dataclasses.replace(DIST, **{f.name: v}))
+            for f, v in zip(
+                dataclasses.fields(SceneDistribution),
+                ["clustered", 1.5, 0.6, 2, 4, 1.5, 2.5, 2.0, 6.0, 0.2, 3, 1.5, 3.0],
+            )
+        ],
+    ],
+)
 def test_every_content_setting_misses(tmp_path, caplog, change) -> None:
     build(tmp_path, caplog)
     _, hit = build(tmp_path, caplog, **change)
@@ -93,9 +100,11 @@ def test_two_processes_build_once(tmp_path) -> None:
         handler = logging.Handler(); handler.emit = records.append
         logging.getLogger("uavgnn.data.cache").addHandler(handler)
         logging.getLogger("uavgnn.data.cache").setLevel(logging.INFO)
-        store = load_or_build(SplitSpec("train", 10, 150, 3), SceneDistribution(), BuildSettings(), {str(tmp_path / 'c')!r})
+        spec = SplitSpec("train", 10, 150, 3)
+        store = load_or_build(spec, SceneDistribution(), BuildSettings(), {str(tmp_path / "c")!r})
         built = any("cache miss" in r.getMessage() for r in records)
-        print(json.dumps({{"built": built, "objective": store.objective.tolist(), "x_sum": float(store.tensors["x"].sum())}}))
+        x_sum = float(store.tensors["x"].sum())
+        print(json.dumps({{"built": built, "objective": store.objective.tolist(), "x_sum": x_sum}}))
     """)
     procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
@@ -108,8 +117,15 @@ def test_splits_have_disjoint_seeds() -> None:
     from uavgnn.data.splits import split_spec
 
     cfg = Config()
-    seeds = {split: {split_spec(split_settings(cfg), split, n).seed for n in (4, 8, 12, 16, 256, 16384)} for split in ("train", "val", "test")}
-    assert not (seeds["train"] & seeds["val"]) and not (seeds["train"] & seeds["test"]) and not (seeds["val"] & seeds["test"])
+    seeds = {
+        split: {split_spec(split_settings(cfg), split, n).seed for n in (4, 8, 12, 16, 256, 16384)}
+        for split in ("train", "val", "test")
+    }
+    assert (
+        not (seeds["train"] & seeds["val"])
+        and not (seeds["train"] & seeds["test"])
+        and not (seeds["val"] & seeds["test"])
+    )
 
 
 def test_labels_from_worker_processes_equal_labels_solved_in_process() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_phases import compose_cfg, run
 
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.data.splits import load_split
@@ -17,8 +18,6 @@ from uavgnn.modes.evaluate import run_eval
 from uavgnn.problem.graphs import with_budget
 from uavgnn.scoring.methods import compare_on_split
 from uavgnn.settings import split_settings
-
-from test_phases import compose_cfg, run
 
 
 def test_two_uavs_wanting_a_target_of_need_one_share_it() -> None:
@@ -119,8 +118,14 @@ def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tm
     checkpoint loads with them, the test table adds the plain policy's row and the one-stage decision's, and
     ``mode=eval`` can set others (``eval.capacity_iters``, ``eval.capacity_fill``, ``eval.commit_stages``, e.g.
     for an older checkpoint)."""
-    cfg = compose_cfg(tmp_path, "algorithm=imitation", "train.steps=3", "model.capacity_iters=4",
-                      "model.capacity_fill=0.5", "model.commit_stages=3")
+    cfg = compose_cfg(
+        tmp_path,
+        "algorithm=imitation",
+        "train.steps=3",
+        "model.capacity_iters=4",
+        "model.capacity_fill=0.5",
+        "model.commit_stages=3",
+    )
     run(cfg, tmp_path / "run")
     model, graph, config = load_policy(tmp_path / "run/best.pt")
     assert model.balancing == Balancing(4, 0.5, 3) and config["model"]["capacity_fill"] == 0.5
@@ -128,11 +133,22 @@ def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tm
     assert [r["method"] for r in rows[:3]] == ["model (greedy)", "unbalanced (greedy)", "single-stage (greedy)"]
     # mode=eval decodes the plain policy with eval.capacity_iters=0 and eval.commit_stages=0 (its model row is the
     # table's unbalanced one), the balanced policy at once with eval.commit_stages=0 (the single-stage row)
-    for name, overrides, same in (("plain", ["eval.capacity_iters=0", "eval.capacity_fill=1.0"], rows[1]),
-                                  ("at-once", [], rows[2])):
-        evaluation = compose_cfg(tmp_path, "mode=eval", f"ckpt={tmp_path / 'run/best.pt'}", *overrides,
-                                 "eval.commit_stages=0", "eval.shift_sets=[]", "eval.positions=[uniform]",
-                                 "eval.keeps=[]", "eval.milp_budgets=[]", "eval.best_of=0")
+    for name, overrides, same in (
+        ("plain", ["eval.capacity_iters=0", "eval.capacity_fill=1.0"], rows[1]),
+        ("at-once", [], rows[2]),
+    ):
+        evaluation = compose_cfg(
+            tmp_path,
+            "mode=eval",
+            f"ckpt={tmp_path / 'run/best.pt'}",
+            *overrides,
+            "eval.commit_stages=0",
+            "eval.shift_sets=[]",
+            "eval.positions=[uniform]",
+            "eval.keeps=[]",
+            "eval.milp_budgets=[]",
+            "eval.best_of=0",
+        )
         (tmp_path / name).mkdir()
         decided = [r for r in run_eval(evaluation, tmp_path / name)["rows"] if r["n_uav"] == 6]
         methods = [r["method"] for r in decided]

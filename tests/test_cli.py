@@ -12,21 +12,21 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_cli
 from hydra.conf import HydraConf
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from uavgnn.algorithms import algorithms
+from uavgnn.algorithms.scene_policy import first_difference, model_vs_milp_picture
 from uavgnn.app import MODES
 from uavgnn.console import launched_as, progress
 from uavgnn.errors import ConfigError
-from uavgnn.scoring.policy import Evaluation
 from uavgnn.loggers import RUN_ID_FILE, run_id
 from uavgnn.modes.cache import clear
 from uavgnn.modes.train import resume_command
-from uavgnn.algorithms.scene_policy import first_difference, model_vs_milp_picture
 from uavgnn.report import TABLE_WIDTH, count, format_table
+from uavgnn.scoring.policy import Evaluation
 from uavgnn.solvers import BASELINES
 
 GROUPS = ("experiment", "algorithm", "model", "hardware", "optim", "task", "env", "curriculum", "logger", "benchmark")
@@ -55,7 +55,7 @@ def test_console_script_help_lists_every_mode_and_group(tmp_path) -> None:
     assert not (tmp_path / "outputs").exists()
     # the algorithms: the registry's, each with its module docstring's first line; the default marked
     start = lines.index(next(line for line in lines if line.startswith("== Algorithms")))
-    listed = lines[start + 1:lines.index("", start)]
+    listed = lines[start + 1 : lines.index("", start)]
     assert [line.split()[0] for line in listed] == list(algorithms())
     choices = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "config.yaml").defaults)
     default = next(choice["algorithm"] for choice in choices if isinstance(choice, dict) and "algorithm" in choice)
@@ -68,8 +68,10 @@ def test_console_script_help_lists_every_mode_and_group(tmp_path) -> None:
 def test_start_up_imports_neither_matplotlib_nor_scipy_stats(tmp_path) -> None:
     """matplotlib comes with the first picture and a t quantile from ``scipy.special``: together ~1 s of every
     refusal and utility mode's start. The program and every algorithm plug-in imported, neither is loaded."""
-    probe = ("import sys; from uavgnn import app, cli; from uavgnn.algorithms import algorithms; algorithms(); "
-             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m == 'scipy.stats'))")
+    probe = (
+        "import sys; from uavgnn import app, cli; from uavgnn.algorithms import algorithms; algorithms(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m == 'scipy.stats'))"
+    )
     proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]", proc.stdout
@@ -82,29 +84,73 @@ def test_built_wheel_runs_outside_the_repository(tmp_path) -> None:
     shutil.copytree(ROOT / "uavgnn", source / "uavgnn", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                    str(tmp_path / "dist"), str(source)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path / "dist"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     wheel = next((tmp_path / "dist").glob("uavgnn-*.whl"))
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "WANDB_MODE": "offline"}
-    where = subprocess.run([sys.executable, "-c", "import uavgnn; print(uavgnn.__file__)"], cwd=work, env=env,
-                           capture_output=True, text=True, check=True)
+    where = subprocess.run(
+        [sys.executable, "-c", "import uavgnn; print(uavgnn.__file__)"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert where.stdout.startswith(str(site))  # the installed copy, not this checkout
-    proc = subprocess.run([sys.executable, "-m", "uavgnn", "mode=solve", "solver=model", "ckpt=pretrained",
-                           "logger=none", "hydra.run.dir=solved"], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "uavgnn",
+            "mode=solve",
+            "solver=model",
+            "ckpt=pretrained",
+            "logger=none",
+            "hydra.run.dir=solved",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (work / "solved" / "assignment.json").exists() and (work / "solved" / "run.log").exists()
 
 
 @pytest.mark.slow
 def test_utility_modes_leave_no_empty_run_directory(tmp_path) -> None:
-    proc = subprocess.run([uavgnn_script(), "mode=cache", f"data.cache_dir={tmp_path / 'cache'}"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [uavgnn_script(), "mode=cache", f"data.cache_dir={tmp_path / 'cache'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "no caches in" in proc.stdout, proc.stderr
     assert not (tmp_path / "outputs").exists()
 
@@ -132,8 +178,17 @@ def test_cache_clear_says_what_goes_and_needs_force_off_a_terminal(tmp_path, mon
 
 def test_tables_fit_120_columns_and_keep_every_cell() -> None:
     note = "build 0.68 ms + forward 0.21 ms + decode 0.32 ms per scene, then a repair pass over the conflicts"
-    rows = [{"method": "model (greedy)", "per_agent_reward": 1.2777, "completion_score": 0.75,
-             "optimality_gap": 0.127, "wall_time_s": 0.001, "note": note}, {"method": "milp", "note": "optimal"}]
+    rows = [
+        {
+            "method": "model (greedy)",
+            "per_agent_reward": 1.2777,
+            "completion_score": 0.75,
+            "optimality_gap": 0.127,
+            "wall_time_s": 0.001,
+            "note": note,
+        },
+        {"method": "milp", "note": "optimal"},
+    ]
     wide = format_table(rows)
     assert max(map(len, wide.splitlines())) <= TABLE_WIDTH
     assert " ".join(wide.split()).count("per scene") == 1 and "1.278" in wide and "0.127" in wide
@@ -175,8 +230,10 @@ def test_test_scene_picture_shows_a_scene_where_model_and_milp_differ(labelled_s
     assert image.shape[1] > 1.5 * image.shape[0] and image[..., :3].std() > 0.05  # two panels side by side
 
 
-@pytest.mark.parametrize("argv0, command", [("/venv/bin/uavgnn", "uavgnn"), ("/x/run.py", "python run.py"),
-                                            ("/x/uavgnn/__main__.py", "python -m uavgnn")])
+@pytest.mark.parametrize(
+    "argv0, command",
+    [("/venv/bin/uavgnn", "uavgnn"), ("/x/run.py", "python run.py"), ("/x/uavgnn/__main__.py", "python -m uavgnn")],
+)
 def test_printed_commands_use_the_program_the_user_typed(monkeypatch, argv0, command) -> None:
     monkeypatch.setattr(sys, "argv", [argv0, "mode=info"])
     assert launched_as() == command
@@ -192,5 +249,78 @@ def test_the_resume_command_pastes_into_a_shell_as_the_command_it_continues(tmp_
     launch = OmegaConf.create({"hydra": OmegaConf.structured(HydraConf)})
     launch.hydra.overrides.task = ["logger.name=first try", "resume=never", f"hydra.run.dir={run}", "train.steps=5"]
     monkeypatch.setattr(HydraConfig.instance(), "cfg", launch)
-    assert shlex.split(resume_command(run)) == ["python", "run.py", "logger.name=first try", "train.steps=5",
-                                                "resume=auto", f"hydra.run.dir={run}"]
+    assert shlex.split(resume_command(run)) == [
+        "python",
+        "run.py",
+        "logger.name=first try",
+        "train.steps=5",
+        "resume=auto",
+        f"hydra.run.dir={run}",
+    ]
+
+
+# ---------------------------------------------------------------- issue 65 item 6: one error style
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("modle=small", "modle=small: no group or key 'modle'; did you mean model=small?"),  # the group, not mode
+        ("model=smal", "model=smal: no option 'smal' in model; did you mean model=small?"),
+        ("train.stpes=3", "train.stpes=3: no key 'train.stpes'; did you mean train.steps=3?"),
+        ("modle.hidden=3", "modle.hidden=3: no group or key 'modle'; did you mean model.hidden=3?"),
+        ("train.steps=abc", "train.steps=abc: Value 'abc' of type 'str' could not be converted to Integer"),
+        ("train.steps=[1", "train.steps=[1: no viable alternative at input '[1' (see https://hydra.cc/"),
+    ],
+)
+def test_hydras_composition_errors_end_in_one_line_with_a_did_you_mean(tmp_path, monkeypatch, capsys, override, line):
+    """Hydra reported these over several lines, with a ``+modle=small`` hint (which runs, ignoring it) and exit 1;
+    now as every user error: ``error: ...``, one line, exit 2, nothing written."""
+    from uavgnn import cli, sweep_worker
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(sweep_worker.MAIN_PID_ENV, "")  # cli.main marks this process; restored after
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    monkeypatch.setattr(sys, "argv", ["run.py", override, "hardware.threads=1"])
+    before = sorted(tmp_path.iterdir())
+    with pytest.raises(SystemExit) as caught:
+        cli.main()
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and err.count("\n") == 1 and err.startswith(f"error: {line}"), err
+    assert sorted(tmp_path.iterdir()) == before
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_job_does_not_compose_exits_2_in_one_line_and_leaves_no_sweep_directory(tmp_path) -> None:
+    """Hydra made the sweep's directory and its multirun.yaml before composing the jobs; refused, it goes again."""
+    proc = run_cli("-m", "model=small,smal", "hardware.threads=1", cwd=tmp_path, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == "error: model=smal: no option 'smal' in model; did you mean model=small?\n", proc.stderr
+    assert not (tmp_path / "multirun").exists()
+
+
+def test_refused_eval_and_solve_runs_leave_nothing_behind(tmp_path, monkeypatch) -> None:
+    """A bad checkpoint or scene file used to leave ``.hydra/``, ``.uavgnn.lock`` and ``run.log``; run in-process
+    as the command line runs them (``uavgnn.app.run``), each is refused in one line and no directory is left."""
+    from uavgnn.app import run
+    from uavgnn.errors import CheckpointError, SceneFileError
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "bad.json").write_text('{"uav_range": [1.0]}')
+    (work / "bad.pt").write_text("not a checkpoint")
+    monkeypatch.chdir(work)
+    cases = [
+        (["mode=eval", "ckpt=missing.pt"], CheckpointError, "no such file"),
+        (["mode=eval", "ckpt=bad.pt"], CheckpointError, "not a checkpoint"),
+        (["mode=solve", "solver=model", "ckpt=bad.pt", "solve.n_uav=6"], CheckpointError, "not a checkpoint"),
+        (["mode=solve", "task=file", "task.file=bad.json"], SceneFileError, "missing field"),
+        (["mode=solve", "task=file", "task.file=missing.json"], SceneFileError, "no such scene file"),
+        (["mode=eval", "ckpt=missing.pt", "hydra.run.dir=mine/eval"], CheckpointError, "no such file"),
+    ]
+    for overrides, error, text in cases:
+        with pytest.raises(error, match=text):
+            run([*overrides, "logger=none", "hardware.threads=1"])
+        assert sorted(p.name for p in work.iterdir()) == ["bad.json", "bad.pt"], overrides
+    with pytest.raises(ConfigError, match="did you mean model=small"):
+        run(["mode=eval", "model=smal"])

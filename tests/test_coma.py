@@ -10,15 +10,14 @@ import torch
 from conftest import ROOT, resume_is_exact
 from hydra import compose, initialize_config_dir
 
+from uavgnn.algorithms import check_config, register_configs
 from uavgnn.algorithms.coma import COMAAgents, COMASettings, coma_loss
-from uavgnn.envs.on_policy import Episodes, td_lambda_targets
 from uavgnn.algorithms.coma_naive import naive_loss
-from uavgnn.algorithms import register_configs
-from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.envs.on_policy import Episodes, td_lambda_targets
 from uavgnn.envs.settings import HEADINGS, EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.errors import ConfigError
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.algorithms import check_config
 from uavgnn.settings import env_settings
 
 
@@ -40,9 +39,15 @@ def random_episodes(b: int, t: int, n: int, s: COMASettings, dtype=torch.float64
     done = torch.zeros(b, t)
     done[torch.arange(b), torch.randint(2, t, (b,), generator=g)] = 1
     mask = 1 - (done.cumsum(1) - done)
-    return Episodes(torch.randn(b, t, n, s.obs_dim, generator=g, dtype=dtype),
-                    torch.randn(b, t, s.state_dim, generator=g, dtype=dtype), avail, action,
-                    torch.randn(b, t, n, generator=g, dtype=dtype), done.to(dtype), mask.to(dtype))
+    return Episodes(
+        torch.randn(b, t, n, s.obs_dim, generator=g, dtype=dtype),
+        torch.randn(b, t, s.state_dim, generator=g, dtype=dtype),
+        avail,
+        action,
+        torch.randn(b, t, n, generator=g, dtype=dtype),
+        done.to(dtype),
+        mask.to(dtype),
+    )
 
 
 @pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-10), (torch.float32, 1e-5)])
@@ -81,11 +86,24 @@ def test_infeasible_headings_are_masked_and_never_sampled() -> None:
 def compose_coma(*overrides: str):
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return compose("config", overrides=["algorithm=coma", "logger=jsonl", "hardware.batch_size=4",
-                                            "algorithm.minibatches=2", "algorithm.data_passes=2",
-                                            "algorithm.target_update_every=3", "env.val_episodes=8",
-                                            "model.hidden=16", "algorithm.critic_hidden=16", "train.log_every=4",
-                                            "train.eval_every=6", "train.ckpt_every=6", *overrides])
+        return compose(
+            "config",
+            overrides=[
+                "algorithm=coma",
+                "logger=jsonl",
+                "hardware.batch_size=4",
+                "algorithm.minibatches=2",
+                "algorithm.data_passes=2",
+                "algorithm.target_update_every=3",
+                "env.val_episodes=8",
+                "model.hidden=16",
+                "algorithm.critic_hidden=16",
+                "train.log_every=4",
+                "train.eval_every=6",
+                "train.ckpt_every=6",
+                *overrides,
+            ],
+        )
 
 
 def test_the_targets_of_a_collection_are_each_minibatchs_own_until_the_target_critic_moves() -> None:
@@ -116,8 +134,9 @@ def test_a_minibatch_after_a_new_batch_size_comes_from_a_new_collection() -> Non
     from uavgnn.envs.on_policy import EpisodeWorkload
 
     cfg = compose_coma()
-    work = EpisodeWorkload(COMA(cfg, torch.device("cpu")).env_run(), COMA.build_model(cfg), torch.device("cpu"),
-                           cfg.hardware.batch_size, 2)
+    work = EpisodeWorkload(
+        COMA(cfg, torch.device("cpu")).env_run(), COMA.build_model(cfg), torch.device("cpu"), cfg.hardware.batch_size, 2
+    )
     assert len(work.batch(0, 0, 4)) == 4
     work.restart(1, 2)
     assert work.episodes is None
@@ -167,8 +186,8 @@ def test_mode_info_checks_that_the_environment_and_every_marl_algorithm_run_here
 def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Path) -> None:
     from uavgnn.algorithms import make_model
     from uavgnn.algorithms.env_policy import compare_checkpoints
-    from uavgnn.errors import CheckpointError
     from uavgnn.checkpoints import save_checkpoint
+    from uavgnn.errors import CheckpointError
 
     def checkpoint(name: str, cfg) -> str:
         save_checkpoint(tmp_path / name, {"policy": make_model(cfg).state_dict()}, cfg)
@@ -176,15 +195,29 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):  # another algorithm's keys
-        masac_cfg = compose("config", overrides=["algorithm=masac", "logger=jsonl", "env.val_episodes=8",
-                                                 "model.hidden=16", "algorithm.critic_hidden=16"])
+        masac_cfg = compose(
+            "config",
+            overrides=[
+                "algorithm=masac",
+                "logger=jsonl",
+                "env.val_episodes=8",
+                "model.hidden=16",
+                "algorithm.critic_hidden=16",
+            ],
+        )
     masac = checkpoint("masac.pt", masac_cfg)
     coma = checkpoint("coma.pt", compose_coma("env=goto", "seed=3"))
     rows = compare_checkpoints([masac, coma], episodes=16, horizon=6, device=torch.device("cpu"))
     assert [(r["method"], r["actions"]) for r in rows] == [
-        (f"masac seed 0 ({tmp_path.name})", "continuous"), ("scripted planner", "continuous"),
-        ("nearest target", "continuous"), ("random", "continuous"), (f"coma seed 3 ({tmp_path.name})", "goto"),
-        ("scripted planner", "goto"), ("nearest target", "goto"), ("random", "goto")]
+        (f"masac seed 0 ({tmp_path.name})", "continuous"),
+        ("scripted planner", "continuous"),
+        ("nearest target", "continuous"),
+        ("random", "continuous"),
+        (f"coma seed 3 ({tmp_path.name})", "goto"),
+        ("scripted planner", "goto"),
+        ("nearest target", "goto"),
+        ("random", "goto"),
+    ]
     planner = [r for r in rows if r["method"] == "scripted planner"]
     assert planner[0]["return"] == planner[1]["return"] and planner[0]["of_planner"] == 1.0  # the same scenes
     other = checkpoint("six.pt", compose_coma("env=goto", "env.n_uav=6"))
@@ -196,19 +229,27 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
     critic_in = older["policy"]["critics.weights.0"]
     older["policy"]["critics.weights.0"] = critic_in[..., : -env_settings(masac_cfg).obs_dim()]
     torch.save(older, tmp_path / "damaged.pt")
-    with pytest.raises(CheckpointError, match=r"damaged.pt \(algorithm=masac, model=mlp\): part 'policy' \(policy "
-                                              r"weights\) fails its checksum"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"damaged.pt \(algorithm=masac, model=mlp\): part 'policy' \(policy "
+        r"weights\) fails its checksum",
+    ):
         compare_checkpoints([str(tmp_path / "damaged.pt")], episodes=4, horizon=3, device=torch.device("cpu"))
     del older["checksums"]  # written before checksums: its actor, unchanged, plays as the intact checkpoint's
     torch.save(older, tmp_path / "older.pt")
-    old_rows, new_rows = (compare_checkpoints([str(tmp_path / name)], episodes=8, horizon=4, device=torch.device("cpu"))
-                          for name in ("older.pt", "masac.pt"))
+    old_rows, new_rows = (
+        compare_checkpoints([str(tmp_path / name)], episodes=8, horizon=4, device=torch.device("cpu"))
+        for name in ("older.pt", "masac.pt")
+    )
     assert [r["return"] for r in old_rows] == [r["return"] for r in new_rows]
     actor_in = older["policy"]["actors.weights.0"]
     older["policy"]["actors.weights.0"] = actor_in[..., :-1]  # an actor this version does not build: named
     torch.save(older, tmp_path / "older.pt")
-    with pytest.raises(CheckpointError, match=r"older.pt \(algorithm=masac, model=mlp: an environment policy; "
-                                              r"mode=eval ckpt=, resume=auto .*\): "
-                                              r"its weights do not fit what this run builds \(size mismatch "
-                                              r"for actors"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"older.pt \(algorithm=masac, model=mlp: an environment policy; "
+        r"mode=eval ckpt=, resume=auto .*\): "
+        r"its weights do not fit what this run builds \(size mismatch "
+        r"for actors",
+    ):
         compare_checkpoints([str(tmp_path / "older.pt")], episodes=4, horizon=3, device=torch.device("cpu"))

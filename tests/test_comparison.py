@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import html
 import json
+import math
 import re
 import shutil
 import statistics
@@ -12,29 +13,54 @@ import subprocess
 from pathlib import Path
 
 import matplotlib.image
+import numpy as np
 import pytest
+import scipy.stats
 from conftest import run_cli
 from omegaconf import OmegaConf
 
-from uavgnn.run_record import find_runs, load_run
+from uavgnn.errors import ConfigError
+from uavgnn.modes.intervals import iqm, mean_interval, stratified_bootstrap
 from uavgnn.modes.run_metrics import metrics_of
 from uavgnn.modes.sweep_report import compare_runs, differing_keys, group_labels
+from uavgnn.report import ci95
+from uavgnn.run_record import find_runs, load_run
 
 
-def make_run(root: Path, name: str, model: str, hidden: int, seed: int, gap: float | None, speed: float = 100.0) -> Path:
+def make_run(
+    root: Path, name: str, model: str, hidden: int, seed: int, gap: float | None, speed: float = 100.0
+) -> Path:
     run = root / name
     (run / ".hydra").mkdir(parents=True)
-    OmegaConf.save(OmegaConf.create({"seed": seed, "model": {"name": model, "hidden": hidden, "layers": 2},
-                                     "data": {"cache_dir": f"/tmp/{name}"}, "train": {"steps": 10}}),
-                   run / ".hydra" / "config.yaml")
-    history = [{"step": 5, "perf/graphs_per_s": speed, "perf/peak_mem_mb": 10.0},
-               {"step": 10, "perf/graphs_per_s": speed + 20, "perf/peak_mem_mb": 12.0, "val/optimality_gap": 0.5}]
+    OmegaConf.save(
+        OmegaConf.create(
+            {
+                "seed": seed,
+                "model": {"name": model, "hidden": hidden, "layers": 2},
+                "data": {"cache_dir": f"/tmp/{name}"},
+                "train": {"steps": 10},
+            }
+        ),
+        run / ".hydra" / "config.yaml",
+    )
+    history = [
+        {"step": 5, "perf/graphs_per_s": speed, "perf/peak_mem_mb": 10.0},
+        {"step": 10, "perf/graphs_per_s": speed + 20, "perf/peak_mem_mb": 12.0, "val/optimality_gap": 0.5},
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history))
     if gap is None:
         (run / "failed.json").write_text(json.dumps({"error": "ConfigError: model.hidden=-1 must be > 0"}))
     else:
-        (run / "summary.json").write_text(json.dumps({"best_val_optimality_gap": gap, "test/optimality_gap": gap + 0.01,
-                                                      "test/reward": 10 - gap, "test/completion_score": 0.9}))
+        (run / "summary.json").write_text(
+            json.dumps(
+                {
+                    "best_val_optimality_gap": gap,
+                    "test/optimality_gap": gap + 0.01,
+                    "test/reward": 10 - gap,
+                    "test/completion_score": 0.9,
+                }
+            )
+        )
     return run
 
 
@@ -51,7 +77,7 @@ def sweep(tmp_path) -> Path:
 
 
 def test_table_values_aggregates_and_failures(sweep) -> None:
-    rows, _ = compare_runs([sweep], sweep)
+    rows, text = compare_runs([sweep], sweep)
     runs = [load_run(d) for d in find_runs([sweep])]
     assert differing_keys(runs) == ["model.hidden", "model.name", "seed"]  # cache_dir differs but is ignored
     by_run = {r["run"]: r for r in rows}
@@ -64,29 +90,134 @@ def test_table_values_aggregates_and_failures(sweep) -> None:
     assert tiny["best_val_optimality_gap"] == pytest.approx(0.15)
     assert tiny["best_val_optimality_gap_std"] == pytest.approx(statistics.stdev([0.10, 0.20]))  # 0.0707
     assert tiny["graphs_per_s"] == pytest.approx(130.0)  # mean of medians 110 (100, 120) and 150 (140, 160)
+    # 2 seeds: the percentile bootstrap of the mean, [the smaller, the larger] (t would read [-48%, 78%])
+    assert (tiny["best_val_optimality_gap_ci_low"], tiny["best_val_optimality_gap_ci_high"]) == (0.10, 0.20)
+    assert tiny["best_val_optimality_gap_ci"] == "bootstrap"
     markdown = (sweep / "comparison.md").read_text()
     header = markdown.splitlines()[0]
-    assert "model.name" in header and "seed" in header and "data.cache_dir" not in header
-    # best on the group means (small's 0.05, not run 2's 0.04); the 95% interval: t(0.975, 1 dof) = 12.706
-    half = 12.706 * statistics.stdev([0.04, 0.06]) / 2**0.5
-    assert f"**0.05 ± 0.014 [{0.05 - half:.4g}, {0.05 + half:.4g}]**" in markdown and "**0.04" not in markdown
-    assert markdown.count("**0.9 ± 0 [0.9, 0.9]**") == 2  # a tie: both groups' completion is bold
-    assert "0.15 ± 0.071 [" in markdown and "(best)" not in markdown
-    latex = (sweep / "comparison.tex").read_text().splitlines()  # the paper table: parsed back
-    assert latex[0] == r"\begin{tabular}{llllllllll}" and latex[-1] == r"\end{tabular}"
-    body = [line for line in latex if line.endswith(r"\\")]
-    assert len(body) == 1 + 6 and all(line.count("&") == 9 for line in body)  # header + the 6 rows that finished
-    assert r"best\_val\_optimality\_gap" in body[0] and r"\textbf{0.05 $\pm$ 0.014" in latex[-3]
+    assert "seed group" in header and "best val. gap to the MILP (%) ↓" in header and "graphs/s ↑" in header
+    assert "model.name" not in header and "data.cache_dir" not in header  # the group's name says what differs
+    lines = {line.split("|")[1].strip(): line for line in markdown.splitlines()[2:] if line.startswith("|")}
+    assert list(lines) == ["model.hidden=32, model.name=tiny", "model.hidden=64, model.name=small"]  # means only
+    # gaps in percent; best on the group means (small's 5%, not run 2's 4%); ties all bold
+    assert "**5.00 [4.00, 6.00]†**" in lines["model.hidden=64, model.name=small"] and "**4.00" not in markdown
+    assert " 15.00 [10.00, 20.00]† |" in lines["model.hidden=32, model.name=tiny"]
+    assert markdown.count("**90.00 [90.00, 90.00]†**") == 2
     assert "Failed runs:" in markdown and "- 4: ConfigError: model.hidden=-1 must be > 0" in markdown
+    assert "15.00 [10.00, 20.00]†" in " ".join(text.split()) and "Failed runs:" in text  # the console
     with (sweep / "comparison.csv").open() as f:
         table = list(csv.DictReader(f))
-    # each seed group's runs, then its mean ± std row
+    # each seed group's runs, then its mean row; values as recorded (fractions)
     assert [r["run"] for r in table] == ["0", "1", "mean ± std (2 seeds)", "2", "3", "mean ± std (2 seeds)", "4"]
     assert float(table[3]["test/optimality_gap"]) == pytest.approx(0.05)
+    assert float(table[5]["test/optimality_gap_ci_high"]) == pytest.approx(0.07)
     image = matplotlib.image.imread(sweep / "comparison.png")
     assert image.shape[0] > 100 and image.std() > 0.01
     page = (sweep / "comparison.html").read_text()
     assert "data:image/png;base64," in page and page.count("<tr class=") == len(rows)
+    assert "5.00 ± 1.41<br><small>[4.00, 6.00]†</small>" in page  # every run and mean in the record, ± std too
+
+
+def test_latex_is_booktabs_with_percent_seed_means_and_valid_intervals(sweep, tmp_path) -> None:
+    """Issue 65: comparison.tex had left-aligned numbers, rows named by run directory, per-seed rows, raw metric
+    names, gaps as fractions and, with 2 seeds, a gap's interval below zero. Now: a table float with caption and
+    label, booktabs rules, numbers right-aligned, one row per seed group named by what it shares, its interval
+    on the line below; rendered by pdflatex where one is installed."""
+    make_run(sweep, "5", "small", 64, 2, 0.002, speed=90)  # small: 3 seeds, a gap near 0: t would leave [0, inf)
+    compare_runs([sweep], sweep)
+    latex = (sweep / "comparison.tex").read_text().splitlines()
+    assert latex[:3] == [r"% needs \usepackage{booktabs}", r"\begin{table}[t]", r"\centering"]
+    assert latex[3].startswith(r"\caption{Each seed group's mean over its 2-3 seeds (n)") and "percent" in latex[3]
+    assert latex[4:7] == [r"\label{tab:comparison}", r"\begin{tabular}{lrrrrrrr}", r"\toprule"]
+    assert latex[-3:] == [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    head, body = latex[7:9], latex[10:-3]
+    assert latex[9] == r"\midrule" and all(line.count("&") == 7 and line.endswith(r"\\") for line in head + body)
+    assert head[0].startswith("seed group & n & best val. gap to") and r"the MILP (\%) $\downarrow$" in head[1]
+    cells = [[c.strip() for c in line.removesuffix(r"\\").split("&")] for line in body]
+    assert [c[0] for c in cells] == ["model.hidden=32, model.name=tiny", "", "model.hidden=64, model.name=small", ""]
+    assert cells[0][1:4] == ["2", "15.00", "16.00"] and cells[1][2] == r"[10.00, 20.00]$^\dagger$"
+    small_gap = 100 * statistics.mean([0.04, 0.06, 0.002])
+    assert cells[2][2] == rf"\textbf{{{small_gap:.2f}}}"  # the best mean in bold, in percent
+    low, high = (float(x) for x in cells[3][2].removesuffix(r"$^\dagger$").strip("[]").split(", "))
+    assert 0.2 <= low < high <= 6.0 and cells[3][2].endswith(r"$^\dagger$")  # t: [-2.5%, 9.2%]; the bootstrap
+    assert cells[3][5] == "[90.00, 90.00]"  # completion, 3 seeds alike: t, inside [0, 100%]
+    if shutil.which("pdflatex"):
+        (tmp_path / "doc.tex").write_text(
+            "\\documentclass{article}\\usepackage{booktabs}\\begin{document}"
+            f"\\input{{{sweep / 'comparison.tex'}}}\\end{{document}}"
+        )
+        done = subprocess.run(
+            ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_options_pick_metrics_show_runs_and_choose_the_interval(sweep) -> None:
+    """compare.metrics, compare.seed_means=false and compare.interval=t (never an interval outside the range)."""
+    make_run(sweep, "5", "small", 64, 2, 0.002, speed=90)
+    rows, _ = compare_runs(
+        [sweep], sweep, metrics=["test/optimality_gap", "graphs_per_s"], seed_means=False, interval="t"
+    )
+    markdown = (sweep / "comparison.md").read_text()
+    header = markdown.splitlines()[0]
+    assert [c.strip() for c in header.split("|")[3:6]] == ["test gap to the MILP (%) ↓", "graphs/s ↑", ""]
+    names = [line.split("|")[1].strip() for line in markdown.splitlines()[2:] if line.startswith("| ")]
+    assert names == [
+        "model.hidden=32, model.name=tiny, seed 0",
+        "model.hidden=32, model.name=tiny, seed 1",
+        "model.hidden=32, model.name=tiny",
+        "model.hidden=64, model.name=small, seed 0",
+        "model.hidden=64, model.name=small, seed 1",
+        "model.hidden=64, model.name=small, seed 2",
+        "model.hidden=64, model.name=small",
+    ]
+    latex = (sweep / "comparison.tex").read_text()
+    assert "Each run, then each seed group's mean" in latex and "\nrun & n & test gap to & graphs/s \\\\\n" in latex
+    assert "model.hidden=64, model.name=small, seed 2 & 1 & " in latex
+    means = [r for r in rows if r["run"].startswith("mean ± std")]
+    # t over 2 seeds is wider than either metric's range allows (below 0): n/a, not clipped
+    assert means[0]["test/optimality_gap_ci"] == "n/a" and "test/optimality_gap_ci_low" not in means[0]
+    assert means[0]["graphs_per_s_ci"] == "n/a"
+    assert means[1]["test/optimality_gap_ci"] == "n/a"  # 3 seeds, a gap near 0: t leaves [0, inf)
+    assert means[1]["graphs_per_s_ci"] == "t"  # 90, 70 and 100 graphs/s: [48.7, 124.6]
+    assert means[1]["graphs_per_s_ci_low"] == pytest.approx(260 / 3 - ci95(statistics.stdev([90, 70, 100]), 3))
+    assert "[n/a]" in markdown
+    with pytest.raises(ConfigError, match="compare.metrics: test/return not among"):
+        compare_runs([sweep], sweep, metrics=["test/return"])
+
+
+def test_intervals_stay_inside_a_metrics_range() -> None:
+    bounds = (0.0, math.inf)
+    assert mean_interval([0.3], bounds) is None  # one seed: n/a
+    two = mean_interval([0.01, 0.09], bounds)
+    assert (two.low, two.high, two.method) == (0.01, 0.09, "bootstrap")
+    near_zero = [0.001, 0.002, 0.05]
+    assert mean_interval(near_zero, bounds, "t") is None  # t would read [-0.06, 0.10]
+    boot = mean_interval(near_zero, bounds)
+    assert boot.method == "bootstrap" and 0.001 <= boot.low < boot.high <= 0.05
+    wide = [0.40, 0.42, 0.45, 0.41]
+    inside = mean_interval(wide, bounds)
+    half = ci95(statistics.stdev(wide), 4)
+    assert inside.method == "t" and inside.low == pytest.approx(statistics.mean(wide) - half)
+    assert mean_interval(wide, bounds, "bootstrap").method == "bootstrap"
+    assert mean_interval([0.98, 0.99, 1.0], (0.0, 1.0)).method == "bootstrap"  # a share: t would pass 100%
+
+
+def test_iqm_and_stratified_bootstrap_are_rliables() -> None:
+    """The IQM is scipy's trim_mean(x, 0.25) (rliable's aggregate_iqm); the bootstrap resamples runs within each
+    task: two tasks whose runs all score 0 and 1 give an IQM of 0.5 in every resample (unstratified, it would
+    not)."""
+    scores = np.array([3.0, 9.0, 1.0, 4.0, 7.0, 2.0, 8.0, 100.0])
+    assert iqm(scores) == pytest.approx(scipy.stats.trim_mean(scores, 0.25)) and iqm(scores) == 5.5
+    assert iqm(np.array([1.0, 2.0, 30.0])) == pytest.approx(11.0)  # int(0.75) = 0 cut: the mean
+    point, interval = stratified_bootstrap([[0.0, 0.0], [1.0, 1.0]])
+    assert (point, interval.low, interval.high) == (0.5, 0.5, 0.5)
+    point, interval = stratified_bootstrap([[0.1, 0.3, 0.2, 0.9]])
+    assert point == pytest.approx(0.25) and 0.1 <= interval.low < point < interval.high <= 0.9
 
 
 def test_groups_are_labelled_by_the_overrides_the_user_typed(sweep) -> None:
@@ -96,8 +227,10 @@ def test_groups_are_labelled_by_the_overrides_the_user_typed(sweep) -> None:
     keys = differing_keys(runs)
     assert group_labels(runs, keys)[0] == "model.hidden=32, model.name=tiny"
     for run, model in zip(runs, ["tiny", "tiny", "small", "small", "small"]):
-        OmegaConf.save([f"model={model}", f"seed={run.config['seed']}", "logger=jsonl"],
-                       run.directory / ".hydra" / "overrides.yaml")
+        OmegaConf.save(
+            [f"model={model}", f"seed={run.config['seed']}", "logger=jsonl"],
+            run.directory / ".hydra" / "overrides.yaml",
+        )
     runs = [load_run(d) for d in find_runs([sweep])]
     # run 4 shares model=small with 2 and 3 but not their config (model.hidden=-1): the overrides cannot tell
     # the groups apart, so the config keys label them
@@ -123,21 +256,46 @@ def test_each_runs_algorithm_says_what_the_comparison_shows(tmp_path) -> None:
     columns and curves, in the order of the runs, each figure best in its own direction; an algorithm that is
     not registered here adds none."""
     scene = make_run(tmp_path, "scene", "tiny", 32, 0, 0.1)  # no algorithm on record: the default's
-    env = recorded_run(tmp_path, "env", {"seed": 0, "algorithm": {"name": "masac"}},
-                       {"best_val_planner_gap": 0.3, "test/of_planner": 0.7},
-                       [{"step": 4, "perf/env_steps_per_s": 40.0, "val/return": 1.0}])
-    tcn = [recorded_run(tmp_path, f"tcn{i}", {"seed": 0, "algorithm": {"name": "dynamics"}, "model": {"hidden": width}},
-                        {"best_val_k_step_rmse": rmse, "test/test/vs_constant_velocity": removed},
-                        [{"step": 2, "perf/samples_per_s": speed}, {"step": 4, "perf/samples_per_s": speed + 20}])
-           for i, (width, rmse, removed, speed) in enumerate([(8, 0.5, 0.3, 50.0), (16, 0.4, 0.2, 70.0)])]
+    env = recorded_run(
+        tmp_path,
+        "env",
+        {"seed": 0, "algorithm": {"name": "masac"}},
+        {"best_val_planner_gap": 0.3, "test/of_planner": 0.7},
+        [{"step": 4, "perf/env_steps_per_s": 40.0, "val/return": 1.0}],
+    )
+    tcn = [
+        recorded_run(
+            tmp_path,
+            f"tcn{i}",
+            {"seed": 0, "algorithm": {"name": "dynamics"}, "model": {"hidden": width}},
+            {"best_val_k_step_rmse": rmse, "test/test/vs_constant_velocity": removed},
+            [{"step": 2, "perf/samples_per_s": speed}, {"step": 4, "perf/samples_per_s": speed + 20}],
+        )
+        for i, (width, rmse, removed, speed) in enumerate([(8, 0.5, 0.3, 50.0), (16, 0.4, 0.2, 70.0)])
+    ]
     gone = recorded_run(tmp_path, "gone", {"seed": 0, "algorithm": {"name": "retired"}}, {"best_val_loss": 1.0}, [])
     runs = [load_run(d) for d in (scene, env, *tcn, gone)]
     metrics = metrics_of(runs)
     assert list(metrics.final) == [
-        "best_val_optimality_gap", "test/optimality_gap", "test/reward", "test/completion_score", "graphs_per_s",
-        "peak_mem_mb", "best_val_planner_gap", "test/of_planner", "test/return", "test/completion_rate",
-        "test/collisions", "env_steps_per_s", "best_val_k_step_rmse", "test/test/k_step_rmse",
-        "test/test_ood/k_step_rmse", "test/test/vs_constant_velocity", "test/test/disturbance_rmse", "samples_per_s"]
+        "best_val_optimality_gap",
+        "test/optimality_gap",
+        "test/reward",
+        "test/completion_score",
+        "graphs_per_s",
+        "peak_mem_mb",
+        "best_val_planner_gap",
+        "test/of_planner",
+        "test/return",
+        "test/completion_rate",
+        "test/collisions",
+        "env_steps_per_s",
+        "best_val_k_step_rmse",
+        "test/test/k_step_rmse",
+        "test/test_ood/k_step_rmse",
+        "test/test/vs_constant_velocity",
+        "test/test/disturbance_rmse",
+        "samples_per_s",
+    ]
     assert [c.key for c in metrics.curves] == ["val/optimality_gap", "val/return", "val/k_step_rmse"]
     assert [c.key for c in metrics.speeds] == ["perf/graphs_per_s", "perf/env_steps_per_s", "perf/samples_per_s"]
     assert metrics_of(runs[-1:]) == metrics_of(runs[:1])  # no registered algorithm on record: the default's
@@ -145,9 +303,9 @@ def test_each_runs_algorithm_says_what_the_comparison_shows(tmp_path) -> None:
     by_run = {row["run"]: row for row in rows}
     assert by_run["tcn0"]["samples_per_s"] == 60.0 and by_run["tcn1"]["samples_per_s"] == 80.0  # medians
     markdown = (tmp_path / "report" / "comparison.md").read_text()
-    line = {row.split("|")[1].strip(): row for row in markdown.splitlines() if row.startswith("|")}
-    assert "**0.4**" in line["tcn1"] and "**0.5**" not in line["tcn0"]  # the lower k-step error
-    assert "**0.3**" in line["tcn0"] and "**0.2**" not in line["tcn1"]  # the larger share of the error removed
+    line = {width: row for row in markdown.splitlines() for width in ("8", "16") if f"model.hidden={width}," in row}
+    assert "**0.4000**" in line["16"] and "**0.5000**" not in line["8"]  # the lower k-step error
+    assert "**30.00**" in line["8"] and "**20.00**" not in line["16"]  # the larger share of the error removed (%)
 
 
 @pytest.mark.slow
@@ -203,22 +361,43 @@ def ordered(a, b, direction: int) -> bool:
 
 
 def chromium_flags(tmp_path: Path) -> list[str]:
-    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={tmp_path / 'chrome'}", "--window-size=1400,1200", "--enable-logging=stderr", "--v=0"]
+    return [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chrome'}",
+        "--window-size=1400,1200",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
 
 
 def test_every_header_sorts_the_table_in_chromium(sweep, tmp_path) -> None:
     compare_runs([sweep], sweep)
     harness = tmp_path / "harness.html"
     harness.write_text(CLICK_HARNESS.replace("PAGE", f"file://{sweep / 'comparison.html'}"))
-    dom = subprocess.run([chromium(), *chromium_flags(tmp_path), "--allow-file-access-from-files",
-                          "--virtual-time-budget=3000", "--dump-dom", f"file://{harness}"],
-                         capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [
+            chromium(),
+            *chromium_flags(tmp_path),
+            "--allow-file-access-from-files",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            f"file://{harness}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     found = re.search(r'<pre id="log">(.*?)</pre>', dom.stdout, re.S)
     assert found and found.group(1), dom.stderr[-2000:]
     clicks = json.loads(html.unescape(found.group(1)))
-    assert len(clicks) == 2 * 11  # run, model.hidden, model.name, seed, status and the 6 metrics
+    assert len(clicks) == 2 * 10  # run, seed group, seed, status and the 6 metrics
     for click in clicks:
         direction = 1 if click["sort"] == "ascending" else -1
         groups = [g for g, *_ in click["rows"]]
@@ -234,7 +413,7 @@ def test_every_header_sorts_the_table_in_chromium(sweep, tmp_path) -> None:
             representatives.append(means[0] if means and isinstance(means[0], float) else runs[0])
         assert all(ordered(a, b, direction) for a, b in zip(representatives, representatives[1:])), click
     assert [c["sort"] for c in clicks[:2]] == ["ascending", "descending"]
-    by_gap = [c for c in clicks if c["col"] == 5]  # best_val_optimality_gap, worked by hand from the fixture:
+    by_gap = [c for c in clicks if c["col"] == 4]  # best_val_optimality_gap, worked by hand from the fixture:
     mean = "mean ± std (2 seeds)"  # small (0.04, 0.06; mean 0.05) < tiny (0.10, 0.20; mean 0.15) < failed run 4
     assert [r[2] for r in by_gap[0]["rows"]] == ["2", "3", mean, "0", "1", mean, "4"]
     assert [r[2] for r in by_gap[1]["rows"]] == ["1", "0", mean, "3", "2", mean, "4"]
@@ -243,20 +422,37 @@ def test_every_header_sorts_the_table_in_chromium(sweep, tmp_path) -> None:
 @pytest.mark.heavy  # a sweep and a headless browser: ~19 s; `pytest -m heavy` runs it
 def test_sweep_then_compare_renders_in_chromium(tmp_path) -> None:
     sweep = tmp_path / "multirun"
-    run_cli("-m", "experiment=debug", "model=tiny,small", "seed=0,1", "logger=jsonl", "data.n_uav=6",
-            "data.train_scenes=32", "data.val_scenes=8", "data.test_scenes=8", "hardware.batch_size=8",
-            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    run_cli(
+        "-m",
+        "experiment=debug",
+        "model=tiny,small",
+        "seed=0,1",
+        "logger=jsonl",
+        "data.n_uav=6",
+        "data.train_scenes=32",
+        "data.val_scenes=8",
+        "data.test_scenes=8",
+        "hardware.batch_size=8",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
     proc = run_cli("mode=compare", f"path={sweep}", f"hydra.run.dir={tmp_path / 'cmp'}", cwd=tmp_path)
-    assert "mean ± std (2 seeds)" in " ".join(proc.stdout.split())  # the console table may wrap the cell
+    printed = [line.split()[0] for line in proc.stdout.splitlines() if line.startswith("model=")]
+    assert printed[:2] == ["model=tiny", "model=small"]  # a row per seed group (its mean), named as typed
     for name in ("comparison.md", "comparison.csv", "comparison.png", "comparison.html"):
         assert (sweep / name).exists(), name
     header = (sweep / "comparison.md").read_text().splitlines()[0]
-    assert "model.name" in header and "seed" in header
+    assert header.split("|")[1].strip() == "seed group" and "test gap to the MILP (%) ↓" in header
 
     flags = chromium_flags(tmp_path)
     page = f"file://{sweep / 'comparison.html'}"
-    dom = subprocess.run([chromium(), *flags, "--virtual-time-budget=3000", "--dump-dom", page],
-                         capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [chromium(), *flags, "--virtual-time-budget=3000", "--dump-dom", page],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert 'data-images-loaded="true"' in dom.stdout, dom.stderr[-2000:]
     assert dom.stdout.count("<tr class=") == 6  # 4 runs + 2 seed aggregates
     console = [line for line in dom.stderr.splitlines() if "CONSOLE(" in line or "Uncaught" in line]

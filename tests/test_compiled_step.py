@@ -62,9 +62,20 @@ def test_a_curriculum_compiles_the_step_again_only_when_a_stage_changes_its_shap
     """4 -> 8 -> 16 UAVs, on cached batches, on padded splits on the device and on fresh scenes (issue 32's
     configuration): the stages change the batch's sizes and the candidate budget k; at most one compile per
     stage (the first, and one when a stage's new k makes TorchDynamo treat it as dynamic), none per step."""
-    cfg = compose_small(tmp_path, algorithm, "data.n_uav=16", "curriculum=aggressive", "curriculum.stages=[4,8,16]",
-                        "curriculum.replay=[0.0,0.3,0.4]", "curriculum.patience=2", "train.steps=300",
-                        "train.eval_every=25", "train.log_every=25", "train.ckpt_every=300", "optim.compile=true")
+    cfg = compose_small(
+        tmp_path,
+        algorithm,
+        "data.n_uav=16",
+        "curriculum=aggressive",
+        "curriculum.stages=[4,8,16]",
+        "curriculum.replay=[0.0,0.3,0.4]",
+        "curriculum.patience=2",
+        "train.steps=300",
+        "train.eval_every=25",
+        "train.log_every=25",
+        "train.ckpt_every=300",
+        "optim.compile=true",
+    )
     (tmp_path / "run").mkdir()
     trainer = Trainer(cfg, tmp_path / "run")
     logger = MetricLogger(tmp_path / "run", cfg.logger, config={})
@@ -83,6 +94,7 @@ def test_a_curriculum_compiles_the_step_again_only_when_a_stage_changes_its_shap
 def test_a_compiled_run_compiles_its_step_once(tmp_path, algorithm) -> None:
     """A whole run (collections, validation, the step between them) compiles the step once with no graph break;
     MAPPO read its config inside the step and recompiled at every update (28 compiles in 13 steps)."""
-    anatomy = step_anatomy(compose_small(tmp_path, algorithm, "optim.compile=true"), tmp_path / "run", warmup=2,
-                           steps=3)
+    anatomy = step_anatomy(
+        compose_small(tmp_path, algorithm, "optim.compile=true"), tmp_path / "run", warmup=2, steps=3
+    )
     assert (anatomy.compiles, anatomy.graph_breaks) == (1, 0)

@@ -64,16 +64,16 @@ def test_capturable_optimisers_step_as_the_float_ones_and_share_checkpoints() ->
         torch.testing.assert_close(device_lr, plain, rtol=1e-6, atol=1e-7)
     assert runs[True][1]["net"]["param_groups"][0]["lr"] == pytest.approx(0.01 * 0.5**3)  # saved as a float
     for capturable, saved in ((True, runs[False][1]), (False, runs[True][1])):
-        opt = Optimisers([Network("net", [torch.nn.Parameter(p.clone()) for p in start])], 0.01, 1e-4, 1.0,
-                         capturable=capturable)
+        opt = Optimisers(
+            [Network("net", [torch.nn.Parameter(p.clone()) for p in start])], 0.01, 1e-4, 1.0, capturable=capturable
+        )
         opt.load_state_dict(saved)
         lr = opt.adamw[0].param_groups[0]["lr"]
         assert opt.loads == 1 and torch.is_tensor(lr) == capturable and float(lr) == pytest.approx(0.01 * 0.5**3)
 
 
 def test_a_run_asking_for_cuda_graphs_where_they_cannot_run_says_so_and_trains(tmp_path, caplog) -> None:
-    assert cuda_graphs_refusal(torch.device("cpu"), False, False, False) == \
-        "CUDA graphs need CUDA, this run is on cpu"
+    assert cuda_graphs_refusal(torch.device("cpu"), False, False, False) == "CUDA graphs need CUDA, this run is on cpu"
     assert "torchrun" in cuda_graphs_refusal(torch.device("cuda"), True, False, False)
     assert "bf16" in cuda_graphs_refusal(torch.device("cuda"), False, True, False)
     assert cuda_graphs_refusal(torch.device("cuda"), False, False, False) is None
@@ -94,12 +94,19 @@ def graphed(name: str) -> str:
     scene splits on padded batches with the dense attention path (``optim.dense_max_nodes``), the others as
     they are."""
     padded = algorithms()[name].scene_splits
-    return next(key for key, overrides in SMALL.items() if (key == name or key.startswith(f"{name}_"))
-                and (not padded or any(o.startswith("optim.dense_max_nodes=") for o in overrides)))
+    return next(
+        key
+        for key, overrides in SMALL.items()
+        if (key == name or key.startswith(f"{name}_"))
+        and (not padded or any(o.startswith("optim.dense_max_nodes=") for o in overrides))
+    )
 
 
-GRAPHED = [graphed(name) for name, algorithm in algorithms().items()  # the package's: SMALL has each
-           if algorithm.__module__.startswith("uavgnn.")]
+GRAPHED = [
+    graphed(name)
+    for name, algorithm in algorithms().items()  # the package's: SMALL has each
+    if algorithm.__module__.startswith("uavgnn.")
+]
 
 
 @pytest.mark.gpu  # needs CUDA: pytest -m gpu tests/test_cuda_graphs.py on a GPU machine
@@ -109,9 +116,16 @@ def test_graphed_training_equals_eager_training_on_cuda(tmp_path, algorithm) -> 
     atomic sums reorder fp32 additions: close, not equal), and the graphs were captured, not skipped."""
     weights = {}
     for graphs in (False, True):
-        cfg = compose_small(tmp_path / str(graphs), algorithm, "hardware.device=cuda", "train.steps=12",
-                            "train.eval_every=12", "train.ckpt_every=12", "train.log_every=4",
-                            f"optim.cuda_graphs={str(graphs).lower()}")
+        cfg = compose_small(
+            tmp_path / str(graphs),
+            algorithm,
+            "hardware.device=cuda",
+            "train.steps=12",
+            "train.eval_every=12",
+            "train.ckpt_every=12",
+            "train.log_every=4",
+            f"optim.cuda_graphs={str(graphs).lower()}",
+        )
         (tmp_path / str(graphs) / "run").mkdir(parents=True)
         trainer = Trainer(cfg, tmp_path / str(graphs) / "run")
         logger = MetricLogger(tmp_path / str(graphs) / "run", cfg.logger, config={})

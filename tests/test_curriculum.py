@@ -14,13 +14,20 @@ import torch
 from conftest import ROOT, run_cli
 
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
-from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.data.stages import CurriculumSampler, stage_batch_size
+from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.training.curriculum import ADVANCE, FALLBACK, CurriculumState, update_curriculum
 
-CONSERVATIVE = SimpleNamespace(stages=[4, 8, 12, 16], advance_threshold=0.8, consecutive_evaluations=5, patience=10,
-                               performance_threshold=0.6, consecutive_failures=3, max_fallbacks=2,
-                               learning_rate_decay=0.5)
+CONSERVATIVE = SimpleNamespace(
+    stages=[4, 8, 12, 16],
+    advance_threshold=0.8,
+    consecutive_evaluations=5,
+    patience=10,
+    performance_threshold=0.6,
+    consecutive_failures=3,
+    max_fallbacks=2,
+    learning_rate_decay=0.5,
+)
 
 
 def run_script(cfg, scores: list[float]) -> tuple[list[int], list[str | None]]:
@@ -56,7 +63,15 @@ def test_falls_back_after_consecutive_failures_at_most_max_fallbacks() -> None:
 
 
 def test_by_scale_batch_rule_and_node_budget() -> None:
-    assert [stage_batch_size("by_scale", n, 64, 0) for n in (6, 8, 12, 16, 18, 24, 25)] == [128, 128, 64, 64, 32, 32, 16]
+    assert [stage_batch_size("by_scale", n, 64, 0) for n in (6, 8, 12, 16, 18, 24, 25)] == [
+        128,
+        128,
+        64,
+        64,
+        32,
+        32,
+        16,
+    ]
     assert stage_batch_size("nodes", 24, 64, 1536) == 64 and stage_batch_size("nodes", 6, 64, 1536) == 256
     assert stage_batch_size("fixed", 6, 48, 1536) == 48
     with pytest.raises(ValueError, match="curriculum.batch_policy: unknown policy 'size'"):
@@ -64,8 +79,10 @@ def test_by_scale_batch_rule_and_node_budget() -> None:
 
 
 def test_replay_fraction_over_many_batches(tmp_path) -> None:
-    stores = [load_or_build(SplitSpec("train", n, 20, 100 + n), SceneDistribution(), BuildSettings(), tmp_path,
-                            workers=1) for n in (3, 5, 7)]
+    stores = [
+        load_or_build(SplitSpec("train", n, 20, 100 + n), SceneDistribution(), BuildSettings(), tmp_path, workers=1)
+        for n in (3, 5, 7)
+    ]
     sampler = CurriculumSampler(stores, seed=1)
     seen_sizes: list[int] = []
     for step in range(200):
@@ -83,14 +100,28 @@ def test_replay_fraction_over_many_batches(tmp_path) -> None:
 
 @pytest.mark.heavy  # 20 s; resume exactness runs by default in test_train and test_faults, with -m heavy here too
 def test_resumed_run_keeps_its_stage_and_matches_an_uninterrupted_run(tmp_path) -> None:
-    args = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=32", "data.val_scenes=8",
-            "data.test_scenes=8", "curriculum=aggressive", "curriculum.stages=[3,6]", "curriculum.replay=[0,0.3]",
-            "curriculum.patience=1", "train.steps=80", "train.eval_every=5", "train.ckpt_every=10",
-            "train.log_every=5", "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
-            # One thread: a multi-threaded CPU BLAS on a loaded machine may split float32 reductions
-            # differently between two runs (seen: 6e-8), and the curriculum's thresholds can amplify such
-            # rounding into a different stage schedule. Single-threaded, resumption is bit-exact.
-            "hardware.threads=1"]
+    args = [
+        "experiment=debug",
+        "model=tiny",
+        "data.n_uav=6",
+        "data.train_scenes=32",
+        "data.val_scenes=8",
+        "data.test_scenes=8",
+        "curriculum=aggressive",
+        "curriculum.stages=[3,6]",
+        "curriculum.replay=[0,0.3]",
+        "curriculum.patience=1",
+        "train.steps=80",
+        "train.eval_every=5",
+        "train.ckpt_every=10",
+        "train.log_every=5",
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        # One thread: a multi-threaded CPU BLAS on a loaded machine may split float32 reductions
+        # differently between two runs (seen: 6e-8), and the curriculum's thresholds can amplify such
+        # rounding into a different stage schedule. Single-threaded, resumption is bit-exact.
+        "hardware.threads=1",
+    ]
     run_cli(*args, f"hydra.run.dir={tmp_path / 'straight'}", cwd=tmp_path)
     cmd = [sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={tmp_path / 'killed'}"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

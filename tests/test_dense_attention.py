@@ -26,12 +26,12 @@ SPARSE = SceneDistribution(range_min=0.6, range_max=1.5)  # short ranges: UAVs w
 def fresh_batch(sizes: tuple[int, ...] = (10, 4), count: int = 6, seed: int = 0) -> Batch:
     """A padded fresh-scene batch of scenes of several sizes (a curriculum stage and its replay)."""
     generator = torch.Generator().manual_seed(seed)
-    return concat_batches([build_graph_batch(generate_scene_batch(SPARSE, n, count, generator, torch.device("cpu")),
-                                             8, 4) for n in sizes])
+    return concat_batches(
+        [build_graph_batch(generate_scene_batch(SPARSE, n, count, generator, torch.device("cpu")), 8, 4) for n in sizes]
+    )
 
 
-def outputs_and_gradients(model: TransformerGNN, batch: Batch, k: int, dense_max_nodes: int
-                          ) -> list[torch.Tensor]:
+def outputs_and_gradients(model: TransformerGNN, batch: Batch, k: int, dense_max_nodes: int) -> list[torch.Tensor]:
     model.zero_grad(set_to_none=True)
     cand_logp, idle_logp, keep = policy_log_probs(model, batch, k, dense_max_nodes=dense_max_nodes)
     finite = torch.isfinite(cand_logp)
@@ -100,9 +100,11 @@ def test_padded_candidates_get_probability_zero_and_the_unpadded_graphs_policy()
     want_uav, want_target = plain.cand_index[:, want_keep]
     rounds, _ = fixed_round_greedy(cand, uav, target, padded.need, padded.batch, padded.num_graphs, 48)
     decoded = [greedy_decode(cand, uav, target, padded.need), rounds, argmax_decode(cand, idle, uav, target)]
-    wanted = [greedy_decode(want_cand, want_uav, want_target, plain.need),
-              fixed_round_greedy(want_cand, want_uav, want_target, plain.need, plain.batch, plain.num_graphs, 48)[0],
-              argmax_decode(want_cand, want_idle, want_uav, want_target)]
+    wanted = [
+        greedy_decode(want_cand, want_uav, want_target, plain.need),
+        fixed_round_greedy(want_cand, want_uav, want_target, plain.need, plain.batch, plain.num_graphs, 48)[0],
+        argmax_decode(want_cand, want_idle, want_uav, want_target),
+    ]
     for got, want in zip(decoded, wanted):
         assert torch.equal(got, want)
 
@@ -117,8 +119,16 @@ def test_reinforce_on_padded_fresh_scenes_is_the_same_step_dense_or_sparse() -> 
     results = []
     for dense_max_nodes in (0, batch.max_nodes):
         model.zero_grad(set_to_none=True)
-        loss, stats, _ = reinforce_loss(model, batch, 4, noise, baseline="greedy", entropy_coef=0.01, greedy_rounds=48,
-                                        dense_max_nodes=dense_max_nodes)
+        loss, stats, _ = reinforce_loss(
+            model,
+            batch,
+            4,
+            noise,
+            baseline="greedy",
+            entropy_coef=0.01,
+            greedy_rounds=48,
+            dense_max_nodes=dense_max_nodes,
+        )
         loss.backward()
         assert torch.isfinite(loss) and bool(stats["greedy_converged"])
         results.append([loss.detach(), *stats.values(), *(p.grad for p in model.parameters())])
@@ -140,4 +150,3 @@ def test_the_entropy_of_a_policy_with_padding_is_exact_and_its_gradient_finite_a
     assert float(entropy) == pytest.approx((binary(1.0) + binary(0.5)) / 2, rel=1e-6)
     (-65536.0 * entropy).backward()
     assert bool(torch.isfinite(logits.grad).all()) and float(logits.grad[1]) == 0.0
-

@@ -17,33 +17,68 @@ from omegaconf import OmegaConf
 from wandb_records import run_record
 
 from uavgnn import distributed
-from uavgnn.data.loader import ShardedBatchSampler
 from uavgnn.checkpoints import load_checkpoint, load_part
+from uavgnn.data.loader import ShardedBatchSampler
 
-DEBUG = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
-         "data.test_scenes=8", "hardware.batch_size=16", "train.steps=12", "train.eval_every=6",
-         "train.ckpt_every=6", "train.log_every=3", "train.warmup_steps=2", "hardware.threads=1"]
+DEBUG = [
+    "experiment=debug",
+    "model=tiny",
+    "data.n_uav=6",
+    "data.train_scenes=64",
+    "data.val_scenes=8",
+    "data.test_scenes=8",
+    "hardware.batch_size=16",
+    "train.steps=12",
+    "train.eval_every=6",
+    "train.ckpt_every=6",
+    "train.log_every=3",
+    "train.warmup_steps=2",
+    "hardware.threads=1",
+]
 
 
 def torchrun(*overrides: str, cwd: Path, nproc: int = 2) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           str(ROOT / "run.py"), *overrides]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(ROOT / "run.py"),
+        *overrides,
+    ]
+    proc = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert proc.returncode == 0, f"torchrun failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc
 
 
 def slurm_tasks(*overrides: str, cwd: Path, ntasks: int = 2) -> None:
     """``run.py`` started as the ``ntasks`` tasks of a SLURM job: SLURM's variables only, no torchrun's."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                           "MASTER_PORT") and not k.startswith("SLURM_")}
-    job = {"SLURM_NTASKS": str(ntasks), "SLURM_STEP_NUM_TASKS": str(ntasks), "SLURM_JOB_NODELIST": "localhost",
-           "SLURM_JOB_ID": str(os.getpid()), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "run.py"), *overrides], cwd=cwd, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env={**env, **job, "SLURM_PROCID": str(r), "SLURM_LOCALID": str(r)})
-             for r in range(ntasks)]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT") and not k.startswith("SLURM_")
+    }
+    job = {
+        "SLURM_NTASKS": str(ntasks),
+        "SLURM_STEP_NUM_TASKS": str(ntasks),
+        "SLURM_JOB_NODELIST": "localhost",
+        "SLURM_JOB_ID": str(os.getpid()),
+        "OMP_NUM_THREADS": "1",
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "run.py"), *overrides],
+            cwd=cwd,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**env, **job, "SLURM_PROCID": str(r), "SLURM_LOCALID": str(r)},
+        )
+        for r in range(ntasks)
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, f"SLURM task failed ({proc.returncode}):\n{out}\n{err}"
@@ -51,24 +86,50 @@ def slurm_tasks(*overrides: str, cwd: Path, ntasks: int = 2) -> None:
 
 def test_a_slurm_job_list_names_its_first_host_and_the_tasks_their_ranks() -> None:
     lists = ("gpu[03-05,09],cpu1", "node7", "a,b", "x[7]", "big-node[10-12]", "gpu-[01-04]-ib", "rack[1-2]-n[01-04]")
-    assert [distributed.first_host(n) for n in lists] == ["gpu03", "node7", "a", "x7", "big-node10", "gpu-01-ib",
-                                                          "rack1-n01"]
-    batch_script = {"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "4242",
-                    "SLURM_JOB_NODELIST": "gpu[03-06]"}  # what an sbatch script sees itself, without srun
+    assert [distributed.first_host(n) for n in lists] == [
+        "gpu03",
+        "node7",
+        "a",
+        "x7",
+        "big-node10",
+        "gpu-01-ib",
+        "rack1-n01",
+    ]
+    batch_script = {
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "8",
+        "SLURM_LOCALID": "0",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NODELIST": "gpu[03-06]",
+    }  # what an sbatch script sees itself, without srun
     assert distributed.scheduler_environment(batch_script) == {}  # one process: not rank 0 of 8 that never come
     task = {**batch_script, "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_STEP_NUM_TASKS": "8"}  # srun's task
-    assert distributed.scheduler_environment(task) == {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1",
-                                                       "MASTER_ADDR": "gpu03", "MASTER_PORT": str(15000 + 4242)}
+    assert distributed.scheduler_environment(task) == {
+        "RANK": "3",
+        "WORLD_SIZE": "8",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "gpu03",
+        "MASTER_PORT": str(15000 + 4242),
+    }
     assert distributed.scheduler_environment({**task, "MASTER_PORT": "29500"})["MASTER_PORT"] == "29500"
     assert distributed.scheduler_environment({**task, "SLURM_STEP_NUM_TASKS": "1"}) == {}  # `srun -n 1`: no group
     assert distributed.scheduler_environment({**task, "WORLD_SIZE": "2"}) == {}  # torchrun inside the job wins
     assert distributed.scheduler_environment({**task, "SLURM_PTY_PORT": "4000"}) == {}  # `srun --pty bash`: a shell
     second_step = distributed.scheduler_environment({**task, "SLURM_STEP_ID": "1"})  # two steps of one job at once
     assert second_step["MASTER_PORT"] != distributed.scheduler_environment(task)["MASTER_PORT"]
-    local = {"SUBMITIT_LOCAL_GLOBALID": "1", "SUBMITIT_LOCAL_NTASKS": "2", "SUBMITIT_LOCAL_LOCALID": "1",
-             "SUBMITIT_LOCAL_JOB_ID": "777"}
-    assert distributed.scheduler_environment(local) == {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
-                                                        "MASTER_ADDR": "localhost", "MASTER_PORT": "15777"}
+    local = {
+        "SUBMITIT_LOCAL_GLOBALID": "1",
+        "SUBMITIT_LOCAL_NTASKS": "2",
+        "SUBMITIT_LOCAL_LOCALID": "1",
+        "SUBMITIT_LOCAL_JOB_ID": "777",
+    }
+    assert distributed.scheduler_environment(local) == {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "localhost",
+        "MASTER_PORT": "15777",
+    }
 
 
 def history(run_dir: Path) -> list[dict]:
@@ -136,8 +197,13 @@ def gloo_run(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_two_process_gloo_run_matches_one_process(tmp_path) -> None:
     run_dir = gloo_run(tmp_path)
-    run_cli(*DEBUG, f"data.cache_dir={tmp_path / 'cache'}", "logger=jsonl", f"hydra.run.dir={tmp_path / 'single'}",
-            cwd=tmp_path)
+    run_cli(
+        *DEBUG,
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "logger=jsonl",
+        f"hydra.run.dir={tmp_path / 'single'}",
+        cwd=tmp_path,
+    )
     one, two = history(tmp_path / "single"), history(run_dir)
     assert [r["step"] for r in one] == [r["step"] for r in two]  # one jsonl, no rank writes twice
     for a, b in zip(one, two):
@@ -153,7 +219,9 @@ def test_two_process_gloo_run_matches_one_process(tmp_path) -> None:
 def test_a_slurm_jobs_tasks_train_what_torchrun_does_and_a_gloo_run_resumes(tmp_path) -> None:
     run_dir, cache = gloo_run(tmp_path), f"data.cache_dir={tmp_path / 'cache'}"
     slurm_tasks(*DEBUG, cache, "logger=jsonl", f"hydra.run.dir={tmp_path / 'slurm'}", cwd=tmp_path)
-    by_slurm, by_torchrun = (torch.load(d / "last.pt", weights_only=False)["model"] for d in (tmp_path / "slurm", run_dir))
+    by_slurm, by_torchrun = (
+        torch.load(d / "last.pt", weights_only=False)["model"] for d in (tmp_path / "slurm", run_dir)
+    )
     for name, value in by_torchrun.items():  # a SLURM job's tasks train exactly what torchrun's processes do
         torch.testing.assert_close(by_slurm[name], value, rtol=0, atol=0)
     assert "global batch 16 = 8 per rank" in (tmp_path / "slurm" / "run.log").read_text()
@@ -170,8 +238,16 @@ def test_a_slurm_jobs_tasks_train_what_torchrun_does_and_a_gloo_run_resumes(tmp_
 @pytest.mark.heavy  # the joblib and basic launchers run in the default suite
 def test_sweep_on_submitit_local_launcher(tmp_path) -> None:
     sweep = tmp_path / "sweep"
-    run_cli("-m", "hydra/launcher=submitit_local", *DEBUG, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
-            f"hydra.sweep.dir={sweep}", "model=tiny,small", cwd=tmp_path)
+    run_cli(
+        "-m",
+        "hydra/launcher=submitit_local",
+        *DEBUG,
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep}",
+        "model=tiny,small",
+        cwd=tmp_path,
+    )
     for job, model in zip(job_dirs(sweep), ("tiny", "small"), strict=True):
         assert job.name.endswith(f"model:{model}")
         summary = json.loads((job / "summary.json").read_text())
@@ -180,13 +256,27 @@ def test_sweep_on_submitit_local_launcher(tmp_path) -> None:
     assert list((sweep / ".submitit").iterdir())  # submitit's own job records
 
 
-@pytest.mark.heavy  # two torchrun jobs of MASAC: ~27 s; `pytest -m heavy` runs it (the imitation DDP test stays in the default suite)
+# two torchrun jobs of MASAC: ~27 s; `pytest -m heavy` runs it (the imitation DDP test stays in the default suite)
+@pytest.mark.heavy
 def test_masac_under_torchrun_steps_its_own_environments_and_resumes(tmp_path) -> None:
     """(Bit-exact resume of one process: tests/test_masac.py; of a DDP run: the imitation test above.)"""
-    masac = ["algorithm=masac", "logger=jsonl", "env.n_envs=4", "env.val_episodes=8", "algorithm.learning_starts=8",
-             "algorithm.buffer_size=256", "model.hidden=16", "algorithm.critic_hidden=16", "hardware.batch_size=16",
-             "train.eval_every=4", "train.ckpt_every=4", "train.log_every=2", "hardware.threads=1",
-             "train.schedule=plateau", "algorithm.priority_beta=1.0"]
+    masac = [
+        "algorithm=masac",
+        "logger=jsonl",
+        "env.n_envs=4",
+        "env.val_episodes=8",
+        "algorithm.learning_starts=8",
+        "algorithm.buffer_size=256",
+        "model.hidden=16",
+        "algorithm.critic_hidden=16",
+        "hardware.batch_size=16",
+        "train.eval_every=4",
+        "train.ckpt_every=4",
+        "train.log_every=2",
+        "hardware.threads=1",
+        "train.schedule=plateau",
+        "algorithm.priority_beta=1.0",
+    ]
     run = tmp_path / "ddp"
     torchrun(*masac, "train.steps=4", f"hydra.run.dir={run}", cwd=tmp_path)
     rank0 = torch.load(run / "last.pt", weights_only=True)["data"]
@@ -206,10 +296,24 @@ def test_masac_under_torchrun_steps_its_own_environments_and_resumes(tmp_path) -
 def test_on_policy_algorithms_under_torchrun_collect_their_own_episodes(tmp_path, algorithm) -> None:
     """Each rank plays its share of the episodes in its own environments; DDP averages the gradients."""
     run = tmp_path / algorithm
-    torchrun(f"algorithm={algorithm}", "env=discrete", "logger=jsonl", "hardware.batch_size=8", "algorithm.minibatches=2",
-             "algorithm.data_passes=1", "env.val_episodes=8", "model.hidden=16", "algorithm.critic_hidden=16",
-             "train.steps=4", "train.eval_every=4", "train.ckpt_every=4", "train.log_every=2", "hardware.threads=1",
-             f"hydra.run.dir={run}", cwd=tmp_path)
+    torchrun(
+        f"algorithm={algorithm}",
+        "env=discrete",
+        "logger=jsonl",
+        "hardware.batch_size=8",
+        "algorithm.minibatches=2",
+        "algorithm.data_passes=1",
+        "env.val_episodes=8",
+        "model.hidden=16",
+        "algorithm.critic_hidden=16",
+        "train.steps=4",
+        "train.eval_every=4",
+        "train.ckpt_every=4",
+        "train.log_every=2",
+        "hardware.threads=1",
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+    )
     rank0 = torch.load(run / "last.pt", weights_only=True)["data"]
     rank1 = load_part(run / "last.rank1.data.pt")  # verified against its checksum
     assert rank0["episodes"]["obs"].shape[0] == rank1["episodes"]["obs"].shape[0] == 4 * 2  # 4 per minibatch
@@ -222,20 +326,40 @@ def test_on_policy_algorithms_under_torchrun_collect_their_own_episodes(tmp_path
 def test_the_main_jobs_two_phases_under_torchrun(tmp_path) -> None:
     """Both ranks start REINFORCE from rank 0's best.pt (broadcast, not read by each rank) and train on."""
     run = tmp_path / "phases"
-    torchrun(*DEBUG, f"data.cache_dir={tmp_path / 'cache'}", "algorithm=imitation_reinforce", "data.source=generated",
-             "algorithm.imitation_steps=6", "train.steps=12", "train.warmup_steps=0", "logger=jsonl",
-             f"hydra.run.dir={run}", cwd=tmp_path)
+    torchrun(
+        *DEBUG,
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "algorithm=imitation_reinforce",
+        "data.source=generated",
+        "algorithm.imitation_steps=6",
+        "train.steps=12",
+        "train.warmup_steps=0",
+        "logger=jsonl",
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+    )
     rows = history(run)
     assert [r["step"] for r in rows if r.get("event") == "phase reinforce"] == [6]
-    assert {r["step"] for r in rows if "train/acc" in r} <= set(range(7)) and any("train/sample_reward" in r for r in rows)
+    assert {r["step"] for r in rows if "train/acc" in r} <= set(range(7)) and any(
+        "train/sample_reward" in r for r in rows
+    )
     assert torch.load(run / "last.pt", weights_only=True)["state"]["step"] == 12
 
 
 @pytest.mark.heavy  # two jobs of two DDP processes each: ~1 min on 2 cores
 def test_a_submitit_sweep_whose_jobs_are_two_process_ddp_runs(tmp_path) -> None:
     sweep = tmp_path / "sweep"
-    run_cli("-m", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2", *DEBUG, "logger=jsonl",
-            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", "model=tiny,small", cwd=tmp_path)
+    run_cli(
+        "-m",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.tasks_per_node=2",
+        *DEBUG,
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep}",
+        "model=tiny,small",
+        cwd=tmp_path,
+    )
     for job, model in zip(job_dirs(sweep), ("tiny", "small"), strict=True):
         assert "global batch 16 = 8 per rank" in (job / "run.log").read_text()  # each job: a DDP run
         rows = history(job)
@@ -254,15 +378,25 @@ def test_a_process_a_rank_started_does_not_join_the_group_again(monkeypatch) -> 
     assert distributed.init_from_launcher() == distributed.DistContext() and not dist.is_initialized()
 
 
-
 def test_ranks_handed_different_configs_stop_before_training(tmp_path) -> None:
     """A resolver that differs per process (here the seed from each rank's RANK) would train two different
     models in one job: refused on every rank, in one line naming the key."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "run.py"),
-           *DEBUG, "logger=jsonl", "seed=${oc.env:RANK}", f"data.cache_dir={tmp_path / 'cache'}",
-           f"hydra.run.dir={tmp_path / 'run'}"]
-    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(ROOT / "run.py"),
+        *DEBUG,
+        "logger=jsonl",
+        "seed=${oc.env:RANK}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode != 0 and errors, proc.stderr[-3000:]
     assert "handed different configs: rank 1 has seed=1 (rank 0: 0)" in errors[0]
@@ -272,9 +406,17 @@ def test_ranks_handed_different_configs_stop_before_training(tmp_path) -> None:
 @pytest.mark.heavy  # two Optuna trials, each a two-process DDP job: ~1 min on 2 cores
 def test_an_optuna_search_whose_trials_are_ddp_jobs_reports_each_trial_once(tmp_path) -> None:
     sweep = tmp_path / "search"
-    proc = run_cli("hparams_search=optuna", "hydra.sweeper.n_trials=2", "hydra/launcher=submitit_local",
-                   "hydra.launcher.tasks_per_node=2", *DEBUG, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
-                   f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    proc = run_cli(
+        "hparams_search=optuna",
+        "hydra.sweeper.n_trials=2",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.tasks_per_node=2",
+        *DEBUG,
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
     jobs = job_dirs(sweep)  # one study (not one per rank), two trials, each one job of two ranks
     assert (proc.stdout + proc.stderr).count("A new study created") == 1 and len(jobs) == 2
     gaps = []

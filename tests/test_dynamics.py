@@ -11,22 +11,37 @@ import torch
 from conftest import ROOT, straight_and_resumed
 from hydra import compose, initialize_config_dir
 
+from uavgnn.algorithms import check_config, register_configs
+from uavgnn.algorithms.dynamics import rollout_source
 from uavgnn.dynamics.filters import Calibration, KinematicFilter, calibrate
-from uavgnn.dynamics.kinematics import (Estimate, constant_velocity, dynamics_metrics, future, kinematic_step, on_wall,
-                                        output_size, physics_loss, physics_residuals)
-from uavgnn.algorithms import register_configs
+from uavgnn.dynamics.kinematics import (
+    Estimate,
+    constant_velocity,
+    dynamics_metrics,
+    future,
+    kinematic_step,
+    on_wall,
+    output_size,
+    physics_loss,
+    physics_residuals,
+)
 from uavgnn.dynamics.rollouts import RolloutSpec, load_rollouts, simulate
-from uavgnn.dynamics.windows import (NaiveWindows, TrajectoryWindows, Units, WindowBatch, collate_naive,
-                                     feature_stats, window_starts)
+from uavgnn.dynamics.windows import (
+    NaiveWindows,
+    TrajectoryWindows,
+    Units,
+    WindowBatch,
+    collate_naive,
+    feature_stats,
+    window_starts,
+)
 from uavgnn.envs.policies import random_policy, scripted_planner
-from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.models.tcn import TCN
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.algorithms import check_config
 from uavgnn.settings import env_settings
-from uavgnn.algorithms.dynamics import rollout_source
 
 WINDY = EnvSettings(n_uav=3, horizon=30, wind=0.05, drag=0.3)
 UNITS = Units.of(WINDY, side=3.0)
@@ -104,8 +119,12 @@ def kinematic_batch(window: int, k: int, units: Units) -> tuple[WindowBatch, Est
         pos[:, t] = pos[:, t - 1] + vel[:, t]
     pos_obs = pos + 0.05 * torch.randn(pos.shape, generator=g)
     batch = WindowBatch(torch.zeros(2, length, 6), pos_obs, pos, vel, vel, accel, disturbance)
-    est = Estimate((pos - pos_obs)[:, :window], future(pos, window, k) - pos_obs[:, :window, None],
-                   vel[:, :window], disturbance[:, :window])
+    est = Estimate(
+        (pos - pos_obs)[:, :window],
+        future(pos, window, k) - pos_obs[:, :window, None],
+        vel[:, :window],
+        disturbance[:, :window],
+    )
     return batch, est
 
 
@@ -199,8 +218,12 @@ def test_the_known_kinematics_replay_the_environment_at_every_row() -> None:
     """Every step of a windy rollout of random actions (which often meet the wall), in model units, is
     ``kinematic_step`` of the recorded state, command and disturbance: what the physics loss and the filters
     assume is what the simulator does."""
-    rollouts = simulate(WINDY, SceneDistribution(target_ratio=2.0, range_min=40.0, range_max=50.0),
-                        RolloutSpec("train", envs=3, steps=40, seed=5), random_policy)
+    rollouts = simulate(
+        WINDY,
+        SceneDistribution(target_ratio=2.0, range_min=40.0, range_max=50.0),
+        RolloutSpec("train", envs=3, steps=40, seed=5),
+        random_policy,
+    )
     units = Units.of(WINDY, float(rollouts["side"]))
     pos, vel, accel, d = (rollouts[n] / units.of_target(n) for n in ("pos", "vel", "accel", "disturbance"))
     same = rollouts["episode"][:, 1:] == rollouts["episode"][:, :-1]
@@ -229,8 +252,9 @@ def hand_calibration(disturbance: bool, measurement: float, steps: int) -> Calib
     mean, var = torch.zeros(n - 2, dtype=torch.float64), torch.full((n - 2,), 0.25, dtype=torch.float64)
     if disturbance:
         var[-1] = 1e-6  # no drag
-    return Calibration(measurement, 1e-9 * torch.eye(n, dtype=torch.float64), mean, var,
-                       torch.ones(steps, dtype=torch.float64))
+    return Calibration(
+        measurement, 1e-9 * torch.eye(n, dtype=torch.float64), mean, var, torch.ones(steps, dtype=torch.float64)
+    )
 
 
 def test_the_known_kinematics_filter_predicts_a_windless_flight_exactly() -> None:
@@ -260,7 +284,7 @@ def test_the_filters_calibrate_on_the_training_split(small_rollouts) -> None:
     spec_noise = 0.01 / units.position  # RolloutSpec's default observation noise, in model units
     for disturbance in (True, False):
         calibration = calibrate(small_rollouts, units, WINDY, disturbance, predict_steps=3)
-        assert abs(calibration.measurement ** 0.5 / spec_noise - 1) < 0.05
+        assert abs(calibration.measurement**0.5 / spec_noise - 1) < 0.05
         assert calibration.command_gain[0] == 1 and calibration.command_gain.abs().max() <= 1
     # the filter without a disturbance state absorbs it as process noise on the velocity: r^2 E[d^2] or more
     kinematics = calibrate(small_rollouts, units, WINDY, False, predict_steps=3)
@@ -271,11 +295,27 @@ def test_the_filters_calibrate_on_the_training_split(small_rollouts) -> None:
 def compose_dynamics(tmp_path: Path, *overrides: str):
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return compose("config", overrides=[
-            "algorithm=dynamics", "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}", "algorithm.train_envs=4",
-            "algorithm.eval_envs=2", "algorithm.rollout_steps=60", "algorithm.window=16", "algorithm.burn_in=4",
-            "model.hidden=8", "model.layers=2", "hardware.batch_size=16", "train.log_every=5", "train.eval_every=10",
-            "train.ckpt_every=10", "train.warmup_steps=0", *overrides])
+        return compose(
+            "config",
+            overrides=[
+                "algorithm=dynamics",
+                "logger=jsonl",
+                f"data.cache_dir={tmp_path / 'cache'}",
+                "algorithm.train_envs=4",
+                "algorithm.eval_envs=2",
+                "algorithm.rollout_steps=60",
+                "algorithm.window=16",
+                "algorithm.burn_in=4",
+                "model.hidden=8",
+                "model.layers=2",
+                "hardware.batch_size=16",
+                "train.log_every=5",
+                "train.eval_every=10",
+                "train.ckpt_every=10",
+                "train.warmup_steps=0",
+                *overrides,
+            ],
+        )
 
 
 def test_rollouts_are_cached_by_content(tmp_path) -> None:
@@ -285,7 +325,9 @@ def test_rollouts_are_cached_by_content(tmp_path) -> None:
     assert torch.equal(first["pos_obs"], again["pos_obs"]) and first["pos"].shape == (4 * 4, 61, 2)
     assert len(list((tmp_path / "cache").glob("rollouts-train-*/manifest.json"))) == 1
     load_rollouts(rollout_source(cfg), "train", random_policy, "random")
-    load_rollouts(rollout_source(compose_dynamics(tmp_path, "algorithm.noise=0.02")), "train", scripted_planner, "scripted")
+    load_rollouts(
+        rollout_source(compose_dynamics(tmp_path, "algorithm.noise=0.02")), "train", scripted_planner, "scripted"
+    )
     assert len(list((tmp_path / "cache").glob("rollouts-train-*/manifest.json"))) == 3
     ood = load_rollouts(rollout_source(cfg), "test_ood", scripted_planner, "scripted")
     assert ood["disturbance"].norm(dim=-1).mean() > first["disturbance"].norm(dim=-1).mean()
@@ -299,8 +341,9 @@ def test_dynamics_settings_are_checked_before_any_work(tmp_path) -> None:
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         tcn_policy = compose("config", overrides=["algorithm=imitation", "model=tcn"])
-    with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation: an assignment policy is a "
-                                          "TransformerGNN"):
+    with pytest.raises(
+        ConfigError, match="model=tcn with algorithm=imitation: an assignment policy is a TransformerGNN"
+    ):
         check_config(tcn_policy)
     with pytest.raises(ConfigError, match="rollout_policy='nope.pt' is not scripted, random or an environment"):
         check_config(compose_dynamics(tmp_path, "algorithm.rollout_policy=nope.pt"))
@@ -309,8 +352,9 @@ def test_dynamics_settings_are_checked_before_any_work(tmp_path) -> None:
 def test_a_resumed_dynamics_run_repeats_the_uninterrupted_one_and_reports(tmp_path) -> None:
     from uavgnn.modes.train import run_train
 
-    a, b = straight_and_resumed(lambda steps: compose_dynamics(tmp_path, f"train.steps={steps}",
-                                                               "train.schedule=plateau"), tmp_path)
+    a, b = straight_and_resumed(
+        lambda steps: compose_dynamics(tmp_path, f"train.steps={steps}", "train.schedule=plateau"), tmp_path
+    )
     for name, value in a["model"].items():
         torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
 
@@ -319,8 +363,9 @@ def test_a_resumed_dynamics_run_repeats_the_uninterrupted_one_and_reports(tmp_pa
     summary = json.loads((out / "summary.json").read_text())
     assert summary["best_val_k_step_rmse"] == pytest.approx(gap)
     methods = ["tcn", "kalman", "kinematics", "constant_velocity"]
-    assert [(r["split"], r["method"]) for r in summary["test"]] == [(split, m) for split in ("test", "test_ood")
-                                                                    for m in methods]
+    assert [(r["split"], r["method"]) for r in summary["test"]] == [
+        (split, m) for split in ("test", "test_ood") for m in methods
+    ]
     for row in summary["test"]:  # every method: the k-step error is the last step's, each step's is reported
         assert row["k_step_rmse"] == row["step_5_rmse"] and all(f"step_{j}_rmse" in row for j in range(1, 6))
     assert summary["test/test_ood/kalman/disturbance_edge_rmse"] > 0 and "test/test/disturbance_rmse" in summary
@@ -335,7 +380,8 @@ def test_profile_mode_names_the_bottleneck_of_a_dynamics_step(tmp_path) -> None:
     report = run_profile(compose_dynamics(tmp_path, "profile.steps=4", "profile.warmup=1"), out)
     assert [s["stage"] for s in report["stages"]] == list(STAGES) and report["bottleneck"] in STAGES
     assert report["unit"] == "samples" and report["samples_per_s"] == pytest.approx(
-        1000 * report["batch_size"] / report["step_ms"])
+        1000 * report["batch_size"] / report["step_ms"]
+    )
     assert (out / "profile.png").stat().st_size > 0
 
 

@@ -11,11 +11,11 @@ import torch
 from uavgnn.envs.evaluation import compare_policies
 from uavgnn.envs.policies import random_policy, run_episodes, scripted_planner
 from uavgnn.envs.render import episode_gif, plot_episodes
-from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.problem.generator import generate_scenes
 
 CPU = torch.device("cpu")
 
@@ -25,9 +25,13 @@ def test_torch_generator_follows_the_numpy_generators_distribution(positions) ->
     dist = SceneDistribution(positions=positions)
     scenes = generate_scenes(dist, 16, 1500, seed=0)
     batch = generate_scene_batch(dist, 16, 1500, torch.Generator().manual_seed(0), CPU)
-    reference = {"uav_pos": np.stack([s.uav_pos for s in scenes]), "target_pos": np.stack([s.target_pos for s in scenes]),
-                 "uav_range": np.stack([s.uav_range for s in scenes]), "need": np.stack([s.need for s in scenes]),
-                 "value": np.stack([s.value for s in scenes])}
+    reference = {
+        "uav_pos": np.stack([s.uav_pos for s in scenes]),
+        "target_pos": np.stack([s.target_pos for s in scenes]),
+        "uav_range": np.stack([s.uav_range for s in scenes]),
+        "need": np.stack([s.need for s in scenes]),
+        "value": np.stack([s.value for s in scenes]),
+    }
     for name, ref in reference.items():
         ours = getattr(batch, name).double().numpy()
         assert ours.shape == ref.shape, name
@@ -138,15 +142,15 @@ def test_a_batch_of_environments_steps_like_each_environment_alone() -> None:
     for e in range(6):
         single = UAVEnv(settings, dist, 1, CPU, seed=2)
         for name in batch._names:
-            setattr(single, name, getattr(batch, name)[e:e + 1].clone())
+            setattr(single, name, getattr(batch, name)[e : e + 1].clone())
         singles.append(single)
     for _ in range(4):
         action = torch.rand(6, 5, 2, generator=torch.Generator().manual_seed(7)) * 2 - 1
         step = batch.step(action)
         for e, single in enumerate(singles):
-            alone = single.step(action[e:e + 1])
+            alone = single.step(action[e : e + 1])
             for field in ("obs", "state", "reward", "task_reward", "done", "positions"):
-                torch.testing.assert_close(getattr(step, field)[e:e + 1], getattr(alone, field))
+                torch.testing.assert_close(getattr(step, field)[e : e + 1], getattr(alone, field))
 
 
 def test_episodes_auto_reset_and_a_restored_environment_continues_identically() -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import ROOT, run_cli
-from test_faults import one_error_line
 from hydra import compose, initialize_config_dir
+from test_faults import one_error_line
 
 from uavgnn.algorithms import check_config, register_configs
 from uavgnn.envs.policies import random_policy, run_episodes
@@ -80,11 +80,24 @@ def test_your_environment_is_the_one_stepped(my_envs) -> None:
 
 
 def test_masac_trains_and_validates_on_your_environment(tmp_path, my_envs) -> None:
-    run_cli("algorithm=masac", f"env.target={my_envs}.Counted", "env.n_envs=8", "env.val_episodes=16",
-            "algorithm.learning_starts=16", "algorithm.buffer_size=512", "model.hidden=16",
-            "algorithm.critic_hidden=16", "hardware.batch_size=32", "train.steps=10", "train.eval_every=5",
-            "train.ckpt_every=5", "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
-            f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    run_cli(
+        "algorithm=masac",
+        f"env.target={my_envs}.Counted",
+        "env.n_envs=8",
+        "env.val_episodes=16",
+        "algorithm.learning_starts=16",
+        "algorithm.buffer_size=512",
+        "model.hidden=16",
+        "algorithm.critic_hidden=16",
+        "hardware.batch_size=32",
+        "train.steps=10",
+        "train.eval_every=5",
+        "train.ckpt_every=5",
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
     made = (tmp_path / "envs.log").read_text().split()
     assert "8" in made and "16" in made  # the training environments and the validation episodes
 
@@ -107,35 +120,59 @@ def test_a_wrong_environment_is_one_line(tmp_path, my_envs) -> None:
 def test_a_malformed_path_is_one_line_naming_key_and_value(path) -> None:
     with pytest.raises(ConfigError) as caught:
         import_named(path, "env.target")
-    assert str(caught.value) == (f"env.target={path}: not a dotted path of Python names; give module.name (e.g. "
-                                 "mypkg.module.MyClass), importable from where you run")
+    assert str(caught.value) == (
+        f"env.target={path}: not a dotted path of Python names; give module.name (e.g. "
+        "mypkg.module.MyClass), importable from where you run"
+    )
 
 
 def test_a_malformed_env_target_ends_the_run_in_one_line(tmp_path) -> None:
-    proc = run_cli("experiment=debug", "algorithm=mappo", "env.target=..x", "hardware.threads=1", "logger=none",
-                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
-                   check=False)
+    proc = run_cli(
+        "experiment=debug",
+        "algorithm=mappo",
+        "env.target=..x",
+        "hardware.threads=1",
+        "logger=none",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+        check=False,
+    )
     line = one_error_line(proc, "error:")
-    assert proc.returncode == 2 and line == ("error: env.target=..x: not a dotted path of Python names; give "
-                                             "module.name (e.g. mypkg.module.MyClass), importable from where you run")
+    assert proc.returncode == 2 and line == (
+        "error: env.target=..x: not a dotted path of Python names; give "
+        "module.name (e.g. mypkg.module.MyClass), importable from where you run"
+    )
 
 
 def test_your_environment_failing_to_build_is_one_line(tmp_path, my_envs) -> None:
     dist = SceneDistribution()
     with pytest.raises(ConfigError) as caught:
         make_env(EnvSettings(target="my_envs.Broken"), dist, 2, "cpu", seed=0)
-    assert str(caught.value) == ("env.target=my_envs.Broken: Broken(...) raised RuntimeError: no licence server at "
-                                 "10.0.0.7")
+    assert str(caught.value) == (
+        "env.target=my_envs.Broken: Broken(...) raised RuntimeError: no licence server at 10.0.0.7"
+    )
     with pytest.raises(ConfigError) as caught:  # our own one-line errors pass through as they are
         make_env(EnvSettings(target="my_envs.Strict"), dist, 2, "cpu", seed=0)
     assert str(caught.value) == "env.horizon=7: Strict wants 8"
     with pytest.raises(ValueError, match="^env.action: unknown action mode 'sideways'") as caught:  # UAVEnv's own
         make_env(EnvSettings(action="sideways"), dist, 2, "cpu", seed=0)
     assert not isinstance(caught.value, ConfigError)
-    proc = run_cli("experiment=debug", "algorithm=mappo", "env.target=my_envs.Broken", "env.val_episodes=4",
-                   "hardware.batch_size=4", "algorithm.minibatches=2", "hardware.threads=1", "logger=none",
-                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
-                   check=False)
+    proc = run_cli(
+        "experiment=debug",
+        "algorithm=mappo",
+        "env.target=my_envs.Broken",
+        "env.val_episodes=4",
+        "hardware.batch_size=4",
+        "algorithm.minibatches=2",
+        "hardware.threads=1",
+        "logger=none",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+        check=False,
+    )
     line = one_error_line(proc, "error:")
-    assert proc.returncode == 2 and line == ("error: env.target=my_envs.Broken: Broken(...) raised RuntimeError: "
-                                             "no licence server at 10.0.0.7")
+    assert proc.returncode == 2 and line == (
+        "error: env.target=my_envs.Broken: Broken(...) raised RuntimeError: no licence server at 10.0.0.7"
+    )

@@ -37,14 +37,28 @@ from uavgnn.algorithms import MODEL_SCHEMAS, algorithms, check_config, imitation
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.checkpoints import load_checkpoint, part_checksums, weights_norm
 from uavgnn.config import Config
-from uavgnn.data.cache import (BuildSettings, SplitSpec, cache_entries, clear_cache, foreign_entries, load_or_build,
-                               verify)
+from uavgnn.data.cache import (
+    BuildSettings,
+    SplitSpec,
+    cache_entries,
+    clear_cache,
+    foreign_entries,
+    load_or_build,
+    verify,
+)
 from uavgnn.envs.replay import ReplayBuffer
-from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.envs.settings import EnvSettings
-from uavgnn.errors import (CheckpointError, ConfigError, Interrupted, MemoryBudgetError, RunDirectoryError,
-                           SceneFileError, StorageError, TrainingDiverged)
-from uavgnn.scoring.methods import Controls, compare_on_split
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.errors import (
+    CheckpointError,
+    ConfigError,
+    Interrupted,
+    MemoryBudgetError,
+    RunDirectoryError,
+    SceneFileError,
+    StorageError,
+    TrainingDiverged,
+)
 from uavgnn.loggers import MetricLogger, read_history
 from uavgnn.models import model_from_config
 from uavgnn.modes.cache import clear
@@ -52,14 +66,25 @@ from uavgnn.modes.train import run_train
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_io import load_scene
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
+from uavgnn.scoring.methods import Controls, compare_on_split
+from uavgnn.settings import transformer
 from uavgnn.storage import atomic_write, system_path_problem
 from uavgnn.training.resume import check_resume_config, config_changes, resume_checkpoint
 from uavgnn.training.trainer import Trainer, train
 from uavgnn.validation import RANGES
-from uavgnn.settings import transformer
 
-SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
-         "data.test_scenes=8", "hardware.batch_size=8", "train.log_every=5", "train.warmup_steps=2", "logger=jsonl"]
+SMALL = [
+    "experiment=debug",
+    "model=tiny",
+    "data.n_uav=6",
+    "data.train_scenes=64",
+    "data.val_scenes=8",
+    "data.test_scenes=8",
+    "hardware.batch_size=8",
+    "train.log_every=5",
+    "train.warmup_steps=2",
+    "logger=jsonl",
+]
 register_configs()
 
 
@@ -69,8 +94,12 @@ def small(tmp_path: Path, run: Path | str, *extra: str) -> list[str]:
 
 def start(*overrides: str, cwd: Path) -> subprocess.Popen:
     """``run.py`` in the background, its output in files (a pipe nobody reads could block it)."""
-    return subprocess.Popen([sys.executable, str(ROOT / "run.py"), *overrides], cwd=cwd,
-                            stdout=(cwd / "bg.out").open("w"), stderr=(cwd / "bg.err").open("w"))
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), *overrides],
+        cwd=cwd,
+        stdout=(cwd / "bg.out").open("w"),
+        stderr=(cwd / "bg.err").open("w"),
+    )
 
 
 def wait_for(condition, what: str, timeout: float = 240.0) -> None:
@@ -96,6 +125,7 @@ def one_error_line(proc: subprocess.CompletedProcess, text: str) -> str:
 
 # ---------------------------------------------------------------- checkpoints that would run code
 
+
 class Payload:
     """Unpickling this creates ``marker``: the side effect a hostile checkpoint would have."""
 
@@ -115,13 +145,18 @@ def hostile(tmp_path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path_kind", ["eval", "resume", *(pytest.param(kind, marks=pytest.mark.heavy)
-                                                             for kind in ("solve", "init_from"))])
+@pytest.mark.parametrize(
+    "path_kind", ["eval", "resume", *(pytest.param(kind, marks=pytest.mark.heavy) for kind in ("solve", "init_from"))]
+)
 def test_a_checkpoint_that_would_run_code_is_refused_on_every_path(tmp_path, hostile, path_kind) -> None:
     ckpt, marker = hostile
     run = tmp_path / "run"
-    args = {"eval": ["mode=eval", f"ckpt={ckpt}"], "solve": ["mode=solve", "solver=model", f"ckpt={ckpt}"],
-            "init_from": ["algorithm=reinforce", f"algorithm.init_from={ckpt}"], "resume": ["resume=true"]}[path_kind]
+    args = {
+        "eval": ["mode=eval", f"ckpt={ckpt}"],
+        "solve": ["mode=solve", "solver=model", f"ckpt={ckpt}"],
+        "init_from": ["algorithm=reinforce", f"algorithm.init_from={ckpt}"],
+        "resume": ["resume=true"],
+    }[path_kind]
     if path_kind == "resume":
         run.mkdir()
         shutil.copy(ckpt, run / "last.pt")
@@ -145,9 +180,13 @@ def test_truncated_text_and_foreign_checkpoints_are_one_line_errors(tmp_path, ho
     text.write_text("not a checkpoint\n")
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(3)}, foreign)
-    for path, reason in ((ckpt, "would run code"), (truncated, "unreadable, truncated"),
-                         (text, "unreadable, truncated"), (foreign, "not a uavgnn checkpoint"),
-                         (tmp_path / "missing.pt", "no such file")):
+    for path, reason in (
+        (ckpt, "would run code"),
+        (truncated, "unreadable, truncated"),
+        (text, "unreadable, truncated"),
+        (foreign, "not a uavgnn checkpoint"),
+        (tmp_path / "missing.pt", "no such file"),
+    ):
         with pytest.raises(CheckpointError) as err:
             load_policy(path)
         assert str(path) in str(err.value) and reason in str(err.value) and "\n" not in str(err.value)
@@ -158,12 +197,14 @@ def test_truncated_text_and_foreign_checkpoints_are_one_line_errors(tmp_path, ho
 def test_text_file_as_ckpt_on_the_command_line(tmp_path) -> None:
     text = tmp_path / "notes.txt"
     text.write_text("hello\n")
-    proc = run_cli(*small(tmp_path, tmp_path / "run", "mode=solve", "solver=model", f"ckpt={text}"), cwd=tmp_path,
-                   check=False)
+    proc = run_cli(
+        *small(tmp_path, tmp_path / "run", "mode=solve", "solver=model", f"ckpt={text}"), cwd=tmp_path, check=False
+    )
     assert proc.returncode == 2 and str(text) in one_error_line(proc, "unreadable, truncated or not a checkpoint")
 
 
 # ---------------------------------------------------------------- signals
+
 
 def process_table() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, state) from /proc."""
@@ -184,11 +225,14 @@ def living(pids: list[int]) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGKILL, *(pytest.param(s, marks=pytest.mark.heavy)
-                                                  for s in (signal.SIGTERM, signal.SIGINT))])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGKILL, *(pytest.param(s, marks=pytest.mark.heavy) for s in (signal.SIGTERM, signal.SIGINT))]
+)
 def test_label_workers_die_with_the_main_process(tmp_path, sig) -> None:
-    proc = start(*small(tmp_path, tmp_path / "run", "data.n_uav=16", "data.train_scenes=6000",
-                        "data.label_workers=2"), cwd=tmp_path)
+    proc = start(
+        *small(tmp_path, tmp_path / "run", "data.n_uav=16", "data.train_scenes=6000", "data.label_workers=2"),
+        cwd=tmp_path,
+    )
     workers: list[int] = []
 
     def labelling() -> bool:
@@ -262,6 +306,7 @@ def test_sigint_stops_with_a_checkpoint_and_exit_130(tmp_path) -> None:
 
 # ---------------------------------------------------------------- divergence
 
+
 def compose_cfg(*overrides: str):
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
         return compose("config", overrides=list(overrides))
@@ -270,8 +315,9 @@ def compose_cfg(*overrides: str):
 def tiny_cfg(tmp_path: Path, *overrides: str):
     cfg = compose_cfg("experiment=debug", "model=tiny", "logger=jsonl", *overrides)
     with open_dict(cfg):
-        cfg.data.update(n_uav=6, train_scenes=32, val_scenes=8, test_scenes=8, cache_dir=str(tmp_path / "cache"),
-                        label_workers=1)
+        cfg.data.update(
+            n_uav=6, train_scenes=32, val_scenes=8, test_scenes=8, cache_dir=str(tmp_path / "cache"), label_workers=1
+        )
         cfg.train.update(steps=30, eval_every=10, ckpt_every=5, log_every=5, warmup_steps=1)
         cfg.hardware.batch_size = 8
     return cfg
@@ -326,13 +372,16 @@ def test_divergence_without_rollbacks_left_keeps_the_last_good_checkpoint(tmp_pa
 SPEC, SETTINGS = SplitSpec("train", 6, 12, 7), BuildSettings(k_max=8, uav_neighbours=3, label_time_limit=5.0)
 
 
-@pytest.mark.parametrize("manifest, reason", [
-    ([], "manifest of the wrong shape"),
-    ({"files": []}, "manifest of the wrong shape"),
-    ({"files": {"graphs.pt": {"sha256": "00"}}}, "lacks the size and checksum"),
-    ({"files": {"graphs.pt": {"bytes": "12", "sha256": "00"}}}, "lacks the size and checksum"),
-    ("not json", "unreadable manifest"),
-])
+@pytest.mark.parametrize(
+    "manifest, reason",
+    [
+        ([], "manifest of the wrong shape"),
+        ({"files": []}, "manifest of the wrong shape"),
+        ({"files": {"graphs.pt": {"sha256": "00"}}}, "lacks the size and checksum"),
+        ({"files": {"graphs.pt": {"bytes": "12", "sha256": "00"}}}, "lacks the size and checksum"),
+        ("not json", "unreadable manifest"),
+    ],
+)
 def test_a_manifest_of_the_wrong_shape_means_damaged_and_rebuild(tmp_path, manifest, reason) -> None:
     cache = tmp_path / "cache"
     first = load_or_build(SPEC, SceneDistribution(), SETTINGS, cache, workers=1)
@@ -349,19 +398,27 @@ def test_cache_verify_gives_a_reason_per_damaged_entry(tmp_path) -> None:
     load_or_build(SPEC, SceneDistribution(), SETTINGS, tmp_path / "cache", workers=1)
     (directory,) = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
     (directory / "manifest.json").write_text("[]")
-    proc = run_cli("mode=cache", "action=verify", f"data.cache_dir={tmp_path / 'cache'}",
-                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, check=False)
+    proc = run_cli(
+        "mode=cache",
+        "action=verify",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 1 and "DAMAGED: manifest of the wrong shape" in proc.stdout
     assert "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------- read-only and full disks (real mounts)
 
+
 def namespace(script: str) -> subprocess.CompletedProcess[str]:
     """Run a shell script in a private user + mount namespace (no root needed where the kernel allows
     unprivileged user namespaces): its tmpfs and read-only mounts vanish with it."""
-    proc = subprocess.run(["unshare", "--map-root-user", "--mount", "sh", "-c", script], capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        ["unshare", "--map-root-user", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=600
+    )
     assert not proc.stderr.startswith("unshare:"), f"private mounts are not possible here: {proc.stderr.strip()}"
     return proc
 
@@ -406,9 +463,11 @@ def test_disk_full_while_writing_a_checkpoint_or_the_cache(tmp_path) -> None:
     tiny.mkdir()
     run_on_full = cli(*small(tmp_path, full / "run", "train.ckpt_every=5"))  # its cache on the roomy disk
     cache_on_full = cli(*SMALL, f"data.cache_dir={tiny}", f"hydra.run.dir={tmp_path / 'run'}")
-    proc = namespace(f"mount -t tmpfs -o size=160k tmpfs {full} && mount -t tmpfs -o size=16k tmpfs {tiny} && "
-                     f"cd {tmp_path} && {run_on_full}; echo EXIT=$?; echo LS; ls -A {full / 'run'}; echo END; "
-                     f"{cache_on_full}; echo EXIT=$?; echo LS; ls -A {tiny}; echo END")
+    proc = namespace(
+        f"mount -t tmpfs -o size=160k tmpfs {full} && mount -t tmpfs -o size=16k tmpfs {tiny} && "
+        f"cd {tmp_path} && {run_on_full}; echo EXIT=$?; echo LS; ls -A {full / 'run'}; echo END; "
+        f"{cache_on_full}; echo EXIT=$?; echo LS; ls -A {tiny}; echo END"
+    )
     assert proc.stdout.count("EXIT=2") == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert f"cannot write {full / 'run' / 'last.pt'}: No space left on device" in proc.stderr
     assert f"cannot write {tiny}/train-n6-" in proc.stderr
@@ -419,6 +478,7 @@ def test_disk_full_while_writing_a_checkpoint_or_the_cache(tmp_path) -> None:
 
 
 # ---------------------------------------------------------------- run directories and resumption (units)
+
 
 def test_a_fresh_run_refuses_a_directory_holding_a_run(tmp_path) -> None:
     tmp_path = tmp_path / "run"
@@ -436,10 +496,20 @@ def test_a_fresh_run_refuses_a_directory_holding_a_run(tmp_path) -> None:
 
 
 def test_resume_config_changes_are_sorted_into_safe_and_refused() -> None:
-    stored = {"seed": 0, "model": {"hidden": 32, "dropout": 0.0}, "train": {"steps": 100, "lr": 0.003},
-              "logger": {"name": "wandb"}, "hardware": {"batch_size": 8, "num_workers": 0}}
-    new = {"seed": 0, "model": {"hidden": 32, "dropout": 0.0}, "train": {"steps": 200, "lr": 0.003},
-           "logger": {"name": "jsonl"}, "hardware": {"batch_size": 16, "num_workers": 2}}
+    stored = {
+        "seed": 0,
+        "model": {"hidden": 32, "dropout": 0.0},
+        "train": {"steps": 100, "lr": 0.003},
+        "logger": {"name": "wandb"},
+        "hardware": {"batch_size": 8, "num_workers": 0},
+    }
+    new = {
+        "seed": 0,
+        "model": {"hidden": 32, "dropout": 0.0},
+        "train": {"steps": 200, "lr": 0.003},
+        "logger": {"name": "jsonl"},
+        "hardware": {"batch_size": 16, "num_workers": 2},
+    }
     unsafe, safe = config_changes(stored, new)
     assert unsafe == {"hardware.batch_size": (8, 16)}
     assert safe == {"train.steps": (100, 200), "logger.name": ("wandb", "jsonl"), "hardware.num_workers": (0, 2)}
@@ -487,7 +557,9 @@ def every_numeric_key() -> dict[str, tuple[str, type, object]]:
         keys.update({key: ("imitation", kind, RANGES.get(key)) for key, kind in numeric_keys(schema, "model.").items()})
     for name, algorithm in algorithms().items():
         ranges = {f"algorithm.{f.name}": f.metadata.get("range") for f in dataclasses.fields(algorithm.config)}
-        keys.update({key: (name, kind, ranges[key]) for key, kind in numeric_keys(algorithm.config, "algorithm.").items()})
+        keys.update(
+            {key: (name, kind, ranges[key]) for key, kind in numeric_keys(algorithm.config, "algorithm.").items()}
+        )
     return keys
 
 
@@ -503,7 +575,9 @@ def out_of_range(valid, kind: type) -> list:
 
 
 def test_every_numeric_key_has_a_valid_range() -> None:
-    missing = [key for key, (_, _, valid) in every_numeric_key().items() if valid is None and key not in HANDLED_ELSEWHERE]
+    missing = [
+        key for key, (_, _, valid) in every_numeric_key().items() if valid is None and key not in HANDLED_ELSEWHERE
+    ]
     assert not missing and set(RANGES) <= set(every_numeric_key())
 
 
@@ -529,19 +603,28 @@ def test_values_outside_each_range_are_rejected_naming_the_key(key) -> None:
         assert str(err.value).startswith(f"{key}=") and str(valid) in str(err.value)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["task=file"], "task=file needs task.file=PATH"),
-    (["train.lr=nan"], "train.lr=nan must be > 0"),
-    (["train.grad_clip=-1"], "train.grad_clip=-1.0 must be > 0"),
-    (["model.dropout=1.0"], "model.dropout=1.0 must be in [0, 1)"),
-    (["algorithm=imitation", "data.source=generated"],
-     "data.source=generated with algorithm=imitation: fresh scenes have no MILP labels"),
-    (["data.source=generated", "algorithm=reinforce", "algorithm.imitation_weight=0.5"],
-     "data.source=generated with algorithm.imitation_weight=0.5"),
-    (["data.source=generated", "algorithm=reinforce", "task=file", "task.file=x.json"],
-     "data.source=generated with task=file"),
-    (["data.source=files"], "data.source='files' is not one of cache, generated"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["task=file"], "task=file needs task.file=PATH"),
+        (["train.lr=nan"], "train.lr=nan must be > 0"),
+        (["train.grad_clip=-1"], "train.grad_clip=-1.0 must be > 0"),
+        (["model.dropout=1.0"], "model.dropout=1.0 must be in [0, 1)"),
+        (
+            ["algorithm=imitation", "data.source=generated"],
+            "data.source=generated with algorithm=imitation: fresh scenes have no MILP labels",
+        ),
+        (
+            ["data.source=generated", "algorithm=reinforce", "algorithm.imitation_weight=0.5"],
+            "data.source=generated with algorithm.imitation_weight=0.5",
+        ),
+        (
+            ["data.source=generated", "algorithm=reinforce", "task=file", "task.file=x.json"],
+            "data.source=generated with task=file",
+        ),
+        (["data.source=files"], "data.source='files' is not one of cache, generated"),
+    ],
+)
 def test_named_bad_values_fail_before_any_work(overrides, message) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         check_config(compose_cfg(*overrides))
@@ -549,15 +632,30 @@ def test_named_bad_values_fail_before_any_work(overrides, message) -> None:
 
 # ---------------------------------------------------------------- malformed scene files (generated fuzz)
 
+
 def valid_scene() -> dict:
-    return {"uav_position": [[0, 0], [3, 0], [0, 4]], "uav_range": [5.0, 5.0, 5.0],
-            "target_position": [[3, 4], [1, 1]], "target_need": [2, 1], "target_value": [5.0, 1.0], "lam": 0.1}
+    return {
+        "uav_position": [[0, 0], [3, 0], [0, 4]],
+        "uav_range": [5.0, 5.0, 5.0],
+        "target_position": [[3, 4], [1, 1]],
+        "target_need": [2, 1],
+        "target_value": [5.0, 1.0],
+        "lam": 0.1,
+    }
 
 
 FIELD_MUTATIONS = {  # each makes any field invalid, whatever its shape
-    "deleted": None, "text": "abc", "boolean": True, "nested too deep": [[[1.0]]], "empty object": {},
-    "nan": float("nan"), "negative infinity": float("-inf"), "beyond int64": 2**63, "overflowing": 1e308,
-    "ragged": [[1, 2], [3]], "beyond every integer type": 10**400,
+    "deleted": None,
+    "text": "abc",
+    "boolean": True,
+    "nested too deep": [[[1.0]]],
+    "empty object": {},
+    "nan": float("nan"),
+    "negative infinity": float("-inf"),
+    "beyond int64": 2**63,
+    "overflowing": 1e308,
+    "ragged": [[1, 2], [3]],
+    "beyond every integer type": 10**400,
 }
 
 
@@ -572,8 +670,11 @@ def malformed_files(directory: Path) -> list[tuple[Path, str]]:
             else:
                 raw[field] = value
             path = directory / f"{field}-{name.replace(' ', '_')}.json"
-            path.write_text(json.dumps(raw) if name != "beyond every integer type" else
-                            json.dumps(raw).replace('"__BIG__"', str(value)))
+            path.write_text(
+                json.dumps(raw)
+                if name != "beyond every integer type"
+                else json.dumps(raw).replace('"__BIG__"', str(value))
+            )
             if name == "beyond every integer type":
                 path.write_text(json.dumps({**raw, field: "__BIG__"}).replace('"__BIG__"', str(value)))
             files.append((path, f"'{field}'"))
@@ -602,8 +703,10 @@ def malformed_files(directory: Path) -> list[tuple[Path, str]]:
     (directory / "empty.json").write_text("")
     (directory / "empty.npz").write_bytes(b"")
     files += [(directory / "empty.json", "not valid JSON"), (directory / "empty.npz", "not a readable NPZ")]
-    np.savez(directory / "objects.npz", **{**{k: np.asarray(v) for k, v in valid_scene().items()},
-                                           "lam": np.array([{"a": 1}], dtype=object)})
+    np.savez(
+        directory / "objects.npz",
+        **{**{k: np.asarray(v) for k, v in valid_scene().items()}, "lam": np.array([{"a": 1}], dtype=object)},
+    )
     files.append((directory / "objects.npz", "NPZ"))
     return files
 
@@ -619,24 +722,36 @@ def test_every_malformed_scene_file_is_a_one_line_error_naming_it(tmp_path) -> N
 
 
 def test_magnitudes_beyond_the_documented_bounds_are_named(tmp_path) -> None:
-    for field, value, shown in (("uav_position", [[1e308, 0], [0, 0], [0, 0]], "1e+308"),
-                                ("target_need", [2**63, 1], "9.22337e+18"), ("lam", 1e7, "1e+07")):
+    for field, value, shown in (
+        ("uav_position", [[1e308, 0], [0, 0], [0, 0]], "1e+308"),
+        ("target_need", [2**63, 1], "9.22337e+18"),
+        ("lam", 1e7, "1e+07"),
+    ):
         path = tmp_path / f"{field}.json"
         path.write_text(json.dumps({**valid_scene(), field: value}))
-        with pytest.raises(SceneFileError, match=re.escape(f"field '{field}' value {shown}") + ".*beyond the "
-                                                                                               "supported"):
+        with pytest.raises(
+            SceneFileError, match=re.escape(f"field '{field}' value {shown}") + ".*beyond the supported"
+        ):
             load_scene(path)
 
 
 # ---------------------------------------------------------------- evaluation against an unproven reference
+
 
 def test_where_no_optimum_is_proven_the_gaps_are_against_the_best_assignment_found(labelled_store) -> None:
     model = model_from_config(transformer(SimpleNamespace(hidden=32, heads=1, layers=1, dropout=0.0, ffn_mult=2)))
     graph = GraphSettings(k_max=16, uav_neighbours=6)
     controls = Controls(keeps=(2,))
     rows, _ = compare_on_split(model, labelled_store, "greedy", graph, 8, torch.device("cpu"), controls=controls)
-    assert [r["method"] for r in rows] == ["model (greedy)", "model-pruned milp (keep 2)", "greedy", "lap", "mcf",
-                                           "mcf + repair", "milp"]
+    assert [r["method"] for r in rows] == [
+        "model (greedy)",
+        "model-pruned milp (keep 2)",
+        "greedy",
+        "lap",
+        "mcf",
+        "mcf + repair",
+        "milp",
+    ]
     n = len(labelled_store)
     assert all(math.isfinite(r["optimality_gap"]) and r["reference_optimal"] == f"{n}/{n}" for r in rows)
     # scene 3 stopped at its time limit with the optimum as incumbent: nothing beats it, every gap is as before
@@ -648,7 +763,7 @@ def test_where_no_optimum_is_proven_the_gaps_are_against_the_best_assignment_fou
     assert all(r["reference_optimal"] == f"{n - 1}/{n}" for r in again)
     # ... with all idle as incumbent: the reference is the best another method found, the MILP's row 100% off there
     tensors = dict(labelled_store.tensors, label_assignment=labelled_store.tensors["label_assignment"].clone())
-    tensors["label_assignment"][int(labelled_store.uav_ptr[3]):int(labelled_store.uav_ptr[4])] = -1
+    tensors["label_assignment"][int(labelled_store.uav_ptr[3]) : int(labelled_store.uav_ptr[4])] = -1
     objective = labelled_store.objective.clone()
     objective[3] = 0.0
     idle = dataclasses.replace(unproven, tensors=tensors, objective=objective)
@@ -658,6 +773,7 @@ def test_where_no_optimum_is_proven_the_gaps_are_against_the_best_assignment_fou
 
 
 # ================================================================ issue 30: nothing a user owns is deleted or rewritten
+
 
 def snapshot(directory: Path) -> dict[str, str]:
     """Every entry below ``directory`` with a digest of its content (a symlink by its target, never followed):
@@ -698,6 +814,7 @@ def copy_run(finished_run: Path, tmp_path: Path) -> Path:
 
 # ---------------------------------------------------------------- destructive commands prove what they delete
 
+
 @pytest.mark.slow
 def test_cache_clear_deletes_only_proven_cache_entries_and_counts_their_real_size(tmp_path) -> None:
     """Audit 1: ``data.cache_dir=/tmp/x`` deleted Documents/ and projects/. Now only entries with uavgnn's marker
@@ -720,8 +837,14 @@ def test_cache_clear_deletes_only_proven_cache_entries_and_counts_their_real_siz
     size = sum(f.stat().st_size for f in (user / ours[0]).rglob("*") if f.is_file())
     kept = {k: v for k, v in snapshot(user).items() if not k.startswith(ours[0])}
     outside_before = snapshot(tmp_path / "Documents-elsewhere") | snapshot(outside)
-    proc = run_cli("mode=cache", "action=clear", "force=true", f"data.cache_dir={user}",
-                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    proc = run_cli(
+        "mode=cache",
+        "action=clear",
+        "force=true",
+        f"data.cache_dir={user}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
     assert "Traceback" not in proc.stderr and f"{size / 2**20:.2f}" in proc.stdout, proc.stdout + proc.stderr
     assert "removed 1 cache from" in proc.stdout and "left alone in" in proc.stdout
     assert not (user / ours[0]).exists()
@@ -736,14 +859,24 @@ def test_cache_clear_refuses_a_checkout_home_root_or_system_directory(tmp_path, 
     (checkout / ".git").mkdir(parents=True)
     proven_entry(checkout, "train-n6-00000000000000ee")  # even a proven entry is not cleared from a checkout
     before = snapshot(checkout)
-    proc = run_cli("mode=cache", "action=clear", "force=true", "data.cache_dir=.", f"hydra.run.dir={tmp_path / 'r'}",
-                   cwd=checkout, check=False)
+    proc = run_cli(
+        "mode=cache",
+        "action=clear",
+        "force=true",
+        "data.cache_dir=.",
+        f"hydra.run.dir={tmp_path / 'r'}",
+        cwd=checkout,
+        check=False,
+    )
     assert proc.returncode == 2 and "is a checkout (it holds .git)" in one_error_line(proc, "error:")
     assert snapshot(checkout) == before
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
-    for root, reason in (("/", "is the root directory"), ("/usr", "/usr is a system directory"),
-                         (str(tmp_path / "home"), "is a home directory")):
+    for root, reason in (
+        ("/", "is the root directory"),
+        ("/usr", "/usr is a system directory"),
+        (str(tmp_path / "home"), "is a home directory"),
+    ):
         with pytest.raises(StorageError, match=re.escape(reason)):
             clear(root, force=True)
 
@@ -753,8 +886,9 @@ def test_cache_clear_on_a_read_only_cache_is_one_line_and_deletes_nothing(tmp_pa
     cache = tmp_path / "cache"
     proven_entry(cache, "train-n6-00000000000000ff")
     before = snapshot(cache)
-    clear_it = cli("mode=cache", "action=clear", "force=true", f"data.cache_dir={cache}",
-                   f"hydra.run.dir={tmp_path / 'run'}")
+    clear_it = cli(
+        "mode=cache", "action=clear", "force=true", f"data.cache_dir={cache}", f"hydra.run.dir={tmp_path / 'run'}"
+    )
     proc = namespace(f"{read_only(cache)} && cd {tmp_path} && {clear_it}; echo EXIT=$?")
     assert "EXIT=2" in proc.stdout and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert "Read-only file system (the directory is not writable" in proc.stderr and "removed 0 caches" in proc.stderr
@@ -773,15 +907,20 @@ def test_cache_verify_lists_only_uavgnn_caches(tmp_path) -> None:
 
 # ---------------------------------------------------------------- a refused run leaves its directory as it was
 
+
 @pytest.mark.slow
 def test_refused_runs_leave_the_run_directory_byte_identical(tmp_path, finished_run, hostile) -> None:
     """Audit 2: a fresh run into a run's directory, or a refused resume, exited 2 but rewrote .hydra/config.yaml
     and overrides.yaml (and mode=compare then showed the new config with the old metrics)."""
     run = copy_run(finished_run, tmp_path)
     before = snapshot(run)
-    attempts = {"fresh run": ["model=small"], "changed seed": ["resume=auto", "seed=3", "model.dropout=0.1"],
-                "mode=eval": ["mode=eval", f"ckpt={run / 'best.pt'}"],
-                "mode=solve": ["mode=solve", "solver=greedy"], "mode=compare": ["mode=compare", f"path=[{run},{run}]"]}
+    attempts = {
+        "fresh run": ["model=small"],
+        "changed seed": ["resume=auto", "seed=3", "model.dropout=0.1"],
+        "mode=eval": ["mode=eval", f"ckpt={run / 'best.pt'}"],
+        "mode=solve": ["mode=solve", "solver=greedy"],
+        "mode=compare": ["mode=compare", f"path=[{run},{run}]"],
+    }
     lines = {}
     for what, extra in attempts.items():
         proc = run_cli(*small(tmp_path, run, "train.steps=10", *extra), cwd=tmp_path, check=False)
@@ -806,8 +945,15 @@ def test_a_sweep_whose_jobs_refuse_their_directories_fails_and_leaves_them_untou
     for job in ("0-seed:0", "1-seed:1"):  # the folders the sweep below names its jobs
         shutil.copytree(finished_run / "run", sweep / job)
     before = snapshot(sweep)
-    proc = run_cli("-m", *SMALL, f"data.cache_dir={tmp_path / 'cache'}", "seed=0,1", f"hydra.sweep.dir={sweep}",
-                   cwd=tmp_path, check=False)
+    proc = run_cli(
+        "-m",
+        *SMALL,
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "seed=0,1",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 1 and "2 of 2 jobs failed" in proc.stderr and "Traceback" not in proc.stderr
     assert "job 0-seed:0: RunDirectoryError" in proc.stderr and "already holds a run" in proc.stderr
     assert {k: v for k, v in snapshot(sweep).items() if k.startswith(("0", "1"))} == before
@@ -833,10 +979,20 @@ def test_rewritten_files_keep_their_permissions(tmp_path) -> None:
 def test_a_second_sigterm_ends_a_run_stuck_in_a_long_computation_at_once(tmp_path) -> None:
     """Review of issue 30: Python runs a SIGTERM handler only between bytecodes, so a run inside a long MILP solve
     ignored SIGTERM until the solver returned. A second signal now ends it at once, saying so."""
-    proc = start("mode=solve", "solver=milp", "solve.n_uav=3000", "solve.time_limit=120", "solve.gap_reference=false",
-                 "logger=none", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
-    wait_for(lambda: "scene: 3,000 UAVs" in (tmp_path / "bg.out").read_text() or proc.poll() is not None,
-             "the solver to start")
+    proc = start(
+        "mode=solve",
+        "solver=milp",
+        "solve.n_uav=3000",
+        "solve.time_limit=120",
+        "solve.gap_reference=false",
+        "logger=none",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    wait_for(
+        lambda: "scene: 3,000 UAVs" in (tmp_path / "bg.out").read_text() or proc.poll() is not None,
+        "the solver to start",
+    )
     time.sleep(2.0)
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.5)
@@ -853,11 +1009,24 @@ def test_sigterm_to_the_process_group_leaves_no_worker_traceback(tmp_path) -> No
     """Review of issue 30: a SIGTERM to the process group (scancel, kill -- -pgid) also kills the loader's workers,
     and the step under way failed with a traceback. The run now stops at the last completed step, with last.pt."""
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *small(tmp_path, run, "train.steps=100000",
-                                                                          "hardware.loader=pyg", "hardware.num_workers=2",
-                                                                          "train.ckpt_every=100000")],
-                            cwd=tmp_path, stdout=(tmp_path / "bg.out").open("w"), stderr=(tmp_path / "bg.err").open("w"),
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            *small(
+                tmp_path,
+                run,
+                "train.steps=100000",
+                "hardware.loader=pyg",
+                "hardware.num_workers=2",
+                "train.ckpt_every=100000",
+            ),
+        ],
+        cwd=tmp_path,
+        stdout=(tmp_path / "bg.out").open("w"),
+        stderr=(tmp_path / "bg.err").open("w"),
+        start_new_session=True,
+    )
     wait_for(lambda: (run / "metrics.jsonl").exists() and logged(run), "training to start")
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=60)
@@ -904,6 +1073,7 @@ def test_resume_auto_without_a_checkpoint_never_starts_over_a_finished_run(tmp_p
 
 # ---------------------------------------------------------------- the history: atomic rewrites, damage named
 
+
 @pytest.mark.heavy  # the suite's time: pytest -m heavy tests/test_faults.py
 def test_kill_9_during_the_history_rewrite_leaves_the_old_or_the_new_history(tmp_path, finished_run) -> None:
     """Audit 3: kill -9 while resume rewrote a 600,000-row history left 77,673 rows. The rewrite is now written
@@ -945,14 +1115,18 @@ def test_a_history_cut_short_is_damaged_and_the_resume_refused_untouched(tmp_pat
 def test_disk_full_during_the_history_rewrite_keeps_the_old_history(tmp_path, finished_run) -> None:
     run = copy_run(finished_run, tmp_path)
     rows = read_history(run)
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": 0, "pad": "x" * 100}) + "\n" for _ in range(2500))
-                                       + "".join(json.dumps(r) + "\n" for r in rows))
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": 0, "pad": "x" * 100}) + "\n" for _ in range(2500))
+        + "".join(json.dumps(r) + "\n" for r in rows)
+    )
     size = sum(p.stat().st_size for p in run.iterdir() if p.is_file())
     full = tmp_path / "full"
     full.mkdir()
     resume = cli(*small(tmp_path, full / "run", "train.steps=12", "resume=auto"))
-    proc = namespace(f"mount -t tmpfs -o size={size + 96 * 1024} tmpfs {full} && cp -a {run} {full}/run && "
-                     f"cd {tmp_path} && {resume}; echo EXIT=$?; sha256sum {full}/run/metrics.jsonl")
+    proc = namespace(
+        f"mount -t tmpfs -o size={size + 96 * 1024} tmpfs {full} && cp -a {run} {full}/run && "
+        f"cd {tmp_path} && {resume}; echo EXIT=$?; sha256sum {full}/run/metrics.jsonl"
+    )
     assert "EXIT=2" in proc.stdout and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert f"cannot write {full / 'run' / 'metrics.jsonl'}: No space left on device" in proc.stderr
     assert hashlib.sha256((run / "metrics.jsonl").read_bytes()).hexdigest() in proc.stdout  # the old history, whole
@@ -960,16 +1134,33 @@ def test_disk_full_during_the_history_rewrite_keeps_the_old_history(tmp_path, fi
 
 # ---------------------------------------------------------------- sweeps: workers die with the sweep, locks
 
+
 @pytest.mark.heavy  # the suite's time: pytest -m heavy tests/test_faults.py
 def test_joblib_sweep_workers_die_with_a_killed_sweep_and_their_runs_resume(tmp_path) -> None:
     """Audit 4: after kill -9 of a joblib sweep its workers trained on, held their runs' locks (a resume was
     refused 'in use by pid ...') and ignored SIGTERM. Now each stops at the end of a step with last.pt."""
     sweep = tmp_path / "sweep"
-    args = [*SMALL, f"data.cache_dir={tmp_path / 'cache'}", "train.steps=100000", "train.ckpt_every=100000",
-            "hardware.threads=1"]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "-m", "hydra/launcher=joblib", *args, "seed=0,1",
-                             f"hydra.sweep.dir={sweep}"], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    args = [
+        *SMALL,
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "train.steps=100000",
+        "train.ckpt_every=100000",
+        "hardware.threads=1",
+    ]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "-m",
+            "hydra/launcher=joblib",
+            *args,
+            "seed=0,1",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     jobs = [sweep / "0-seed:0", sweep / "1-seed:1"]
     wait_for(lambda: all((d / "metrics.jsonl").exists() and logged(d) for d in jobs), "both jobs to train")
     workers = [pid for pid, (parent, _) in process_table().items() if parent == proc.pid]
@@ -979,9 +1170,15 @@ def test_joblib_sweep_workers_die_with_a_killed_sweep_and_their_runs_resume(tmp_
     for job in jobs:
         assert torch.load(job / "last.pt", weights_only=True)["state"]["step"] > 0
         assert "the sweep's main process" in (job / "run.log").read_text()
-    resumed = run_cli(*args[:-3], f"data.cache_dir={tmp_path / 'cache'}", "seed=0", "resume=auto",
-                      f"train.steps={torch.load(jobs[0] / 'last.pt', weights_only=True)['state']['step'] + 2}",
-                      f"hydra.run.dir={jobs[0]}", cwd=tmp_path)
+    resumed = run_cli(
+        *args[:-3],
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "seed=0",
+        "resume=auto",
+        f"train.steps={torch.load(jobs[0] / 'last.pt', weights_only=True)['state']['step'] + 2}",
+        f"hydra.run.dir={jobs[0]}",
+        cwd=tmp_path,
+    )
     assert "in use by" not in resumed.stderr
 
 
@@ -990,11 +1187,20 @@ def test_a_lock_held_by_a_dead_process_is_taken_over_even_if_its_child_lives(tmp
     """flock locks were inherited by forked children (label workers, loaders): a dead run's surviving child kept
     its directory locked. The lock is now the process's own (lockf): when the holder dies, it is free."""
     run = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import os, sys, time; from pathlib import Path; from uavgnn import run_lock; "
-        f"run_lock.hold(Path({str(run)!r})); child = os.fork(); "
-        "time.sleep(60) if child == 0 else (print(child, flush=True), time.sleep(60))")],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import os, sys, time; from pathlib import Path; from uavgnn import run_lock; "
+                f"run_lock.hold(Path({str(run)!r})); child = os.fork(); "
+                "time.sleep(60) if child == 0 else (print(child, flush=True), time.sleep(60))"
+            ),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     child = int(holder.stdout.readline())
     try:
         holder.kill()
@@ -1008,11 +1214,23 @@ def test_a_lock_held_by_a_dead_process_is_taken_over_even_if_its_child_lives(tmp
 
 # ---------------------------------------------------------------- checkpoint contents are verified, not trusted
 
+
 def masac_cfg(tmp_path: Path, *overrides: str):
-    cfg = compose_cfg("experiment=debug", "algorithm=masac", "model=mlp", "logger=jsonl", "env.n_envs=4",
-                      "algorithm.learning_starts=8", "algorithm.buffer_size=64", "model.hidden=16",
-                      "algorithm.critic_hidden=16", "hardware.batch_size=8", "env.val_episodes=4",
-                      f"data.cache_dir={tmp_path / 'cache'}", *overrides)
+    cfg = compose_cfg(
+        "experiment=debug",
+        "algorithm=masac",
+        "model=mlp",
+        "logger=jsonl",
+        "env.n_envs=4",
+        "algorithm.learning_starts=8",
+        "algorithm.buffer_size=64",
+        "model.hidden=16",
+        "algorithm.critic_hidden=16",
+        "hardware.batch_size=8",
+        "env.val_episodes=4",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        *overrides,
+    )
     with open_dict(cfg):
         cfg.train.update(steps=6, eval_every=6, ckpt_every=3, log_every=3, warmup_steps=0, schedule="plateau")
     return cfg
@@ -1023,10 +1241,13 @@ def flip_byte_of_tensor(path: Path, holding: bytes | None = None) -> None:
     largest): torch reads tensor bytes without checking the zip's CRC, so only our checksums see it."""
     with zipfile.ZipFile(path) as archive:
         records = [i for i in archive.infolist() if "/data/" in i.filename]
-        record = (next(i for i in records if archive.read(i) == holding) if holding is not None
-                  else max(records, key=lambda i: i.file_size))
+        record = (
+            next(i for i in records if archive.read(i) == holding)
+            if holding is not None
+            else max(records, key=lambda i: i.file_size)
+        )
     raw = bytearray(path.read_bytes())
-    name_len, extra_len = struct.unpack("<HH", raw[record.header_offset + 26: record.header_offset + 30])
+    name_len, extra_len = struct.unpack("<HH", raw[record.header_offset + 26 : record.header_offset + 30])
     raw[record.header_offset + 30 + name_len + extra_len] ^= 0x40
     path.write_bytes(bytes(raw))
 
@@ -1050,21 +1271,44 @@ def test_last_pt_parts_are_verified_and_invalid_replay_or_env_state_is_named(tmp
     a NaN in the environment state diverged and was blamed on the LR."""
     run = tmp_path / "run"
     run_train(masac_cfg(tmp_path), run)
-    args = ["experiment=debug", "algorithm=masac", "model=mlp", "logger=jsonl", "env.n_envs=4",
-            "algorithm.learning_starts=8", "algorithm.buffer_size=64", "model.hidden=16", "algorithm.critic_hidden=16",
-            "hardware.batch_size=8", "env.val_episodes=4", "train.steps=6", "train.eval_every=6", "train.ckpt_every=3",
-            "train.log_every=3", "train.warmup_steps=0", "train.schedule=plateau", f"data.cache_dir={tmp_path / 'cache'}",
-            f"hydra.run.dir={run}", "resume=auto"]
+    args = [
+        "experiment=debug",
+        "algorithm=masac",
+        "model=mlp",
+        "logger=jsonl",
+        "env.n_envs=4",
+        "algorithm.learning_starts=8",
+        "algorithm.buffer_size=64",
+        "model.hidden=16",
+        "algorithm.critic_hidden=16",
+        "hardware.batch_size=8",
+        "env.val_episodes=4",
+        "train.steps=6",
+        "train.eval_every=6",
+        "train.ckpt_every=3",
+        "train.log_every=3",
+        "train.warmup_steps=0",
+        "train.schedule=plateau",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={run}",
+        "resume=auto",
+    ]
     pristine = (run / "last.pt").read_bytes()
-    damages = {"part 'data.buffer' (replay buffer) fails its checksum": flip_byte_of_replay_observations,
-               "replay buffer: size 100 is outside 0..64": lambda p: rewritten(
-                   p, lambda c: c["data"]["buffer"].update(size=100)),
-               "replay buffer: cursor 70 does not fit": lambda p: rewritten(
-                   p, lambda c: c["data"]["buffer"].update(cursor=70)),
-               "environment state: pos holds non-finite values": lambda p: rewritten(
-                   p, lambda c: c["data"]["env"]["tensors"]["pos"].view(-1)[0].fill_(math.nan)),
-               "the batch drawn ahead": lambda p: rewritten(
-                   p, lambda c: c["data"].update(ahead=(7, torch.tensor([0, 99]), torch.ones(2))))}
+    damages = {
+        "part 'data.buffer' (replay buffer) fails its checksum": flip_byte_of_replay_observations,
+        "replay buffer: size 100 is outside 0..64": lambda p: rewritten(
+            p, lambda c: c["data"]["buffer"].update(size=100)
+        ),
+        "replay buffer: cursor 70 does not fit": lambda p: rewritten(
+            p, lambda c: c["data"]["buffer"].update(cursor=70)
+        ),
+        "environment state: pos holds non-finite values": lambda p: rewritten(
+            p, lambda c: c["data"]["env"]["tensors"]["pos"].view(-1)[0].fill_(math.nan)
+        ),
+        "the batch drawn ahead": lambda p: rewritten(
+            p, lambda c: c["data"].update(ahead=(7, torch.tensor([0, 99]), torch.ones(2)))
+        ),
+    }
     for message, damage in damages.items():  # the first through the program, the others through run_train
         (run / "last.pt").write_bytes(pristine)
         damage(run / "last.pt")
@@ -1099,22 +1343,44 @@ def test_every_weight_load_names_the_checkpoints_kind_and_what_takes_it(tmp_path
     """Audit 6: weight mismatches on init_from and resume were tracebacks, a failed resume appended a spurious
     'resume' event, a dynamics checkpoint as REINFORCE's init_from was a traceback, and the advice was wrong."""
     dyn = tmp_path / "dyn"
-    cfg = compose_cfg("algorithm=dynamics", "logger=jsonl", f"data.cache_dir={tmp_path / 'dcache'}",
-                      "algorithm.train_envs=4", "algorithm.eval_envs=2", "algorithm.rollout_steps=40",
-                      "algorithm.window=12", "algorithm.burn_in=4", "model.hidden=8", "model.layers=2",
-                      "hardware.batch_size=8", "train.steps=2", "train.eval_every=2", "train.ckpt_every=2")
+    cfg = compose_cfg(
+        "algorithm=dynamics",
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'dcache'}",
+        "algorithm.train_envs=4",
+        "algorithm.eval_envs=2",
+        "algorithm.rollout_steps=40",
+        "algorithm.window=12",
+        "algorithm.burn_in=4",
+        "model.hidden=8",
+        "model.layers=2",
+        "hardware.batch_size=8",
+        "train.steps=2",
+        "train.eval_every=2",
+        "train.ckpt_every=2",
+    )
     run_train(cfg, dyn)
-    proc = run_cli(*small(tmp_path, tmp_path / "rl", "algorithm=reinforce", f"algorithm.init_from={dyn / 'best.pt'}"),
-                   cwd=tmp_path, check=False)
+    proc = run_cli(
+        *small(tmp_path, tmp_path / "rl", "algorithm=reinforce", f"algorithm.init_from={dyn / 'best.pt'}"),
+        cwd=tmp_path,
+        check=False,
+    )
     line = one_error_line(proc, "error:")
-    assert proc.returncode == 2 and "(algorithm=dynamics, model=tcn: a dynamics model; resume=auto " \
-                                    "hydra.run.dir=<its run> takes it): algorithm.init_from= takes an assignment " \
-                                    "policy (algorithm=imitation or reinforce)" in line
-    proc = run_cli(*small(tmp_path, tmp_path / "ev", "mode=eval", f"ckpt={dyn / 'best.pt'}"), cwd=tmp_path,
-                   check=False)
+    assert (
+        proc.returncode == 2
+        and "(algorithm=dynamics, model=tcn: a dynamics model; resume=auto "
+        "hydra.run.dir=<its run> takes it): algorithm.init_from= takes an assignment "
+        "policy (algorithm=imitation or reinforce)"
+        in line
+    )
+    proc = run_cli(*small(tmp_path, tmp_path / "ev", "mode=eval", f"ckpt={dyn / 'best.pt'}"), cwd=tmp_path, check=False)
     line = one_error_line(proc, "error:")
-    assert proc.returncode == 2 and "mode=eval takes an assignment policy (algorithm=imitation or reinforce) or an " \
-                                    "environment policy (algorithm=coma, mappo or masac)" in line
+    assert (
+        proc.returncode == 2
+        and "mode=eval takes an assignment policy (algorithm=imitation or reinforce) or an "
+        "environment policy (algorithm=coma, mappo or masac)"
+        in line
+    )
     run = copy_run(finished_run, tmp_path)
     for part, key in (("weights", "model"), ("optimiser state", "optimizer")):
         ckpt = torch.load(finished_run / "run" / "last.pt", weights_only=True)
@@ -1126,24 +1392,37 @@ def test_every_weight_load_names_the_checkpoints_kind_and_what_takes_it(tmp_path
         torch.save(ckpt, run / "last.pt")
         before = snapshot(run)
         with pytest.raises(CheckpointError) as err:
-            run_train(compose_cfg(*SMALL, f"data.cache_dir={tmp_path / 'cache'}", "train.steps=12", "train.ckpt_every=5",
-                                  "train.eval_every=5", "resume=auto"), run)
+            run_train(
+                compose_cfg(
+                    *SMALL,
+                    f"data.cache_dir={tmp_path / 'cache'}",
+                    "train.steps=12",
+                    "train.ckpt_every=5",
+                    "train.eval_every=5",
+                    "resume=auto",
+                ),
+                run,
+            )
         assert f"its {part} do not fit" in str(err.value) and "algorithm=imitation, model=tiny" in str(err.value)
         assert snapshot(run) == before  # no spurious resume event
 
 
 # ---------------------------------------------------------------- config errors, damaged runs, memory, system paths
 
+
 @pytest.mark.heavy  # the suite's time: pytest -m heavy tests/test_faults.py
 def test_unresolvable_interpolations_are_one_line_and_leave_nothing_behind(tmp_path) -> None:
     """Audit 7: ``${oc.env:NOPE}`` in a key was a traceback (leaving .hydra/, run.log and a lock behind), and in
     hydra.run.dir 'an error during Hydra's exception formatting'."""
-    for override, key in (("model.hidden=${oc.env:NOPE}", "model.hidden"),
-                          ("data.cache_dir=${oc.env:NOPE}", "data.cache_dir"),
-                          (f"hydra.run.dir=${{oc.env:NOPE}}/{tmp_path}/x", "hydra.run.dir")):
+    for override, key in (
+        ("model.hidden=${oc.env:NOPE}", "model.hidden"),
+        ("data.cache_dir=${oc.env:NOPE}", "data.cache_dir"),
+        (f"hydra.run.dir=${{oc.env:NOPE}}/{tmp_path}/x", "hydra.run.dir"),
+    ):
         run = tmp_path / "run"
-        proc = run_cli(*SMALL, override, *([] if key == "hydra.run.dir" else [f"hydra.run.dir={run}"]), cwd=tmp_path,
-                       check=False)
+        proc = run_cli(
+            *SMALL, override, *([] if key == "hydra.run.dir" else [f"hydra.run.dir={run}"]), cwd=tmp_path, check=False
+        )
         line = one_error_line(proc, "error:")
         assert proc.returncode == 2 and f"{key}: cannot be resolved" in line and "NOPE" in line, line
         assert not run.exists() and "exception formatting" not in proc.stderr
@@ -1175,11 +1454,15 @@ def test_memory_estimates_refuse_before_allocating(tmp_path) -> None:
     env.n_envs=10**8 allocated until it failed. Each is now refused first, with the estimate and the limit."""
     rng = np.random.default_rng(0)
     n, m = 100_000, 20_000  # every UAV reaches every target: 2e9 pairs, ranges within the documented bound
-    scene = Scene(rng.random((n, 2)) * 10, np.full(n, 100.0), rng.random((m, 2)) * 10, np.ones(m, np.int64),
-                  np.ones(m), 0.1)
+    scene = Scene(
+        rng.random((n, 2)) * 10, np.full(n, 100.0), rng.random((m, 2)) * 10, np.ones(m, np.int64), np.ones(m), 0.1
+    )
     start_time = time.perf_counter()
-    with pytest.raises(MemoryBudgetError, match=r"about 2e\+09 feasible UAV-target pairs would need about 178\.8 GB "
-                                                r"of memory, but .* available .*shorten the UAVs' ranges"):
+    with pytest.raises(
+        MemoryBudgetError,
+        match=r"about 2e\+09 feasible UAV-target pairs would need about 178\.8 GB "
+        r"of memory, but .* available .*shorten the UAVs' ranges",
+    ):
         feasible_pairs(scene)
     assert time.perf_counter() - start_time < 30  # counted on a sample, never allocated
     huge = tmp_path / "huge.json"
@@ -1191,8 +1474,19 @@ def test_memory_estimates_refuse_before_allocating(tmp_path) -> None:
     with pytest.raises(MemoryBudgetError, match=r"env.n_envs=1000000: 1,000,000 environments of 64 UAVs would need"):
         UAVEnv(settings, SceneDistribution(), 1_000_000, torch.device("cpu"), seed=0)
     with pytest.raises(MemoryBudgetError, match=r"algorithm.buffer_size=1000000000: a replay buffer .*lower algorithm"):
-        ReplayBuffer(10**9, {"obs": (4, 49), "state": (31,), "next_obs": (4, 49), "next_state": (31,),
-                             "action": (4, 2), "reward": (4,), "done": ()}, torch.device("cpu"))
+        ReplayBuffer(
+            10**9,
+            {
+                "obs": (4, 49),
+                "state": (31,),
+                "next_obs": (4, 49),
+                "next_state": (31,),
+                "action": (4, 2),
+                "reward": (4,),
+                "done": (),
+            },
+            torch.device("cpu"),
+        )
     with pytest.raises(ConfigError, match=re.escape("env.n_envs=100000000 must be in [1, 1.04858e+06]")):
         check_config(compose_cfg("algorithm=masac", "model=mlp", "env.n_envs=100000000"))
 
@@ -1202,21 +1496,42 @@ def test_a_scene_too_large_for_memory_is_one_line_in_mode_solve(tmp_path) -> Non
     rng = np.random.default_rng(0)
     n, m = 100_000, 20_000
     path = tmp_path / "dense.npz"
-    np.savez(path, uav_position=rng.random((n, 2)) * 10, uav_range=np.full(n, 100.0),
-             target_position=rng.random((m, 2)) * 10, target_need=np.ones(m, np.int64), target_value=np.ones(m),
-             lam=np.float64(0.1))
-    proc = run_cli("mode=solve", "solver=greedy", "task=file", f"task.file={path}", "logger=none",
-                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, check=False)
+    np.savez(
+        path,
+        uav_position=rng.random((n, 2)) * 10,
+        uav_range=np.full(n, 100.0),
+        target_position=rng.random((m, 2)) * 10,
+        target_need=np.ones(m, np.int64),
+        target_value=np.ones(m),
+        lam=np.float64(0.1),
+    )
+    proc = run_cli(
+        "mode=solve",
+        "solver=greedy",
+        "task=file",
+        f"task.file={path}",
+        "logger=none",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 2 and "feasible UAV-target pairs would need" in one_error_line(proc, "error:")
 
 
 @pytest.mark.slow
 def test_system_directories_are_refused_as_run_sweep_or_cache_directories(tmp_path) -> None:
     """Audit 10: as root, hydra.run.dir=/etc wrote checkpoints, logs and a picture into /etc."""
-    for override, key in (("hydra.run.dir=/usr/share/uavgnn-drill", "hydra.run.dir=/usr/share/uavgnn-drill"),
-                          ("data.cache_dir=/usr/lib/uavgnn-drill", "data.cache_dir=/usr/lib/uavgnn-drill")):
-        proc = run_cli(*SMALL, override, *([] if "hydra" in override else [f"hydra.run.dir={tmp_path / 'r'}"]),
-                       cwd=tmp_path, check=False)
+    for override, key in (
+        ("hydra.run.dir=/usr/share/uavgnn-drill", "hydra.run.dir=/usr/share/uavgnn-drill"),
+        ("data.cache_dir=/usr/lib/uavgnn-drill", "data.cache_dir=/usr/lib/uavgnn-drill"),
+    ):
+        proc = run_cli(
+            *SMALL,
+            override,
+            *([] if "hydra" in override else [f"hydra.run.dir={tmp_path / 'r'}"]),
+            cwd=tmp_path,
+            check=False,
+        )
         line = one_error_line(proc, "error:")
         assert proc.returncode == 2 and key in line and "system directory" in line, line
     assert not Path("/usr/share/uavgnn-drill").exists() and not Path("/usr/lib/uavgnn-drill").exists()
@@ -1227,15 +1542,37 @@ def test_system_directories_are_refused_as_run_sweep_or_cache_directories(tmp_pa
 def test_system_paths_are_the_systems_own_trees_not_every_path_below_usr_or_var() -> None:
     """Review of issue 30: a rule refusing all of /usr and /var refused Docker's /usr/src/app, Jenkins'
     /var/lib/jenkins/workspace and Fedora Atomic's /var/home; those are allowed, the system's own are not."""
-    for refused in ("/", "/etc/x", "/usr", "/usr/src", "/usr/lib/x", "/usr/local/bin/x", "/var", "/var/lib",
-                    "/run/user", "/boot/x", "/dev/null", "/proc/1"):
+    for refused in (
+        "/",
+        "/etc/x",
+        "/usr",
+        "/usr/src",
+        "/usr/lib/x",
+        "/usr/local/bin/x",
+        "/var",
+        "/var/lib",
+        "/run/user",
+        "/boot/x",
+        "/dev/null",
+        "/proc/1",
+    ):
         assert system_path_problem(refused), refused
-    for allowed in ("/usr/src/app/outputs", "/var/lib/jenkins/workspace", "/var/home/alice/runs", "/run/user/1000/x",
-                    "/dev/shm/cache", "/var/tmp/x", "/usr/local/src/p", "/tmp/x", "/home/alice/x"):
+    for allowed in (
+        "/usr/src/app/outputs",
+        "/var/lib/jenkins/workspace",
+        "/var/home/alice/runs",
+        "/run/user/1000/x",
+        "/dev/shm/cache",
+        "/var/tmp/x",
+        "/usr/local/src/p",
+        "/tmp/x",
+        "/home/alice/x",
+    ):
         assert system_path_problem(allowed) is None, allowed
 
 
 # ---------------------------------------------------------------- the partial items: statistics, signals, wandb
+
 
 def window_cfg(tmp_path: Path, algorithm: str):
     """Short runs of 12 steps with rows every 5 (no evaluation, no checkpoint before the end)."""
@@ -1244,8 +1581,15 @@ def window_cfg(tmp_path: Path, algorithm: str):
     elif algorithm == "masac":
         cfg = masac_cfg(tmp_path)
     else:
-        cfg = compose_cfg("experiment=coma", "logger=jsonl", "env.val_episodes=4", "hardware.batch_size=4",
-                          "algorithm.minibatches=2", "algorithm.data_passes=2", "train.schedule=plateau")
+        cfg = compose_cfg(
+            "experiment=coma",
+            "logger=jsonl",
+            "env.val_episodes=4",
+            "hardware.batch_size=4",
+            "algorithm.minibatches=2",
+            "algorithm.data_passes=2",
+            "train.schedule=plateau",
+        )
     with open_dict(cfg):
         cfg.train.update(steps=12, ckpt_every=1000, log_every=5, eval_every=1000)
     return cfg
@@ -1303,18 +1647,40 @@ def test_sigterm_in_the_test_phase_or_rollouts_is_one_line_and_the_command_can_b
     notice = [line for line in err.splitlines() if "interrupted by SIGTERM (mode=train)" in line]
     assert len(notice) == 1 and "resume with:" in notice[0] and f"hydra.run.dir={run}" in notice[0]
     dyn = tmp_path / "dyn"
-    dyn_args = ["algorithm=dynamics", "logger=jsonl", f"data.cache_dir={tmp_path / 'dcache'}", "train.steps=2",
-                "algorithm.train_envs=2048", "algorithm.rollout_steps=400", "model.hidden=8", f"hydra.run.dir={dyn}"]
+    dyn_args = [
+        "algorithm=dynamics",
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'dcache'}",
+        "train.steps=2",
+        "algorithm.train_envs=2048",
+        "algorithm.rollout_steps=400",
+        "model.hidden=8",
+        f"hydra.run.dir={dyn}",
+    ]
     proc = start(*dyn_args, cwd=tmp_path)
-    wait_for(lambda: "rollouts" in (tmp_path / "bg.err").read_text() + (tmp_path / "bg.out").read_text()
-             or proc.poll() is not None, "the rollout simulation")
+    wait_for(
+        lambda: (
+            "rollouts" in (tmp_path / "bg.err").read_text() + (tmp_path / "bg.out").read_text()
+            or proc.poll() is not None
+        ),
+        "the rollout simulation",
+    )
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     err = (tmp_path / "bg.err").read_text()
     assert proc.returncode == 143 and "interrupted by SIGTERM (mode=train)" in err and "Traceback" not in err
     assert not (dyn / "metrics.jsonl").exists()  # nothing that makes the same command refused
-    again = run_cli(*dyn_args[:4], "algorithm.train_envs=2", "algorithm.rollout_steps=60", "model.hidden=8",
-                    f"hydra.run.dir={dyn}", "train.eval_every=2", "algorithm.eval_envs=4", cwd=tmp_path, check=False)
+    again = run_cli(
+        *dyn_args[:4],
+        "algorithm.train_envs=2",
+        "algorithm.rollout_steps=60",
+        "model.hidden=8",
+        f"hydra.run.dir={dyn}",
+        "train.eval_every=2",
+        "algorithm.eval_envs=4",
+        cwd=tmp_path,
+        check=False,
+    )
     assert "already holds" not in again.stderr and again.returncode == 0, again.stderr[-2000:]
 
 
@@ -1371,9 +1737,15 @@ def test_sigterm_while_a_resume_rebuilds_its_data_leaves_the_run_untouched(tmp_p
 @pytest.mark.slow
 def test_checkpoints_of_the_wrong_kind_name_what_takes_them(tmp_path, finished_run) -> None:
     """An assignment policy as a dynamics model's rollout policy, and a run directory that is a file."""
-    proc = run_cli("algorithm=dynamics", "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
-                   f"algorithm.rollout_policy={finished_run / 'run' / 'best.pt'}", f"hydra.run.dir={tmp_path / 'r'}",
-                   cwd=tmp_path, check=False)
+    proc = run_cli(
+        "algorithm=dynamics",
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"algorithm.rollout_policy={finished_run / 'run' / 'best.pt'}",
+        f"hydra.run.dir={tmp_path / 'r'}",
+        cwd=tmp_path,
+        check=False,
+    )
     line = one_error_line(proc, "error:")
     assert proc.returncode == 2 and "(algorithm=imitation, model=tiny: an assignment policy; mode=eval ckpt=" in line
     assert "algorithm.rollout_policy= takes an environment policy (algorithm=coma, mappo or masac)" in line

@@ -10,12 +10,12 @@ from hydra import compose, initialize_config_dir
 from torch_geometric.data import Batch
 
 from uavgnn.algorithms import default_config, register_configs
+from uavgnn.data.fresh_scenes import FreshScenes
+from uavgnn.data.padded import concat_batches
 from uavgnn.modes.train import run_train
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.data.fresh_scenes import FreshScenes
-from uavgnn.data.padded import concat_batches
 from uavgnn.settings import fresh_settings, stage_mix
 
 CPU = torch.device("cpu")
@@ -88,9 +88,22 @@ def test_fresh_sizes_draw_one_size_per_step_at_the_batchs_node_count() -> None:
 def test_concatenated_batches_equal_one_batch_of_the_same_scenes() -> None:
     scenes = generate_scene_batch(SceneDistribution(), 6, 8, torch.Generator().manual_seed(0), CPU)
     whole = build_graph_batch(scenes, 6, 4)
-    halves = [build_graph_batch(type(scenes)(scenes.uav_pos[s], scenes.uav_range[s], scenes.target_pos[s],
-                                             scenes.need[s], scenes.value[s], scenes.side, scenes.lam), 6, 4)
-              for s in (slice(0, 3), slice(3, 8))]
+    halves = [
+        build_graph_batch(
+            type(scenes)(
+                scenes.uav_pos[s],
+                scenes.uav_range[s],
+                scenes.target_pos[s],
+                scenes.need[s],
+                scenes.value[s],
+                scenes.side,
+                scenes.lam,
+            ),
+            6,
+            4,
+        )
+        for s in (slice(0, 3), slice(3, 8))
+    ]
     joined = concat_batches(halves)
     assert same_batch(joined, whole) and joined.num_graphs == 8 and torch.equal(joined.scene_id, torch.arange(8))
 
@@ -101,18 +114,29 @@ def test_training_on_fresh_scenes_resumes_exactly(tmp_path) -> None:
     register_configs()
 
     def train(run: str, steps: int, resume: bool) -> None:
-        overrides = ["experiment=debug", "logger=jsonl", "model=tiny", "algorithm=reinforce", "algorithm.samples=4",
-                     "data.source=generated", "train.warmup_steps=0", "train.ckpt_every=10",
-                     "train.schedule=plateau",  # an LR that does not depend on train.steps
-                     f"data.cache_dir={tmp_path / 'cache'}", f"train.steps={steps}", f"resume={resume}"]
+        overrides = [
+            "experiment=debug",
+            "logger=jsonl",
+            "model=tiny",
+            "algorithm=reinforce",
+            "algorithm.samples=4",
+            "data.source=generated",
+            "train.warmup_steps=0",
+            "train.ckpt_every=10",
+            "train.schedule=plateau",  # an LR that does not depend on train.steps
+            f"data.cache_dir={tmp_path / 'cache'}",
+            f"train.steps={steps}",
+            f"resume={resume}",
+        ]
         with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
             run_train(compose("config", overrides=overrides), tmp_path / run)
 
     train("resumed", 10, False)
     train("resumed", 20, True)
     train("straight", 20, False)
-    resumed, straight = (torch.load(tmp_path / run / "last.pt", weights_only=False)["model"]
-                         for run in ("resumed", "straight"))
+    resumed, straight = (
+        torch.load(tmp_path / run / "last.pt", weights_only=False)["model"] for run in ("resumed", "straight")
+    )
     for name in straight:
         torch.testing.assert_close(resumed[name], straight[name], rtol=0, atol=0)
     rows = [json.loads(line) for line in (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]

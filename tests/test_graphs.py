@@ -4,12 +4,19 @@ import torch
 from torch_geometric.data import Batch
 
 from uavgnn.data.store import GraphStore
-from uavgnn.problem.graphs import (EDGE_DIM, NODE_DIM, adaptive_k, build_graph, build_graph_batch, candidate_recall,
-                                   message_edges)
+from uavgnn.problem.generator import generate_scenes
+from uavgnn.problem.graphs import (
+    EDGE_DIM,
+    NODE_DIM,
+    adaptive_k,
+    build_graph,
+    build_graph_batch,
+    candidate_recall,
+    message_edges,
+)
 from uavgnn.problem.neighbours import grid_neighbours, kdtree_neighbours
 from uavgnn.problem.scene_batch import SceneBatch
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
-from uavgnn.problem.generator import generate_scenes
 from uavgnn.solvers import solve_milp
 
 
@@ -21,9 +28,14 @@ def test_adaptive_k_formula() -> None:
 def test_candidate_recall_by_hand() -> None:
     # UAV0 at (0,0) has targets at distance 1, 2, 3 and takes the farthest (rank 2);
     # UAV1 at (0,5) takes T0, its nearest (rank 0).
-    scene = Scene(uav_pos=np.array([[0.0, 0.0], [0.0, 5.0]]), uav_range=np.array([10.0, 10.0]),
-                  target_pos=np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]]), need=np.array([1, 1, 1]),
-                  value=np.array([1.0, 1.0, 1.0]), lam=0.1)
+    scene = Scene(
+        uav_pos=np.array([[0.0, 0.0], [0.0, 5.0]]),
+        uav_range=np.array([10.0, 10.0]),
+        target_pos=np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]]),
+        need=np.array([1, 1, 1]),
+        value=np.array([1.0, 1.0, 1.0]),
+        lam=0.1,
+    )
     graph = build_graph(scene, k_max=16, assignment=np.array([2, 0]))
     assert candidate_recall([graph], 1) == 0.5
     assert candidate_recall([graph], 2) == 0.5
@@ -84,12 +96,20 @@ def test_grid_neighbours_equal_the_kdtree_ones() -> None:
     """The device path for huge scenes (a cell grid of side max range, UAVs in blocks), run here on the CPU:
     uniform and clustered scenes, a sparse one where UAV neighbours lie beyond the 3 x 3 cells (the exact
     fallback), and scenes too small for the requested counts."""
-    sparse = Scene(uav_pos=np.array([[0.0, 0.0], [0.5, 0.0], [40.0, 40.0], [80.0, 0.0]]),
-                   uav_range=np.array([1.0, 2.0, 1.5, 1.0]), target_pos=np.array([[1.0, 0.0], [40.0, 41.0]]),
-                   need=np.array([1, 2]), value=np.array([1.0, 3.0]), lam=0.1)
-    scenes = (generate_scenes(SceneDistribution(), 300, 1, seed=1) + [sparse]
-              + generate_scenes(SceneDistribution(positions="clustered"), 120, 2, seed=2)
-              + generate_scenes(SceneDistribution(), 2, 1, seed=3))
+    sparse = Scene(
+        uav_pos=np.array([[0.0, 0.0], [0.5, 0.0], [40.0, 40.0], [80.0, 0.0]]),
+        uav_range=np.array([1.0, 2.0, 1.5, 1.0]),
+        target_pos=np.array([[1.0, 0.0], [40.0, 41.0]]),
+        need=np.array([1, 2]),
+        value=np.array([1.0, 3.0]),
+        lam=0.1,
+    )
+    scenes = (
+        generate_scenes(SceneDistribution(), 300, 1, seed=1)
+        + [sparse]
+        + generate_scenes(SceneDistribution(positions="clustered"), 120, 2, seed=2)
+        + generate_scenes(SceneDistribution(), 2, 1, seed=3)
+    )
     for scene in scenes:
         expected = kdtree_neighbours(scene, 6, 5)
         assert_same_neighbours(scene, expected, grid_neighbours(SceneBatch.from_scenes([scene]), 6, 5, block=37))
@@ -141,8 +161,14 @@ def test_batched_builder_equals_the_per_scene_graphs(positions) -> None:
 
 def test_features_by_hand() -> None:
     """Two UAVs (ranges 4 and 2), one target of need 2 worth 3 at distance 3 from UAV 0, lam 0.1."""
-    scene = Scene(uav_pos=np.array([[0.0, 0.0], [0.0, 1.0]]), uav_range=np.array([4.0, 2.0]),
-                  target_pos=np.array([[3.0, 0.0]]), need=np.array([2]), value=np.array([3.0]), lam=0.1)
+    scene = Scene(
+        uav_pos=np.array([[0.0, 0.0], [0.0, 1.0]]),
+        uav_range=np.array([4.0, 2.0]),
+        target_pos=np.array([[3.0, 0.0]]),
+        need=np.array([2]),
+        value=np.array([3.0]),
+        lam=0.1,
+    )
     g = build_graph(scene, k_max=4, uav_neighbours=1)
     # UAV 0: squash(range 4, 4), squash(1 feasible target, 8), nearest 3 / range 4, squash(lam 0.1, 0.1)
     torch.testing.assert_close(g.x[0], torch.tensor([1, 0, 0.5, 1 / 9, 0.75, 0.5]))
@@ -159,9 +185,11 @@ def test_features_by_hand() -> None:
 def test_features_stay_bounded_under_any_valid_scene() -> None:
     """No fixed-constant scaling that assumes need <= 3 or range <= 5: needs up to 9, ranges up to 40,
     lam 2, sparse and dense squares, mixed scenes; every feature in [-1, 1]."""
-    extreme = [SceneDistribution(need_max=9, range_min=0.1, range_max=40.0, lam=2.0, density=0.05),
-               SceneDistribution(positions="clustered", density=20.0, value_min=0.01, value_max=50.0),
-               SceneDistribution(positions="mixed", need_max=6, range_max=12.0)]
+    extreme = [
+        SceneDistribution(need_max=9, range_min=0.1, range_max=40.0, lam=2.0, density=0.05),
+        SceneDistribution(positions="clustered", density=20.0, value_min=0.01, value_max=50.0),
+        SceneDistribution(positions="mixed", need_max=6, range_max=12.0),
+    ]
     for dist in extreme:
         for scene in generate_scenes(dist, 24, 8, seed=1):
             g = build_graph(scene)

@@ -27,9 +27,11 @@ def independence(graph: grimp.ImportGraph) -> bool:
     """import-linter's independence contract over every registered algorithm's module: a new algorithm is in
     it without touching the contracts in pyproject.toml (an installed plug-in's module is outside the graph)."""
     modules = sorted({a.__module__ for a in algorithms().values() if a.__module__.startswith("uavgnn.")})
-    contract = IndependenceContract(name="the algorithms are independent of each other",
-                                    session_options={"root_packages": ["uavgnn"]},
-                                    contract_options={"modules": modules})
+    contract = IndependenceContract(
+        name="the algorithms are independent of each other",
+        session_options={"root_packages": ["uavgnn"]},
+        contract_options={"modules": modules},
+    )
     return contract.check(graph, verbose=False).kept
 
 
@@ -44,8 +46,11 @@ def test_every_module_of_the_package_sits_in_a_layer() -> None:
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     layers = next(c["layers"] for c in contracts if c["type"] == "layers")
     placed = {name.strip() for layer in layers for name in layer.split(":")}
-    top = {f"uavgnn.{p.stem if p.is_file() else p.name}" for p in PACKAGE.iterdir()
-           if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+    top = {
+        f"uavgnn.{p.stem if p.is_file() else p.name}"
+        for p in PACKAGE.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()
+    }
     assert top - {"uavgnn.conf"} == placed  # conf/ holds Hydra's YAML files only
 
 
@@ -61,7 +66,8 @@ def reads_algorithm_name(node: ast.AST) -> bool:
     if isinstance(node, ast.Attribute) and node.attr == "name":
         inner = node.value
         return (isinstance(inner, ast.Attribute) and inner.attr == "algorithm") or (
-            isinstance(inner, ast.Name) and inner.id in ("algorithm", "alg"))
+            isinstance(inner, ast.Name) and inner.id in ("algorithm", "alg")
+        )
     return False
 
 
@@ -84,16 +90,19 @@ def branches_on_names(source: str, names: set[str]) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("source, expected", [
-    ('if cfg.algorithm.name == "masac": pass', 1),
-    ('x = name in ("coma", "masac")', 1),
-    ('table = {"imitation": 1}', 1),
-    ('match name:\n    case "reinforce": pass', 1),
-    ('y = losses["dynamics"]', 1),
-    ('if alg.name != other: pass', 1),
-    ('z = algorithm_class(cfg.algorithm.name)', 0),  # asking the registry is the point
-    ('w = "a dynamics model"', 0),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ('if cfg.algorithm.name == "masac": pass', 1),
+        ('x = name in ("coma", "masac")', 1),
+        ('table = {"imitation": 1}', 1),
+        ('match name:\n    case "reinforce": pass', 1),
+        ('y = losses["dynamics"]', 1),
+        ("if alg.name != other: pass", 1),
+        ("z = algorithm_class(cfg.algorithm.name)", 0),  # asking the registry is the point
+        ('w = "a dynamics model"', 0),
+    ],
+)
 def test_the_name_check_sees_each_way_of_branching(source, expected) -> None:
     assert len(branches_on_names(source, set(algorithms()))) == expected
 
@@ -103,9 +112,14 @@ def names_listed(source: str, names: set[str]) -> list[str]:
     its tuples, lists and sets holding a name: what a registry query (``which``, ``making``) says instead.
     Docstrings, which explain, aside."""
     tree = ast.parse(source)
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
     named = "|".join(map(re.escape, sorted(names)))
     said, word = re.compile(rf"algorithm=({named})\b"), re.compile(rf"\b({named})\b")
     found = []
@@ -119,14 +133,17 @@ def names_listed(source: str, names: set[str]) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("source, expected", [
-    ('raise ConfigError(f"{key}: use algorithm=reinforce")', 1),
-    ('RL = ("masac", "coma")', 1),
-    ('echo("your environment trains masac, coma and mappo")', 1),
-    ('raise ConfigError(f"{key}: use {which(test)}")', 0),  # the registry names them
-    ('"""Trains like algorithm=masac does."""', 0),  # a docstring explains
-    ('w = "the imitation phase"', 0),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ('raise ConfigError(f"{key}: use algorithm=reinforce")', 1),
+        ('RL = ("masac", "coma")', 1),
+        ('echo("your environment trains masac, coma and mappo")', 1),
+        ('raise ConfigError(f"{key}: use {which(test)}")', 0),  # the registry names them
+        ('"""Trains like algorithm=masac does."""', 0),  # a docstring explains
+        ('w = "the imitation phase"', 0),
+    ],
+)
 def test_the_list_check_sees_messages_and_lists(source, expected) -> None:
     assert len(names_listed(source, set(algorithms()))) == expected
 
@@ -146,16 +163,24 @@ def test_no_message_or_list_names_an_algorithm_outside_its_own_file() -> None:
 
 def named_in_source() -> set[str]:
     """The names the package's algorithm classes give themselves (``name = "masac"``), read from their files."""
-    return {node.value.value for path in (PACKAGE / "algorithms").glob("*.py")
-            for cls in ast.walk(ast.parse(path.read_text())) if isinstance(cls, ast.ClassDef)
-            for node in cls.body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-            and any(isinstance(target, ast.Name) and target.id == "name" for target in node.targets)}
+    return {
+        node.value.value
+        for path in (PACKAGE / "algorithms").glob("*.py")
+        for cls in ast.walk(ast.parse(path.read_text()))
+        if isinstance(cls, ast.ClassDef)
+        for node in cls.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and any(isinstance(target, ast.Name) and target.id == "name" for target in node.targets)
+    }
 
 
 def test_no_module_outside_the_algorithms_branches_on_an_algorithms_name() -> None:
     names = set(algorithms())
     assert named_in_source() and named_in_source() <= names  # the check knows every algorithm of the package
-    offenders = {str(path.relative_to(ROOT)): hits for path in sorted(PACKAGE.rglob("*.py"))
-                 if "algorithms" not in path.relative_to(PACKAGE).parts
-                 and (hits := branches_on_names(path.read_text(), names))}
+    offenders = {
+        str(path.relative_to(ROOT)): hits
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "algorithms" not in path.relative_to(PACKAGE).parts and (hits := branches_on_names(path.read_text(), names))
+    }
     assert not offenders

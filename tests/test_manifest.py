@@ -19,8 +19,12 @@ from uavgnn.run_dir import _device_of
 
 
 def git(directory: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(directory), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(directory), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def test_git_state_of_a_clean_checkout_a_dirty_one_and_no_checkout(tmp_path) -> None:
@@ -51,9 +55,20 @@ def test_a_device_that_cannot_be_resolved_is_named_so_in_the_manifest() -> None:
 
 def test_a_run_records_its_manifest_in_the_summary_the_run_log_and_tensorboard(tmp_path) -> None:
     out = tmp_path / "run"
-    run_cli("experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=16", "data.val_scenes=4",
-            "data.test_scenes=4", "hardware.batch_size=8", "train.steps=2", "logger=tensorboard",
-            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}", cwd=tmp_path)
+    run_cli(
+        "experiment=debug",
+        "model=tiny",
+        "data.n_uav=6",
+        "data.train_scenes=16",
+        "data.val_scenes=4",
+        "data.test_scenes=4",
+        "hardware.batch_size=8",
+        "train.steps=2",
+        "logger=tensorboard",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={out}",
+        cwd=tmp_path,
+    )
     commit = git(ROOT, "rev-parse", "HEAD").strip()
     dirty = bool(git(ROOT, "status", "--porcelain").strip())
     manifest = json.loads((out / "summary.json").read_text())["manifest"]

@@ -37,8 +37,10 @@ def gae_by_recursion(reward, done, value, gamma, lam):
 
 def test_gae_is_the_td_error_recursion_and_the_returns_are_advantage_plus_value() -> None:
     g = torch.Generator().manual_seed(0)
-    reward, value = torch.randn(3, 7, 2, generator=g, dtype=torch.float64), torch.randn(3, 7, 2, generator=g,
-                                                                                        dtype=torch.float64)
+    reward, value = (
+        torch.randn(3, 7, 2, generator=g, dtype=torch.float64),
+        torch.randn(3, 7, 2, generator=g, dtype=torch.float64),
+    )
     done = torch.zeros(3, 7, dtype=torch.float64)
     done[0, 3] = done[1, 6] = 1.0  # episode 2 never ends inside the window: no bootstrap past it
     advantage, returns = gae(reward, done, value, 0.9, 0.8)
@@ -49,8 +51,9 @@ def test_gae_is_the_td_error_recursion_and_the_returns_are_advantage_plus_value(
 def test_gae_by_hand_on_two_steps() -> None:
     # r = (1, 2), V = (0.5, 1), ends at step 1, gamma 0.9, lambda 0.5:
     # delta_1 = 2 - 1 = 1; delta_0 = 1 + 0.9 * 1 - 0.5 = 1.4; A_0 = 1.4 + 0.45 * 1 = 1.85
-    advantage, _ = gae(torch.tensor([[[1.0], [2.0]]]), torch.tensor([[0.0, 1.0]]), torch.tensor([[[0.5], [1.0]]]),
-                       0.9, 0.5)
+    advantage, _ = gae(
+        torch.tensor([[[1.0], [2.0]]]), torch.tensor([[0.0, 1.0]]), torch.tensor([[[0.5], [1.0]]]), 0.9, 0.5
+    )
     torch.testing.assert_close(advantage[0, :, 0], torch.tensor([1.85, 1.0]))
 
 
@@ -79,16 +82,28 @@ def random_rollouts(agents: MAPPOAgents, b: int = 4, t: int = 5) -> Rollouts:
     mask = torch.ones(b, t, dtype=torch.float64)
     mask[0, 3:] = 0.0
     rand = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)  # noqa: E731
-    return Rollouts(obs, rand(b, t, s.state_dim), avail, action, rand(b, t, n), torch.zeros(b, t, dtype=torch.float64),
-                    mask, old, rand(b, t, n), rand(b, t, n), rand(b, t, n))
+    return Rollouts(
+        obs,
+        rand(b, t, s.state_dim),
+        avail,
+        action,
+        rand(b, t, n),
+        torch.zeros(b, t, dtype=torch.float64),
+        mask,
+        old,
+        rand(b, t, n),
+        rand(b, t, n),
+        rand(b, t, n),
+    )
 
 
 def loss_per_sample(agents: MAPPOAgents, r: Rollouts, clip: float, entropy_coef: float) -> torch.Tensor:
     """The clipped objective and the normalised value loss, one (episode, step, agent) at a time, with
     torch.distributions for the log-probabilities and entropies."""
     s = agents.s
-    live = [(e, k, i) for e in range(len(r)) for k in range(r.obs.shape[1]) for i in range(s.n_agents)
-            if r.mask[e, k] > 0]
+    live = [
+        (e, k, i) for e in range(len(r)) for k in range(r.obs.shape[1]) for i in range(s.n_agents) if r.mask[e, k] > 0
+    ]
     adv = torch.stack([r.advantage[e, k, i] for e, k, i in live])
     adv = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
     mean, std = 2.0, 2.0  # return_moments above
@@ -148,17 +163,30 @@ def test_the_value_normaliser_tracks_the_returns_moving_moments() -> None:
     # weights (1 - d) d = 0.25 and (1 - d) = 0.5, normalised: 1/3 and 2/3
     mean, std = agents.return_scale()
     expect_mean = 2.0 / 3 + 5.0 * 2 / 3
-    expect_var = (5.0 / 3 + 25.0 * 2 / 3) - expect_mean ** 2  # E[x^2]: (1 + 9) / 2 = 5 for the first
+    expect_var = (5.0 / 3 + 25.0 * 2 / 3) - expect_mean**2  # E[x^2]: (1 + 9) / 2 = 5 for the first
     assert (float(mean), float(std)) == pytest.approx((expect_mean, math.sqrt(expect_var)))
 
 
 def compose_mappo(*overrides: str):
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return compose("config", overrides=["algorithm=mappo", "logger=jsonl", "hardware.batch_size=4",
-                                            "algorithm.minibatches=2", "algorithm.data_passes=2", "env.val_episodes=8",
-                                            "model.hidden=16", "algorithm.critic_hidden=16", "train.log_every=4",
-                                            "train.eval_every=6", "train.ckpt_every=6", *overrides])
+        return compose(
+            "config",
+            overrides=[
+                "algorithm=mappo",
+                "logger=jsonl",
+                "hardware.batch_size=4",
+                "algorithm.minibatches=2",
+                "algorithm.data_passes=2",
+                "env.val_episodes=8",
+                "model.hidden=16",
+                "algorithm.critic_hidden=16",
+                "train.log_every=4",
+                "train.eval_every=6",
+                "train.ckpt_every=6",
+                *overrides,
+            ],
+        )
 
 
 def test_a_resumed_mappo_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> None:
@@ -167,22 +195,52 @@ def test_a_resumed_mappo_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> 
     assert float(a["model"]["return_moments"][0]) > 0  # the normaliser saw returns
 
 
-@pytest.mark.parametrize("override, message", [("hardware.batch_size=auto", "give a number, not auto"),
-                                               ("model=tcn", "model=tcn with algorithm=mappo: its actor is")])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("hardware.batch_size=auto", "give a number, not auto"),
+        ("model=tcn", "model=tcn with algorithm=mappo: its actor is"),
+        ("algorithm.critic=graph", "algorithm.critic=graph with model=mlp: a graph critic reads observation graphs"),
+        ("algorithm.critic=global", "algorithm.critic='global': expected state or graph"),
+    ],
+)
 def test_mappo_settings_are_checked_before_any_work(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         check_config(compose_mappo(override))
 
 
+def test_the_graph_critic_values_each_uav_from_its_graph_and_the_swarms_mean_at_any_size() -> None:
+    """``GraphCritic`` batched over episodes and UAVs equals the per-UAV computation by hand, with the same
+    weights at 3 and 9 UAVs, and permuting the UAVs permutes their values."""
+    from uavgnn.models.graph_actor import GraphCritic
+    from uavgnn.problem.observation import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES, SELF_FEATURES
+
+    torch.manual_seed(0)
+    critic = GraphCritic(obs_targets=3, obs_uavs=2, hidden=16, heads=2, layers=1, ffn_mult=2).double().eval()
+    obs_dim = SELF_FEATURES + 3 * SEEN_TARGET_FEATURES + 2 * NEIGHBOUR_FEATURES
+    for n in (3, 9):
+        obs = torch.randn(2, n, obs_dim, dtype=torch.float64)
+        obs[..., SELF_FEATURES + SEEN_TARGET_FEATURES - 1] = 1.0  # the first target seen, the others as drawn
+        values = critic(obs)
+        assert values.shape == (2, n)
+        for e in range(2):
+            h = torch.stack([critic.embed(obs[e, i][None])[0] for i in range(n)])  # one UAV at a time
+            by_hand = critic.head(torch.cat([h, h.mean(0, keepdim=True).expand_as(h)], -1)).squeeze(-1)
+            torch.testing.assert_close(values[e], by_hand)
+        order = torch.randperm(n)
+        torch.testing.assert_close(critic(obs[:, order]), values[:, order])
+
+
 def test_a_graph_actor_trained_at_4_uavs_is_evaluated_at_12(tmp_path: Path) -> None:
-    """goto actions and the graph actor: trained in the loop, then mode=eval at another swarm size."""
+    """goto actions, the graph actor and the graph critic: trained in the loop, then mode=eval at another swarm
+    size."""
     from uavgnn.algorithms.env_policy import compare_checkpoints
     from uavgnn.modes.evaluate import run_eval
     from uavgnn.modes.train import run_train
 
     run = tmp_path / "run"
-    run_train(compose_mappo("model=tiny", "env=goto", "train.steps=4", "train.eval_every=4", "train.ckpt_every=4"),
-              run)
+    overrides = ("model=tiny", "env=goto", "algorithm.critic=graph", "train.steps=4", "train.eval_every=4")
+    run_train(compose_mappo(*overrides, "train.ckpt_every=4"), run)
     summary = json.loads((run / "summary.json").read_text())
     assert [r["method"] for r in summary["test"]] == ["mappo", "scripted planner", "nearest target", "random"]
     out = tmp_path / "eval"

@@ -9,10 +9,9 @@ import torch
 from conftest import straight_and_resumed
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import make_algorithm, make_model
+from uavgnn.algorithms import make_algorithm, make_model, register_configs
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
-from uavgnn.algorithms import register_configs
 from uavgnn.envs.replay import ReplayBuffer, SumTree, Transitions
 from uavgnn.loggers import MetricLogger
 from uavgnn.training.trainer import train
@@ -26,9 +25,17 @@ def random_batch(n: int, obs: int, state: int, b: int, dtype: torch.dtype) -> Tr
     def r(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=g, dtype=dtype)
 
-    return Transitions(r(b, n, obs), r(b, state), torch.rand(b, n, 2, generator=g, dtype=dtype) * 2 - 1, r(b, n),
-                       r(b, n, obs), r(b, state), (torch.rand(b, generator=g) < 0.3).to(dtype),
-                       torch.rand(b, generator=g, dtype=dtype), torch.arange(b))
+    return Transitions(
+        r(b, n, obs),
+        r(b, state),
+        torch.rand(b, n, 2, generator=g, dtype=dtype) * 2 - 1,
+        r(b, n),
+        r(b, n, obs),
+        r(b, state),
+        (torch.rand(b, generator=g) < 0.3).to(dtype),
+        torch.rand(b, generator=g, dtype=dtype),
+        torch.arange(b),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -90,8 +97,15 @@ def test_sum_tree_finds_the_leaf_of_every_prefix_mass_like_a_cumulative_sum() ->
 
 
 def test_prioritized_sampling_follows_the_priorities_with_importance_weights() -> None:
-    shapes = {"obs": (1, 1), "state": (1,), "action": (1, 2), "reward": (1,), "next_obs": (1, 1),
-              "next_state": (1,), "done": ()}
+    shapes = {
+        "obs": (1, 1),
+        "state": (1,),
+        "action": (1, 2),
+        "reward": (1,),
+        "next_obs": (1, 1),
+        "next_state": (1,),
+        "done": (),
+    }
     buffer = ReplayBuffer(8, shapes, torch.device("cpu"), prioritized=True, alpha=1.0)
     buffer.add(**{name: torch.arange(4.0).view(4, *([1] * len(s))).expand(4, *s) for name, s in shapes.items()})
     buffer.update_priorities(torch.arange(4), torch.tensor([1.0, 2.0, 3.0, 4.0]))
@@ -105,12 +119,23 @@ def test_prioritized_sampling_follows_the_priorities_with_importance_weights() -
 
 
 def test_ring_buffer_overwrites_the_oldest_and_round_trips_through_its_state() -> None:
-    shapes = {"obs": (2, 3), "state": (4,), "action": (2, 2), "reward": (2,), "next_obs": (2, 3),
-              "next_state": (4,), "done": ()}
+    shapes = {
+        "obs": (2, 3),
+        "state": (4,),
+        "action": (2, 2),
+        "reward": (2,),
+        "next_obs": (2, 3),
+        "next_state": (4,),
+        "done": (),
+    }
     buffer = ReplayBuffer(5, shapes, torch.device("cpu"))
     for start in (0, 3):
-        buffer.add(**{name: torch.full((3, *s), float(start)) + torch.arange(3.0).view(3, *([1] * len(s)))
-                      for name, s in shapes.items()})
+        buffer.add(
+            **{
+                name: torch.full((3, *s), float(start)) + torch.arange(3.0).view(3, *([1] * len(s)))
+                for name, s in shapes.items()
+            }
+        )
     assert len(buffer) == 5 and buffer.data["state"][:, 0].tolist() == [5.0, 1.0, 2.0, 3.0, 4.0]
     copy = ReplayBuffer(5, shapes, torch.device("cpu"))
     copy.load_state_dict(buffer.state_dict())
@@ -119,8 +144,15 @@ def test_ring_buffer_overwrites_the_oldest_and_round_trips_through_its_state() -
 
 
 def test_a_saved_buffer_takes_the_space_of_its_filled_rows_not_its_capacity(tmp_path) -> None:
-    shapes = {"obs": (2, 3), "state": (4,), "action": (2, 2), "reward": (2,), "next_obs": (2, 3),
-              "next_state": (4,), "done": ()}
+    shapes = {
+        "obs": (2, 3),
+        "state": (4,),
+        "action": (2, 2),
+        "reward": (2,),
+        "next_obs": (2, 3),
+        "next_state": (4,),
+        "done": (),
+    }
     small, large = (ReplayBuffer(capacity, shapes, torch.device("cpu")) for capacity in (10, 100_000))
     for buffer in (small, large):
         buffer.add(**{name: torch.ones(3, *s) for name, s in shapes.items()})
@@ -147,11 +179,24 @@ def test_a_learning_curve_of_one_validation_draws_its_references_across(tmp_path
 def compose_masac(tmp_path: Path, *overrides: str):
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return compose("config", overrides=["algorithm=masac", "logger=jsonl", "env.n_envs=8", "env.val_episodes=8",
-                                            "algorithm.learning_starts=16", "algorithm.buffer_size=512",
-                                            "model.hidden=16", "algorithm.critic_hidden=16", "hardware.batch_size=32",
-                                            "train.log_every=5", "train.eval_every=10", "train.ckpt_every=10",
-                                            *overrides])
+        return compose(
+            "config",
+            overrides=[
+                "algorithm=masac",
+                "logger=jsonl",
+                "env.n_envs=8",
+                "env.val_episodes=8",
+                "algorithm.learning_starts=16",
+                "algorithm.buffer_size=512",
+                "model.hidden=16",
+                "algorithm.critic_hidden=16",
+                "hardware.batch_size=32",
+                "train.log_every=5",
+                "train.eval_every=10",
+                "train.ckpt_every=10",
+                *overrides,
+            ],
+        )
 
 
 @pytest.mark.parametrize("host_prefetch", [False, True])
@@ -160,9 +205,17 @@ def test_a_resumed_masac_run_repeats_the_uninterrupted_one_exactly(tmp_path, hos
     ``optim.prefetch`` - the batch drawn ahead all come back from last.pt. The first half stops at its own
     train.steps: an LR and beta schedule that do not depend on it."""
     prefetch = ["hardware.data_on_device=false", "optim.prefetch=true"] if host_prefetch else []
-    a, b = straight_and_resumed(lambda steps: compose_masac(
-        tmp_path, f"train.steps={steps}", "algorithm.prioritized=true", "train.schedule=plateau",
-        "algorithm.priority_beta=1.0", *prefetch), tmp_path)
+    a, b = straight_and_resumed(
+        lambda steps: compose_masac(
+            tmp_path,
+            f"train.steps={steps}",
+            "algorithm.prioritized=true",
+            "train.schedule=plateau",
+            "algorithm.priority_beta=1.0",
+            *prefetch,
+        ),
+        tmp_path,
+    )
     assert (a["data"]["ahead"] is not None) == host_prefetch
     for name, value in a["model"].items():
         torch.testing.assert_close(b["model"][name], value, rtol=0, atol=0)
@@ -195,9 +248,9 @@ def test_prefetch_draws_each_batch_one_collection_ahead_from_the_host_buffer(tmp
 
 
 def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
-    from uavgnn.problem.observation import observation_graph
-    from uavgnn.envs.uav_env import UAVEnv
     from uavgnn.envs.settings import EnvSettings
+    from uavgnn.envs.uav_env import UAVEnv
+    from uavgnn.problem.observation import observation_graph
     from uavgnn.problem.scenes import SceneDistribution
 
     settings = EnvSettings(n_uav=3, obs_targets=4, obs_uavs=2)  # 3 UAVs see 2 targets (ratio 0.5) and 2 UAVs
@@ -212,13 +265,16 @@ def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
 
 
 def test_the_shared_graph_actor_treats_every_uav_alike_and_runs_on_any_swarm_size() -> None:
-    from uavgnn.envs.uav_env import UAVEnv
     from uavgnn.envs.settings import EnvSettings
+    from uavgnn.envs.uav_env import UAVEnv
     from uavgnn.problem.scenes import SceneDistribution
 
     small = EnvSettings(n_uav=4)
-    agents = MASACAgents(MASACSettings(4, small.obs_dim(), small.state_dim(SceneDistribution()), 2, 32, 2, 32, 2,
-                                       0.95, 0.2, (4, 3, 2, 2)))
+    agents = MASACAgents(
+        MASACSettings(
+            4, small.obs_dim(), small.state_dim(SceneDistribution()), 2, 32, 2, 32, 2, 0.95, 0.2, (4, 3, 2, 2)
+        )
+    )
     env = UAVEnv(EnvSettings(n_uav=64), SceneDistribution(), 3, torch.device("cpu"), seed=1)
     obs, _ = env.reset()
     actions = agents.act(obs, None, None)  # trained for 4 UAVs, acting for 64

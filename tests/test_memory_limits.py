@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 from test_faults import one_error_line
 
@@ -27,20 +26,29 @@ def limited(limit_bytes: int):
 
 
 def run_limited(limit_bytes: int, *overrides: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "run.py"), *overrides], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, preexec_fn=limited(limit_bytes))
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *overrides],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=limited(limit_bytes),
+    )
 
 
 def test_the_address_space_limit_caps_what_is_available() -> None:
     """Under ``ulimit -v`` the available memory is the limit less what the process maps already, however much
     RAM the machine has free, and an estimate above it is refused naming ``ulimit -v``."""
-    code = ("from uavgnn.memory import host_available_bytes, check_fits; from pathlib import Path\n"
-            "size = int(next(l for l in Path('/proc/self/status').read_text().splitlines() "
-            "if l.startswith('VmSize:')).split()[1]) * 1024\n"
-            "print(host_available_bytes(), size)\n"
-            "check_fits('a test allocation', 2.8 * 2**30, 'a smaller one')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          preexec_fn=limited(3 * GB), cwd=ROOT)
+    code = (
+        "from uavgnn.memory import host_available_bytes, check_fits; from pathlib import Path\n"
+        "size = int(next(l for l in Path('/proc/self/status').read_text().splitlines() "
+        "if l.startswith('VmSize:')).split()[1]) * 1024\n"
+        "print(host_available_bytes(), size)\n"
+        "check_fits('a test allocation', 2.8 * 2**30, 'a smaller one')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, preexec_fn=limited(3 * GB), cwd=ROOT
+    )
     available, mapped = map(int, proc.stdout.split())
     assert 0 < available <= 3 * GB - mapped + 2**20  # the child's VmSize grew a little between the two reads
     assert "MemoryBudgetError: a test allocation would need about 2.8 GB of memory" in proc.stderr
@@ -52,9 +60,18 @@ def test_the_model_on_a_scene_too_large_for_the_limit_is_refused_before_scoring(
     """``mode=solve solver=model`` estimates the scoring (11 KB a UAV for the pretrained policy, measured in
     benchmarks/bench_memory.py) before building the graph: 600,000 UAVs under a 4 GB limit is one line."""
     run = tmp_path / "run"
-    proc = run_limited(4 * GB, "mode=solve", "solver=model", "ckpt=pretrained", "solve.n_uav=600000",
-                       "solve.gap_reference=false", "logger=none", "hardware.threads=1", f"hydra.run.dir={run}",
-                       cwd=tmp_path)
+    proc = run_limited(
+        4 * GB,
+        "mode=solve",
+        "solver=model",
+        "ckpt=pretrained",
+        "solve.n_uav=600000",
+        "solve.gap_reference=false",
+        "logger=none",
+        "hardware.threads=1",
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+    )
     line = one_error_line(proc, "error:")
     need = (600_000 * 32 * (5 * 64 + 32) + 2**28) / GB  # 32 candidates, hidden 64: 11 KB a UAV, and 256 MB
     assert f"scoring a scene of 600,000 UAVs with the model would need about {need:.1f} GB" in line, line
@@ -67,10 +84,24 @@ def test_a_generated_batch_too_large_is_refused_before_it_is_drawn(tmp_path) -> 
     """``hardware.batch_size=10**9`` with ``data.source=generated``: two trial steps price one more scene and
     the batch is refused in one line naming the knob; the run directory is not left behind."""
     run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "experiment=debug", "model=tiny",
-                           "algorithm=reinforce", "data.source=generated", "hardware.batch_size=1000000000",
-                           "logger=none", f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "experiment=debug",
+            "model=tiny",
+            "algorithm=reinforce",
+            "data.source=generated",
+            "hardware.batch_size=1000000000",
+            "logger=none",
+            f"data.cache_dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={run}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     line = one_error_line(proc, "error:")
     assert "hardware.batch_size=1000000000: a training step of 1,000,000,000 items would need about" in line, line
     assert "lower hardware.batch_size" in line

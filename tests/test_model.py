@@ -28,14 +28,17 @@ def test_choice_probabilities_sum_to_one_per_uav(store) -> None:
 def test_perfect_scores_decode_to_the_milp_and_zero_loss(store) -> None:
     batch = store.gather(torch.arange(len(store)))
     keep = batch.cand_rank < 16
-    cand_logp, idle_logp = choice_log_probs(batch.cand_label.float() * 30, (~batch.busy).float() * 30,
-                                            batch.cand_index[0])
-    loss, acc, covered = imitation_loss(cand_logp, idle_logp, batch.cand_index[0], batch.cand_label, batch.busy,
-                                        batch.node_type == 0)
+    cand_logp, idle_logp = choice_log_probs(
+        batch.cand_label.float() * 30, (~batch.busy).float() * 30, batch.cand_index[0]
+    )
+    loss, acc, covered = imitation_loss(
+        cand_logp, idle_logp, batch.cand_index[0], batch.cand_label, batch.busy, batch.node_type == 0
+    )
     assert loss < 1e-6 and acc == 1.0 and covered == int((batch.node_type == 0).sum())
     for method in ("argmax", "greedy"):
-        gaps = assignment_metrics(store.scenes(), decode(method, batch, cand_logp, idle_logp, keep),
-                                  store.objective.numpy())["optimality_gap"]
+        gaps = assignment_metrics(
+            store.scenes(), decode(method, batch, cand_logp, idle_logp, keep), store.objective.numpy()
+        )["optimality_gap"]
         np.testing.assert_allclose(gaps, 0.0, atol=1e-9)
 
 
@@ -53,10 +56,10 @@ def reference_greedy(logp: list[float], uav: list[int], target: list[int], need:
             for t in {target[e] for e in proposals}:
                 mine = [e for e in [*held.values(), *proposals] if target[e] == t]
                 contest = sorted(mine, key=lambda e: (-logp[e], e))
-                for e in contest[need[t]:]:
+                for e in contest[need[t] :]:
                     alive.discard(e)
                     held.pop(uav[e], None)
-                for e in contest[:need[t]]:
+                for e in contest[: need[t]]:
                     held[uav[e]] = e
             continue
         count = {t: sum(target[e] == t for e in held.values()) for t in set(target)}
@@ -101,8 +104,9 @@ def test_the_fixed_round_greedy_says_when_it_stopped_short_and_stays_feasible(st
     exact = greedy_decode(cand_logp, uav, target, batch.need)
     verdicts = []
     for rounds in range(1, 40):
-        choice, converged = fixed_round_greedy(cand_logp, uav, target, batch.need, batch.batch, batch.num_graphs,
-                                               rounds)
+        choice, converged = fixed_round_greedy(
+            cand_logp, uav, target, batch.need, batch.batch, batch.num_graphs, rounds
+        )
         held = choice[choice >= 0]
         assert torch.all(torch.bincount(held, minlength=batch.num_nodes) <= batch.need)  # never over-filled
         verdicts.append(bool(converged))
@@ -116,8 +120,11 @@ def test_decoders_are_feasible_on_random_scores(store, seed) -> None:
     batch = store.gather(torch.arange(len(store)))
     gen = torch.Generator().manual_seed(seed)
     keep = batch.cand_rank < 6
-    cand_logp, idle_logp = choice_log_probs(torch.randn(int(keep.sum()), generator=gen) * 2,
-                                            torch.randn(batch.num_nodes, generator=gen), batch.cand_index[0, keep])
+    cand_logp, idle_logp = choice_log_probs(
+        torch.randn(int(keep.sum()), generator=gen) * 2,
+        torch.randn(batch.num_nodes, generator=gen),
+        batch.cand_index[0, keep],
+    )
     scenes = store.scenes()
     for method in ("argmax", "greedy", "sample"):
         assignments = decode(method, batch, cand_logp, idle_logp, keep, scenes, samples=8)
@@ -156,8 +163,9 @@ def test_checkpointed_layers_give_identical_gradients(store) -> None:
         model.checkpoint_layers = set(layers)
         torch.manual_seed(1)  # same dropout masks in both runs
         cand_logp, idle_logp, keep = policy_log_probs(model, batch, 6)
-        loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
-                                    batch.busy, batch.node_type == 0)
+        loss, _, _ = imitation_loss(
+            cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep], batch.busy, batch.node_type == 0
+        )
         loss.backward()
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
     for name in grads[0]:
@@ -178,8 +186,11 @@ def test_sample_decoder_is_the_best_of_its_samples_by_true_reward(store) -> None
     batch = store.gather(torch.arange(len(store)))
     keep = batch.cand_rank < 8
     gen = torch.Generator().manual_seed(7)
-    cand_logp, idle_logp = choice_log_probs(torch.randn(int(keep.sum()), generator=gen),
-                                            torch.randn(batch.num_nodes, generator=gen), batch.cand_index[0, keep])
+    cand_logp, idle_logp = choice_log_probs(
+        torch.randn(int(keep.sum()), generator=gen),
+        torch.randn(batch.num_nodes, generator=gen),
+        batch.cand_index[0, keep],
+    )
     scenes = store.scenes()
     greedy = assignment_metrics(scenes, decode("greedy", batch, cand_logp, idle_logp, keep))["reward"]
     one = assignment_metrics(scenes, decode("sample", batch, cand_logp, idle_logp, keep, scenes, samples=1))["reward"]
@@ -194,8 +205,8 @@ def test_sample_decoder_is_the_best_of_its_samples_by_true_reward(store) -> None
 def test_repair_fills_or_drops_partial_targets_by_hand(hand_scene) -> None:
     import dataclasses
 
-    from uavgnn.solvers.repair import repair_assignment
     from uavgnn.problem.metrics import reward
+    from uavgnn.solvers.repair import repair_assignment
 
     partial = np.array([-1, 1, -1, -1])  # target 1 (need 2) has only UAV 1, 4 away: J = -0.5 * 4
     # idle UAVs in range of target 1: UAV 2 (3 away) and UAV 0 (5 away, range 5); UAV 3 is out of range
@@ -213,8 +224,11 @@ def test_argmax_with_repair_leaves_no_partial_target(store) -> None:
     batch = store.gather(torch.arange(len(store)))
     keep = batch.cand_rank < 8
     gen = torch.Generator().manual_seed(11)
-    cand_logp, idle_logp = choice_log_probs(torch.randn(int(keep.sum()), generator=gen) * 2,
-                                            torch.randn(batch.num_nodes, generator=gen), batch.cand_index[0, keep])
+    cand_logp, idle_logp = choice_log_probs(
+        torch.randn(int(keep.sum()), generator=gen) * 2,
+        torch.randn(batch.num_nodes, generator=gen),
+        batch.cand_index[0, keep],
+    )
     scenes = store.scenes()
     raw = decode("argmax", batch, cand_logp, idle_logp, keep)
     fixed = decode("argmax", batch, cand_logp, idle_logp, keep, scenes, repair=True)
@@ -230,9 +244,9 @@ def test_huge_scene_node_reordering_gives_the_same_assignment(monkeypatch) -> No
     """Large scenes are put in Morton order before the build (memory locality); the answer is mapped back to
     the caller's numbering and equals the unordered one."""
     from uavgnn.inference import scene as inference
+    from uavgnn.problem.generator import generate_scenes
     from uavgnn.problem.graphs import GraphSettings
     from uavgnn.problem.scenes import SceneDistribution
-    from uavgnn.problem.generator import generate_scenes
 
     torch.manual_seed(0)
     model = TransformerGNN(hidden=32, heads=2, layers=2)
@@ -255,15 +269,23 @@ def test_building_a_model_leaves_no_file_in_the_temp_directory(tmp_path) -> None
     import sys
     from pathlib import Path
 
-    code = ("import sys, torch; from uavgnn.models import TransformerGNN; m = TransformerGNN(); "
-            "x = torch.zeros(3, 6); x[:2, 0] = 1; x[2, 1] = 1; edges = torch.tensor([[0, 2], [2, 0]]); "
-            "out = m(x, torch.tensor([0, 0, 1]), edges, torch.zeros(2, 7), torch.tensor([[0], [2]]), "
-            "torch.zeros(1, 7)); "
-            "print(sys.modules[type(m.layers[0].attn).propagate.__module__].__file__, out[0].shape[0])")
+    code = (
+        "import sys, torch; from uavgnn.models import TransformerGNN; m = TransformerGNN(); "
+        "x = torch.zeros(3, 6); x[:2, 0] = 1; x[2, 1] = 1; edges = torch.tensor([[0, 2], [2, 0]]); "
+        "out = m(x, torch.tensor([0, 0, 1]), edges, torch.zeros(2, 7), torch.tensor([[0], [2]]), "
+        "torch.zeros(1, 7)); "
+        "print(sys.modules[type(m.layers[0].attn).propagate.__module__].__file__, out[0].shape[0])"
+    )
     temp = tmp_path / "temp"
     temp.mkdir()
-    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(temp)},
-                          capture_output=True, text=True, check=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TMPDIR": str(temp)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     generated, scored = proc.stdout.split()
     assert Path(generated).parent == temp and scored == "1"  # PyG wrote it there, and the model ran
     assert not list(temp.glob("torch_geometric*"))

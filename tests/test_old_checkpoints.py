@@ -21,13 +21,36 @@ from uavgnn.settings import env_settings, scene_distribution
 OLD = ROOT / "tests" / "data" / "before_plugins"
 C = ["logger=jsonl", "train.ckpt_every=2", "train.eval_every=2", "train.log_every=2", "resume=auto"]
 RUNS = {
-    "imitation": ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=32", "data.val_scenes=8",
-                  "data.test_scenes=8", "hardware.batch_size=8", "data.k_max=16",  # the defaults when it was
-                  "model.relaxation=false"],                                                # written
-    "masac": ["algorithm=masac", "hardware.batch_size=16", "algorithm.learning_starts=16", "algorithm.buffer_size=64",
-              "env.n_envs=8", "env.val_episodes=8", "model.hidden=16", "algorithm.critic_hidden=16"],
-    "coma": ["algorithm=coma", "hardware.batch_size=8", "algorithm.minibatches=2", "algorithm.data_passes=1",
-             "env.val_episodes=8", "model.hidden=16", "algorithm.critic_hidden=16"],
+    "imitation": [
+        "experiment=debug",
+        "model=tiny",
+        "data.n_uav=6",
+        "data.train_scenes=32",
+        "data.val_scenes=8",
+        "data.test_scenes=8",
+        "hardware.batch_size=8",
+        "data.k_max=16",  # the defaults when it was
+        "model.relaxation=false",
+    ],  # written
+    "masac": [
+        "algorithm=masac",
+        "hardware.batch_size=16",
+        "algorithm.learning_starts=16",
+        "algorithm.buffer_size=64",
+        "env.n_envs=8",
+        "env.val_episodes=8",
+        "model.hidden=16",
+        "algorithm.critic_hidden=16",
+    ],
+    "coma": [
+        "algorithm=coma",
+        "hardware.batch_size=8",
+        "algorithm.minibatches=2",
+        "algorithm.data_passes=1",
+        "env.val_episodes=8",
+        "model.hidden=16",
+        "algorithm.critic_hidden=16",
+    ],
 }
 
 
@@ -35,14 +58,22 @@ def resume(name: str, tmp_path: Path, overrides: list[str] | None = None):
     run = tmp_path / name
     run.mkdir()
     shutil.copy(OLD / name / "last.pt", run / "last.pt")
-    proc = run_cli(*(RUNS[name] if overrides is None else overrides), *C, "train.steps=6",
-                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run}", cwd=tmp_path, check=False)
+    proc = run_cli(
+        *(RUNS[name] if overrides is None else overrides),
+        *C,
+        "train.steps=6",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+        check=False,
+    )
     return run, proc
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, optimisers", [("imitation", ["model"]),
-                                              ("masac", ["critics", "actors", "temperatures"])])
+@pytest.mark.parametrize(
+    "name, optimisers", [("imitation", ["model"]), ("masac", ["critics", "actors", "temperatures"])]
+)
 def test_a_checkpoint_from_before_the_plug_ins_resumes(tmp_path, name, optimisers) -> None:
     """One optimiser with a parameter group per network becomes one per network, its moments kept: AdamW has
     counted the 4 old steps and the 2 new ones."""
@@ -59,8 +90,9 @@ def test_a_scene_policy_run_from_before_32_candidates_resumes_only_with_its_16_a
     """``data.k_max``'s default went from 16 to 32 (issue 33): the graphs of a resumed assignment policy would
     change at scale, so the run is refused in one line naming the key and the run directory is left as it was
     (with ``data.k_max=16`` it resumes, above); MASAC, which builds no scene graph, resumes without it (above)."""
-    run, proc = resume("imitation", tmp_path, [o for o in RUNS["imitation"]
-                                               if o not in ("data.k_max=16", "model.relaxation=false")])
+    run, proc = resume(
+        "imitation", tmp_path, [o for o in RUNS["imitation"] if o not in ("data.k_max=16", "model.relaxation=false")]
+    )
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error:")]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 1
     # and a model that reads the relaxation (issue 61) is not the one it trained: refused by name too
@@ -82,10 +114,13 @@ def test_an_on_policy_checkpoint_from_before_the_plug_ins_is_refused_in_one_line
     ckpt = load_checkpoint(OLD / "coma" / "last.pt")
     cfg = stored_config(ckpt["config"])
     work = COMA(cfg, torch.device("cpu")).workload(COMA.build_model(cfg))
-    with pytest.raises(CheckpointError, match="its environment and replay state do not fit .*saved before a "
-                                              "collection recorded the step it started at"):
-        load_weights(work, ckpt["data"], OLD / "coma" / "last.pt", describe(ckpt["config"]),
-                     "environment and replay state")
+    with pytest.raises(
+        CheckpointError,
+        match="its environment and replay state do not fit .*saved before a collection recorded the step it started at",
+    ):
+        load_weights(
+            work, ckpt["data"], OLD / "coma" / "last.pt", describe(ckpt["config"]), "environment and replay state"
+        )
 
 
 def test_an_on_policy_checkpoint_from_before_the_plug_ins_still_plays() -> None:

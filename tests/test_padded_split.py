@@ -18,8 +18,8 @@ from uavgnn.data.stages import CurriculumSampler
 from uavgnn.data.store import GraphStore
 from uavgnn.models import TransformerGNN
 from uavgnn.models.policy import policy_log_probs
-from uavgnn.perf import OpCounter
 from uavgnn.modes.train import run_train
+from uavgnn.perf import OpCounter
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import build_graph, with_budget
 from uavgnn.problem.scenes import SceneDistribution
@@ -53,8 +53,9 @@ def test_a_padded_split_gives_the_stores_policy_and_loss_at_fixed_shapes(labelle
 def test_scenes_of_several_sizes_stay_a_graph_store(labelled_store) -> None:
     scenes = generate_scenes(SceneDistribution(), 8, 2, seed=1)
     labels = [solve_milp(s) for s in scenes]
-    eight = GraphStore.from_graphs([build_graph(s, 16, 6, r.assignment) for s, r in zip(scenes, labels)], scenes,
-                                   labels)
+    eight = GraphStore.from_graphs(
+        [build_graph(s, 16, 6, r.assignment) for s, r in zip(scenes, labels)], scenes, labels
+    )
     assert PaddedSplit.of(eight, 16) is not None
     assert PaddedSplit.of(GraphStore.concat([labelled_store, eight]), 16) is None
 
@@ -68,10 +69,23 @@ def test_training_with_the_dense_path_draws_fixed_shape_batches_and_follows_the_
     losses = []
     for dense in (0, 64):
         with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-            cfg = compose("config", overrides=["experiment=debug", "model=tiny", "data.n_uav=6", "logger=jsonl",
-                                               "data.train_scenes=32", "data.val_scenes=8", "data.test_scenes=8",
-                                               "hardware.batch_size=8", "train.steps=10", "train.log_every=1",
-                                               f"optim.dense_max_nodes={dense}", f"data.cache_dir={tmp_path / 'c'}"])
+            cfg = compose(
+                "config",
+                overrides=[
+                    "experiment=debug",
+                    "model=tiny",
+                    "data.n_uav=6",
+                    "logger=jsonl",
+                    "data.train_scenes=32",
+                    "data.val_scenes=8",
+                    "data.test_scenes=8",
+                    "hardware.batch_size=8",
+                    "train.steps=10",
+                    "train.log_every=1",
+                    f"optim.dense_max_nodes={dense}",
+                    f"data.cache_dir={tmp_path / 'c'}",
+                ],
+            )
         run_train(cfg, tmp_path / f"run{dense}")
         rows = [json.loads(line) for line in (tmp_path / f"run{dense}" / "metrics.jsonl").read_text().splitlines()]
         losses.append([r["train/loss"] for r in rows if "train/loss" in r])
@@ -83,8 +97,10 @@ def test_a_curriculum_stage_draws_padded_batches_of_one_shape_with_the_stores_lo
     """Padded splits under a curriculum: a stage's batch (its own scenes, then the same number from each earlier
     stage) has one shape at every step, and the imitation loss on it is the loss on the same scenes gathered
     from the ``GraphStore``s; a run whose every stage the dense path covers draws from them."""
-    stores = [load_or_build(SplitSpec("train", n, 12, 100 + n), SceneDistribution(), BuildSettings(), tmp_path,
-                            workers=1) for n in (3, 5, 7)]
+    stores = [
+        load_or_build(SplitSpec("train", n, 12, 100 + n), SceneDistribution(), BuildSettings(), tmp_path, workers=1)
+        for n in (3, 5, 7)
+    ]
     padded = [PaddedSplit.of(store, 16) for store in stores]
     dense, sparse = CurriculumSampler(stores, 1, padded), CurriculumSampler(stores, 1)
     torch.manual_seed(0)
@@ -98,9 +114,10 @@ def test_a_curriculum_stage_draws_padded_batches_of_one_shape_with_the_stores_lo
             got = batch_imitation_loss(model, with_budget(dense.batch(step, 2, 10, 0.4), 4), 64)
             got[0].backward()
         assert count.syncs == 0, count.counts
-        for got, want in zip(got, batch_imitation_loss(model, plain, 64)):
-            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+        for value, want in zip(got, batch_imitation_loss(model, plain, 64)):
+            torch.testing.assert_close(value, want, rtol=1e-6, atol=1e-6)
     assert len(shapes) == 1
-    cfg = compose_small(tmp_path, "imitation", "optim.dense_max_nodes=64", "curriculum=aggressive",
-                        "curriculum.stages=[4,6]")
+    cfg = compose_small(
+        tmp_path, "imitation", "optim.dense_max_nodes=64", "curriculum=aggressive", "curriculum.stages=[4,6]"
+    )
     assert Trainer(cfg, tmp_path / "run").work.batches.sampler.padded is not None

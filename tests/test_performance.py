@@ -11,8 +11,7 @@ from conftest import run_cli
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch_geometric.data import Batch
 
-from uavgnn.algorithms.scene_policy import batch_imitation_loss
-from uavgnn.algorithms.scene_policy import Budgeted
+from uavgnn.algorithms.scene_policy import Budgeted, batch_imitation_loss
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.data.naive import NaiveSceneDataset
 from uavgnn.errors import MemoryBudgetError
@@ -20,13 +19,21 @@ from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import imitation_loss
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.perf import ActivationMeter
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import build_graph, message_edges
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.problem.generator import generate_scenes
 from uavgnn.training.batch_size import find_batch_size, step_memory_mb
 
-TINY = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
-        "data.test_scenes=8", "hardware.batch_size=16", "logger=none"]
+TINY = [
+    "experiment=debug",
+    "model=tiny",
+    "data.n_uav=6",
+    "data.train_scenes=64",
+    "data.val_scenes=8",
+    "data.test_scenes=8",
+    "hardware.batch_size=16",
+    "logger=none",
+]
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +86,14 @@ def test_checkpointing_subset_of_layers_keeps_gradients_and_saves_memory(store) 
         model.checkpoint_layers = set(layers)
         with ActivationMeter(model) as meter:
             cand_logp, idle_logp, keep = policy_log_probs(model, batch, 8)
-            loss, _, _ = imitation_loss(cand_logp, idle_logp, batch.cand_index[0, keep], batch.cand_label[keep],
-                                        batch.busy, batch.node_type == 0)
+            loss, _, _ = imitation_loss(
+                cand_logp,
+                idle_logp,
+                batch.cand_index[0, keep],
+                batch.cand_label[keep],
+                batch.busy,
+                batch.node_type == 0,
+            )
         loss.backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
         memory.append(meter.bytes)
@@ -106,9 +119,18 @@ def test_auto_batch_size_fits_an_artificial_cap_and_runs(store) -> None:
 @pytest.mark.slow
 def test_profile_mode_reports_every_stage_and_a_trace(tmp_path) -> None:
     out = tmp_path / "profile"
-    proc = run_cli("mode=profile", *TINY, "profile.steps=6", "profile.warmup=1", "profile.torch_profiler=true",
-                   "hardware.batch_size=auto", "hardware.memory_limit_mb=50", f"data.cache_dir={tmp_path / 'cache'}",
-                   f"hydra.run.dir={out}", cwd=tmp_path)
+    proc = run_cli(
+        "mode=profile",
+        *TINY,
+        "profile.steps=6",
+        "profile.warmup=1",
+        "profile.torch_profiler=true",
+        "hardware.batch_size=auto",
+        "hardware.memory_limit_mb=50",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={out}",
+        cwd=tmp_path,
+    )
     report = json.loads((out / "profile.json").read_text())
     stages = {s["stage"]: s for s in report["stages"]}
     assert set(stages) == {"data_wait", "h2d_copy", "forward", "backward", "optimizer", "eval_decode"}
@@ -128,11 +150,24 @@ def test_quick_benchmark_writes_every_section_with_repeats_and_the_dashboard(tmp
     """``benchmark=quick`` (what ``experiment=debug`` picks), shrunk further; 22 s as shipped
     (BENCHMARKS.md), seconds here."""
     out = tmp_path / "bench"
-    proc = run_cli("mode=benchmark", *TINY, "benchmark=quick", "benchmark.repeats=2", "benchmark.cache_scenes=12",
-                   "benchmark.scenes=32", "benchmark.pipeline_steps=2", "benchmark.toggle_model=tiny",
-                   "benchmark.toggle_batch_size=16", "benchmark.checkpoint_batch_size=16",
-                   "benchmark.scaling_nodes=[300,1500,6000]", "benchmark.milp_uavs=[24]", "logger=tensorboard",
-                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}", cwd=tmp_path)
+    proc = run_cli(
+        "mode=benchmark",
+        *TINY,
+        "benchmark=quick",
+        "benchmark.repeats=2",
+        "benchmark.cache_scenes=12",
+        "benchmark.scenes=32",
+        "benchmark.pipeline_steps=2",
+        "benchmark.toggle_model=tiny",
+        "benchmark.toggle_batch_size=16",
+        "benchmark.checkpoint_batch_size=16",
+        "benchmark.scaling_nodes=[300,1500,6000]",
+        "benchmark.milp_uavs=[24]",
+        "logger=tensorboard",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={out}",
+        cwd=tmp_path,
+    )
     assert "this preset takes about 0.5 min" in proc.stdout.splitlines()[0]  # said before anything runs
     report = json.loads((out / "benchmark.json").read_text())
     assert {"cache", "pipeline", "toggles", "scaling", "milp"} <= set(report)
@@ -140,7 +175,8 @@ def test_quick_benchmark_writes_every_section_with_repeats_and_the_dashboard(tmp
     pipeline = report["pipeline"]
     assert set(pipeline["graphs_per_s"]) == {"naive", "optimized", "optimized_amp"}
     assert pipeline["optimized_over_naive"] == pytest.approx(
-        pipeline["graphs_per_s"]["optimized"] / pipeline["graphs_per_s"]["naive"])
+        pipeline["graphs_per_s"]["optimized"] / pipeline["graphs_per_s"]["naive"]
+    )
     assert pipeline["max_logit_diff"] < 1e-5
     toggles = {t["toggle"]: t for t in report["toggles"]}
     assert set(toggles) == {"amp", "grad_checkpoint", "loader_pyg"}
@@ -159,8 +195,11 @@ def test_quick_benchmark_writes_every_section_with_repeats_and_the_dashboard(tmp
     others = ("model_reward", "greedy_reward", "lap_reward", "mcf_reward")
     assert milp["milp_reward"] >= max(milp[key] for key in others) - 1e-9
     # every timing is a median of its repeats, with their range; the noisy ones are named
-    figures = [pipeline["repeats"][name] for name in pipeline["graphs_per_s"]] + [
-        t["repeats"][side] for t in report["toggles"] for side in ("off", "on")] + [r["repeats"] for r in rows]
+    figures = (
+        [pipeline["repeats"][name] for name in pipeline["graphs_per_s"]]
+        + [t["repeats"][side] for t in report["toggles"] for side in ("off", "on")]
+        + [r["repeats"] for r in rows]
+    )
     for figure in figures:
         assert figure["repeats"] == 2 and figure["min"] <= figure["median"] <= figure["max"]
         assert figure["spread"] == pytest.approx((figure["max"] - figure["min"]) / figure["median"])
@@ -199,14 +238,19 @@ def test_info_mode_checks_the_environment(tmp_path) -> None:
     assert f"hardware={info['recommended']['hardware']}" in proc.stdout
 
 
-@pytest.mark.parametrize("found, preset", [
-    ([{"device": "cpu"}], "cpu"),
-    ([{"device": "cpu"}, {"device": "cuda:0", "memory_gib": 8.0}], "low_mem"),
-    ([{"device": "cpu"}, {"device": "cuda:0", "memory_gib": 24.0}], "mid_mem"),
-    ([{"device": "cpu"}, {"device": "cuda:0", "memory_gib": 79.6}], "high_mem"),
-    ([{"device": "cpu"}, {"device": "cuda:0", "memory_gib": 80.0}, {"device": "cuda:1", "memory_gib": 80.0}],
-     "multi_gpu"),
-])
+@pytest.mark.parametrize(
+    "found, preset",
+    [
+        ([{"device": "cpu"}], "cpu"),
+        ([{"device": "cpu"}, {"device": "cuda:0", "memory_gib": 8.0}], "low_mem"),
+        ([{"device": "cpu"}, {"device": "cuda:0", "memory_gib": 24.0}], "mid_mem"),
+        ([{"device": "cpu"}, {"device": "cuda:0", "memory_gib": 79.6}], "high_mem"),
+        (
+            [{"device": "cpu"}, {"device": "cuda:0", "memory_gib": 80.0}, {"device": "cuda:1", "memory_gib": 80.0}],
+            "multi_gpu",
+        ),
+    ],
+)
 def test_recommended_preset_for_hand_made_machines(found, preset) -> None:
     from uavgnn.modes.info import recommend_preset
 

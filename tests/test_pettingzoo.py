@@ -37,8 +37,7 @@ def test_the_parallel_view_plays_the_episodes_of_uav_env_itself() -> None:
     actions = torch.tensor([[[1.0, 0.0], [0.0, -1.0], [-0.5, 0.5]]])
     for t in range(settings.horizon):
         assert view.agents == ["uav_0", "uav_1", "uav_2"]
-        obs, rewards, terminated, truncated, infos = view.step(
-            {f"uav_{i}": actions[0, i].numpy() for i in range(3)})
+        obs, rewards, terminated, truncated, infos = view.step({f"uav_{i}": actions[0, i].numpy() for i in range(3)})
         step = direct.step(actions)
         assert rewards == {f"uav_{i}": float(step.reward[0, i]) for i in range(3)}
         assert infos["uav_2"]["task_reward"] == float(step.task_reward[0, 2])
@@ -67,8 +66,7 @@ def _valid_actions(action: str, t: int) -> dict:
     return {f"uav_{i}": (1 + i + t) % n for i in range(3)}
 
 
-def _assert_refused_and_untouched(refused: UAVParallelEnv, twin: UAVParallelEnv, actions: dict,
-                                  *expected: str) -> None:
+def _assert_refused_and_untouched(refused: UAVParallelEnv, twin: UAVParallelEnv, actions: dict, *expected: str) -> None:
     """``actions`` raises one ActionError (a ValueError) whose one line names every ``expected`` piece; then
     the refused env is bit for bit the twin that never saw them, for the next valid steps too."""
     sim = refused.env
@@ -117,12 +115,13 @@ def test_an_action_for_an_unknown_agent_is_refused() -> None:
     refused, twin = _twins("continuous")
     actions = _valid_actions("continuous", 1)
     actions["uav_7"] = np.zeros(2, np.float32)
-    _assert_refused_and_untouched(refused, twin, actions, "'uav_7'", "[0.0, 0.0]",
-                                  "['uav_0', 'uav_1', 'uav_2']")
+    _assert_refused_and_untouched(refused, twin, actions, "'uav_7'", "[0.0, 0.0]", "['uav_0', 'uav_1', 'uav_2']")
 
 
-@pytest.mark.parametrize("bad, shown", [(-1, "-1"), (9, "9"), (99, "99"), (np.nan, "nan"), (2.0, "2.0"),
-                                        (np.array([1, 2]), "[1, 2]"), (True, "True")])
+@pytest.mark.parametrize(
+    "bad, shown",
+    [(-1, "-1"), (9, "9"), (99, "99"), (np.nan, "nan"), (2.0, "2.0"), (np.array([1, 2]), "[1, 2]"), (True, "True")],
+)
 def test_a_discrete_action_outside_its_nine_choices_is_refused_in_one_line(bad, shown: str) -> None:
     """-1 used to fly heading 8 (negative indexing); 9, 99 and NaN raised IndexError from inside the simulator."""
     refused, twin = _twins("discrete")
@@ -148,3 +147,34 @@ def test_valid_actions_of_every_form_still_step() -> None:
     assert set(rewards) == {"uav_0", "uav_1", "uav_2"} and all(np.isfinite(list(rewards.values())))
     _, rewards, *_ = env.step({"uav_1": np.array(3)})
     assert all(np.isfinite(list(rewards.values())))
+
+
+def test_rgb_array_renders_the_episode_and_no_render_mode_warns() -> None:
+    """Issue 65 item 7: ``render_mode="rgb_array"`` draws the episode so far (the run directories' pictures) as an
+    (H, W, 3) uint8 frame, through PettingZoo's own render test; without a render mode ``render()`` warns and
+    returns None, as PettingZoo's environments do; another mode is refused."""
+    from pettingzoo.test import render_test
+    from pettingzoo.utils.conversions import parallel_to_aec
+
+    settings, dist = EnvSettings(n_uav=3, horizon=12), SceneDistribution()
+
+    def make(render_mode: str | None = None):  # render_test asks for "human" to read the metadata first
+        return parallel_to_aec(
+            UAVParallelEnv(settings, dist, render_mode=None if render_mode == "human" else render_mode)
+        )
+
+    assert UAVParallelEnv.metadata["render_modes"] == ["rgb_array"]
+    render_test(make)
+    env = UAVParallelEnv(settings, dist, render_mode="rgb_array")
+    env.reset(seed=2)
+    first = env.render()
+    env.step({agent: np.array([1.0, 0.0], np.float32) for agent in env.agents})
+    moved = env.render()
+    assert first.shape == moved.shape and first.shape[2] == 3 and first.dtype == np.uint8
+    assert (first != moved).any() and (moved < 255).any()  # the paths are drawn; a step moves them
+    plain = UAVParallelEnv(settings, dist)
+    plain.reset(seed=2)
+    with pytest.warns(UserWarning, match="render_mode='rgb_array'"):
+        assert plain.render() is None
+    with pytest.raises(ValueError, match="render_mode='human'"):
+        UAVParallelEnv(settings, dist, render_mode="human")

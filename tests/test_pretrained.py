@@ -1,4 +1,4 @@
-"""The pretrained policy shipped in the package (``ckpt=pretrained``): what it holds, the gap the README
+"""The pretrained policy shipped in the package (``ckpt=pretrained``): what it holds, the gap docs/pretrained.md
 documents for it (re-measured here against MILP labels solved in this test), and ``export_policy``, which made
 it and never replaces a file."""
 
@@ -23,8 +23,8 @@ from uavgnn.storage import replacing
 
 
 def documented() -> dict[str, float]:
-    """The figures of the README's "Pretrained policy" section: test gap of the model, lap and greedy (%)."""
-    section = (ROOT / "README.md").read_text().split("## Pretrained policy", 1)[1].split("\n## ", 1)[0]
+    """The figures of docs/pretrained.md (the README links it): test gap of the model, lap and greedy (%)."""
+    section = (ROOT / "docs" / "pretrained.md").read_text()
     found = re.search(r"gap is \*\*(\d+\.\d+)%\*\* .*? lap (\d+\.\d+), greedy (\d+\.\d+)", section, re.S)
     return {"model": float(found[1]), "lap": float(found[2]), "greedy": float(found[3])}
 
@@ -34,17 +34,27 @@ def test_the_pretrained_file_holds_what_deploys_the_16_uav_policy_and_no_more() 
     ckpt = load_checkpoint("pretrained")  # checksums verified
     assert set(ckpt) == {*DEPLOYED, CHECKSUMS}
     config = ckpt["config"]
-    assert (config["algorithm"]["name"], config["data"]["n_uav"], config["model"]["name"]) == ("imitation", 16,
-                                                                                                 "small")
+    assert (config["algorithm"]["name"], config["data"]["n_uav"], config["model"]["name"]) == ("imitation", 16, "small")
 
 
 @pytest.mark.slow
 def test_ckpt_pretrained_evaluates_with_the_documented_gap(tmp_path) -> None:
-    run_cli("mode=eval", "ckpt=pretrained", "eval.shift_sets=[]", "eval.positions=[uniform]", "eval.keeps=[]", "eval.milp_budgets=[]",
-            "logger=jsonl",
-            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'eval'}", cwd=tmp_path)
-    rows = {row["method"].split(" ")[0]: row for row in json.loads((tmp_path / "eval" / "transfer.json").read_text())
-            ["rows"]}
+    run_cli(
+        "mode=eval",
+        "ckpt=pretrained",
+        "eval.shift_sets=[]",
+        "eval.positions=[uniform]",
+        "eval.keeps=[]",
+        "eval.milp_budgets=[]",
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'eval'}",
+        cwd=tmp_path,
+    )
+    rows = {
+        row["method"].split(" ")[0]: row
+        for row in json.loads((tmp_path / "eval" / "transfer.json").read_text())["rows"]
+    }
     assert rows["model"]["n_uav"] == 16 and rows["model"]["scenes"] == 256
     for method, gap in documented().items():
         assert round(100 * rows[method]["optimality_gap"], 2) == pytest.approx(gap, abs=1e-9), method
@@ -120,10 +130,12 @@ def test_two_exports_racing_to_one_path_one_succeeds_the_other_is_refused(tmp_pa
 
 @pytest.mark.parametrize("hard_links", [True, False])
 def test_a_new_file_never_replaces_what_took_its_path_meanwhile(tmp_path, monkeypatch, hard_links) -> None:
-    """``storage.replacing(new=True)`` (what ``export_policy`` writes through): another writer takes the path while the file
+    """``storage.replacing(new=True)`` (what ``export_policy`` writes through): another writer takes the path while
+    the file
     is written - here a dangling symlink - and keeps it, with or without hard links on the filesystem (without,
     the file is created ``O_EXCL``). Where the path stays free the file appears whole."""
     if not hard_links:
+
         def no_hard_links(*_args, **_kwargs):
             raise OSError(errno.EPERM, "Operation not permitted")
 

@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_scale_solvers import lp_optimum
+
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
 from uavgnn.solvers import solve_mcf, solve_milp
 from uavgnn.solvers.min_cost_flow import relaxed_assignment
-from uavgnn.solvers.pruned import (PRUNERS, candidate_pairs, profit, pruner_scores, reduced_costs, solve_with_pruner,
-                                   top_candidates)
+from uavgnn.solvers.pruned import (
+    PRUNERS,
+    candidate_pairs,
+    profit,
+    pruner_scores,
+    reduced_costs,
+    solve_with_pruner,
+    top_candidates,
+)
 from uavgnn.validation import ITEM_CHOICES
 
 
@@ -21,17 +28,24 @@ def hand_scene() -> Scene:
     """UAV 0 at the origin; target 0 one unit away, worth 1 (need 1); target 1 two units away, worth 3 (need 1);
     UAV 1 two units from target 1 only. Nearest: UAV 0 -> 0. Value per slot: UAV 0 -> 1. The LP gives target 1 to
     one UAV: both UAVs cannot have it."""
-    return Scene(uav_pos=np.array([[0.0, 0.0], [4.0, 0.0]]), uav_range=np.array([2.5, 2.5]),
-                 target_pos=np.array([[-1.0, 0.0], [2.0, 0.0]]), need=np.array([1, 1]), value=np.array([1.0, 3.0]),
-                 lam=0.1)
+    return Scene(
+        uav_pos=np.array([[0.0, 0.0], [4.0, 0.0]]),
+        uav_range=np.array([2.5, 2.5]),
+        target_pos=np.array([[-1.0, 0.0], [2.0, 0.0]]),
+        need=np.array([1, 1]),
+        value=np.array([1.0, 3.0]),
+        lam=0.1,
+    )
 
 
 def test_each_rule_keeps_what_it_says_by_hand() -> None:
     scene = hand_scene()
     pairs = candidate_pairs(scene)
     assert list(zip(pairs.uav.tolist(), pairs.target.tolist())) == [(0, 0), (0, 1), (1, 1)]
-    kept = {pruner: top_candidates(pairs.uav, pairs.target, pruner_scores(scene, pruner, pairs), keep=1)
-            for pruner in PRUNERS}
+    kept = {
+        pruner: top_candidates(pairs.uav, pairs.target, pruner_scores(scene, pruner, pairs), keep=1)
+        for pruner in PRUNERS
+    }
     assert kept["nearest"][1].tolist() == [0, 1]  # UAV 0's nearest is target 0
     assert kept["value"][1].tolist() == [1, 1]  # 3 - 0.2 beats 1 - 0.1
     # the LP: UAV 0 on target 1 (2.8) with UAV 1 idle (target 0 is out of its range), or UAV 1 on 1 (2.8) and UAV 0

@@ -35,8 +35,10 @@ def test_exploration_update_noise_and_replay_draws_are_uncorrelated() -> None:
     """The uniforms behind each purpose's draws, over 400 steps: Pearson |r| < 0.03 for every pair
     (about 5 standard errors at n = 25,600). The formula they replace drew them from one seed: r = 1."""
     steps, draws = range(400), 64
-    uniforms = {purpose: torch.cat([torch.rand(draws, generator=stream(5, purpose, step)) for step in steps])
-                for purpose in ("exploration", "update_noise", "replay")}
+    uniforms = {
+        purpose: torch.cat([torch.rand(draws, generator=stream(5, purpose, step)) for step in steps])
+        for purpose in ("exploration", "update_noise", "replay")
+    }
     for a, b in itertools.combinations(uniforms, 2):
         r = torch.corrcoef(torch.stack([uniforms[a], uniforms[b]]))[0, 1]
         assert abs(float(r)) < 0.03, (a, b, float(r))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_phases import compose_cfg, run
 
 from uavgnn.algorithms.reinforce import reinforce_loss
 from uavgnn.algorithms.scene_policy import batch_imitation_loss, load_initial_policy, load_policy
@@ -19,8 +20,6 @@ from uavgnn.models.policy import policy_log_probs
 from uavgnn.problem.graphs import assignment_features, message_edges, with_budget
 from uavgnn.scoring.methods import compare_on_split
 from uavgnn.settings import split_settings
-
-from test_phases import compose_cfg, run
 
 
 def refining(rounds: int = 1, seed: int = 0) -> TransformerGNN:
@@ -74,11 +73,14 @@ def test_the_layerwise_path_reads_the_assignment_as_the_plain_one(labelled_store
     model, batch = refining(), labelled_store.gather(torch.arange(8))
     edge_index, edge_attr, keep, _ = message_edges(batch, 6)
     args = (batch.x, batch.node_type, edge_index, edge_attr, batch.cand_index[:, keep], batch.cand_attr[keep])
-    assignment = assignment_features(batch.need, torch.full((batch.num_nodes,), -1)
-                                     .index_put_((batch.cand_index[0, keep],), batch.cand_index[1, keep]))
+    assignment = assignment_features(
+        batch.need,
+        torch.full((batch.num_nodes,), -1).index_put_((batch.cand_index[0, keep],), batch.cand_index[1, keep]),
+    )
     with torch.no_grad():
-        for a, b in zip(model.forward_chunked(*args, max_edges=200, assignment=assignment),
-                        model(*args, assignment=assignment)):
+        for a, b in zip(
+            model.forward_chunked(*args, max_edges=200, assignment=assignment), model(*args, assignment=assignment)
+        ):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
@@ -86,8 +88,10 @@ def test_training_reaches_every_round(labelled_store) -> None:
     """Imitation sums the labels' NLL over the rounds; REINFORCE's gradient reaches the assignment input."""
     model, batch = refining().train(), with_budget(labelled_store.gather(torch.arange(8)), 6)
     loss, acc, covered = batch_imitation_loss(model, batch)
-    want = sum(imitation_loss(c, i, batch.cand_index[0, k], batch.cand_label[k], batch.busy, batch.node_type == 0)[0]
-               for c, i, k in policy_rounds(model, batch, 6))
+    want = sum(
+        imitation_loss(c, i, batch.cand_index[0, k], batch.cand_label[k], batch.busy, batch.node_type == 0)[0]
+        for c, i, k in policy_rounds(model, batch, 6)
+    )
     torch.testing.assert_close(loss, want)
     sync_free, _, _ = batch_imitation_loss(model, batch, greedy_rounds=48)  # optim.sync_free: fixed-shape decodes
     torch.testing.assert_close(sync_free, want)
@@ -99,21 +103,40 @@ def test_training_reaches_every_round(labelled_store) -> None:
 def test_a_refining_run_ships_its_rounds_and_its_table_shows_what_they_buy(tmp_path) -> None:
     """Trained with ``model.refine_rounds=1`` through both phases of the main job; its checkpoint loads as a
     refining model; the test table adds the unrefined row; a plain policy starts a refining run, not back."""
-    run(compose_cfg(tmp_path, "algorithm=imitation_reinforce", "algorithm.imitation_steps=3", "train.steps=6",
-                    "model.refine_rounds=1"), tmp_path / "refining")
+    run(
+        compose_cfg(
+            tmp_path,
+            "algorithm=imitation_reinforce",
+            "algorithm.imitation_steps=3",
+            "train.steps=6",
+            "model.refine_rounds=1",
+        ),
+        tmp_path / "refining",
+    )
     model, graph, config = load_policy(tmp_path / "refining/best.pt")
     assert model.refine_rounds == 1 and config["model"]["refine_rounds"] == 1
     cfg = compose_cfg(tmp_path, "algorithm=imitation")
     rows, _ = compare_on_split(model, load_split(split_settings(cfg), "test"), "greedy", graph, 6, torch.device("cpu"))
     assert [r["method"] for r in rows[:2]] == ["model (greedy, 1 refinement round)", "unrefined (greedy)"]
     run(cfg, tmp_path / "plain")
-    refining_model = TransformerGNN(hidden=cfg.model.hidden, heads=cfg.model.heads, layers=cfg.model.layers,
-                                    ffn_mult=cfg.model.ffn_mult, refine_rounds=1, relaxation=cfg.model.relaxation)
+    refining_model = TransformerGNN(
+        hidden=cfg.model.hidden,
+        heads=cfg.model.heads,
+        layers=cfg.model.layers,
+        ffn_mult=cfg.model.ffn_mult,
+        refine_rounds=1,
+        relaxation=cfg.model.relaxation,
+    )
     refining_cfg = {**cfg.model, "refine_rounds": 1}
     load_initial_policy(refining_model, str(tmp_path / "plain/best.pt"), refining_cfg, torch.device("cpu"))
     for name, value in load_checkpoint(tmp_path / "plain/best.pt")["policy"].items():
         torch.testing.assert_close(refining_model.state_dict()[name], value, rtol=0, atol=0)
     with pytest.raises(ConfigError, match="model.refine_rounds=0 \\(checkpoint: 1\\)"):
-        load_initial_policy(TransformerGNN(hidden=cfg.model.hidden, heads=cfg.model.heads, layers=cfg.model.layers,
-                                           relaxation=cfg.model.relaxation),
-                            str(tmp_path / "refining/best.pt"), cfg.model, torch.device("cpu"))
+        load_initial_policy(
+            TransformerGNN(
+                hidden=cfg.model.hidden, heads=cfg.model.heads, layers=cfg.model.layers, relaxation=cfg.model.relaxation
+            ),
+            str(tmp_path / "refining/best.pt"),
+            cfg.model,
+            torch.device("cpu"),
+        )

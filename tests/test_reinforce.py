@@ -24,7 +24,7 @@ def choice_of(batch, assignments: list[np.ndarray]) -> torch.Tensor:
     for g, a in enumerate(assignments):
         start, n_uav = int(batch.ptr[g]), int(batch.n_uav[g])
         a = torch.as_tensor(a)
-        choice[start:start + n_uav] = torch.where(a >= 0, a + start + n_uav, a)
+        choice[start : start + n_uav] = torch.where(a >= 0, a + start + n_uav, a)
     return choice
 
 
@@ -57,12 +57,18 @@ def test_rollouts_are_exact_samples_of_each_uavs_choice_distribution(store) -> N
     keep = batch.cand_rank < 4
     gen = torch.Generator().manual_seed(1)
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
-    cand_logp, idle_logp = choice_log_probs(torch.randn(int(keep.sum()), generator=gen),
-                                            torch.randn(batch.num_nodes, generator=gen), cand_uav)
+    cand_logp, idle_logp = choice_log_probs(
+        torch.randn(int(keep.sum()), generator=gen), torch.randn(batch.num_nodes, generator=gen), cand_uav
+    )
     draws = 20_000
-    choice = policy_samples(batch, cand_logp, idle_logp, keep, draws,
-                            rollout_noise(torch.Generator().manual_seed(2), draws, len(cand_uav), batch.num_nodes,
-                                          cand_uav.device))
+    choice = policy_samples(
+        batch,
+        cand_logp,
+        idle_logp,
+        keep,
+        draws,
+        rollout_noise(torch.Generator().manual_seed(2), draws, len(cand_uav), batch.num_nodes, cand_uav.device),
+    )
     picked = (choice[:, cand_uav] == cand_target).float().mean(0)  # frequency of each candidate edge
     idle = (choice < 0).float().mean(0)
     uav = batch.node_type == 0
@@ -114,8 +120,9 @@ def test_steps_raise_the_expected_reward_of_the_policy(store, baseline) -> None:
     optimizer = torch.optim.Adam(policy.parameters(), lr=0.1)
     before = expected_reward()
     for step in range(30):
-        loss, stats, n = reinforce_loss(policy, full, samples=16, draws=torch.Generator().manual_seed(step),
-                                        baseline=baseline)
+        loss, stats, n = reinforce_loss(
+            policy, full, samples=16, draws=torch.Generator().manual_seed(step), baseline=baseline
+        )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -129,23 +136,25 @@ def test_entropy_bonus_by_hand(store) -> None:
     """UAV 0 picks idle or one of two targets with 1/3 each (ln 3 nats), UAV 1 has no candidate (0), UAV 2 idle
     or its one target at 1/2 (ln 2); node 3 is a target. The bonus moves the loss by -coef x that entropy."""
     third, half = torch.tensor(1 / 3).log(), torch.tensor(0.5).log()
-    entropy = policy_entropy(torch.stack([third, third, half]), torch.stack([third, torch.tensor(0.0), half, half]),
-                             torch.tensor([0, 0, 2]), torch.tensor([True, True, True, False]))
+    entropy = policy_entropy(
+        torch.stack([third, third, half]),
+        torch.stack([third, torch.tensor(0.0), half, half]),
+        torch.tensor([0, 0, 2]),
+        torch.tensor([True, True, True, False]),
+    )
     assert float(entropy) == pytest.approx((np.log(3) + np.log(2)) / 3)
     batch = store.gather(torch.arange(4))
     batch.k = 8  # the candidate budget the step runs at
     model = FreeLogitsOf(batch)
     plain, stats, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1))
-    bonus, _, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1),
-                                 entropy_coef=0.5)
+    bonus, _, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1), entropy_coef=0.5)
     assert float(bonus.detach()) == pytest.approx(float(plain.detach()) - 0.5 * float(stats["entropy"]), abs=1e-6)
     assert 0 < float(stats["entropy"]) < np.log(9)  # at most idle + 8 candidates, uniform
     # temperature 1/2 samples from pi^2 renormalised = the softmax of doubled logits: its entropy is logged
-    _, sharp, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1),
-                                 temperature=0.5)
+    _, sharp, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1), temperature=0.5)
     keep = batch.cand_rank < 8
     cand_uav = batch.cand_index[0, keep]
-    doubled = choice_log_probs(2 * model.cand[:int(keep.sum())], 2 * model.idle, cand_uav)
+    doubled = choice_log_probs(2 * model.cand[: int(keep.sum())], 2 * model.idle, cand_uav)
     want = policy_entropy(*doubled, cand_uav, batch.node_type == 0).detach()
     assert float(sharp["entropy"]) == pytest.approx(float(want), rel=1e-5) and want < stats["entropy"]
 
@@ -158,8 +167,9 @@ def test_the_sync_free_greedy_baseline_gives_the_loop_decoders_loss_and_gradient
     results = []
     for rounds in (None, 48, 2):
         model.zero_grad()
-        loss, stats, _ = reinforce_loss(model, batch, samples=4, draws=torch.Generator().manual_seed(1),
-                                        baseline="greedy", greedy_rounds=rounds)
+        loss, stats, _ = reinforce_loss(
+            model, batch, samples=4, draws=torch.Generator().manual_seed(1), baseline="greedy", greedy_rounds=rounds
+        )
         loss.backward()
         results.append((loss.detach(), stats, model.cand.grad.clone()))
     (loop, loop_stats, loop_grad), (fixed, fixed_stats, fixed_grad), (short, short_stats, _) = results
@@ -179,7 +189,7 @@ class FreeLogitsOf(torch.nn.Module):
         self.idle = torch.nn.Parameter(torch.randn(batch.num_nodes, generator=gen))
 
     def forward(self, *args):
-        return self.cand[:args[4].shape[1]], self.idle
+        return self.cand[: args[4].shape[1]], self.idle
 
 
 def test_reinforce_needs_a_sample_beyond_the_greedy_rollout(store) -> None:
@@ -193,12 +203,25 @@ def test_reinforce_needs_a_sample_beyond_the_greedy_rollout(store) -> None:
 @pytest.mark.heavy  # trains a model first; config validation of init_from runs by default
 def test_init_from_a_missing_checkpoint_or_another_architecture_fails_naming_it(tmp_path) -> None:
     run_cli("experiment=debug", "logger=jsonl", "model=tiny", f"hydra.run.dir={tmp_path / 'a'}", cwd=tmp_path)
-    out = run_cli("experiment=debug", "logger=jsonl", "model=small", "algorithm=reinforce",
-                  f"algorithm.init_from={tmp_path / 'a' / 'best.pt'}", f"hydra.run.dir={tmp_path / 'b'}",
-                  cwd=tmp_path, check=False)
+    out = run_cli(
+        "experiment=debug",
+        "logger=jsonl",
+        "model=small",
+        "algorithm=reinforce",
+        f"algorithm.init_from={tmp_path / 'a' / 'best.pt'}",
+        f"hydra.run.dir={tmp_path / 'b'}",
+        cwd=tmp_path,
+        check=False,
+    )
     assert out.returncode != 0 and "algorithm.init_from" in out.stderr and "model.hidden" in out.stderr
-    missing = run_cli("experiment=debug", "algorithm=reinforce", f"algorithm.init_from={tmp_path / 'nope.pt'}",
-                      f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path, check=False)
+    missing = run_cli(
+        "experiment=debug",
+        "algorithm=reinforce",
+        f"algorithm.init_from={tmp_path / 'nope.pt'}",
+        f"hydra.run.dir={tmp_path / 'c'}",
+        cwd=tmp_path,
+        check=False,
+    )
     assert missing.returncode != 0 and f"algorithm.init_from={tmp_path / 'nope.pt'}: no checkpoint" in missing.stderr
 
 
@@ -206,9 +229,8 @@ def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> 
     from hydra import compose, initialize_config_dir
 
     from tests.conftest import ROOT
-    from uavgnn.algorithms import register_configs
+    from uavgnn.algorithms import check_config, register_configs
     from uavgnn.errors import ConfigError
-    from uavgnn.algorithms import check_config
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
@@ -217,11 +239,16 @@ def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> 
         check_config(cfg)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["algorithm.samples=2"], "algorithm.samples=2 must be >= 3 with algorithm.baseline=mean"),
-    (["algorithm.samples=1", "algorithm.baseline=greedy"],
-     "algorithm.samples=1 must be >= 2 with algorithm.baseline=greedy"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["algorithm.samples=2"], "algorithm.samples=2 must be >= 3 with algorithm.baseline=mean"),
+        (
+            ["algorithm.samples=1", "algorithm.baseline=greedy"],
+            "algorithm.samples=1 must be >= 2 with algorithm.baseline=greedy",
+        ),
+    ],
+)
 def test_too_few_rollouts_for_the_baseline_are_refused_before_any_work(overrides, message) -> None:
     """samples - 1 rollouts are drawn: the others' mean needs two of them, the greedy rollout one."""
     from hydra import compose, initialize_config_dir

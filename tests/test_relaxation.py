@@ -40,8 +40,9 @@ def test_one_flow_for_a_batch_is_each_scenes_relaxation(positions) -> None:
     nodes = 0
     for scene in scenes:
         mine = (batch.cand_index[0] >= nodes) & (batch.cand_index[0] < nodes + scene.n_uav)
-        relaxed = chosen_targets(Batch(cand_index=batch.cand_index[:, mine], cand_relaxed=batch.cand_relaxed[mine]),
-                                 scene.n_uav, nodes)
+        relaxed = chosen_targets(
+            Batch(cand_index=batch.cand_index[:, mine], cand_relaxed=batch.cand_relaxed[mine]), scene.n_uav, nodes
+        )
         assert np.array_equal(relaxed, relaxed_assignment(scene, k=32))
         nodes += scene.n_uav + scene.n_target
 
@@ -49,8 +50,9 @@ def test_one_flow_for_a_batch_is_each_scenes_relaxation(positions) -> None:
 def test_the_relaxation_on_every_candidate_is_the_lp_optimum() -> None:
     for scene in generate_scenes(SceneDistribution(), 30, 3, seed=5):  # 30 UAVs: k_max covers every feasible pair
         graph = build_graph(scene, 64, 8)
-        relaxed = chosen_targets(type(graph)(cand_index=graph.cand_index, cand_relaxed=relax_candidates(graph)),
-                                 scene.n_uav)
+        relaxed = chosen_targets(
+            type(graph)(cand_index=graph.cand_index, cand_relaxed=relax_candidates(graph)), scene.n_uav
+        )
         assert slot_profit(scene, relaxed) == pytest.approx(lp_optimum(scene), abs=1e-4)
 
 
@@ -70,9 +72,14 @@ def test_a_padded_batch_leaves_its_padding_out() -> None:
 def test_relaxation_inputs_on_hand_worked_scenes() -> None:
     """Target 0 needs 2 and both UAVs reach it: complete. Target 1 needs 2 but only UAV 2 reaches it: the
     relaxation sends it there anyway (half a target's value per slot beats idling) and leaves it partial."""
-    scene = Scene(uav_pos=np.array([[0.0, 0.0], [0.5, 0.0], [9.0, 0.0]]), uav_range=np.array([2.0, 2.0, 2.0]),
-                  target_pos=np.array([[0.2, 0.0], [9.5, 0.0]]), need=np.array([2, 2]), value=np.array([2.0, 2.0]),
-                  lam=0.1)
+    scene = Scene(
+        uav_pos=np.array([[0.0, 0.0], [0.5, 0.0], [9.0, 0.0]]),
+        uav_range=np.array([2.0, 2.0, 2.0]),
+        target_pos=np.array([[0.2, 0.0], [9.5, 0.0]]),
+        need=np.array([2, 2]),
+        value=np.array([2.0, 2.0]),
+        lam=0.1,
+    )
     graph = build_graph(scene, 4, 2)
     graph.cand_relaxed = relax_candidates(graph)
     node, edge = relaxation_inputs(graph)
@@ -86,8 +93,9 @@ def test_relaxation_inputs_on_hand_worked_scenes() -> None:
 def test_a_model_that_reads_the_relaxation_sees_it_on_every_path() -> None:
     scenes = generate_scenes(SceneDistribution(), 10, 4, seed=1)
     labels = [solve_milp(s) for s in scenes]
-    store = GraphStore.from_graphs([build_graph(s, 16, 6, r.assignment) for s, r in zip(scenes, labels)], scenes,
-                                   labels)  # the cache's path: the store adds the relaxation's pairs
+    store = GraphStore.from_graphs(
+        [build_graph(s, 16, 6, r.assignment) for s, r in zip(scenes, labels)], scenes, labels
+    )  # the cache's path: the store adds the relaxation's pairs
     batch = store.gather(torch.arange(4))
     torch.manual_seed(0)
     reading, plain = TransformerGNN(32, 2, 2, relaxation=True).eval(), TransformerGNN(32, 2, 2).eval()

@@ -20,9 +20,21 @@ from uavgnn import requeue
 from uavgnn.loggers import read_history
 from uavgnn.signals import EXIT_CODES
 
-LONG = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
-        "data.test_scenes=8", "hardware.batch_size=16", "train.steps=400", "train.eval_every=200",
-        "train.ckpt_every=200", "train.log_every=10", "hardware.threads=1", "logger=jsonl"]
+LONG = [
+    "experiment=debug",
+    "model=tiny",
+    "data.n_uav=6",
+    "data.train_scenes=64",
+    "data.val_scenes=8",
+    "data.test_scenes=8",
+    "hardware.batch_size=16",
+    "train.steps=400",
+    "train.eval_every=200",
+    "train.ckpt_every=200",
+    "train.log_every=10",
+    "hardware.threads=1",
+    "logger=jsonl",
+]
 
 
 def job_tasks(sweep: Path) -> list[int]:
@@ -48,9 +60,13 @@ def test_a_stopped_job_is_requeued_and_resumes_with_no_step_lost_or_repeated(tmp
     """``tasks`` = 2: the job is a 2-rank DDP run; the scheduler signals both ranks."""
     sweep, cache = tmp_path / "sweep", f"data.cache_dir={tmp_path / 'cache'}"
     launcher = ["-m", "hydra/launcher=submitit_local", f"hydra.launcher.tasks_per_node={tasks}"]
-    sweeping = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *launcher, *LONG, cache,
-                                 f"hydra.sweep.dir={sweep}"], cwd=tmp_path, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+    sweeping = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), *launcher, *LONG, cache, f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.time() + 240
     while not (list(sweep.glob("0-*")) and train_steps(job_dirs(sweep)[0])):  # training under way
         assert time.time() < deadline and sweeping.poll() is None, "the job never started training"
@@ -70,8 +86,9 @@ def test_a_stopped_job_is_requeued_and_resumes_with_no_step_lost_or_repeated(tmp
     assert not (job / "requeued.json").exists() and json.loads((job / "summary.json").read_text())["steps"] == 400
 
     run_cli(*launcher, *LONG, cache, f"hydra.sweep.dir={tmp_path / 'uninterrupted'}", cwd=tmp_path)
-    requeued, straight = (torch.load(d / "last.pt", weights_only=True)["model"]
-                          for d in (job, job_dirs(tmp_path / "uninterrupted")[0]))
+    requeued, straight = (
+        torch.load(d / "last.pt", weights_only=True)["model"] for d in (job, job_dirs(tmp_path / "uninterrupted")[0])
+    )
     for name, value in straight.items():  # the requeued job trained exactly what an uninterrupted run does
         torch.testing.assert_close(requeued[name], value, rtol=0, atol=0)
 
@@ -113,7 +130,8 @@ def test_scontrol_requeues_the_slurm_job_and_the_record_stays_for_the_requeued_j
 
 
 def test_a_hanging_scontrol_is_killed_with_what_it_started_well_before_slurm_kills_the_job(
-        tmp_path, slurm_job, monkeypatch, caplog) -> None:
+    tmp_path, slurm_job, monkeypatch, caplog
+) -> None:
     """Issue 62: a hanging ``scontrol`` held the stop for 60 s, past SLURM's KillWait (30 s), and its timeout
     killed it alone, orphaning what it had started. Now it gets ``SCONTROL_TIMEOUT_S`` (1 s here), then its
     whole process group is killed and reaped before ``requeue`` returns; the job is not requeued."""
@@ -121,8 +139,10 @@ def test_a_hanging_scontrol_is_killed_with_what_it_started_well_before_slurm_kil
     monkeypatch.setattr(requeue, "SCONTROL_TIMEOUT_S", 1.0)
     monkeypatch.setattr(requeue.log, "disabled", False)  # an earlier Hydra run in this worker may have disabled it
     monkeypatch.setattr(requeue.log, "propagate", True)
-    fake_scontrol(tmp_path / "bin", f"echo $$ > {tmp_path / 'scontrol.pid'}\nsleep 300 &\n"
-                                    f"echo $! > {tmp_path / 'child.pid'}\nsleep 300")
+    fake_scontrol(
+        tmp_path / "bin",
+        f"echo $$ > {tmp_path / 'scontrol.pid'}\nsleep 300 &\necho $! > {tmp_path / 'child.pid'}\nsleep 300",
+    )
     start = time.monotonic()
     requeue.requeue(slurm_job, 120, "SIGTERM", EXIT_CODES[signal.SIGTERM])
     took = time.monotonic() - start

@@ -8,15 +8,15 @@ import torch
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
+from uavgnn.inference.guided import solve_guided
 from uavgnn.models import TransformerGNN
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.metrics import IDLE, assignment_metrics
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
-from uavgnn.problem.generator import generate_scenes
 from uavgnn.solvers import solve_milp
-from uavgnn.inference.guided import solve_guided
-from uavgnn.solvers.pruned import pairs_of, top_candidates
 from uavgnn.solvers.min_cost_flow import relaxed_assignment, solve_mcf
+from uavgnn.solvers.pruned import pairs_of, top_candidates
 
 
 def slot_profit(scene: Scene, assignment: np.ndarray) -> float:
@@ -32,11 +32,16 @@ def lp_optimum(scene: Scene) -> float:
     pairs = feasible_pairs(scene)
     profit = scene.value[pairs.target] / scene.need[pairs.target] - scene.lam * pairs.dist
     columns = np.arange(len(pairs.uav))
-    rows = csr_matrix((np.ones(2 * len(columns)), (np.concatenate([pairs.uav, scene.n_uav + pairs.target]),
-                                                   np.concatenate([columns, columns]))),
-                      shape=(scene.n_uav + scene.n_target, len(columns)))
-    res = linprog(-profit, A_ub=rows, b_ub=np.concatenate([np.ones(scene.n_uav), scene.need]), bounds=(0, 1),
-                  method="highs")
+    rows = csr_matrix(
+        (
+            np.ones(2 * len(columns)),
+            (np.concatenate([pairs.uav, scene.n_uav + pairs.target]), np.concatenate([columns, columns])),
+        ),
+        shape=(scene.n_uav + scene.n_target, len(columns)),
+    )
+    res = linprog(
+        -profit, A_ub=rows, b_ub=np.concatenate([np.ones(scene.n_uav), scene.need]), bounds=(0, 1), method="highs"
+    )
     return -res.fun
 
 
@@ -63,9 +68,14 @@ def test_min_cost_flow_uses_only_each_uavs_k_nearest_targets() -> None:
 
 
 def test_kept_pairs_are_each_uavs_most_likely_targets_by_hand() -> None:
-    scene = Scene(uav_pos=np.array([[0.0, 0.0], [4.0, 0.0]]), uav_range=np.array([9.0, 9.0]),
-                  target_pos=np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]]), need=np.ones(3, np.int64),
-                  value=np.ones(3), lam=0.1)
+    scene = Scene(
+        uav_pos=np.array([[0.0, 0.0], [4.0, 0.0]]),
+        uav_range=np.array([9.0, 9.0]),
+        target_pos=np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]]),
+        need=np.ones(3, np.int64),
+        value=np.ones(3),
+        lam=0.1,
+    )
     uav, target = np.array([0, 0, 0, 1, 1]), np.array([0, 1, 2, 2, 0])
     logp = np.log(np.array([0.1, 0.6, 0.3, 0.2, 0.7]))
     kept = top_candidates(uav, target, logp, keep=1)

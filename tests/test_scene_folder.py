@@ -23,8 +23,8 @@ from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scene_folder import MAX_SCENE_FILE_BYTES, files_fingerprint, split_files
 from uavgnn.problem.scene_io import load_scene, save_scene
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.solvers.milp import solve_milp
 from uavgnn.settings import split_settings
+from uavgnn.solvers.milp import solve_milp
 
 
 def write_scenes(folder: Path, sizes: list[int], seed: int) -> None:
@@ -66,17 +66,36 @@ def test_a_folder_of_scenes_of_several_sizes_trains_and_evaluates(tmp_path) -> N
     for offset, (split, split_sizes) in enumerate(sizes.items()):
         write_scenes(folder / split, split_sizes, seed=1000 * offset)
     cache, common = tmp_path / "cache", ["task=folder", f"task.folder={folder}", "logger=jsonl"]
-    too_many = run_cli("experiment=debug", "data.n_uav=6", "hardware.batch_size=32", *common, f"data.cache_dir={cache}",
-                       f"hydra.run.dir={tmp_path / 'refused'}", cwd=tmp_path, check=False)  # 24 scenes
+    too_many = run_cli(
+        "experiment=debug",
+        "data.n_uav=6",
+        "hardware.batch_size=32",
+        *common,
+        f"data.cache_dir={cache}",
+        f"hydra.run.dir={tmp_path / 'refused'}",
+        cwd=tmp_path,
+        check=False,
+    )  # 24 scenes
     assert f"task.folder={folder}: its train split has 24 scenes, fewer than hardware.batch_size=32" in too_many.stderr
     assert too_many.returncode == 2 and not (tmp_path / "refused").exists()  # refused before it wrote anything
-    train = run_cli("experiment=debug", "model=tiny", "data.n_uav=6", "hardware.batch_size=8", *common,
-                    f"data.cache_dir={cache}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    train = run_cli(
+        "experiment=debug",
+        "model=tiny",
+        "data.n_uav=6",
+        "hardware.batch_size=8",
+        *common,
+        f"data.cache_dir={cache}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
     assert f"Test set: 4 scenes of 5-7 UAVs (task.folder={folder})" in train.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] > 0 and np.isfinite(summary["best_val_optimality_gap"])
     assert sorted(d.name.split("-")[:2] for d in cache.iterdir() if d.is_dir()) == [
-        ["test", "folder"], ["train", "folder"], ["val", "folder"]]
+        ["test", "folder"],
+        ["train", "folder"],
+        ["val", "folder"],
+    ]
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
@@ -89,23 +108,37 @@ def test_a_folder_of_scenes_of_several_sizes_trains_and_evaluates(tmp_path) -> N
         np.testing.assert_allclose(store.scene(i).target_pos, scene.target_pos)
         assert float(store.objective[i]) == pytest.approx(solve_milp(scene).objective, rel=1e-6, abs=1e-9)
 
-    run_cli("mode=eval", f"ckpt={tmp_path / 'run' / 'best.pt'}", *common, "eval.shift_sets=[]",
-            f"data.cache_dir={cache}", f"hydra.run.dir={tmp_path / 'eval'}", cwd=tmp_path)
+    run_cli(
+        "mode=eval",
+        f"ckpt={tmp_path / 'run' / 'best.pt'}",
+        *common,
+        "eval.shift_sets=[]",
+        f"data.cache_dir={cache}",
+        f"hydra.run.dir={tmp_path / 'eval'}",
+        cwd=tmp_path,
+    )
     rows = json.loads((tmp_path / "eval" / "transfer.json").read_text())["rows"]
     assert {row["positions"] for row in rows} == {"folder"} and {row["scenes"] for row in rows} == {4}
     assert {row["n_uav"] for row in rows} == {7}  # the folder's largest scene, not the training size (6)
     assert rows[0]["method"].startswith("model") and np.isfinite(rows[0]["optimality_gap"])
 
 
-@pytest.mark.parametrize("overrides, says", [
-    (["task=folder"], "task=folder needs task.folder=PATH"),
-    (["task=folder", "task.folder=TMP", "curriculum=conservative"], "task=folder with curriculum=conservative"),
-    (["task=folder", "task.folder=TMP", "data.source=generated", "algorithm=reinforce"],
-     "data.source=generated with task=folder"),
-    (["task=folder", "task.folder=TMP", "mode=solve"], "mode=solve with task=folder: it solves one scene"),
-    (["task=folder", "task.folder=TMP", "algorithm=masac", "model=mlp"],
-     "task=folder with algorithm=masac: its scenes come from the environment"),
-])
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (["task=folder"], "task=folder needs task.folder=PATH"),
+        (["task=folder", "task.folder=TMP", "curriculum=conservative"], "task=folder with curriculum=conservative"),
+        (
+            ["task=folder", "task.folder=TMP", "data.source=generated", "algorithm=reinforce"],
+            "data.source=generated with task=folder",
+        ),
+        (["task=folder", "task.folder=TMP", "mode=solve"], "mode=solve with task=folder: it solves one scene"),
+        (
+            ["task=folder", "task.folder=TMP", "algorithm=masac", "model=mlp"],
+            "task=folder with algorithm=masac: its scenes come from the environment",
+        ),
+    ],
+)
 def test_a_wrong_folder_task_is_refused_before_any_work(tmp_path, overrides, says) -> None:
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
@@ -152,5 +185,7 @@ def test_a_file_over_the_cap_is_refused_before_it_is_read(tmp_path) -> None:
     with pytest.raises(SceneFileError) as caught:
         files_fingerprint(files)
     assert time.perf_counter() - start < 1.0
-    assert str(caught.value) == (f"{huge}: 100.0 GB (107,374,182,400 bytes), over the 64.0 GB a scene file can be "
-                                 "(MAX_SCENE_FILE_BYTES): not a scene; take it out of the folder")
+    assert str(caught.value) == (
+        f"{huge}: 100.0 GB (107,374,182,400 bytes), over the 64.0 GB a scene file can be "
+        "(MAX_SCENE_FILE_BYTES): not a scene; take it out of the folder"
+    )

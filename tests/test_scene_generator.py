@@ -49,9 +49,20 @@ def my_generator(tmp_path, monkeypatch) -> str:
 
 
 def test_a_custom_generator_trains_and_its_scenes_are_the_splits(tmp_path, my_generator) -> None:
-    run_cli("experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=32", "data.val_scenes=8",
-            "data.test_scenes=8", "hardware.batch_size=8", "logger=jsonl", f"task.generator={my_generator}",
-            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    run_cli(
+        "experiment=debug",
+        "model=tiny",
+        "data.n_uav=6",
+        "data.train_scenes=32",
+        "data.val_scenes=8",
+        "data.test_scenes=8",
+        "hardware.batch_size=8",
+        "logger=jsonl",
+        f"task.generator={my_generator}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] > 0 and np.isfinite(summary["best_val_optimality_gap"])
     (train,) = [d for d in (tmp_path / "cache").iterdir() if d.name.startswith("train-") and d.is_dir()]
@@ -60,8 +71,16 @@ def test_a_custom_generator_trains_and_its_scenes_are_the_splits(tmp_path, my_ge
     assert len(manifest["key"]["distribution"]["generator_source"]) == 64  # a changed generator: a new split
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["experiment=debug", "data.n_uav=6", "data.train_scenes=32",
-                                           f"task.generator={my_generator}", f"data.cache_dir={tmp_path / 'cache'}"])
+        cfg = compose(
+            "config",
+            overrides=[
+                "experiment=debug",
+                "data.n_uav=6",
+                "data.train_scenes=32",
+                f"task.generator={my_generator}",
+                f"data.cache_dir={tmp_path / 'cache'}",
+            ],
+        )
     stored = load_split(split_settings(cfg), "train").scenes()  # the cached split the run trained on (a cache hit)
     drawn = generate_scenes(SceneDistribution(generator=my_generator), 6, 32, seed=manifest["key"]["seed"])
     assert len(stored) == 32 and all(np.allclose(s.uav_pos[:, 1], 0) for s in stored)  # on the generator's line
@@ -80,8 +99,15 @@ def test_a_wrong_generator_is_one_line(tmp_path, my_generator) -> None:
         generate_scenes(SceneDistribution(generator="my_scenes.too_few"), 5, 4, seed=0)
     with pytest.raises(ConfigError, match="task.generator=my_scenes.nope: cannot import it"):
         generate_scenes(SceneDistribution(generator="my_scenes.nope"), 5, 4, seed=0)
-    proc = run_cli("experiment=debug", "algorithm=masac", f"task.generator={my_generator}", "logger=jsonl",
-                   f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
-                   check=False)
+    proc = run_cli(
+        "experiment=debug",
+        "algorithm=masac",
+        f"task.generator={my_generator}",
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+        check=False,
+    )
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 2 and len(errors) == 1 and "the UAV environment draw their own" in errors[0]

@@ -28,20 +28,29 @@ def write(tmp_path, raw) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda r: r.pop("uav_range"), "missing field 'uav_range'"),
-    (lambda r: r.update(uav_position=[[0, 0, 1]] * 4), "field 'uav_position' has shape (4, 3)"),
-    (lambda r: r.update(uav_range=[5.0, -1.0, 5.0, 1.0]), "field 'uav_range' value -1.0 at index 1 violates 'range > 0'"),
-    (lambda r: r.update(target_need=[0, 2]), "field 'target_need' value 0 at index 0 violates 'need >= 1'"),
-    (lambda r: r.update(target_need=[1.5, 2]), "field 'target_need' must hold integers, got 1.5"),
-    (lambda r: r.update(target_value=[2.0, "NaN"]), "field 'target_value' is not numeric"),
-    (lambda r: r.update(uav_range=[5.0, float("inf"), 5.0, 1.0]), "field 'uav_range' has non-finite value inf"),
-    (lambda r: r.update(uav_position=[], uav_range=[]), "field 'uav_position' has shape (0,)"),
-    (lambda r: r.update(target_value="abc"), "field 'target_value' is not numeric: 'abc'"),
-    (lambda r: r.update(target_need=[1]), "field 'target_need' has 1 entries, expected 2 (one per target)"),
-    (lambda r: r.update(lam=-0.1), "field 'lam' value -0.1 at index 0 violates 'lam >= 0'"),
-    (lambda r: r.update(assignment=[0, 1, 5, -1]), "field 'assignment' value 5 at index 2 violates '-1 <= assignment < 2'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda r: r.pop("uav_range"), "missing field 'uav_range'"),
+        (lambda r: r.update(uav_position=[[0, 0, 1]] * 4), "field 'uav_position' has shape (4, 3)"),
+        (
+            lambda r: r.update(uav_range=[5.0, -1.0, 5.0, 1.0]),
+            "field 'uav_range' value -1.0 at index 1 violates 'range > 0'",
+        ),
+        (lambda r: r.update(target_need=[0, 2]), "field 'target_need' value 0 at index 0 violates 'need >= 1'"),
+        (lambda r: r.update(target_need=[1.5, 2]), "field 'target_need' must hold integers, got 1.5"),
+        (lambda r: r.update(target_value=[2.0, "NaN"]), "field 'target_value' is not numeric"),
+        (lambda r: r.update(uav_range=[5.0, float("inf"), 5.0, 1.0]), "field 'uav_range' has non-finite value inf"),
+        (lambda r: r.update(uav_position=[], uav_range=[]), "field 'uav_position' has shape (0,)"),
+        (lambda r: r.update(target_value="abc"), "field 'target_value' is not numeric: 'abc'"),
+        (lambda r: r.update(target_need=[1]), "field 'target_need' has 1 entries, expected 2 (one per target)"),
+        (lambda r: r.update(lam=-0.1), "field 'lam' value -0.1 at index 0 violates 'lam >= 0'"),
+        (
+            lambda r: r.update(assignment=[0, 1, 5, -1]),
+            "field 'assignment' value 5 at index 2 violates '-1 <= assignment < 2'",
+        ),
+    ],
+)
 def test_validation_names_field_and_value(hand_scene, tmp_path, change, message) -> None:
     raw = scene_to_dict(hand_scene)
     change(raw)
@@ -55,8 +64,15 @@ def test_zero_uavs_named(hand_scene, tmp_path) -> None:
     raw.update(uav_position=np.zeros((0, 2)).tolist(), uav_range=[])
     # json turns an empty (0, 2) array into [], so build the NPZ form where the shape survives
     path = tmp_path / "empty.npz"
-    np.savez(path, uav_position=np.zeros((0, 2)), uav_range=np.zeros(0), target_position=hand_scene.target_pos,
-             target_need=hand_scene.need, target_value=hand_scene.value, lam=0.5)
+    np.savez(
+        path,
+        uav_position=np.zeros((0, 2)),
+        uav_range=np.zeros(0),
+        target_position=hand_scene.target_pos,
+        target_need=hand_scene.need,
+        target_value=hand_scene.value,
+        lam=0.5,
+    )
     with pytest.raises(SceneFileError, match=r"'uav_position' is empty \(N = 0\)"):
         load_scene(path)
 
@@ -65,8 +81,15 @@ def test_nan_in_npz_named(hand_scene, tmp_path) -> None:
     path = tmp_path / "nan.npz"
     pos = hand_scene.target_pos.copy()
     pos[1, 0] = np.nan
-    np.savez(path, uav_position=hand_scene.uav_pos, uav_range=hand_scene.uav_range, target_position=pos,
-             target_need=hand_scene.need, target_value=hand_scene.value, lam=0.5)
+    np.savez(
+        path,
+        uav_position=hand_scene.uav_pos,
+        uav_range=hand_scene.uav_range,
+        target_position=pos,
+        target_need=hand_scene.need,
+        target_value=hand_scene.value,
+        lam=0.5,
+    )
     with pytest.raises(SceneFileError, match=r"'target_position' has non-finite value nan at index \(1, 0\)"):
         load_scene(path)
 

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
 from uavgnn.problem.generator import generate_scenes
+from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
 
 
 @pytest.mark.parametrize("positions", ["uniform", "clustered"])
@@ -32,9 +32,14 @@ def test_unknown_distribution_is_named() -> None:
 
 @pytest.mark.parametrize("first_k", [32, 1])  # 1: most UAVs ask again (k doubles until their list is complete)
 def test_feasible_pairs_match_brute_force(first_k: int) -> None:
-    tied = Scene(uav_pos=np.array([[0.0, 0.0], [5.0, 5.0]]), uav_range=np.array([2.0, 0.5]),
-                 target_pos=np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [9.0, 9.0]]),
-                 need=np.ones(5, np.int64), value=np.ones(5), lam=0.1)  # four targets at distance 1 from UAV 0
+    tied = Scene(
+        uav_pos=np.array([[0.0, 0.0], [5.0, 5.0]]),
+        uav_range=np.array([2.0, 0.5]),
+        target_pos=np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [9.0, 9.0]]),
+        need=np.ones(5, np.int64),
+        value=np.ones(5),
+        lam=0.1,
+    )  # four targets at distance 1 from UAV 0
     for scene in generate_scenes(SceneDistribution(positions="clustered"), 40, 5, seed=9) + [tied]:
         dist = np.linalg.norm(scene.uav_pos[:, None] - scene.target_pos[None], axis=2)
         pairs = feasible_pairs(scene, first_k)
@@ -65,11 +70,12 @@ def test_mixed_scenes_draw_their_own_distribution_within_the_task_bounds() -> No
         assert np.all(s.value >= s.need * dist.value_min - 1e-6) and np.all(s.value <= s.need * dist.value_max + 1e-6)
         # the square: (N + M) / side^2 is the scene's density, within 2x of the task's either way
         side = max(s.uav_pos.max(), s.target_pos.max())
-        assert (s.n_uav + s.n_target) / side ** 2 >= dist.density / 2 - 1e-6
+        assert (s.n_uav + s.n_target) / side**2 >= dist.density / 2 - 1e-6
     assert {int(s.need.max()) for s in a} == {1, 2, 3, 4, 5}
     spread = np.array([np.ptp(s.uav_range) for s in a])
     assert spread.min() < 1.0 and spread.max() > 4.0  # homogeneous and heterogeneous ranges
     assert len({s.n_target for s in a}) >= 3 and all(4 <= s.n_target <= 16 for s in a)  # ratio 0.25-1
+
     # both patterns: mean nearest-target distance / its expectation for uniform points (0.5 side / sqrt(M))
     # is about 1.1 for uniform scenes (edges) and well below for clustered ones
     def clumping(s: Scene) -> float:

@@ -1,7 +1,9 @@
 """Issue 63: below the plug-ins, typed settings only. ``data/``, ``envs/``, ``dynamics/``, ``models/``,
 ``problem/``, ``solvers/`` and ``scoring/`` never receive the Hydra config: import-linter forbids them
 ``omegaconf`` (``tests/test_layers.py``), and here every call into them during a whole training run of each
-registered algorithm (training, validation, checkpoints, the test phase) is watched for a config argument."""
+registered algorithm (training, validation, checkpoints, the test phase) is watched for a config argument. The
+run's config holds only the groups its algorithm declares it reads (``training_config``): a read of another ends
+it."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from omegaconf import Container, DictConfig, OmegaConf, open_dict
 from test_config import compose_cfg, tiny
 
 import uavgnn
-from uavgnn.algorithms import algorithms
+from uavgnn.algorithms import MODE_GROUPS, SHARED_GROUPS, algorithm_class, algorithms, training_config
 from uavgnn.modes.train import run_train
 
 BELOW = ("data", "envs", "dynamics", "models", "problem", "solvers", "scoring", "inference")
@@ -36,7 +38,7 @@ class ConfigCalls:
             return
         self.watched_calls += 1
         code = frame.f_code
-        for name in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+        for name in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
             if isinstance(frame.f_locals.get(name), Container):
                 self.found.add(f"{code.co_filename.split('/uavgnn/')[-1]}:{code.co_name}({name})")
 
@@ -47,6 +49,9 @@ def test_no_config_reaches_below_the_plug_ins_during_a_run(name, tmp_path, isola
     with open_dict(cfg):
         cfg.train.update(steps=2, eval_every=2, ckpt_every=2, log_every=1)
         cfg.logger.name = "none"
+    cfg = training_config(cfg, [])
+    reads = algorithm_class(name).reads
+    assert [group for group in (*SHARED_GROUPS, *MODE_GROUPS) if group in cfg] == list(reads)
     assert isinstance(cfg, DictConfig) and OmegaConf.is_config(cfg.task)  # what the hook looks for
     calls = ConfigCalls()
     sys.setprofile(calls)
@@ -72,3 +77,15 @@ def test_the_watch_sees_a_config_passed_below() -> None:
     finally:
         sys.setprofile(None)
     assert "problem/generator.py:generate_scenes(dist)" in calls.found
+
+
+def test_an_override_of_a_group_the_algorithm_does_not_read_is_said(caplog) -> None:
+    """``algorithm=masac data.k_max=8`` would change nothing: said in one warning naming what MASAC reads, and
+    the group is left out."""
+    cfg = compose_cfg("algorithm=masac", "data.k_max=8")
+    kept = training_config(cfg, ["algorithm=masac", "data.k_max=8", "env.n_uav=8"])
+    assert "data" not in kept and kept.env.n_uav == cfg.env.n_uav
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == [
+        "data.k_max=8: algorithm=masac does not read the data group (its training reads task, env): left out"
+    ]

@@ -9,7 +9,9 @@ from uavgnn.problem.scene_io import load_scene, save_scene, scene_to_dict
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("solver", ["milp", *(pytest.param(s, marks=pytest.mark.heavy) for s in ("greedy", "lap", "mcf"))])
+@pytest.mark.parametrize(
+    "solver", ["milp", *(pytest.param(s, marks=pytest.mark.heavy) for s in ("greedy", "lap", "mcf"))]
+)
 def test_solve_writes_checkable_results(tmp_path, solver) -> None:
     out = tmp_path / "run"
     proc = run_cli("mode=solve", f"solver={solver}", "solve.n_uav=12", f"hydra.run.dir={out}", cwd=tmp_path)
@@ -32,8 +34,15 @@ def test_solve_with_a_rule_pruning_the_milp(tmp_path) -> None:
     (``solve.keep`` at least the targets) it is the MILP's optimum."""
     for keep, pruner in ((1, "relaxation"), (12, "nearest")):
         out = tmp_path / f"run{keep}"
-        proc = run_cli("mode=solve", "solver=pruned", f"solve.pruner={pruner}", f"solve.keep={keep}", "solve.n_uav=12",
-                       f"hydra.run.dir={out}", cwd=tmp_path)
+        proc = run_cli(
+            "mode=solve",
+            "solver=pruned",
+            f"solve.pruner={pruner}",
+            f"solve.keep={keep}",
+            "solve.n_uav=12",
+            f"hydra.run.dir={out}",
+            cwd=tmp_path,
+        )
         metrics = json.loads((out / "metrics.json").read_text())
         assert metrics["solver"] == f"{pruner}-pruned milp" and metrics["status"] == "kept_pairs_optimal"
         assert f"{pruner}-pruned milp: scores" in proc.stdout + proc.stderr and metrics["infeasible"] == 0
@@ -55,8 +64,14 @@ def test_bad_scene_file_fails_cleanly(tmp_path, hand_scene) -> None:
     raw = scene_to_dict(hand_scene)
     raw["target_need"] = [1, 0]
     (tmp_path / "bad.json").write_text(json.dumps(raw))
-    proc = run_cli("mode=solve", "task=file", f"task.file={tmp_path / 'bad.json'}", f"hydra.run.dir={tmp_path / 'o'}",
-                   cwd=tmp_path, check=False)
+    proc = run_cli(
+        "mode=solve",
+        "task=file",
+        f"task.file={tmp_path / 'bad.json'}",
+        f"hydra.run.dir={tmp_path / 'o'}",
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 2
     assert "field 'target_need' value 0 at index 1 violates 'need >= 1'" in proc.stderr
     assert "Traceback" not in proc.stderr

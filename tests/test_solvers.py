@@ -3,9 +3,9 @@ import itertools
 import numpy as np
 import pytest
 
+from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.metrics import assignment_metrics
 from uavgnn.problem.scenes import Scene, SceneDistribution
-from uavgnn.problem.generator import generate_scenes
 from uavgnn.solvers import ProblemTooLarge, solve, solve_lap, solve_milp
 
 
@@ -47,8 +47,11 @@ def test_milp_equals_brute_force_on_200_small_scenes() -> None:
 
 
 def test_baselines_feasible_and_never_beat_milp() -> None:
-    scenes = small_scenes()[::4] + generate_scenes(SceneDistribution(), 64, 5, seed=1) \
+    scenes = (
+        small_scenes()[::4]
+        + generate_scenes(SceneDistribution(), 64, 5, seed=1)
         + generate_scenes(SceneDistribution(positions="clustered"), 64, 5, seed=2)
+    )
     for scene in scenes:
         best = solve(scene, "milp").objective
         for name in ("greedy", "lap"):

@@ -7,14 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_capacity import dense_balancing
+from test_model import reference_greedy
 
 from uavgnn.decoders import STAGE_ITERS, decode, greedy_decode, staged_decode
 from uavgnn.models.choices import Balancing, capacity_balanced, choice_log_probs
 from uavgnn.perf import OpCounter
 from uavgnn.problem.metrics import assignment_metrics
-
-from test_capacity import dense_balancing
-from test_model import reference_greedy
 
 
 def test_a_uav_whose_target_was_taken_by_a_surer_one_moves_on_by_hand() -> None:
@@ -35,8 +34,7 @@ def test_a_uav_whose_target_was_taken_by_a_surer_one_moves_on_by_hand() -> None:
     assert staged.tolist() == [3, 4, 5, -1, -1, -1]
 
 
-def reference_staged(prob: np.ndarray, candidate: np.ndarray, need: np.ndarray, balancing: Balancing
-                     ) -> dict[int, int]:
+def reference_staged(prob: np.ndarray, candidate: np.ndarray, need: np.ndarray, balancing: Balancing) -> dict[int, int]:
     """The staged decision as ``decoders``' docstring states it, on a dense (nodes, nodes + idle) probability
     matrix (``candidate``: which entries are candidate edges) with ``reference_greedy`` and ``dense_balancing``:
     {uav: target}."""
@@ -66,8 +64,11 @@ def test_the_staged_decision_equals_a_plain_python_version(labelled_store, balan
     keep = batch.cand_rank < 6
     uav, target = batch.cand_index[0, keep], batch.cand_index[1, keep]
     gen = torch.Generator().manual_seed(balancing.stages)
-    cand_logp, idle_logp = choice_log_probs(torch.randn(uav.numel(), generator=gen, dtype=torch.float64) * 2,
-                                            torch.randn(batch.num_nodes, generator=gen, dtype=torch.float64), uav)
+    cand_logp, idle_logp = choice_log_probs(
+        torch.randn(uav.numel(), generator=gen, dtype=torch.float64) * 2,
+        torch.randn(batch.num_nodes, generator=gen, dtype=torch.float64),
+        uav,
+    )
     cand_logp, idle_logp = capacity_balanced(cand_logp, idle_logp, uav, target, batch.need, balancing)
     got = staged_decode(cand_logp, idle_logp, uav, target, batch.need, balancing)
     n = batch.num_nodes
@@ -87,8 +88,11 @@ def test_staged_decisions_are_feasible_and_the_sampled_ones_no_worse(labelled_st
     batch = labelled_store.gather(torch.arange(len(labelled_store)))
     gen = torch.Generator().manual_seed(seed)
     keep = batch.cand_rank < 6
-    cand_logp, idle_logp = choice_log_probs(torch.randn(int(keep.sum()), generator=gen) * 2,
-                                            torch.randn(batch.num_nodes, generator=gen), batch.cand_index[0, keep])
+    cand_logp, idle_logp = choice_log_probs(
+        torch.randn(int(keep.sum()), generator=gen) * 2,
+        torch.randn(batch.num_nodes, generator=gen),
+        batch.cand_index[0, keep],
+    )
     scenes, balancing = labelled_store.scenes(), Balancing(10, 0.65, 5)
     staged = decode("greedy", batch, cand_logp, idle_logp, keep, balancing=balancing)
     sampled = decode("sample", batch, cand_logp, idle_logp, keep, scenes, samples=8, balancing=balancing)
@@ -104,16 +108,16 @@ def test_staged_decisions_are_feasible_and_the_sampled_ones_no_worse(labelled_st
 
 
 @pytest.mark.parametrize("balancing", [Balancing(0, 1.0, 3), Balancing(10, 0.65, 5)])
-def test_the_staged_decision_in_fixed_rounds_reads_nothing_back_and_decides_the_same(labelled_store,
-                                                                                     balancing) -> None:
+def test_the_staged_decision_in_fixed_rounds_reads_nothing_back_and_decides_the_same(labelled_store, balancing) -> None:
     """What a GPU runs (``decode`` on CUDA): every greedy decode of the stages in fixed-shape rounds. Enough rounds
     give the loop's decision; no host read inside (``OpCounter``); too few rounds still leave no target partial."""
     batch = labelled_store.gather(torch.arange(len(labelled_store)))
     keep = batch.cand_rank < 6
     uav, target = batch.cand_index[0, keep], batch.cand_index[1, keep]
     gen = torch.Generator().manual_seed(balancing.stages)
-    cand_logp, idle_logp = choice_log_probs(torch.randn(uav.numel(), generator=gen) * 2,
-                                            torch.randn(batch.num_nodes, generator=gen), uav)
+    cand_logp, idle_logp = choice_log_probs(
+        torch.randn(uav.numel(), generator=gen) * 2, torch.randn(batch.num_nodes, generator=gen), uav
+    )
     cand_logp, idle_logp = capacity_balanced(cand_logp, idle_logp, uav, target, batch.need, balancing)
     loop = staged_decode(cand_logp, idle_logp, uav, target, batch.need, balancing)
     scene = (batch.batch, batch.num_graphs)

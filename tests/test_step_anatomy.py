@@ -26,24 +26,79 @@ from uavgnn.training.optimisers import Optimisers
 from uavgnn.training.trainer import Trainer
 
 SMALL = {  # each algorithm at its smallest (the benchmark's configurations, shrunk)
-    "imitation": ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=32", "data.val_scenes=8",
-                  "data.test_scenes=8", "hardware.batch_size=8"],
-    "imitation_padded": ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=32", "data.val_scenes=8",
-                         "data.test_scenes=8", "hardware.batch_size=8", "optim.dense_max_nodes=64"],  # PaddedSplit
-    "masac": ["experiment=debug", "algorithm=masac", "model=mlp", "model.hidden=16", "env.n_envs=4",
-              "algorithm.learning_starts=8", "algorithm.buffer_size=64", "algorithm.critic_hidden=16",
-              "hardware.batch_size=8", "env.val_episodes=4"],
-    "reinforce": ["experiment=debug", "algorithm=reinforce", "model=tiny", "data.n_uav=6", "data.train_scenes=32",
-                  "data.val_scenes=8", "data.test_scenes=8", "hardware.batch_size=8", "algorithm.samples=3",
-                  "optim.sync_free=true"],
-    "reinforce_default": ["experiment=debug", "algorithm=reinforce", "model=tiny", "data.n_uav=6", "data.val_scenes=8",
-                          "data.source=generated", "hardware.batch_size=8", "algorithm.samples=3"],  # as shipped
-    "reinforce_fresh": ["experiment=debug", "algorithm=reinforce", "model=tiny", "data.n_uav=6", "data.val_scenes=8",
-                        "data.source=generated", "hardware.batch_size=8", "algorithm.samples=3", "optim.sync_free=true",
-                        "optim.dense_max_nodes=64"],  # padded fresh scenes, dense attention: fixed shapes
+    "imitation": [
+        "experiment=debug",
+        "model=tiny",
+        "data.n_uav=6",
+        "data.train_scenes=32",
+        "data.val_scenes=8",
+        "data.test_scenes=8",
+        "hardware.batch_size=8",
+    ],
+    "imitation_padded": [
+        "experiment=debug",
+        "model=tiny",
+        "data.n_uav=6",
+        "data.train_scenes=32",
+        "data.val_scenes=8",
+        "data.test_scenes=8",
+        "hardware.batch_size=8",
+        "optim.dense_max_nodes=64",
+    ],  # PaddedSplit
+    "masac": [
+        "experiment=debug",
+        "algorithm=masac",
+        "model=mlp",
+        "model.hidden=16",
+        "env.n_envs=4",
+        "algorithm.learning_starts=8",
+        "algorithm.buffer_size=64",
+        "algorithm.critic_hidden=16",
+        "hardware.batch_size=8",
+        "env.val_episodes=4",
+    ],
+    "reinforce": [
+        "experiment=debug",
+        "algorithm=reinforce",
+        "model=tiny",
+        "data.n_uav=6",
+        "data.train_scenes=32",
+        "data.val_scenes=8",
+        "data.test_scenes=8",
+        "hardware.batch_size=8",
+        "algorithm.samples=3",
+        "optim.sync_free=true",
+    ],
+    "reinforce_default": [
+        "experiment=debug",
+        "algorithm=reinforce",
+        "model=tiny",
+        "data.n_uav=6",
+        "data.val_scenes=8",
+        "data.source=generated",
+        "hardware.batch_size=8",
+        "algorithm.samples=3",
+    ],  # as shipped
+    "reinforce_fresh": [
+        "experiment=debug",
+        "algorithm=reinforce",
+        "model=tiny",
+        "data.n_uav=6",
+        "data.val_scenes=8",
+        "data.source=generated",
+        "hardware.batch_size=8",
+        "algorithm.samples=3",
+        "optim.sync_free=true",
+        "optim.dense_max_nodes=64",
+    ],  # padded fresh scenes, dense attention: fixed shapes
     "coma": ["experiment=coma", "env.val_episodes=4", "hardware.batch_size=4", "algorithm.minibatches=2"],
-    "mappo": ["experiment=debug", "algorithm=mappo", "env.val_episodes=4", "hardware.batch_size=4",
-              "algorithm.minibatches=2"],
+    "mappo": [
+        "experiment=debug",
+        "algorithm=mappo",
+        "env.val_episodes=4",
+        "hardware.batch_size=4",
+        "algorithm.minibatches=2",
+    ],
     "dynamics": ["experiment=debug", "algorithm=dynamics"],
 }
 
@@ -120,10 +175,16 @@ def test_each_network_is_clipped_to_its_own_norm_as_clip_grad_norm_does() -> Non
     the sum of their norms (inf when one gradient is)."""
     torch.manual_seed(0)
     nets = [torch.nn.Linear(6, 4), torch.nn.Linear(4, 3), torch.nn.Linear(3, 1)]
-    optimisers = Optimisers([Network("a", list(nets[0].parameters()), grad_clip=0.5),
-                             Network("b", list(nets[1].parameters())),
-                             Network("c", list(nets[2].parameters()), grad_clip=100.0)],
-                            lr=1e-2, weight_decay=0.0, grad_clip=1.0)
+    optimisers = Optimisers(
+        [
+            Network("a", list(nets[0].parameters()), grad_clip=0.5),
+            Network("b", list(nets[1].parameters())),
+            Network("c", list(nets[2].parameters()), grad_clip=100.0),
+        ],
+        lr=1e-2,
+        weight_decay=0.0,
+        grad_clip=1.0,
+    )
     x = torch.randn(32, 6)
     nets[2](nets[1](nets[0](x))).pow(2).sum().backward()
     want, norms = [], []
@@ -146,6 +207,7 @@ def test_each_network_is_clipped_to_its_own_norm_as_clip_grad_norm_does() -> Non
     optimisers.zero_grad()
     assert optimisers.clip() == 0
 
+
 def test_the_gradients_are_those_of_backward_without_its_detach_per_parameter() -> None:
     """``Optimisers.backward``: every gradient ``loss.backward()`` gives, to the bit and in its parameter's
     layout (a weight used transposed gets a transposed gradient, copied as AccumulateGrad copies it), None for a
@@ -155,9 +217,12 @@ def test_the_gradients_are_those_of_backward_without_its_detach_per_parameter() 
     used, transposed, unused = torch.nn.Linear(5, 4), torch.nn.Parameter(torch.randn(2, 3, 4)), torch.nn.Linear(2, 2)
     frozen = torch.nn.Parameter(torch.randn(3), requires_grad=False)
     params = [*used.parameters(), transposed, *unused.parameters(), frozen]
-    optimisers = Optimisers([Network("a", list(used.parameters())), Network("b", [transposed, *unused.parameters(),
-                                                                               frozen])],
-                            lr=1e-2, weight_decay=0.0, grad_clip=1.0)
+    optimisers = Optimisers(
+        [Network("a", list(used.parameters())), Network("b", [transposed, *unused.parameters(), frozen])],
+        lr=1e-2,
+        weight_decay=0.0,
+        grad_clip=1.0,
+    )
     x = torch.randn(8, 5)
 
     def loss() -> torch.Tensor:
@@ -176,6 +241,7 @@ def test_the_gradients_are_those_of_backward_without_its_detach_per_parameter() 
     assert ours.functions == {"training/optimisers.py:backward": ours.ops}  # --by-function's attribution
     assert theirs.ops - ours.ops == 2  # the detach of Linear's weight and bias (the transposed weight's gradient
     # is copied into its layout by both: new_empty_strided + copy_ there, empty_like + copy_ here)
+
 
 def test_the_moving_average_is_torchs_ema_and_skips_a_skipped_step() -> None:
     torch.manual_seed(0)
@@ -228,14 +294,23 @@ def test_masked_losses_equal_the_per_uav_definitions(labelled_store) -> None:
     assert float(loss) == pytest.approx(sum(nll) / covered, rel=1e-6)
     assert float(acc) == pytest.approx(sum(right) / covered, rel=1e-6)
     assert float(policy_entropy(cand_logp, idle_logp, cand_uav, is_uav)) == pytest.approx(
-        sum(entropy) / len(entropy), rel=1e-5)
+        sum(entropy) / len(entropy), rel=1e-5
+    )
     assert edge_index.shape[1] == 2 * kept.numel() + batch.uu_index.shape[1]
 
 
 @pytest.mark.slow
 def test_a_non_finite_step_changes_no_weight_and_halves_the_lr_at_the_read(tmp_path, monkeypatch) -> None:
-    cfg = compose_small(tmp_path, "imitation", "train.steps=6", "train.log_every=3", "train.eval_every=100",
-                        "train.ckpt_every=100", "train.warmup_steps=0", "train.schedule=plateau")
+    cfg = compose_small(
+        tmp_path,
+        "imitation",
+        "train.steps=6",
+        "train.log_every=3",
+        "train.eval_every=100",
+        "train.ckpt_every=100",
+        "train.warmup_steps=0",
+        "train.schedule=plateau",
+    )
     real, seen = Trainer.algorithm_step, []
 
     def step(self, batch, draws, capturing=False):

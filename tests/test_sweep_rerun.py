@@ -18,11 +18,21 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, job_dirs, run_cli
 from test_faults import SMALL, copy_run, finished_run  # noqa: F401 - finished_run: the fixture
 
-TIMED = ("time", "per_s", "_ms", "wait", "peak_mem", "_s", "wall", "duration", "manifest", "note")  # what differs between two runs anyway
+TIMED = (
+    "time",
+    "per_s",
+    "_ms",
+    "wait",
+    "peak_mem",
+    "_s",
+    "wall",
+    "duration",
+    "manifest",
+    "note",
+)  # what differs between two runs anyway
 
 
 def untimed(value: object) -> object:
@@ -35,8 +45,15 @@ def untimed(value: object) -> object:
 
 
 def sweep_command(tmp_path: Path, sweep: Path, *extra: str) -> list[str]:
-    return ["-m", *SMALL, f"data.cache_dir={tmp_path / 'cache'}", "hardware.threads=1", f"hydra.sweep.dir={sweep}",
-            "resume=auto", *extra]
+    return [
+        "-m",
+        *SMALL,
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "hardware.threads=1",
+        f"hydra.sweep.dir={sweep}",
+        "resume=auto",
+        *extra,
+    ]
 
 
 def results(sweep: Path) -> dict[str, object]:
@@ -79,7 +96,8 @@ def test_a_refused_sweep_then_the_same_command_with_resume_auto_finishes_with_ex
 
 @pytest.mark.slow
 def test_a_run_stopped_before_its_first_checkpoint_starts_again_and_finishes_as_an_uninterrupted_one(
-        tmp_path, finished_run) -> None:
+    tmp_path, finished_run
+) -> None:
     """A job killed before its first ``last.pt`` left its history, wandb id and failure record: resume=auto
     refused it ("already holds files"), so the sweep could never finish. Now it starts again, keeping its wandb
     id, and ends with the uninterrupted run's results."""
@@ -90,8 +108,16 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again_and_finishes_as_
     (run / "metrics.jsonl").write_text("\n".join(lines[:2]) + "\n")  # what was written before the kill
     (run / ".wandb_run_id").write_text("abcd1234")
     (run / "failed.json").write_text('{"error": "Interrupted"}')
-    run_cli(*SMALL, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run}", "train.steps=10",
-            "train.ckpt_every=5", "train.eval_every=5", "resume=auto", cwd=tmp_path)
+    run_cli(
+        *SMALL,
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={run}",
+        "train.steps=10",
+        "train.ckpt_every=5",
+        "train.eval_every=5",
+        "resume=auto",
+        cwd=tmp_path,
+    )
     assert (run / ".wandb_run_id").read_text() == "abcd1234" and not (run / "failed.json").exists()
     original = untimed(json.loads((finished_run / "run" / "summary.json").read_text()))
     again = untimed(json.loads((run / "summary.json").read_text()))
@@ -100,8 +126,13 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again_and_finishes_as_
 
 def start_sweep(command: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     """The sweep in a session of its own, so the test can wait for every process it started to end."""
-    return subprocess.Popen([sys.executable, str(ROOT / "run.py"), *command], cwd=cwd, stdout=log.open("a"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), *command],
+        cwd=cwd,
+        stdout=log.open("a"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def workers_of(pid: int) -> list[int]:
@@ -128,14 +159,24 @@ def test_a_sweep_killed_anywhere_a_few_times_then_re_issued_ends_with_an_uninter
     parent or a worker, SIGTERM or kill -9) four times in a row, each time re-issued with the same command;
     the fifth run finishes. Its exit is 0, no failure record is left, and every job's results and the
     comparison table equal those of the same sweep run once without interruption."""
-    command = ["hydra/launcher=joblib", "hardware.sweep_jobs=2", "seed=0,1,2", "train.steps=60",
-               "train.ckpt_every=10", "train.eval_every=20"]
+    command = [
+        "hydra/launcher=joblib",
+        "hardware.sweep_jobs=2",
+        "seed=0,1,2",
+        "train.steps=60",
+        "train.ckpt_every=10",
+        "train.eval_every=20",
+    ]
     straight = tmp_path / "straight"
     run_cli(*sweep_command(tmp_path, straight, *command), cwd=tmp_path)
     killed, log = tmp_path / "killed", tmp_path / "killed.log"
     rng = random.Random(62)
-    kills = [("worker", signal.SIGKILL), ("parent", signal.SIGTERM), ("worker", signal.SIGTERM),
-             ("parent", signal.SIGKILL)]
+    kills = [
+        ("worker", signal.SIGKILL),
+        ("parent", signal.SIGTERM),
+        ("worker", signal.SIGTERM),
+        ("parent", signal.SIGKILL),
+    ]
     for attempt, (target, signum) in enumerate(kills):
         proc = start_sweep(sweep_command(tmp_path, killed, *command), tmp_path, log)
         deadline = time.time() + 60
@@ -162,10 +203,24 @@ def test_masac_resumed_after_a_stop_in_its_test_phase_reports_its_final_validati
     uninterrupted run's has 7 keys). A stop there leaves ``last.pt`` at the last step and no summary; the resumed
     run trains no step, and now reports the validation its checkpoint saved."""
     run = tmp_path / "run"
-    masac = ["algorithm=masac", "model=mlp", "model.hidden=16", "env.n_envs=8", "algorithm.learning_starts=16",
-             "algorithm.buffer_size=256", "hardware.batch_size=16", "train.steps=10", "train.eval_every=10",
-             "train.ckpt_every=10", "algorithm.critic_hidden=16", "env.val_episodes=8", "logger=jsonl",
-             f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run}", "resume=auto"]
+    masac = [
+        "algorithm=masac",
+        "model=mlp",
+        "model.hidden=16",
+        "env.n_envs=8",
+        "algorithm.learning_starts=16",
+        "algorithm.buffer_size=256",
+        "hardware.batch_size=16",
+        "train.steps=10",
+        "train.eval_every=10",
+        "train.ckpt_every=10",
+        "algorithm.critic_hidden=16",
+        "env.val_episodes=8",
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={run}",
+        "resume=auto",
+    ]
     run_cli(*masac, cwd=tmp_path)
     straight = json.loads((run / "summary.json").read_text())
     (run / "summary.json").unlink()  # what a stop in the test phase leaves: last.pt at step 10, no summary

@@ -53,8 +53,9 @@ def test_applying_a_setting_sets_torch_and_says_once_when_it_is_lowered(four_cor
         with caplog.at_level("WARNING"):
             assert apply_threads(9) == 4 and torch.get_num_threads() == 4
             apply_threads(9)
-        assert [r.getMessage() for r in caplog.records] == ["hardware.threads=9: this process may use 4 cores, so "
-                                                            "4 threads"]
+        assert [r.getMessage() for r in caplog.records] == [
+            "hardware.threads=9: this process may use 4 cores, so 4 threads"
+        ]
         assert apply_threads(1) == 1 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
@@ -64,9 +65,20 @@ def test_applying_a_setting_sets_torch_and_says_once_when_it_is_lowered(four_cor
 def test_the_run_record_names_the_threads_the_run_had(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # torch's own default would be 2 threads here
     out = tmp_path / "run"
-    run_cli("experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=16", "data.val_scenes=4",
-            "data.test_scenes=4", "hardware.batch_size=8", "train.steps=2", "logger=none",
-            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}", cwd=tmp_path)
+    run_cli(
+        "experiment=debug",
+        "model=tiny",
+        "data.n_uav=6",
+        "data.train_scenes=16",
+        "data.val_scenes=4",
+        "data.test_scenes=4",
+        "hardware.batch_size=8",
+        "train.steps=2",
+        "logger=none",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={out}",
+        cwd=tmp_path,
+    )
     assert json.loads((out / "summary.json").read_text())["manifest"]["threads"] == 1
     hardware = next(line for line in (out / "run.log").read_text().splitlines() if "hardware: " in line)
     assert hardware.split(", ")[-1].startswith("1 torch thread (")
@@ -86,6 +98,63 @@ def test_a_gpu_preset_without_a_gpu_and_a_compiled_step_say_so_once(monkeypatch,
         step = runtime.maybe_compile(torch.nn.Linear(2, 2), enabled=True)
         runtime.maybe_compile(torch.nn.Linear(2, 2), enabled=False)
     said = [record.getMessage() for record in caplog.records]
-    assert len(said) == 2 and said[0].startswith("hardware.device=auto: no CUDA device here, so the run goes on "
-                                                 "the CPU") and "hardware=cpu" in said[0]
+    assert (
+        len(said) == 2
+        and said[0].startswith("hardware.device=auto: no CUDA device here, so the run goes on the CPU")
+        and "hardware=cpu" in said[0]
+    )
     assert said[1].startswith("optim.compile: the training step is compiled at its first call") and step is not None
+
+
+@pytest.mark.parametrize(
+    "overrides, batch_size, said",
+    [
+        (["hardware=high_mem", "experiment=debug"], 16, True),  # the experiment is composed last, typed first or not
+        (["experiment=debug", "hardware=high_mem"], 16, True),
+        (["hardware=high_mem", "experiment=debug", "hardware.batch_size=512"], 512, False),  # a key typed: it wins
+        (["experiment=debug"], 16, False),  # no hardware chosen: nothing replaced
+        (["hardware=high_mem"], 512, False),  # experiment=dev sets no hardware key
+    ],
+)
+def test_an_experiment_over_an_explicit_hardware_preset_says_what_it_replaced(overrides, batch_size, said) -> None:
+    """Issue 65 item 2: ``hardware=high_mem experiment=debug`` ran debug's batch of 16 without a word. The experiment's
+    values stay (debug's 128 training scenes cannot fill high_mem's 512) and one line says so, with the preset's
+    value and how to keep it; a preset's ``override /hardware`` never replaces a typed ``hardware=``."""
+    from hydra import compose, initialize_config_module
+
+    from uavgnn.algorithms import register_configs
+    from uavgnn.app import replaced_hardware
+
+    register_configs()
+    with initialize_config_module("uavgnn.conf", version_base="1.3"):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+        note = replaced_hardware(cfg, cfg.hydra.runtime.choices, list(cfg.hydra.overrides.task))
+    assert cfg.hardware.name == ("high_mem" if "hardware=high_mem" in overrides else "cpu")
+    assert cfg.hardware.batch_size == batch_size
+    expected = (
+        "experiment=debug sets hardware.batch_size=16 over hardware=high_mem's 512 (sized for the experiment); "
+        "add hardware.batch_size=512 to keep the preset's"
+    )
+    assert note == (expected if said else None)
+
+
+def test_a_presets_override_of_the_hardware_group_loses_to_the_command_line(tmp_path) -> None:
+    from hydra import compose, initialize_config_module
+
+    from uavgnn.algorithms import register_configs
+    from uavgnn.app import replaced_hardware
+
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "gpu_box.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /hardware: high_mem\nhardware:\n  batch_size: 8\n"
+    )
+    register_configs()
+    for typed in (["hardware=low_mem", "experiment=gpu_box"], ["experiment=gpu_box", "hardware=low_mem"]):
+        with initialize_config_module("uavgnn.conf", version_base="1.3"):
+            cfg = compose(
+                "config", overrides=[*typed, f"hydra.searchpath=[file://{tmp_path}]"], return_hydra_config=True
+            )
+            hydra = cfg.hydra
+            note = replaced_hardware(cfg, hydra.runtime.choices, list(hydra.overrides.task), list(hydra.searchpath))
+        assert (cfg.hardware.name, cfg.hardware.batch_size) == ("low_mem", 8)
+        assert note.startswith("experiment=gpu_box sets hardware.batch_size=8 over hardware=low_mem's 32")

@@ -23,9 +23,20 @@ from uavgnn.errors import ConfigError
 
 PLUGIN = Path(__file__).parent / "toy_plugin"
 HIDDEN, EPISODES, HORIZON = 8, 8, 10  # per update: 8 episodes of 10 steps, validated and tested on 8 episodes
-TOY = ["algorithm=toy", f"algorithm.hidden={HIDDEN}", "hardware.threads=1", f"hardware.batch_size={EPISODES}",
-       f"env.val_episodes={EPISODES}", f"env.horizon={HORIZON}", "train.eval_every=3", "train.ckpt_every=3",
-       "train.log_every=1", "train.schedule=plateau", "train.warmup_steps=0", "logger=jsonl"]
+TOY = [
+    "algorithm=toy",
+    f"algorithm.hidden={HIDDEN}",
+    "hardware.threads=1",
+    f"hardware.batch_size={EPISODES}",
+    f"env.val_episodes={EPISODES}",
+    f"env.horizon={HORIZON}",
+    "train.eval_every=3",
+    "train.ckpt_every=3",
+    "train.log_every=1",
+    "train.schedule=plateau",
+    "train.warmup_steps=0",
+    "logger=jsonl",
+]
 METHODS = ["toy", "scripted planner", "nearest target", "random"]
 
 
@@ -69,8 +80,16 @@ def test_a_plug_in_outside_the_package_runs_every_mode(tmp_path, monkeypatch) ->
     weights = [torch.load(run / "last.pt", weights_only=True)["model"] for run in (stopped, straight)]
     assert all(torch.equal(weights[0][name], value) for name, value in weights[1].items())
 
-    run_cli("mode=eval", f"ckpt='{straight / 'best.pt'}'", f"eval.episodes={EPISODES}", "eval.scales=[4]",
-            "hardware.threads=1", "logger=none", f"hydra.run.dir={tmp_path / 'eval'}", cwd=tmp_path)
+    run_cli(
+        "mode=eval",
+        f"ckpt='{straight / 'best.pt'}'",
+        f"eval.episodes={EPISODES}",
+        "eval.scales=[4]",
+        "hardware.threads=1",
+        "logger=none",
+        f"hydra.run.dir={tmp_path / 'eval'}",
+        cwd=tmp_path,
+    )
     report = json.loads((tmp_path / "eval" / "eval.json").read_text())
     assert report["algorithm"] == "toy" and [row["method"] for row in report["rows"]] == METHODS
     tested = {row["method"]: row["return"] for row in summary["test"]}  # the test phase: best.pt, same episodes
@@ -86,10 +105,18 @@ def test_a_plug_in_outside_the_package_runs_every_mode(tmp_path, monkeypatch) ->
 
     timer = Algorithm.timed_by  # what the toy leaves as it is: its run's perf/ figures
     benchmarked = ", ".join(name for name, found in algorithms().items() if found.benchmarked)
-    for mode, message in [("benchmark", f"mode=benchmark measures the scene-assignment pipeline of algorithm="
-                                        f"{benchmarked}; algorithm=toy: time it with {timer}"),
-                          ("profile", "mode=profile times steps on a fixed dataset; algorithm=toy collects "
-                                      f"experience as it trains: time it with {timer}")]:
+    for mode, message in [
+        (
+            "benchmark",
+            f"mode=benchmark measures the scene-assignment pipeline of algorithm="
+            f"{benchmarked}; algorithm=toy: time it with {timer}",
+        ),
+        (
+            "profile",
+            "mode=profile times steps on a fixed dataset; algorithm=toy collects "
+            f"experience as it trains: time it with {timer}",
+        ),
+    ]:
         proc = run_cli(f"mode={mode}", *TOY, f"hydra.run.dir={tmp_path / mode}", cwd=tmp_path, check=False)
         assert refused(proc) == [f"error: {message}"] and not (tmp_path / mode).exists()
 
@@ -98,6 +125,7 @@ def test_a_plug_in_outside_the_package_runs_every_mode(tmp_path, monkeypatch) ->
 def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """``installed(entry_points, **modules)``: a distribution ``broken`` on ``sys.path`` with these lines in its
     ``entry_points.txt`` and these modules beside it; the registry looks again before and after."""
+
     def install(*lines: str, **modules: str) -> None:
         info = tmp_path / "broken-0.1.dist-info"
         info.mkdir()
@@ -112,15 +140,32 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     algorithms.cache_clear()
 
 
-@pytest.mark.parametrize("line, modules, says", [
-    ("missing = not_installed:Missing", {}, "cannot be loaded (ModuleNotFoundError: No module named 'not_installed')"),
-    ("failing = failing_plugin", {"failing_plugin": "raise RuntimeError('needs CUDA\\nsee the README')"},
-     "cannot be loaded (RuntimeError: needs CUDA)"),
-    ("mappo = uavgnn.algorithms.mappo:MAPPO", {}, "algorithm 'mappo' is already uavgnn.algorithms.mappo.MAPPO"),
-    ("dumps = json:dumps", {}, "names neither a subclass of uavgnn.algorithms.base.Algorithm with a name nor a "
-                               "module defining one"),
-    ("empty = json", {}, "names neither a subclass of uavgnn.algorithms.base.Algorithm with a name nor a module "
-                         "defining one")])
+@pytest.mark.parametrize(
+    "line, modules, says",
+    [
+        (
+            "missing = not_installed:Missing",
+            {},
+            "cannot be loaded (ModuleNotFoundError: No module named 'not_installed')",
+        ),
+        (
+            "failing = failing_plugin",
+            {"failing_plugin": "raise RuntimeError('needs CUDA\\nsee the README')"},
+            "cannot be loaded (RuntimeError: needs CUDA)",
+        ),
+        ("mappo = uavgnn.algorithms.mappo:MAPPO", {}, "algorithm 'mappo' is already uavgnn.algorithms.mappo.MAPPO"),
+        (
+            "dumps = json:dumps",
+            {},
+            "names neither a subclass of uavgnn.algorithms.base.Algorithm with a name nor a module defining one",
+        ),
+        (
+            "empty = json",
+            {},
+            "names neither a subclass of uavgnn.algorithms.base.Algorithm with a name nor a module defining one",
+        ),
+    ],
+)
 def test_a_broken_plug_in_is_one_line_naming_its_entry_point(installed, line, modules, says) -> None:
     installed(line, **modules)
     with pytest.raises(ConfigError) as err:
@@ -130,11 +175,21 @@ def test_a_broken_plug_in_is_one_line_naming_its_entry_point(installed, line, mo
 
 def test_a_plug_in_module_registers_each_algorithm_it_defines(installed) -> None:
     """An entry point may name a module: each ``Algorithm`` subclass with a name defined there (not imported)."""
-    installed("several = two_algorithms", two_algorithms="\n".join([
-        "from uavgnn.algorithms.mappo import MAPPO",
-        "class One(MAPPO):", "    name = 'one'",
-        "class Two(MAPPO):", "    name = 'two'"]))
+    installed(
+        "several = two_algorithms",
+        two_algorithms="\n".join(
+            [
+                "from uavgnn.algorithms.mappo import MAPPO",
+                "class One(MAPPO):",
+                "    name = 'one'",
+                "class Two(MAPPO):",
+                "    name = 'two'",
+            ]
+        ),
+    )
     found = algorithms()
     assert {name: found[name].__qualname__ for name in found if found[name].__module__ == "two_algorithms"} == {
-        "one": "One", "two": "Two"}
+        "one": "One",
+        "two": "Two",
+    }
     assert {"mappo", "masac", "imitation"} <= set(found)  # the built-ins beside them

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -14,12 +15,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 from conftest import ROOT, job_dirs, run_cli
+from omegaconf import OmegaConf
 from wandb_records import history, media, run_record, summary
 
-SMALL = ["experiment=debug", "model=tiny", "data.n_uav=6", "data.train_scenes=64", "data.val_scenes=8",
-         "data.test_scenes=8", "hardware.batch_size=8", "train.log_every=5", "train.warmup_steps=2"]
+SMALL = [
+    "experiment=debug",
+    "model=tiny",
+    "data.n_uav=6",
+    "data.train_scenes=64",
+    "data.val_scenes=8",
+    "data.test_scenes=8",
+    "hardware.batch_size=8",
+    "train.log_every=5",
+    "train.warmup_steps=2",
+]
 
 
 def overrides(tmp_path: Path, run: str, *extra: str) -> list[str]:
@@ -60,8 +70,11 @@ def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_diverging_loss_stops_with_a_clear_message(tmp_path) -> None:
-    proc = run_cli(*overrides(tmp_path, "nan", "logger=jsonl", "train.lr=1e30", "train.grad_clip=1e30",
-                              "train.warmup_steps=1"), cwd=tmp_path, check=False)
+    proc = run_cli(
+        *overrides(tmp_path, "nan", "logger=jsonl", "train.lr=1e30", "train.grad_clip=1e30", "train.warmup_steps=1"),
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 2
     # read at the log points (every 5 steps): at least train.max_bad_steps=5 in a row by then
     diverged = re.search(r"training diverged: (\d+) non-finite losses in a row before step (\d+)", proc.stderr)
@@ -103,8 +116,9 @@ def test_a_sweep_job_folder_is_named_by_what_the_sweep_varies_and_pastes_as_an_o
 
     from uavgnn.run_dir import JOB_DIR_CHARS, job_dir_name
 
-    OmegaConf.save({"hydra": {"overrides": {"task": ["model=tiny,small", "seed=0,1", "logger=jsonl"]}}},
-                   tmp_path / "multirun.yaml")
+    OmegaConf.save(
+        {"hydra": {"overrides": {"task": ["model=tiny,small", "seed=0,1", "logger=jsonl"]}}}, tmp_path / "multirun.yaml"
+    )
     assert job_dir_name(3, str(tmp_path), "logger=jsonl,model=small,seed=1") == "3-model:small+seed:1"
     # a search that varies nothing by itself (Optuna): every override, in characters an override takes unquoted
     name = job_dir_name(0, str(tmp_path / "elsewhere"), "model.hidden=[1,2],task.file=/a b/x.json")
@@ -115,11 +129,23 @@ def test_a_sweep_job_folder_is_named_by_what_the_sweep_varies_and_pastes_as_an_o
 
 def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
     sweep = tmp_path / "sweep"
-    run_cli("-m", *SMALL, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}",
-            "model=tiny,small", "optim.amp=true,false", "logger=wandb", cwd=tmp_path)
+    run_cli(
+        "-m",
+        *SMALL,
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep}",
+        "model=tiny,small",
+        "optim.amp=true,false",
+        "logger=wandb",
+        cwd=tmp_path,
+    )
     jobs = job_dirs(sweep)
-    assert [job.name for job in jobs] == ["0-model:tiny+optim.amp:True", "1-model:tiny+optim.amp:False",
-                                          "2-model:small+optim.amp:True", "3-model:small+optim.amp:False"]
+    assert [job.name for job in jobs] == [
+        "0-model:tiny+optim.amp:True",
+        "1-model:tiny+optim.amp:False",
+        "2-model:small+optim.amp:True",
+        "3-model:small+optim.amp:False",
+    ]
     groups, tags, names = set(), [], []
     for job in jobs:
         assert (job / "summary.json").exists()
@@ -139,9 +165,19 @@ def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
 def test_multirun_joblib_and_a_failing_job(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # as a user's shell has it: the sweep splits the cores
     sweep = tmp_path / "sweep"
-    proc = run_cli("-m", "hydra/launcher=joblib", *SMALL, "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}",
-                   f"hydra.sweep.dir={sweep}", "model.hidden=32,-1", "model.heads=1", "hardware.threads=0",
-                   cwd=tmp_path, check=False)
+    proc = run_cli(
+        "-m",
+        "hydra/launcher=joblib",
+        *SMALL,
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep}",
+        "model.hidden=32,-1",
+        "model.heads=1",
+        "hardware.threads=0",
+        cwd=tmp_path,
+        check=False,
+    )
     assert "Joblib.Parallel(n_jobs=2," in proc.stdout + proc.stderr  # hardware=cpu's sweep_jobs
     # the sweep runs every job, then reports the failed one and exits non-zero
     assert proc.returncode == 1 and "1 of 2 jobs failed" in proc.stderr
@@ -159,16 +195,25 @@ def test_multirun_joblib_and_a_failing_job(tmp_path, monkeypatch) -> None:
     run_cli("mode=compare", f"path={sweep}", f"hydra.run.dir={tmp_path / 'cmp'}", cwd=tmp_path)
     report = (sweep / "comparison.md").read_text()
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in report.splitlines() if line.startswith("|")]
-    assert cells[0][:3] == ["run", "model.hidden", "status"]
-    assert ["1-model.hidden:-1", "-1", "failed"] in [c[:3] for c in cells]
+    assert cells[0][:2] == ["seed group", "n"] and len(cells) == 3  # the header, its rule, the finished run
     assert "- 1-model.hidden:-1: ConfigError: model.hidden=-1 must be >= 1" in report
+    with (sweep / "comparison.csv").open() as f:  # every run, the failed one too
+        status = {row["run"]: (row["model.hidden"], row["status"]) for row in csv.DictReader(f)}
+    assert status == {"0-model.hidden:32": ("32", "ok"), "1-model.hidden:-1": ("-1", "failed")}
 
 
 @pytest.mark.heavy  # an optional sweeper plugin; the basic and joblib multiruns run by default
 def test_optuna_search_minimises_the_returned_gap(tmp_path) -> None:
     sweep = tmp_path / "search"
-    run_cli("hparams_search=optuna", "hydra.sweeper.n_trials=2", *SMALL, "logger=jsonl",
-            f"data.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    run_cli(
+        "hparams_search=optuna",
+        "hydra.sweeper.n_trials=2",
+        *SMALL,
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
 
     result = OmegaConf.load(sweep / "optimization_results.yaml")
     gaps = [json.loads((job / "summary.json").read_text())["best_val_optimality_gap"] for job in job_dirs(sweep)]

@@ -27,8 +27,8 @@ def records(path: Path) -> list[wandb_internal_pb2.Record]:
         if left_in_block < HEADER:
             pos += left_in_block
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + HEADER])
-        payload = data[pos + HEADER:pos + HEADER + length]
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
+        payload = data[pos + HEADER : pos + HEADER + length]
         pos += HEADER + length
         if kind == 0 and length == 0:
             pos += BLOCK - pos % BLOCK if pos % BLOCK else 0
@@ -49,8 +49,9 @@ def history(path: Path) -> list[dict]:
     rows = []
     for record in records(path):
         if record.WhichOneof("record_type") == "history":
-            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                         for item in record.history.item})
+            rows.append(
+                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            )
     return rows
 
 
@@ -73,5 +74,6 @@ def summary(path: Path) -> dict:
 
 def media(path: Path) -> dict[str, str]:
     """Every logged table or image of the run: {key: wandb type}, e.g. {"eval/methods": "table-file"}."""
-    return {key[:-len("/_type")]: value for row in history(path) for key, value in row.items()
-            if key.endswith("/_type")}
+    return {
+        key[: -len("/_type")]: value for row in history(path) for key, value in row.items() if key.endswith("/_type")
+    }

@@ -1,32 +1,43 @@
-"""The Python API, for scripts and notebooks (no Hydra): one import for what a researcher does with uavgnn
-outside ``run.py``. The README's "From Python" example runs in the tests (``tests/test_api.py``).
+"""The Python API, for scripts and notebooks: one import for what a researcher does with uavgnn outside
+``run.py``. The documented example (docs/python-api.md) runs in the tests (``tests/test_api.py``).
 
+Training:
+    ``train(["algorithm=mappo", "train.steps=2000"])`` -> (run directory, ``summary.json``): the run
+    ``uavgnn algorithm=mappo train.steps=2000`` makes (Hydra's compose API over the packaged configs), in the same
+    run directory layout (``outputs/<date>/<time>``, or ``run_dir=``) with the same record, checkpoints and results.
 Scenes and solvers:
     ``generate_scenes(SceneDistribution(), n_uav, count, seed)``, ``load_scene(path)`` / ``save_scene``, and
     ``solve(scene, "milp" | "greedy" | "lap" | "mcf")`` -> ``SolveResult`` (assignment, objective, status).
-A trained assignment policy:
+A trained assignment policy (algorithm=imitation, imitation_reinforce, reinforce):
     ``load_policy(best.pt)`` -> (model, graph settings, config); ``load_policy("pretrained")``: the 16-UAV
     policy shipped in the package; ``solve_with_model(model, scene, graph)`` -> (``SolveResult``, timings): any
     scene size; ``export_policy(best.pt, new.pt)``: its weights, config and graph settings alone, to share.
-A trained environment policy:
+A trained environment policy (MAPPO, MASAC or COMA: algorithm=mappo, masac, coma):
     ``load_env_policy(best.pt)`` -> (policy, config); ``play(policy, config, episodes, seed)`` -> the episodes'
     ``EpisodeScores`` (return, completion, collisions, environment 0's trajectory), on the environment it was
-    trained in. The environment itself: ``UAVEnv``, or ``uavgnn.envs.pettingzoo_env.UAVParallelEnv``.
+    trained in. The environment itself: ``UAVEnv``, or ``uavgnn.envs.pettingzoo_env.UAVParallelEnv`` (PettingZoo;
+    ``render_mode="rgb_array"`` draws it). Each loader refuses the other's checkpoint in one line naming the other.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
+from uavgnn.algorithms import making, produces
+from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.env_policy import load_env_policy as _load_env_policy
-from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.checkpoints import export_policy
+from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY
+from uavgnn.algorithms.scene_policy import load_policy as _load_policy
+from uavgnn.checkpoints import export_policy, kind, load_checkpoint
 from uavgnn.envs.policies import EpisodeScores, Policy, run_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env
+from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.inference.scene import solve_with_model
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scene_io import load_scene, save_scene
@@ -34,14 +45,90 @@ from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.settings import env_settings, scene_distribution
 from uavgnn.solvers import solve
 
-__all__ = ["EnvSettings", "EpisodeScores", "Scene", "SceneDistribution", "UAVEnv", "export_policy",
-           "generate_scenes", "load_env_policy", "load_policy", "load_scene", "play", "save_scene", "solve",
-           "solve_with_model"]
+__all__ = [
+    "EnvSettings",
+    "EpisodeScores",
+    "Scene",
+    "SceneDistribution",
+    "TrainedRun",
+    "UAVEnv",
+    "export_policy",
+    "generate_scenes",
+    "load_env_policy",
+    "load_policy",
+    "load_scene",
+    "play",
+    "save_scene",
+    "solve",
+    "solve_with_model",
+    "train",
+]
+
+
+class TrainedRun(NamedTuple):
+    """What ``train`` returns: the run directory and its ``summary.json`` (best validation figures, the test table,
+    the run manifest)."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+
+
+def train(overrides: Sequence[str] = (), run_dir: str | Path | None = None) -> TrainedRun:
+    """Train as ``uavgnn <overrides>`` (``python run.py <overrides>``) does: the config composed by Hydra's compose
+    API from the packaged configs and the same overrides, run by the same code, into the same run directory
+    (``outputs/<date>/<time>`` under the working directory, or ``run_dir``, as ``hydra.run.dir=``) with the same
+    ``.hydra/`` record, ``run.log``, checkpoints, ``metrics.jsonl`` and ``summary.json`` (``uavgnn.app.run``). A
+    user error (an override that does not compose, a checkpoint or directory refused, a run that diverged) is
+    raised as itself (``ConfigError``, ``CheckpointError``, ...) once its one line is said, and a refused run
+    leaves no directory."""
+    from uavgnn.app import run
+
+    overrides = [str(override) for override in overrides]
+    modes = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] == "mode" and o.split("=", 1)[-1] != "train"]
+    if modes:
+        raise ConfigError(f"{modes[0]}: train() runs mode=train; leave it out (run other modes with uavgnn)")
+    out = run(overrides, run_dir)
+    summary = out / "summary.json"
+    return TrainedRun(out, json.loads(summary.read_text()) if summary.exists() else {})
+
+
+def load_policy(path: str | Path, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, Any, dict[str, Any]]:
+    """An assignment policy's checkpoint (``algorithm=imitation``, ``imitation_reinforce``, ``reinforce``;
+    ``"pretrained"``: the one in the package) as (model, graph settings, config); an environment policy's (MAPPO,
+    MASAC, COMA) is refused in one line naming ``load_env_policy``."""
+    try:
+        return _load_policy(path, device, "load_policy")
+    except CheckpointError:
+        _other_loader(path, ENV_POLICY, "load_env_policy", "load_policy", ASSIGNMENT_POLICY)
+        raise
 
 
 def load_env_policy(path: str | Path) -> tuple[Policy, Any]:
-    """An environment policy's checkpoint as a policy (greedy actions) and the config it was trained with."""
-    return _load_env_policy(path, "load_env_policy")
+    """An environment policy's checkpoint (MAPPO, MASAC, COMA) as a policy (greedy actions) and the config it was
+    trained with; an assignment policy's is refused in one line naming ``load_policy``."""
+    try:
+        return _load_env_policy(path, "load_env_policy")
+    except CheckpointError:
+        _other_loader(path, ASSIGNMENT_POLICY, "load_policy", "load_env_policy", ENV_POLICY)
+        raise
+
+
+def _other_loader(path: str | Path, product: str, loader: str, refused_by: str, takes: str) -> None:
+    """A ``CheckpointError`` naming ``loader`` when the checkpoint at ``path`` is a ``product`` (the other loader's
+    kind); nothing otherwise (the loader's own error stands)."""
+    try:
+        config = load_checkpoint(path)["config"]
+    except CheckpointError:
+        return
+    if produces(config) == product:
+        raise CheckpointError(
+            f"checkpoint {path} ({kind(config)}) is {_a(product)}: {loader}({str(path)!r}) loads it; "
+            f"{refused_by} takes {_a(takes)} ({making(takes)})"
+        ) from None
+
+
+def _a(product: str) -> str:
+    return ("an " if product[0] in "aeiou" else "a ") + product
 
 
 def play(policy: Policy, config: Any, episodes: int = 64, seed: int = 0) -> EpisodeScores:

@@ -40,10 +40,11 @@ def _claim_or_exit(config: DictConfig, key: str, lock: bool) -> None:
         directory = Path(resolved(config, key))
         problem = system_path_problem(directory)
         if problem:
-            raise StorageError(f"{key}={directory}: {problem}: runs write checkpoints and logs there; choose a "
-                               "directory of your own")
+            raise StorageError(
+                f"{key}={directory}: {problem}: runs write checkpoints and logs there; choose a directory of your own"
+            )
         owner = lock and distributed.context().is_main  # torchrun's other ranks share rank 0's directory
-        if owner:
+        if distributed.context().is_main:  # a sweep's too: one whose jobs do not compose removes it (uavgnn.cli)
             run_dir.note_created(directory)
         check_writable(directory)
         if owner:
@@ -67,8 +68,9 @@ def failed_jobs(sweep_dir: Path, since: float = 0.0) -> list[tuple[str, str]]:
     directory (``<sweep dir>/failed-<job>.json``: the directory held another run's files), at ``since`` (a
     ``time.time()``) or later."""
     records = {path.parent.name: path for path in sweep_dir.glob(f"*/{run_dir.FAILED_RECORD}")}
-    records.update({path.stem[len(run_dir.REFUSED_PREFIX):]: path
-                    for path in sweep_dir.glob(f"{run_dir.REFUSED_PREFIX}*.json")})
+    records.update(
+        {path.stem[len(run_dir.REFUSED_PREFIX) :]: path for path in sweep_dir.glob(f"{run_dir.REFUSED_PREFIX}*.json")}
+    )
     records = {name: path for name, path in records.items() if _written_since(path, since)}
     found = []
     for name in sorted(records, key=run_dir.job_number):
@@ -117,7 +119,8 @@ class RunChecks(Callback):
             return
         jobs = len({p.name for p in sweep_dir.iterdir() if (p / ".hydra").is_dir()} | {name for name, _ in failed})
         lines = "\n".join(f"  job {name}: {error}" for name, error in failed)
-        print(f"sweep {sweep_dir}: {len(failed)} of {count(jobs, 'job')} failed (details in each failed.json):"
-              f"\n{lines}",
-              file=sys.stderr)
+        print(
+            f"sweep {sweep_dir}: {len(failed)} of {count(jobs, 'job')} failed (details in each failed.json):\n{lines}",
+            file=sys.stderr,
+        )
         raise SystemExit(SWEEP_FAILED_EXIT)

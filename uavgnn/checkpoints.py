@@ -41,23 +41,41 @@ PRETRAINED_FILE = Path(__file__).parent / "pretrained" / "policy16.pt"
 DEPLOYED = ("policy", "config", "graph")  # the parts that run a policy: what export_policy keeps
 
 # what each checksummed part is called in an error ("data.<key>": a part of the workload's state)
-PART_NAMES = {"model": "weights", "policy": "policy weights", "ema": "moving-average weights",
-              "optimizer": "optimiser state", "scaler": "gradient-scaler state", "algorithm": "algorithm state",
-              "state": "training counters", "rng": "random-number states", "config": "config",
-              "data.env": "environment state", "data.buffer": "replay buffer", "data.episodes": "episodes",
-              "data.obs": "current observations", "data.state": "current environment state",
-              "data.window": "log window", "window": "log window", "history_rows": "history length"}
+PART_NAMES = {
+    "model": "weights",
+    "policy": "policy weights",
+    "ema": "moving-average weights",
+    "optimizer": "optimiser state",
+    "scaler": "gradient-scaler state",
+    "algorithm": "algorithm state",
+    "state": "training counters",
+    "rng": "random-number states",
+    "config": "config",
+    "data.env": "environment state",
+    "data.buffer": "replay buffer",
+    "data.episodes": "episodes",
+    "data.obs": "current observations",
+    "data.state": "current environment state",
+    "data.window": "log window",
+    "window": "log window",
+    "history_rows": "history length",
+}
 
 
 def rng_state() -> dict[str, Any]:
     """All RNG states as tensors, ints and lists (what ``weights_only`` loading accepts)."""
     numpy_state = np.random.get_state(legacy=False)
     version, words, gauss = random.getstate()
-    state = {"torch": torch.get_rng_state(),
-             "numpy": {"key": torch.from_numpy(numpy_state["state"]["key"].astype(np.int64)),
-                       "pos": int(numpy_state["state"]["pos"]), "has_gauss": int(numpy_state["has_gauss"]),
-                       "gauss": float(numpy_state["gauss"])},
-             "python": [version, list(words), gauss]}
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "key": torch.from_numpy(numpy_state["state"]["key"].astype(np.int64)),
+            "pos": int(numpy_state["state"]["pos"]),
+            "has_gauss": int(numpy_state["has_gauss"]),
+            "gauss": float(numpy_state["gauss"]),
+        },
+        "python": [version, list(words), gauss],
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -66,8 +84,14 @@ def rng_state() -> dict[str, Any]:
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     saved = state["numpy"]
-    np.random.set_state({"bit_generator": "MT19937", "has_gauss": saved["has_gauss"], "gauss": saved["gauss"],
-                         "state": {"key": saved["key"].numpy().astype(np.uint32), "pos": saved["pos"]}})
+    np.random.set_state(
+        {
+            "bit_generator": "MT19937",
+            "has_gauss": saved["has_gauss"],
+            "gauss": saved["gauss"],
+            "state": {"key": saved["key"].numpy().astype(np.uint32), "pos": saved["pos"]},
+        }
+    )
     version, words, gauss = state["python"]
     random.setstate((version, tuple(words), gauss))
     if "cuda" in state and torch.cuda.is_available():
@@ -132,10 +156,17 @@ def _verify_parts(path: Path, ckpt: dict[str, Any], config: dict[str, Any]) -> N
     now = part_checksums(ckpt)
     for name in sorted(set(saved) | set(now)):
         if saved.get(name) != now.get(name):
-            problem = ("is missing" if name not in now else "was not there when it was written" if name not in saved
-                       else "fails its checksum")
-            raise CheckpointError(f"checkpoint {path} ({kind(config)}): part '{name}' ({PART_NAMES.get(name, name)}) "
-                                  f"{problem}: the file was damaged after it was written; restore it from a copy")
+            problem = (
+                "is missing"
+                if name not in now
+                else "was not there when it was written"
+                if name not in saved
+                else "fails its checksum"
+            )
+            raise CheckpointError(
+                f"checkpoint {path} ({kind(config)}): part '{name}' ({PART_NAMES.get(name, name)}) "
+                f"{problem}: the file was damaged after it was written; restore it from a copy"
+            )
 
 
 def rank_data_path(path: Path, rank: int) -> Path:
@@ -153,12 +184,16 @@ def load_part(path: Path, map_location: str | torch.device = "cpu") -> Any:
     try:
         saved = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # noqa: BLE001 - truncated, text, hostile: all one clear line
-        raise CheckpointError(f"checkpoint part {path}: unreadable, truncated or not ours "
-                              f"({type(err).__name__}: {_first_line(err)})") from None
-    if not (isinstance(saved, dict) and "part" in saved and saved.get(CHECKSUMS) == part_checksums(
-            {"part": saved["part"]})):
-        raise CheckpointError(f"checkpoint part {path}: fails its checksum or is not ours: the file was damaged "
-                              "after it was written; restore it from a copy")
+        raise CheckpointError(
+            f"checkpoint part {path}: unreadable, truncated or not ours ({type(err).__name__}: {_first_line(err)})"
+        ) from None
+    if not (
+        isinstance(saved, dict) and "part" in saved and saved.get(CHECKSUMS) == part_checksums({"part": saved["part"]})
+    ):
+        raise CheckpointError(
+            f"checkpoint part {path}: fails its checksum or is not ours: the file was damaged "
+            "after it was written; restore it from a copy"
+        )
     return saved["part"]
 
 
@@ -173,16 +208,22 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     except pickle.UnpicklingError as err:
         found = re.search(r"Unsupported global: GLOBAL (\S+)", str(err))
         if found:
-            raise CheckpointError(f"checkpoint {path}: refused: it holds Python objects ({found.group(1)}) that "
-                                  "would run code when loaded; only tensors and plain values are accepted") from None
-        raise CheckpointError(f"checkpoint {path}: unreadable, truncated or not a checkpoint "
-                              f"(UnpicklingError: {_first_line(err)})") from None
+            raise CheckpointError(
+                f"checkpoint {path}: refused: it holds Python objects ({found.group(1)}) that "
+                "would run code when loaded; only tensors and plain values are accepted"
+            ) from None
+        raise CheckpointError(
+            f"checkpoint {path}: unreadable, truncated or not a checkpoint (UnpicklingError: {_first_line(err)})"
+        ) from None
     except Exception as err:  # noqa: BLE001 - truncated zip, text file, wrong device...: all one clear line
-        raise CheckpointError(f"checkpoint {path}: unreadable, truncated or not a checkpoint "
-                              f"({type(err).__name__}: {_first_line(err)})") from None
+        raise CheckpointError(
+            f"checkpoint {path}: unreadable, truncated or not a checkpoint ({type(err).__name__}: {_first_line(err)})"
+        ) from None
     if not isinstance(ckpt, dict) or any(key not in ckpt for key in REQUIRED) or not isinstance(ckpt["config"], str):
-        raise CheckpointError(f"checkpoint {path}: not a uavgnn checkpoint of this version (expected the keys "
-                              f"{', '.join(REQUIRED)} with the config as YAML)")
+        raise CheckpointError(
+            f"checkpoint {path}: not a uavgnn checkpoint of this version (expected the keys "
+            f"{', '.join(REQUIRED)} with the config as YAML)"
+        )
     try:
         config = OmegaConf.to_container(OmegaConf.create(ckpt["config"]))
     except Exception as err:  # noqa: BLE001 - a damaged config string
@@ -193,7 +234,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 
 def checkpoint_path(value: str | Path) -> Path:
-    """``pretrained`` is the 16-UAV assignment policy shipped in the package (README "Pretrained policy");
+    """``pretrained`` is the 16-UAV assignment policy shipped in the package (docs/pretrained.md);
     anything else is a path."""
     return PRETRAINED_FILE if str(value) == PRETRAINED else Path(value)
 
@@ -211,8 +252,10 @@ def export_policy(source: str | Path, destination: str | Path) -> int:
     ckpt = load_checkpoint(source)
     missing = [part for part in DEPLOYED if part not in ckpt]
     if missing:
-        raise CheckpointError(f"checkpoint {source} ({kind(ckpt['config'])}): has no {', '.join(missing)}: "
-                              "not an assignment policy to export")
+        raise CheckpointError(
+            f"checkpoint {source} ({kind(ckpt['config'])}): has no {', '.join(missing)}: "
+            "not an assignment policy to export"
+        )
     payload = {part: ckpt[part] for part in DEPLOYED if part != "config"}
     try:
         with replacing(destination, new=True) as tmp:
@@ -238,8 +281,9 @@ def kind(config: dict[str, Any] | None) -> str:
     return f"algorithm={_named(config, 'algorithm', 'imitation')}, model={_named(config, 'model', '?')}"
 
 
-def load_weights(module: torch.nn.Module | Any, state: Any, path: str | Path, description: str,
-                 part: str = "weights") -> None:
+def load_weights(
+    module: torch.nn.Module | Any, state: Any, path: str | Path, description: str, part: str = "weights"
+) -> None:
     """The one way weights (or an optimiser's state: anything with ``load_state_dict``) get loaded: ``state``
     into ``module``, or a one-line ``CheckpointError`` naming the first mismatch and, through ``description``
     (``uavgnn.algorithms.describe``), the checkpoint's kind and what takes it (e.g. weights saved before this
@@ -249,8 +293,10 @@ def load_weights(module: torch.nn.Module | Any, state: Any, path: str | Path, de
     except (RuntimeError, TypeError, AttributeError, KeyError, ValueError, IndexError) as err:
         lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
         detail = (lines[1] if len(lines) > 1 else lines[0] if lines else type(err).__name__)[:200]
-        raise CheckpointError(f"checkpoint {path} ({description}): its {part} do not fit what this run builds "
-                              f"({detail}); use it with the uavgnn version it was trained with") from None
+        raise CheckpointError(
+            f"checkpoint {path} ({description}): its {part} do not fit what this run builds "
+            f"({detail}); use it with the uavgnn version it was trained with"
+        ) from None
 
 
 def weights_norm(module: torch.nn.Module) -> float:

@@ -13,8 +13,9 @@ is a complete config (the defaults of the YAML files) for use without Hydra.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
@@ -140,8 +141,9 @@ class BenchmarkConfig:
     cache_scenes: int = 1000  # scenes of the cold/warm cache comparison
     scenes: Optional[int] = None  # training scenes of the pipeline and toggle sections (None: data.train_scenes)
     pipeline_steps: int = 20  # training steps timed per pipeline and per toggle
-    toggles: list[str] = field(default_factory=lambda: ["amp", "compile", "grad_checkpoint", "loader_pyg",
-                                                        "loader_pyg_workers"])
+    toggles: list[str] = field(
+        default_factory=lambda: ["amp", "compile", "grad_checkpoint", "loader_pyg", "loader_pyg_workers"]
+    )
     toggle_model: str = "medium"  # model of the amp / compile / loader toggles
     toggle_batch_size: int = 512
     checkpoint_model: str = "large"  # model of the grad_checkpoint toggle
@@ -150,6 +152,13 @@ class BenchmarkConfig:
     milp_uavs: list[int] = field(default_factory=lambda: [1024, 4096, 16384])
     milp_time_limit: float = 150.0
     expected_minutes: float = 25.0  # this preset's duration on a 2-core laptop CPU, said before it starts
+
+
+@dataclass
+class CompareConfig:
+    metrics: list[str] = field(default_factory=list)  # final metrics to show, as recorded; []: all the runs declare
+    seed_means: bool = True  # console, markdown, LaTeX: each seed group's mean only; false: its runs too
+    interval: str = "auto"  # auto | t | bootstrap: the 95% interval of a mean (uavgnn/modes/compare.py)
 
 
 @dataclass
@@ -230,6 +239,7 @@ class Config:
     solve: SolveConfig = field(default_factory=SolveConfig)
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    compare: CompareConfig = field(default_factory=CompareConfig)
 
 
 GROUP_SCHEMAS: list[Callable[[ConfigStore], None]] = []  # the layers above add the schemas of their groups

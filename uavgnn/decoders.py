@@ -78,8 +78,9 @@ def _rank_within(group: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
     return rank
 
 
-def argmax_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_node: torch.Tensor
-                  ) -> torch.Tensor:
+def argmax_decode(
+    cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_node: torch.Tensor
+) -> torch.Tensor:
     """Chosen target node per node (-1 idle) by each UAV's most likely choice."""
     edge, goes = best_choice(cand_logp, idle_logp, cand_uav)
     if cand_target_node.numel() == 0:  # no candidate anywhere: everyone idles
@@ -87,8 +88,9 @@ def argmax_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
     return torch.where(goes & (edge >= 0), cand_target_node[edge.clamp(min=0)], -1)
 
 
-def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_node: torch.Tensor,
-                  need: torch.Tensor) -> torch.Tensor:
+def greedy_decode(
+    cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_node: torch.Tensor, need: torch.Tensor
+) -> torch.Tensor:
     """Capacity-aware decoding (module docstring): chosen target node per node, -1 idle."""
     n = need.numel()  # nodes of the batch; need is 0 on UAV nodes
     c = cand_uav.numel()
@@ -128,7 +130,8 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
         # no proposals left: close targets short of their need, releasing their UAVs
         held_edges = held[held >= 0]
         count = torch.zeros(n, dtype=torch.long, device=dev).index_add(
-            0, cand_target_node[held_edges], torch.ones_like(held_edges))
+            0, cand_target_node[held_edges], torch.ones_like(held_edges)
+        )
         short = (count > 0) & (count < need)
         if not short.any():
             # repair: closed targets get one more chance with the UAVs still idle (who rescan their lists)
@@ -151,9 +154,16 @@ def greedy_decode(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_n
     return choice
 
 
-def staged_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
-                  cand_target_node: torch.Tensor, need: torch.Tensor, balancing: Balancing,
-                  rounds: int | None = None, scene: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
+def staged_decode(
+    cand_logp: torch.Tensor,
+    idle_logp: torch.Tensor,
+    cand_uav: torch.Tensor,
+    cand_target_node: torch.Tensor,
+    need: torch.Tensor,
+    balancing: Balancing,
+    rounds: int | None = None,
+    scene: tuple[torch.Tensor, int] | None = None,
+) -> torch.Tensor:
     """The model's decision target by target, the surest first (module docstring): chosen target node per node.
     With ``rounds`` (a GPU: ``decode``) every greedy decode inside is ``fixed_round_greedy``'s, that many rounds,
     over ``scene`` (each node's scene, how many): nothing in the stages reads the device back; a target a decode
@@ -170,15 +180,17 @@ def staged_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
     for stage in range(1, stages):
         chosen = decide(cand_logp)[cand_uav] == cand_target_node
         least = cand_logp.new_ones(n).scatter_reduce(  # per target: its least sure UAV's probability
-            0, cand_target_node, torch.where(chosen, cand_logp.exp(), 1.0), "amin")
+            0, cand_target_node, torch.where(chosen, cand_logp.exp(), 1.0), "amin"
+        )
         count = torch.zeros(n, dtype=torch.long, device=dev).index_add(0, cand_target_node, chosen.long())
         sure = (need > 0) & (count == need) & (least >= 1 - stage / stages)
         kept = chosen & sure[cand_target_node]
         decided = decided.scatter_reduce(0, cand_uav, torch.where(kept, cand_target_node, -1), "amax")
         gone = gone | sure | (decided >= 0)
         left = cand_logp.masked_fill(gone[cand_uav] | gone[cand_target_node], float("-inf"))
-        cand_logp, idle_logp = capacity_balanced(*choice_log_probs(left, idle_logp, cand_uav), cand_uav,
-                                                 cand_target_node, need, rebalancing)
+        cand_logp, idle_logp = capacity_balanced(
+            *choice_log_probs(left, idle_logp, cand_uav), cand_uav, cand_target_node, need, rebalancing
+        )
     choice = torch.where(decided >= 0, decided, decide(cand_logp))
     if rounds is None:
         return choice
@@ -186,9 +198,15 @@ def staged_decode(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: to
     return torch.where((choice >= 0) & (count[choice.clamp(min=0)] < need[choice.clamp(min=0)]), -1, choice)
 
 
-def fixed_round_greedy(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_target_node: torch.Tensor,
-                       need: torch.Tensor, scene: torch.Tensor, n_scenes: int, rounds: int
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+def fixed_round_greedy(
+    cand_logp: torch.Tensor,
+    cand_uav: torch.Tensor,
+    cand_target_node: torch.Tensor,
+    need: torch.Tensor,
+    scene: torch.Tensor,
+    n_scenes: int,
+    rounds: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``greedy_decode`` as ``rounds`` rounds of fixed-shape masked tensor ops, for a training step the host
     does not wait on: (chosen target node per node (-1 idle), whether it converged (a device bool)).
 
@@ -240,7 +258,8 @@ def fixed_round_greedy(cand_logp: torch.Tensor, cand_uav: torch.Tensor, cand_tar
         alive = torch.where(proposing, alive & (kept | ~playing), (alive & ~closing) | again)
         closed = closed & ~retry
     choice = torch.full((n,), -1, dtype=torch.long, device=dev).scatter_reduce(
-        0, cand_uav, torch.where(held, cand_target_node, -1), "amax")
+        0, cand_uav, torch.where(held, cand_target_node, -1), "amax"
+    )
     return choice, ~still
 
 
@@ -250,8 +269,14 @@ def gumbel_noise(count: int, generator: torch.Generator | None, device: torch.de
     return -torch.log(-torch.log(uniform))
 
 
-def perturbed_greedy(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, samples: int,
-                     temperature: float = 1.0, generator: torch.Generator | None = None) -> torch.Tensor:
+def perturbed_greedy(
+    batch: Batch,
+    cand_logp: torch.Tensor,
+    keep: torch.Tensor,
+    samples: int,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """``samples`` greedy decodes of every scene, (samples, num_nodes) chosen target nodes (-1 idle):
     row 0 on the log-probabilities themselves (the greedy decode), the others on Gumbel-perturbed ones.
     All rows run as one greedy decode of the batch replicated ``samples`` times."""
@@ -260,15 +285,26 @@ def perturbed_greedy(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, 
     shift = torch.arange(samples, device=cand_uav.device).repeat_interleave(c) * n
     gumbel = gumbel_noise(samples * c, generator, cand_logp.device) * temperature
     gumbel[:c] = 0.0  # row 0: the greedy decode itself, so the best of the rows is never worse than greedy
-    choice = greedy_decode(cand_logp.detach().repeat(samples) + gumbel, cand_uav.repeat(samples) + shift,
-                           cand_target_node.repeat(samples) + shift, batch.need.repeat(samples)).view(samples, n)
+    choice = greedy_decode(
+        cand_logp.detach().repeat(samples) + gumbel,
+        cand_uav.repeat(samples) + shift,
+        cand_target_node.repeat(samples) + shift,
+        batch.need.repeat(samples),
+    ).view(samples, n)
     offsets = (torch.arange(samples, device=choice.device) * n)[:, None]
     return torch.where(choice >= 0, choice - offsets, choice)
 
 
-def sample_decode(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, scenes: Sequence[Scene],
-                  samples: int = 16, temperature: float = 1.0, seed: int = 0,
-                  decided: torch.Tensor | None = None) -> list[np.ndarray]:
+def sample_decode(
+    batch: Batch,
+    cand_logp: torch.Tensor,
+    keep: torch.Tensor,
+    scenes: Sequence[Scene],
+    samples: int = 16,
+    temperature: float = 1.0,
+    seed: int = 0,
+    decided: torch.Tensor | None = None,
+) -> list[np.ndarray]:
     """Best of ``samples`` decodes per scene (module docstring): greedy decodes of the perturbed policy, the first
     of them ``decided`` when given (the model's own decision, e.g. staged) instead of the plain greedy decode;
     ``scenes`` are the batch's, for J."""
@@ -283,9 +319,17 @@ def sample_decode(batch: Batch, cand_logp: torch.Tensor, keep: torch.Tensor, sce
     return [per_sample[best[g]][g] for g in range(len(scenes))]
 
 
-def decode(method: str, batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tensor, keep: torch.Tensor,
-           scenes: Sequence[Scene] | None = None, samples: int = 16, repair: bool = False,
-           balancing: Balancing = Balancing()) -> list[np.ndarray]:
+def decode(
+    method: str,
+    batch: Batch,
+    cand_logp: torch.Tensor,
+    idle_logp: torch.Tensor,
+    keep: torch.Tensor,
+    scenes: Sequence[Scene] | None = None,
+    samples: int = 16,
+    repair: bool = False,
+    balancing: Balancing = Balancing(),
+) -> list[np.ndarray]:
     """Assignments (target index per UAV, -1 idle) of every scene in ``batch``; ``sample`` and ``repair``
     need the batch's ``scenes``; ``balancing``: the model's (its ``stages`` make ``greedy`` staged)."""
     if (method == "sample" or repair) and scenes is None:
@@ -294,15 +338,31 @@ def decode(method: str, batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.
     return [repair_assignment(s, a) for s, a in zip(scenes, assignments)] if repair else assignments
 
 
-def _decode(method: str, batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tensor, keep: torch.Tensor,
-            scenes: Sequence[Scene] | None, samples: int, balancing: Balancing) -> list[np.ndarray]:
+def _decode(
+    method: str,
+    batch: Batch,
+    cand_logp: torch.Tensor,
+    idle_logp: torch.Tensor,
+    keep: torch.Tensor,
+    scenes: Sequence[Scene] | None,
+    samples: int,
+    balancing: Balancing,
+) -> list[np.ndarray]:
     cand_uav, cand_target_node = batch.cand_index[0, keep], batch.cand_index[1, keep]
     if method == "argmax":
         choice = argmax_decode(cand_logp, idle_logp, cand_uav, cand_target_node)
     elif method in ("greedy", "sample"):
         rounds = SYNC_FREE_ROUNDS if cand_logp.is_cuda else None  # a GPU: the stages never wait on a host read
-        choice = staged_decode(cand_logp, idle_logp, cand_uav, cand_target_node, batch.need, balancing, rounds,
-                               (batch.batch, batch.num_graphs))
+        choice = staged_decode(
+            cand_logp,
+            idle_logp,
+            cand_uav,
+            cand_target_node,
+            batch.need,
+            balancing,
+            rounds,
+            (batch.batch, batch.num_graphs),
+        )
         if method == "sample":
             return sample_decode(batch, cand_logp, keep, scenes, samples, decided=choice)
     else:
@@ -315,6 +375,13 @@ def split_assignments(batch: Batch, choice: torch.Tensor) -> list[np.ndarray]:
     ptr = batch.ptr.cpu()
     n_uav = batch.n_uav.cpu()
     graph_of = batch.batch
-    local = torch.where(choice >= 0, choice - batch.ptr[graph_of[choice.clamp(min=0)]] - batch.n_uav[graph_of[choice.clamp(min=0)]],
-                        torch.full_like(choice, IDLE)).cpu().numpy()
-    return [local[int(ptr[g]):int(ptr[g]) + int(n_uav[g])] for g in range(len(n_uav))]
+    local = (
+        torch.where(
+            choice >= 0,
+            choice - batch.ptr[graph_of[choice.clamp(min=0)]] - batch.n_uav[graph_of[choice.clamp(min=0)]],
+            torch.full_like(choice, IDLE),
+        )
+        .cpu()
+        .numpy()
+    )
+    return [local[int(ptr[g]) : int(ptr[g]) + int(n_uav[g])] for g in range(len(n_uav))]

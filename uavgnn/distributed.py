@@ -68,9 +68,15 @@ def first_host(nodelist: str) -> str:
 # (rank, tasks, local rank, job id) variables of the processes a scheduler starts as the tasks of one step. SLURM's
 # task count is the *step's* (srun sets it): a batch script has SLURM_NTASKS and SLURM_PROCID=0 too, and run from
 # it directly, without srun, it is one process, not rank 0 of a group that will never come.
-SCHEDULERS = {"SLURM": ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_JOB_ID"),
-              "SUBMITIT_LOCAL": ("SUBMITIT_LOCAL_GLOBALID", "SUBMITIT_LOCAL_NTASKS", "SUBMITIT_LOCAL_LOCALID",
-                                 "SUBMITIT_LOCAL_JOB_ID")}
+SCHEDULERS = {
+    "SLURM": ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_JOB_ID"),
+    "SUBMITIT_LOCAL": (
+        "SUBMITIT_LOCAL_GLOBALID",
+        "SUBMITIT_LOCAL_NTASKS",
+        "SUBMITIT_LOCAL_LOCALID",
+        "SUBMITIT_LOCAL_JOB_ID",
+    ),
+}
 
 
 def scheduler_environment(env: Mapping[str, str]) -> dict[str, str]:
@@ -86,9 +92,13 @@ def scheduler_environment(env: Mapping[str, str]) -> dict[str, str]:
         if rank in env and int(env.get(tasks, "1")) > 1:
             nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") if kind == "SLURM" else None
             job_id = int(re.sub(r"\D", "", env.get(job, "")) or 0) + 101 * int(env.get("SLURM_STEP_ID", "0") or 0)
-            return {"RANK": env[rank], "WORLD_SIZE": env[tasks], "LOCAL_RANK": env.get(local, "0"),
-                    "MASTER_ADDR": env.get("MASTER_ADDR") or (first_host(nodes) if nodes else "localhost"),
-                    "MASTER_PORT": env.get("MASTER_PORT") or str(15000 + job_id % 20000)}
+            return {
+                "RANK": env[rank],
+                "WORLD_SIZE": env[tasks],
+                "LOCAL_RANK": env.get(local, "0"),
+                "MASTER_ADDR": env.get("MASTER_ADDR") or (first_host(nodes) if nodes else "localhost"),
+                "MASTER_PORT": env.get("MASTER_PORT") or str(15000 + job_id % 20000),
+            }
     return {}
 
 
@@ -170,12 +180,15 @@ def same_config_on_every_rank(config: dict[str, Any]) -> None:
         differ = sorted(key for key in configs[0].keys() | other.keys() if configs[0].get(key) != other.get(key))
         if differ:
             shown = ", ".join(f"{key}={other.get(key)!r} (rank 0: {configs[0].get(key)!r})" for key in differ[:4])
-            raise ConfigError(f"the ranks of this job were handed different configs: rank {rank} has {shown}; every "
-                              "rank must train the same config (pass the same overrides to every process)")
+            raise ConfigError(
+                f"the ranks of this job were handed different configs: rank {rank} has {shown}; every "
+                "rank must train the same config (pass the same overrides to every process)"
+            )
 
 
-def agree_on_step(loss: torch.Tensor, weight: Any, stats: dict[str, torch.Tensor], stop_seen: bool
-                  ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], torch.Tensor, bool]:
+def agree_on_step(
+    loss: torch.Tensor, weight: Any, stats: dict[str, torch.Tensor], stop_seen: bool
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], torch.Tensor, bool]:
     """One reduction per DDP step, so every rank skips the same non-finite steps and stops at the same step on
     a signal (the one host read of a step under DDP), and the loss is weighted by this rank's share of the
     batch's ``weight`` (items its loss averages over), so DDP's gradient average is exactly the full batch's
@@ -184,9 +197,17 @@ def agree_on_step(loss: torch.Tensor, weight: Any, stats: dict[str, torch.Tensor
     device, world = loss.device, context().world_size
     n = torch.as_tensor(weight, device=device).to(torch.float64).reshape(())
     own = loss.detach().to(torch.float64)
-    bad, stops, n_all, loss_sum, *sums = all_reduce_sum(torch.stack(
-        [(~torch.isfinite(own)).to(torch.float64), torch.tensor(float(stop_seen), dtype=torch.float64, device=device),
-         n, torch.nan_to_num(own) * n, *(v.detach().to(torch.float64) * n for v in stats.values())]))
+    bad, stops, n_all, loss_sum, *sums = all_reduce_sum(
+        torch.stack(
+            [
+                (~torch.isfinite(own)).to(torch.float64),
+                torch.tensor(float(stop_seen), dtype=torch.float64, device=device),
+                n,
+                torch.nan_to_num(own) * n,
+                *(v.detach().to(torch.float64) * n for v in stats.values()),
+            ]
+        )
+    )
     n_all = n_all.clamp(min=1.0)  # 0 only when every rank's loss is NaN (nothing covered): skipped
     mean_stats = {name: total / n_all for name, total in zip(stats, sums)}
     return loss * (n * world / n_all).to(loss.dtype), loss_sum / n_all, mean_stats, bad == 0, bool(stops > 0)

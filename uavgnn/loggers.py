@@ -25,8 +25,8 @@ from omegaconf import OmegaConf
 from uavgnn.console import echo
 from uavgnn.errors import RunDirectoryError
 from uavgnn.manifest import manifest_lines, run_manifest
-from uavgnn.run_dir import swept_keys
 from uavgnn.report import flatten, markdown_table
+from uavgnn.run_dir import swept_keys
 from uavgnn.runtime import resolve_device
 from uavgnn.storage import atomic_write, storage_error
 
@@ -36,8 +36,15 @@ HISTORY_FILE = "metrics.jsonl"
 
 RUN_ID_FILE = ".wandb_run_id"  # in the run directory: a resumed run continues the same wandb run
 # wandb summary semantics: the best value where "best" is clear, else the last one
-SUMMARIES = {"val/optimality_gap": "min", "val/planner_gap": "min", "val/k_step_rmse": "min", "val/return": "max",
-             "perf/graphs_per_s": "mean", "perf/peak_mem_mb": "max", "train/loss": "min"}
+SUMMARIES = {
+    "val/optimality_gap": "min",
+    "val/planner_gap": "min",
+    "val/k_step_rmse": "min",
+    "val/return": "max",
+    "perf/graphs_per_s": "mean",
+    "perf/peak_mem_mb": "max",
+    "train/loss": "min",
+}
 
 
 def path_label(directory: Path) -> str:
@@ -88,8 +95,9 @@ def run_context(job_type: str | None = None) -> RunContext:
     return RunContext(name, group, tuple(sorted(set(tags))), job_type)
 
 
-def publish(cfg, out_dir: Path, tables: dict[str, list[dict[str, Any]]], images: dict[str, Path],
-            summary: dict[str, Any]) -> None:
+def publish(
+    cfg, out_dir: Path, tables: dict[str, list[dict[str, Any]]], images: dict[str, Path], summary: dict[str, Any]
+) -> None:
     """The results of a mode without a training loop (eval, benchmark, profile) on the configured dashboard:
     one run with its tables, pictures and headline values."""
     logger = open_logger(cfg, out_dir)
@@ -106,9 +114,13 @@ def publish(cfg, out_dir: Path, tables: dict[str, list[dict[str, Any]]], images:
 def open_logger(cfg, out_dir: Path, resume_step: int | None = None, enabled: bool = True) -> MetricLogger:
     """The configured dashboard for a run of any mode: its Hydra name, group and tags, job type = the mode; the
     run manifest (``uavgnn.manifest``) goes with the config."""
-    config = {**OmegaConf.to_container(cfg, resolve=True), "manifest": run_manifest(resolve_device(cfg.hardware.device))}
-    return MetricLogger(out_dir, cfg.logger, config=config, context=run_context(cfg.mode), resume_step=resume_step,
-                        enabled=enabled)
+    config = {
+        **OmegaConf.to_container(cfg, resolve=True),
+        "manifest": run_manifest(resolve_device(cfg.hardware.device)),
+    }
+    return MetricLogger(
+        out_dir, cfg.logger, config=config, context=run_context(cfg.mode), resume_step=resume_step, enabled=enabled
+    )
 
 
 def read_history(out_dir: Path) -> list[dict[str, Any]]:
@@ -127,8 +139,10 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
             rows.append(row)
         else:
             if i < len(lines) - 1 or row is not None:
-                raise RunDirectoryError(f"{path} is damaged: line {i + 1} is not a JSON object (only a torn last line, "
-                                        "from a kill while writing it, is tolerated)")
+                raise RunDirectoryError(
+                    f"{path} is damaged: line {i + 1} is not a JSON object (only a torn last line, "
+                    "from a kill while writing it, is tolerated)"
+                )
             log.warning("%s: dropping a torn last line (the run was killed while writing it)", path)
     return rows
 
@@ -145,14 +159,24 @@ class MetricLogger:
     nothing anywhere.
     """
 
-    def __init__(self, out_dir: Path, settings, config: dict | None = None, context: RunContext = RunContext(),
-                 resume_step: int | None = None, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        settings,
+        config: dict | None = None,
+        context: RunContext = RunContext(),
+        resume_step: int | None = None,
+        enabled: bool = True,
+    ) -> None:
         """``settings``: the ``logger`` config group (name = back-end, mode, project, entity)."""
         backend = settings.name
         self.out_dir = out_dir
         # TensorBoard's hparams view takes scalars: the flattened config, lists as text (the manifest: a text tab)
-        self.hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v)
-                        for k, v in flatten(config or {}).items() if not k.startswith(("hydra", "manifest"))}
+        self.hparams = {
+            k: v if isinstance(v, (int, float, str, bool)) else str(v)
+            for k, v in flatten(config or {}).items()
+            if not k.startswith(("hydra", "manifest"))
+        }
         self.history_path = out_dir / HISTORY_FILE
         self.wandb_run = None
         self.tensorboard = None
@@ -163,8 +187,7 @@ class MetricLogger:
             return
         self.truncate(resume_step)
         if backend == "wandb" and settings.mode != "disabled":
-            self.wandb_run = self._guarded(
-                "wandb.init", lambda: self._init_wandb(settings, config, context))
+            self.wandb_run = self._guarded("wandb.init", lambda: self._init_wandb(settings, config, context))
         elif backend == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter
 
@@ -206,11 +229,20 @@ class MetricLogger:
         import wandb
 
         identity = run_id(self.out_dir)
-        init = dict(project=settings.project, entity=settings.entity, dir=str(self.out_dir), id=identity,
-                    name=(context.name or f"{self.out_dir.name}-{identity}")[:128], job_type=context.job_type,
-                    resume="allow", config=config, group=context.group, tags=list(context.tags),
-                    reinit="finish_previous",
-                    settings=wandb.Settings(silent=True, console="off", init_timeout=settings.init_timeout))
+        init = dict(
+            project=settings.project,
+            entity=settings.entity,
+            dir=str(self.out_dir),
+            id=identity,
+            name=(context.name or f"{self.out_dir.name}-{identity}")[:128],
+            job_type=context.job_type,
+            resume="allow",
+            config=config,
+            group=context.group,
+            tags=list(context.tags),
+            reinit="finish_previous",
+            settings=wandb.Settings(silent=True, console="off", init_timeout=settings.init_timeout),
+        )
         mode = settings.mode
         try:
             run = wandb.init(mode=mode, **init)
@@ -218,8 +250,10 @@ class MetricLogger:
             if mode != "online":
                 raise
             cause = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
-            echo(f"wandb: online start failed within {settings.init_timeout:g} s ({cause}); logging offline instead",
-                 err=True)
+            echo(
+                f"wandb: online start failed within {settings.init_timeout:g} s ({cause}); logging offline instead",
+                err=True,
+            )
             wandb.teardown()  # the failed start still holds the run id in wandb's service
             mode = "offline"
             run = wandb.init(mode=mode, **init)
@@ -234,8 +268,11 @@ class MetricLogger:
         try:
             return call()
         except Exception as err:  # a dashboard must never stop training
-            warnings.warn(f"logger: {what} failed ({type(err).__name__}: {err}); continuing without this dashboard",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"logger: {what} failed ({type(err).__name__}: {err}); continuing without this dashboard",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             if what.startswith("wandb"):
                 self.wandb_run = None
             else:
@@ -249,9 +286,11 @@ class MetricLogger:
         if self.wandb_run is not None:
             self._guarded("wandb.log", lambda: self.wandb_run.log(metrics, step=step))
         if self.tensorboard is not None:
+
             def write():
                 for key, value in metrics.items():
                     self.tensorboard.add_scalar(key, value, step)
+
             self._guarded("tensorboard.add_scalar", write)
 
     def event(self, name: str, step: int, **fields: Any) -> None:
@@ -268,11 +307,16 @@ class MetricLogger:
         if self.tensorboard is not None:
             import matplotlib.image
 
-            self._guarded("tensorboard.add_image", lambda: self.tensorboard.add_image(
-                key, matplotlib.image.imread(str(path))[..., :3], step, dataformats="HWC"))
+            self._guarded(
+                "tensorboard.add_image",
+                lambda: self.tensorboard.add_image(
+                    key, matplotlib.image.imread(str(path))[..., :3], step, dataformats="HWC"
+                ),
+            )
 
-    def table(self, key: str, rows: list[dict[str, Any]], step: int | None = None,
-              columns: list[str] | None = None) -> None:
+    def table(
+        self, key: str, rows: list[dict[str, Any]], step: int | None = None, columns: list[str] | None = None
+    ) -> None:
         """Result rows (a method comparison, transfer rows, benchmark sections) as a wandb Table, or a
         markdown table in TensorBoard's text tab."""
         if not rows:
@@ -282,8 +326,9 @@ class MetricLogger:
         if self.wandb_run is not None:
             import wandb
 
-            self._guarded("wandb.log table", lambda: self.wandb_run.log({key: wandb.Table(columns=columns, data=data)},
-                                                                       step=step))
+            self._guarded(
+                "wandb.log table", lambda: self.wandb_run.log({key: wandb.Table(columns=columns, data=data)}, step=step)
+            )
         if self.tensorboard is not None:
             text = markdown_table(columns, data)
             self._guarded("tensorboard.add_text", lambda: self.tensorboard.add_text(key, text, step))
@@ -293,8 +338,11 @@ class MetricLogger:
         if self.wandb_run is not None:
             self._guarded("wandb.summary", lambda: self.wandb_run.summary.update(values))
         if self.tensorboard is not None:
-            numbers = {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-                       and math.isfinite(v)}
+            numbers = {
+                k: float(v)
+                for k, v in values.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            }
             self._guarded("tensorboard hparams", lambda: self._tensorboard_hparams(numbers))
 
     def _tensorboard_hparams(self, numbers: dict[str, float]) -> None:

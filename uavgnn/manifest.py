@@ -26,10 +26,12 @@ def git_state(directory: Path) -> dict[str, Any]:
     """``commit`` and ``dirty`` (uncommitted changes, untracked files included) of the git checkout whose top is
     ``directory``; both None when it is not one (an installed wheel, even inside another repository) or git is
     missing."""
+
     def git(*args: str) -> str | None:
         try:  # --no-optional-locks: never hold the index lock a user's own git command may want
-            done = subprocess.run(["git", "--no-optional-locks", "-C", str(directory), *args], capture_output=True,
-                                  text=True, timeout=10)
+            done = subprocess.run(
+                ["git", "--no-optional-locks", "-C", str(directory), *args], capture_output=True, text=True, timeout=10
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         return done.stdout if done.returncode == 0 else None
@@ -68,8 +70,13 @@ def cpu_model() -> str:
 @functools.cache
 def _fixed() -> dict[str, Any]:
     """What does not change within a process (git is asked once)."""
-    return {"git": git_state(SOURCE), "python": platform.python_version(),
-            "packages": package_versions(), "platform": platform.platform(), "cpu": cpu_model()}
+    return {
+        "git": git_state(SOURCE),
+        "python": platform.python_version(),
+        "packages": package_versions(),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+    }
 
 
 def run_manifest(device: torch.device | str) -> dict[str, Any]:
@@ -77,17 +84,29 @@ def run_manifest(device: torch.device | str) -> dict[str, Any]:
     platform, CPU model, GPU model (on CUDA) and torch's CPU threads."""
     device = torch.device(device)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    return {"command": shlex.join([Path(sys.executable).name, *sys.argv]), **_fixed(), "device": str(device),
-            "gpu": gpu, "threads": torch.get_num_threads()}
+    return {
+        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+        **_fixed(),
+        "device": str(device),
+        "gpu": gpu,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def manifest_lines(manifest: dict[str, Any]) -> list[str]:
     """The manifest as the lines that head ``run.log``."""
     git = manifest["git"]
-    code = (f"git commit {git['commit']}{' (uncommitted changes)' if git['dirty'] else ''}" if git["commit"]
-            else "not a git checkout")
+    code = (
+        f"git commit {git['commit']}{' (uncommitted changes)' if git['dirty'] else ''}"
+        if git["commit"]
+        else "not a git checkout"
+    )
     packages = ", ".join(f"{name} {version}" for name, version in manifest["packages"].items() if version)
     threads = f"{manifest['threads']} torch thread{'s' if manifest['threads'] != 1 else ''}"
     hardware = f"{manifest['device']}, {manifest['gpu'] or manifest['cpu']}, {threads}"
-    return [f"command: {manifest['command']}", f"code: {code}", f"python {manifest['python']}: {packages}",
-            f"hardware: {hardware} ({manifest['platform']})"]
+    return [
+        f"command: {manifest['command']}",
+        f"code: {code}",
+        f"python {manifest['python']}: {packages}",
+        f"hardware: {hardware} ({manifest['platform']})",
+    ]

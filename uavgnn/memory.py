@@ -16,9 +16,14 @@ from pathlib import Path
 from uavgnn.errors import MemoryBudgetError
 
 USABLE = 0.8  # of the available memory, what one allocation may take (the rest: Python, libraries, the OS)
-CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat"),
-                ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-                 "/sys/fs/cgroup/memory/memory.stat"))  # cgroup v2, v1
+CGROUP_FILES = (
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat"),
+    (
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+        "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        "/sys/fs/cgroup/memory/memory.stat",
+    ),
+)  # cgroup v2, v1
 
 
 def host_available_bytes() -> int:
@@ -97,7 +102,10 @@ def check_fits(what: str, need: float, fix: str, device: object = "cpu") -> None
     more than ``USABLE`` of what ``device`` has available, naming both and ``fix``."""
     available = available_bytes(device)
     if need > USABLE * available:
-        where = (f"on {device}" if str(device).startswith("cuda")
-                 else "to this process (free memory, its cgroup, ulimit -v)")
-        raise MemoryBudgetError(f"{what} would need about {gigabytes(need)} of memory, but {gigabytes(available)} "
-                                f"is available {where} (at most {USABLE:.0%} of it is used at once): {fix}")
+        where = (
+            f"on {device}" if str(device).startswith("cuda") else "to this process (free memory, its cgroup, ulimit -v)"
+        )
+        raise MemoryBudgetError(
+            f"{what} would need about {gigabytes(need)} of memory, but {gigabytes(available)} "
+            f"is available {where} (at most {USABLE:.0%} of it is used at once): {fix}"
+        )

@@ -105,9 +105,20 @@ class ActivationMeter:
 # aten ops that make the host wait for the device on a GPU: a value read back (``.item()``, ``bool()``), an
 # output whose size depends on the data (``nonzero``, boolean-mask indexing, ``unique``, ``repeat_interleave``
 # without ``output_size``)
-SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::_unique2",
-                      "aten::unique_dim", "aten::unique_consecutive", "aten::is_nonzero", "aten::equal",
-                      "aten::repeat_interleave", "aten::item"})
+SYNC_OPS = frozenset(
+    {
+        "aten::_local_scalar_dense",
+        "aten::nonzero",
+        "aten::masked_select",
+        "aten::_unique2",
+        "aten::unique_dim",
+        "aten::unique_consecutive",
+        "aten::is_nonzero",
+        "aten::equal",
+        "aten::repeat_interleave",
+        "aten::item",
+    }
+)
 _INDEXING = {"aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"}
 SYNC_OPS = SYNC_OPS | {f"{name}(boolean mask)" for name in _INDEXING}
 _IN_OPTIMISER = [0]  # inside an optimiser's step: its step-count read is of a host tensor on CUDA (no sync)
@@ -142,8 +153,14 @@ class OpCounter(TorchDispatchMode):
         self.counts[name] += 1
         self.views += func.is_view
         if self.trace_ops or (self.trace_syncs and name in SYNC_OPS):
-            frame = next((f for f in reversed(traceback.extract_stack()[:-1]) if "/uavgnn/" in f.filename
-                          and not f.filename.endswith("perf.py")), None)
+            frame = next(
+                (
+                    f
+                    for f in reversed(traceback.extract_stack()[:-1])
+                    if "/uavgnn/" in f.filename and not f.filename.endswith("perf.py")
+                ),
+                None,
+            )
             module = frame.filename.split("/uavgnn/")[-1] if frame else ""
             if self.trace_syncs and name in SYNC_OPS:
                 self.where[f"{name} at {module}:{frame.lineno}" if frame else name] += 1
@@ -171,6 +188,7 @@ class CompileCounter:
     @staticmethod
     def _now() -> tuple[int, int]:
         from torch._dynamo.utils import counters
+
         return counters["frames"]["total"], sum(counters["graph_break"].values())
 
     def __enter__(self) -> CompileCounter:

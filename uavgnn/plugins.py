@@ -16,14 +16,17 @@ def import_named(path: str, key: str) -> Any:
     ``key``."""
     parts = path.split(".") if isinstance(path, str) else []
     if len(parts) < 2 or not all(part.isidentifier() for part in parts):
-        raise ConfigError(f"{key}={path}: not a dotted path of Python names; give module.name (e.g. "
-                          "mypkg.module.MyClass), importable from where you run")
+        raise ConfigError(
+            f"{key}={path}: not a dotted path of Python names; give module.name (e.g. "
+            "mypkg.module.MyClass), importable from where you run"
+        )
     module, _, name = path.rpartition(".")
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as err:
-        raise ConfigError(f"{key}={path}: cannot import it ({err}); give module.name, importable from where you "
-                          "run (PYTHONPATH)") from None
+        raise ConfigError(
+            f"{key}={path}: cannot import it ({err}); give module.name, importable from where you run (PYTHONPATH)"
+        ) from None
 
 
 def source_digest(obj: Any) -> str | None:

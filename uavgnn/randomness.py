@@ -48,13 +48,16 @@ def declare(owner: str, streams: dict[str, str]) -> None:
 def stream_seed(seed: int, purpose: str, step: int = 0, rank: int = 0) -> int:
     """The 63-bit seed of stream ``purpose`` (one of ``STREAMS`` or a declared one) at ``step`` on ``rank``."""
     if purpose not in STREAMS and purpose not in _declared:
-        raise ValueError(f"unknown random stream {purpose!r} (expected one of {', '.join([*STREAMS, *_declared])}; "
-                         "an algorithm declares its own in its class's streams)")
+        raise ValueError(
+            f"unknown random stream {purpose!r} (expected one of {', '.join([*STREAMS, *_declared])}; "
+            "an algorithm declares its own in its class's streams)"
+        )
     digest = hashlib.blake2b(f"{seed}/{purpose}/{step}/{rank}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
-def stream(seed: int, purpose: str, step: int = 0, rank: int = 0,
-           device: torch.device | str = "cpu") -> torch.Generator:
+def stream(
+    seed: int, purpose: str, step: int = 0, rank: int = 0, device: torch.device | str = "cpu"
+) -> torch.Generator:
     """A generator on ``device`` for stream ``purpose`` at ``step`` on ``rank`` (see ``stream_seed``)."""
     return torch.Generator(device=device).manual_seed(stream_seed(seed, purpose, step, rank))

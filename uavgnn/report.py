@@ -49,11 +49,22 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None =
 
 
 def _render(headers: list[str], body: list[list[str]], which: Sequence[int]) -> str:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="", safe_box=True,
-                  padding=(0, GAP // 2), collapse_padding=True)
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        header_style="",
+        safe_box=True,
+        padding=(0, GAP // 2),
+        collapse_padding=True,
+    )
     for i in which:  # the row's name to the left, values to the right
-        table.add_column(headers[i], justify="left" if i == 0 else "right", overflow="fold",
-                         min_width=max(map(len, headers[i].splitlines()), default=0))
+        table.add_column(
+            headers[i],
+            justify="left" if i == 0 else "right",
+            overflow="fold",
+            min_width=max(map(len, headers[i].splitlines()), default=0),
+        )
     for line in body:
         table.add_row(*(line[i] for i in which))
     console = Console(file=io.StringIO(), width=TABLE_WIDTH, color_system=None, legacy_windows=False)

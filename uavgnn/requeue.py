@@ -15,8 +15,9 @@ import logging
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from uavgnn import distributed
 from uavgnn.console import echo
@@ -59,8 +60,14 @@ def _scontrol_requeue(job_id: str) -> None:
     """``scontrol requeue JOB``, in a session of its own so that on ``SCONTROL_TIMEOUT_S`` it goes with all it
     started (``subprocess.run``'s timeout kills the direct child alone, orphaning the rest), reaped before this
     returns. Raises ``TimeoutExpired`` or ``CalledProcessError`` (stderr attached)."""
-    proc = subprocess.Popen(["scontrol", "requeue", job_id], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        ["scontrol", "requeue", job_id],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, stderr = proc.communicate(timeout=SCONTROL_TIMEOUT_S)
     finally:

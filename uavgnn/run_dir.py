@@ -31,6 +31,7 @@ BOOKKEEPING = {HYDRA_RECORD, "run.log", run_lock.LOCK_FILE}  # what every accept
 FILE_MANAGER_NOTES = {".DS_Store", "Thumbs.db", "desktop.ini"}  # written by macOS and Windows into any folder seen
 REFUSED_PREFIX = "failed-"  # <sweep dir>/failed-<job>.json: a job that refused its directory
 FAILED_RECORD = "failed.json"  # <job dir>/failed.json: a sweep's job that failed
+SWEEP_RECORD = "multirun.yaml"  # <sweep dir>/multirun.yaml: Hydra's record of a sweep
 # what an attempt of a run leaves before its first checkpoint (besides BOOKKEEPING): its history, a failure or
 # requeue record, its wandb id and files, TensorBoard's; resume=auto starts such an attempt again
 ATTEMPT_FILES = {RUN_FILES[0], FAILED_RECORD, "requeued.json", ".wandb_run_id", "wandb", "tensorboard"}
@@ -50,9 +51,12 @@ def leftovers(directory: Path) -> list[str]:
     history and a file manager's notes: anything a fresh run there could overwrite, so it must start elsewhere."""
     if not directory.is_dir():
         return []
-    return sorted(p.name for p in directory.iterdir()
-                  if p.name not in BOOKKEEPING | FILE_MANAGER_NOTES
-                  and not (p.name == RUN_FILES[0] and p.is_file() and p.stat().st_size == 0))
+    return sorted(
+        p.name
+        for p in directory.iterdir()
+        if p.name not in BOOKKEEPING | FILE_MANAGER_NOTES
+        and not (p.name == RUN_FILES[0] and p.is_file() and p.stat().st_size == 0)
+    )
 
 
 def swept_keys(sweep_dir: Path) -> set[str]:
@@ -119,8 +123,11 @@ def accept(directory: Path, cfg: DictConfig) -> None:
         hydra_cfg = HydraConfig.instance().cfg
         record = directory / HYDRA_RECORD
         record.mkdir(parents=True, exist_ok=True)
-        for name, content in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
-                              ("overrides.yaml", hydra_cfg.hydra.overrides.task)):
+        for name, content in (
+            ("config.yaml", cfg),
+            ("hydra.yaml", hydra_cfg),
+            ("overrides.yaml", hydra_cfg.hydra.overrides.task),
+        ):
             atomic_write(record / name, OmegaConf.to_yaml(content).encode())
     start_run_log(manifest_lines(run_manifest(_device_of(cfg))))
     _accepted.add(directory)
@@ -160,3 +167,13 @@ def discard_unaccepted(directory: Path) -> None:
             parent.rmdir()
         except OSError:  # not empty: another run lives there now
             break
+
+
+def discard_refused_sweep() -> None:
+    """A sweep refused before any job ran (a job's config does not compose) after Hydra made its directory and
+    wrote ``multirun.yaml`` there: a directory this process created that holds only that goes again, and the
+    parents it created that are left empty."""
+    for directory in sorted(_created, key=lambda path: len(path.parts), reverse=True):
+        if directory.is_dir() and {p.name for p in directory.iterdir()} == {SWEEP_RECORD}:
+            (directory / SWEEP_RECORD).unlink()
+            discard_unaccepted(directory)

@@ -53,8 +53,10 @@ def hold(directory: Path) -> None:
         except OSError:
             holder = os.read(fd, 400).decode(errors="replace").strip() or "another process"
             os.close(fd)
-            raise RunDirectoryError(f"{directory} is in use by {holder}: wait for it to finish, or run in another "
-                                    "directory (hydra.run.dir=...)") from None
+            raise RunDirectoryError(
+                f"{directory} is in use by {holder}: wait for it to finish, or run in another "
+                "directory (hydra.run.dir=...)"
+            ) from None
         if _still_named(fd, path):
             break
         os.close(fd)

@@ -61,8 +61,9 @@ def load_run(directory: Path) -> Run:
     torn middle line of ``metrics.jsonl``, ...) makes the run ``damaged``, named with the file and the problem,
     instead of stopping the comparison."""
     config_path = directory / ".hydra" / "config.yaml"
-    config, problem = _read(config_path, lambda: flatten(OmegaConf.to_container(OmegaConf.load(config_path),
-                                                                                resolve=False)), {})
+    config, problem = _read(
+        config_path, lambda: flatten(OmegaConf.to_container(OmegaConf.load(config_path), resolve=False)), {}
+    )
     history, history_problem = _read(directory / "metrics.jsonl", lambda: read_history(directory), [])
     overrides_path = directory / ".hydra" / "overrides.yaml"
     overrides, overrides_problem = _read(overrides_path, lambda: tuple(map(str, OmegaConf.load(overrides_path))), ())
@@ -72,9 +73,15 @@ def load_run(directory: Path) -> Run:
     if (directory / "summary.json").exists():
         summary, summary_problem = _read(directory / "summary.json", lambda: _object(directory / "summary.json"), {})
         problem = problem or summary_problem
-        metrics.update({key: float(value) for key, value in summary.items()  # the final ones, of any algorithm
-                        if key.startswith(("best_val_", "test/")) and isinstance(value, (int, float))
-                        and not isinstance(value, bool)})
+        metrics.update(
+            {
+                key: float(value)
+                for key, value in summary.items()  # the final ones, of any algorithm
+                if key.startswith(("best_val_", "test/"))
+                and isinstance(value, (int, float))
+                and not isinstance(value, bool)
+            }
+        )
         status = "ok"
     elif (directory / "failed.json").exists():
         failed, failed_problem = _read(directory / "failed.json", lambda: _object(directory / "failed.json"), {})
@@ -113,7 +120,14 @@ def _read(path: Path, parse: Any, empty: Any) -> tuple[Any, str]:
         return empty, ""
     try:
         return parse(), ""
-    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError, RunDirectoryError,
-            OmegaConfBaseException) as err:
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        yaml.YAMLError,
+        RunDirectoryError,
+        OmegaConfBaseException,
+    ) as err:
         detail = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
         return empty, f"{path.name}: {detail}"

@@ -13,8 +13,7 @@ import logging
 import os
 import random
 import warnings
-from collections.abc import Callable
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +46,10 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
         if name == "cpu":
-            say_once("hardware.device=auto: no CUDA device here, so the run goes on the CPU with this preset's "
-                     "batch and loader settings (hardware=cpu is the preset for a CPU)")
+            say_once(
+                "hardware.device=auto: no CUDA device here, so the run goes on the CPU with this preset's "
+                "batch and loader settings (hardware=cpu is the preset for a CPU)"
+            )
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("hardware.device=cuda but no CUDA device is available (use hardware=cpu or device=auto)")
     if name == "cuda":
@@ -87,8 +88,9 @@ def apply_threads(setting: int) -> int:
     threads = cpu_threads(setting)
     if setting > threads and setting not in _LOWERED:
         _LOWERED.add(setting)
-        logging.getLogger(__name__).warning("hardware.threads=%d: this process may use %d cores, so %d threads",
-                                            setting, threads, threads)
+        logging.getLogger(__name__).warning(
+            "hardware.threads=%d: this process may use %d cores, so %d threads", setting, threads, threads
+        )
     torch.set_num_threads(threads)
     return threads
 
@@ -143,12 +145,15 @@ def maybe_compile(step: Step, enabled: bool) -> Step:
     backward AOTAutograd compiles too) when enabled; any failure falls back to eager with a warning."""
     if not enabled:
         return step
-    say_once("optim.compile: the training step is compiled at its first call, which takes a while (about 2 min "
-             "on a 2-core CPU) before the first step; optim.compile=false runs it eagerly")
+    say_once(
+        "optim.compile: the training step is compiled at its first call, which takes a while (about 2 min "
+        "on a 2-core CPU) before the first step; optim.compile=false runs it eagerly"
+    )
     try:
         return torch.compile(step, dynamic=True)
     except Exception as err:  # noqa: BLE001 - any compile failure falls back to eager
-        warnings.warn(f"optim.compile: torch.compile failed ({err}); running in eager mode", RuntimeWarning)
+        message = f"optim.compile: torch.compile failed ({err}); running in eager mode"
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
         return step
 
 

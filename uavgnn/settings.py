@@ -69,25 +69,39 @@ def loading(cfg: Any) -> Loading:
 def split_settings(cfg: Any) -> SplitSettings:
     """The labelled splits of the ``data`` group and the ``task``'s scenes (or ``task=folder``'s files)."""
     data = cfg.data
-    return SplitSettings(scene_distribution(cfg), typed(BuildSettings, data), int(data.n_uav),
-                         {s: int(getattr(data, f"{s}_scenes")) for s in SPLITS},
-                         {s: int(getattr(data, f"{s}_seed")) for s in SPLITS},
-                         str(data.cache_dir), int(data.label_workers), bool(cfg.optim.graph_cache),
-                         getattr(cfg.task, "folder", None))
+    return SplitSettings(
+        scene_distribution(cfg),
+        typed(BuildSettings, data),
+        int(data.n_uav),
+        {s: int(getattr(data, f"{s}_scenes")) for s in SPLITS},
+        {s: int(getattr(data, f"{s}_seed")) for s in SPLITS},
+        str(data.cache_dir),
+        int(data.label_workers),
+        bool(cfg.optim.graph_cache),
+        getattr(cfg.task, "folder", None),
+    )
 
 
 def batch_settings(cfg: Any) -> BatchSettings:
     """What the batches of the labelled splits depend on besides the splits."""
-    return BatchSettings(int(cfg.seed), scene_distribution(cfg), int(cfg.data.k_max), int(cfg.optim.dense_max_nodes),
-                         loading(cfg))
+    return BatchSettings(
+        int(cfg.seed), scene_distribution(cfg), int(cfg.data.k_max), int(cfg.optim.dense_max_nodes), loading(cfg)
+    )
 
 
 def fresh_settings(cfg: Any) -> FreshSettings:
     """What the scenes generated every step are made of (``data.source=generated``)."""
     data = cfg.data
-    return FreshSettings(scene_distribution(cfg), int(cfg.seed), int(data.k_max), int(data.uav_neighbours),
-                         bool(getattr(cfg.model, "relaxation", False)), int(data.n_uav), tuple(data.fresh_sizes),
-                         int(cfg.hardware.max_batch_size))
+    return FreshSettings(
+        scene_distribution(cfg),
+        int(cfg.seed),
+        int(data.k_max),
+        int(data.uav_neighbours),
+        bool(getattr(cfg.model, "relaxation", False)),
+        int(data.n_uav),
+        tuple(data.fresh_sizes),
+        int(cfg.hardware.max_batch_size),
+    )
 
 
 def stage_mix(cfg: Any) -> StageMix | None:
@@ -99,12 +113,16 @@ def controls(cfg: Any, best_of: bool = True) -> Controls:
     """The ``eval`` group's no-model controls; ``best_of=False`` leaves the sampled row out (the training run's
     table)."""
     ev = cfg.eval
-    return Controls(tuple(ev.keeps), tuple(ev.pruners), tuple(ev.milp_budgets), float(ev.milp_time_limit),
-                    int(ev.best_of) if best_of else 0)
+    return Controls(
+        tuple(ev.keeps),
+        tuple(ev.pruners),
+        tuple(ev.milp_budgets),
+        float(ev.milp_time_limit),
+        int(ev.best_of) if best_of else 0,
+    )
 
 
 def transformer(model: Any) -> TransformerGNNConfig:
     """A ``model`` group (or a checkpoint's stored one) of a TransformerGNN; a key saved before it existed takes
     the value the checkpoint ran with (``SAVED_BEFORE``)."""
     return typed(TransformerGNNConfig, model, SAVED_BEFORE)
-

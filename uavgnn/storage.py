@@ -172,10 +172,36 @@ def check_writable(directory: Path) -> None:
 
 # The operating system's own trees: a run or a cache anywhere in them could overwrite what the machine runs on
 # (as root nothing stops it). /dev/shm, the one place under them meant for users' files, is allowed.
-SYSTEM_TREES = ("/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev",
-                "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/include",
-                "/usr/share", "/usr/local/bin", "/usr/local/sbin", "/usr/local/lib", "/usr/local/include",
-                "/usr/local/share", "/usr/local/etc", "/System", "/Library", "/private/etc")
+SYSTEM_TREES = (
+    "/etc",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libexec",
+    "/usr/include",
+    "/usr/share",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/usr/local/lib",
+    "/usr/local/include",
+    "/usr/local/share",
+    "/usr/local/etc",
+    "/System",
+    "/Library",
+    "/private/etc",
+)
 USER_PLACES_IN_SYSTEM_TREES = ("/dev/shm",)
 # Directories that hold the system's and other users' directories: refused themselves and their first level
 # (/var/lib, /run/user, /usr/src), allowed deeper (/var/lib/jenkins/workspace, /usr/src/app, /var/home/alice).
@@ -192,10 +218,16 @@ def system_path_problem(path: Path | str) -> str | None:
         return None
     for tree in SYSTEM_TREES:
         if resolved.is_relative_to(tree):
-            return (f"{resolved} is the system directory {tree}" if resolved == Path(tree)
-                    else f"{resolved} is inside the system directory {tree}")
+            return (
+                f"{resolved} is the system directory {tree}"
+                if resolved == Path(tree)
+                else f"{resolved} is inside the system directory {tree}"
+            )
     for parent in SYSTEM_PARENTS:
         if resolved == Path(parent) or resolved.parent == Path(parent):
-            return f"{resolved} is a system directory (directly in {parent})" if resolved != Path(parent) else \
-                f"{resolved} is a system directory"
+            return (
+                f"{resolved} is a system directory (directly in {parent})"
+                if resolved != Path(parent)
+                else f"{resolved} is a system directory"
+            )
     return None

@@ -3,13 +3,14 @@ that installed packages name in the entry-point group ``uavgnn.algorithms`` (plu
 
 The loop, the modes, validation and ``mode=info`` ask the registry, never an algorithm by name. To add one,
 write ``uavgnn/algorithms/<name>.py`` (a subclass of ``Algorithm`` with its config schema: ``base.py`` says
-what it declares) and ``conf/algorithm/<name>.yaml``; nothing else (ARCHITECTURE.md walks through it). An
+what it declares) and ``conf/algorithm/<name>.yaml``; nothing else (docs/adding-an-algorithm.md walks through it). An
 algorithm outside the package needs no YAML: its schema is the ``algorithm/<name>`` option itself.
 Importing the registry adds the algorithm and model schemas to ``register_configs`` (re-exported here).
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -21,22 +22,38 @@ from typing import Any
 
 import torch
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from torch import nn
 
 from uavgnn.algorithms.base import TAKERS, Algorithm
 from uavgnn.checkpoints import kind
 from uavgnn.config import GROUP_SCHEMAS, Config, register_configs
-from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.envs.uav_env import env_class
+from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.models.agent_stack import MLPConfig
 from uavgnn.models.tcn import TCNConfig
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
+from uavgnn.runtime import say_once
 from uavgnn.validation import validate
 
-__all__ = ["MODEL_SCHEMAS", "DEFAULTS", "algorithms", "algorithm_class", "make_algorithm", "make_model",
-           "register_configs", "default_config", "stored_config", "describe", "produces", "require", "check_config",
-           "which", "making", "listing"]
+__all__ = [
+    "MODEL_SCHEMAS",
+    "DEFAULTS",
+    "algorithms",
+    "algorithm_class",
+    "make_algorithm",
+    "make_model",
+    "register_configs",
+    "default_config",
+    "stored_config",
+    "describe",
+    "produces",
+    "require",
+    "check_config",
+    "which",
+    "making",
+    "listing",
+]
 
 MODEL_SCHEMAS = {"transformer_gnn": TransformerGNNConfig, "mlp": MLPConfig, "tcn": TCNConfig}
 DEFAULTS = {"algorithm": "imitation", "model": ("transformer_gnn", "small")}  # conf/config.yaml's choices
@@ -50,21 +67,32 @@ def algorithms() -> dict[str, type[Algorithm]]:
     """Every algorithm by name, this package's and the plug-ins' (each module imported once, on first use); a
     plug-in that does not load, or takes a name already taken, is a one-line ``ConfigError`` naming its entry
     point."""
-    found = {a.name: a for module in pkgutil.iter_modules([str(Path(__file__).parent)])
-             for a in _declared(importlib.import_module(f"{__name__}.{module.name}"))}
+    found = {
+        a.name: a
+        for module in pkgutil.iter_modules([str(Path(__file__).parent)])
+        for a in _declared(importlib.import_module(f"{__name__}.{module.name}"))
+    }
     for point in entry_points(group=PLUGINS):
         for algorithm in _plugin(point):
             if algorithm.name in found:
-                raise ConfigError(f"{_where(point)}: algorithm {algorithm.name!r} is already "
-                                  f"{found[algorithm.name].__module__}.{found[algorithm.name].__qualname__}")
+                raise ConfigError(
+                    f"{_where(point)}: algorithm {algorithm.name!r} is already "
+                    f"{found[algorithm.name].__module__}.{found[algorithm.name].__qualname__}"
+                )
             found[algorithm.name] = algorithm
     return dict(sorted(found.items()))
 
 
 def _declared(module: ModuleType) -> list[type[Algorithm]]:
     """The algorithms ``module`` defines (not those it imports)."""
-    return [value for value in vars(module).values() if isinstance(value, type) and issubclass(value, Algorithm)
-            and "name" in vars(value) and value.__module__ == module.__name__]
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, Algorithm)
+        and "name" in vars(value)
+        and value.__module__ == module.__name__
+    ]
 
 
 def _plugin(point: EntryPoint) -> list[type[Algorithm]]:
@@ -73,14 +101,17 @@ def _plugin(point: EntryPoint) -> list[type[Algorithm]]:
         loaded = point.load()
     except Exception as err:  # noqa: BLE001 - whatever a plug-in raises on import: one line naming it
         lines = str(err).strip().splitlines()
-        raise ConfigError(f"{_where(point)}: cannot be loaded ({type(err).__name__}: "
-                          f"{lines[0][:200] if lines else 'no message'})") from None
+        raise ConfigError(
+            f"{_where(point)}: cannot be loaded ({type(err).__name__}: {lines[0][:200] if lines else 'no message'})"
+        ) from None
     if isinstance(loaded, ModuleType) and _declared(loaded):
         return _declared(loaded)
     if isinstance(loaded, type) and issubclass(loaded, Algorithm) and "name" in vars(loaded):
         return [loaded]
-    raise ConfigError(f"{_where(point)}: names neither a subclass of uavgnn.algorithms.base.Algorithm with a name "
-                      "nor a module defining one")
+    raise ConfigError(
+        f"{_where(point)}: names neither a subclass of uavgnn.algorithms.base.Algorithm with a name "
+        "nor a module defining one"
+    )
 
 
 def _where(point: EntryPoint) -> str:
@@ -179,9 +210,35 @@ def require(ckpt: dict[str, Any], path: str | Path, product: str, taker: str) ->
     else a one-line ``CheckpointError`` naming the checkpoint's kind and what takes it."""
     name = (ckpt["config"].get("algorithm") or {}).get("name", DEFAULTS["algorithm"])
     if name not in algorithms() or algorithms()[name].produces != product:
-        raise CheckpointError(f"checkpoint {path} ({describe(ckpt['config'])}): {taker}= takes {_a(product)} "
-                              f"({making(product)})")
+        raise CheckpointError(
+            f"checkpoint {path} ({describe(ckpt['config'])}): {taker}= takes {_a(product)} ({making(product)})"
+        )
     return algorithms()[name]
+
+
+SHARED_GROUPS = ("task", "env", "data", "curriculum", "eval")  # read by some algorithms' training runs only
+MODE_GROUPS = ("solve", "profile", "benchmark", "compare")  # read by their mode only
+
+
+def training_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
+    """A training run's config without the groups it never reads: the shared groups its algorithm does not
+    declare (``Algorithm.reads``) and the other modes' groups. Its record, its dashboard config and its
+    checkpoints then say what it trained with; a command-line ``overrides`` entry in a shared group left out is
+    said in one warning (it changes nothing: a sweep over it repeats the same run)."""
+    algorithm = algorithm_class(cfg.algorithm.name)
+    unread = [group for group in SHARED_GROUPS if group not in algorithm.reads]
+    for override in overrides:
+        group = override.lstrip("+~").split("=")[0].split(".")[0]
+        if group in unread:
+            say_once(
+                f"{override}: algorithm={algorithm.name} does not read the {group} group (its training reads "
+                f"{', '.join(algorithm.reads)}): left out"
+            )
+    kept = copy.deepcopy(cfg)  # the schema's types stay (a resolved interpolation is still checked)
+    with open_dict(kept):
+        for group in (*unread, *MODE_GROUPS):
+            del kept[group]
+    return kept
 
 
 def which(test: Callable[[type[Algorithm]], bool]) -> str:
@@ -200,8 +257,10 @@ def listing() -> str:
     """The algorithms as ``uavgnn --help`` lists them, one line each: the name and what it is
     (``Algorithm.summary``), the default marked."""
     width, default = max(map(len, algorithms())), DEFAULTS["algorithm"]
-    return "\n".join(f"  {name:<{width}}  {algorithm.summary()}{'; the default' if name == default else ''}"
-                     for name, algorithm in algorithms().items())
+    return "\n".join(
+        f"  {name:<{width}}  {algorithm.summary()}{'; the default' if name == default else ''}"
+        for name, algorithm in algorithms().items()
+    )
 
 
 # conf/hydra/help/uavgnn.yaml asks these when `uavgnn --help` prints: ${uavgnn.algorithms:}, ${uavgnn.making:...}
@@ -217,10 +276,14 @@ def check_config(cfg: Any) -> None:
         raise ConfigError(f"algorithm={algorithm.name} trains on one scene size: use curriculum=none")
     if cfg.env.get("target"):
         if algorithm.scene_splits:
-            raise ConfigError(f"env.target with algorithm={algorithm.name}: it trains on scenes, not in the "
-                              f"environment; your environment trains {which(lambda a: not a.scene_splits)}")
+            raise ConfigError(
+                f"env.target with algorithm={algorithm.name}: it trains on scenes, not in the "
+                f"environment; your environment trains {which(lambda a: not a.scene_splits)}"
+            )
         env_class(cfg.env.target)  # your environment class imports and is a UAVEnv: before any work
     if cfg.task.get("folder") and not algorithm.scene_splits:
-        raise ConfigError(f"task=folder with algorithm={algorithm.name}: its scenes come from the environment, "
-                          f"which draws its own; your scene files train {which(lambda a: a.scene_splits)}")
+        raise ConfigError(
+            f"task=folder with algorithm={algorithm.name}: its scenes come from the environment, "
+            f"which draws its own; your scene files train {which(lambda a: a.scene_splits)}"
+        )
     algorithm.check(cfg)

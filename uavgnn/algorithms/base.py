@@ -45,10 +45,11 @@ from uavgnn.runtime import autocast
 LossOf = Callable[[nn.Module, Any], torch.Tensor]  # (model, batch) -> a training step's loss
 
 # what an algorithm's checkpoints are -> what takes them (for the errors that refuse them elsewhere)
-TAKERS = {"assignment policy": "mode=eval ckpt=, mode=solve solver=model ckpt= and algorithm.init_from= take it",
-          "environment policy": "mode=eval ckpt=, resume=auto hydra.run.dir=<its run> and algorithm.rollout_policy= "
-                                "take it",
-          "dynamics model": "resume=auto hydra.run.dir=<its run> takes it"}
+TAKERS = {
+    "assignment policy": "mode=eval ckpt=, mode=solve solver=model ckpt= and algorithm.init_from= take it",
+    "environment policy": "mode=eval ckpt=, resume=auto hydra.run.dir=<its run> and algorithm.rollout_policy= take it",
+    "dynamics model": "resume=auto hydra.run.dir=<its run> takes it",
+}
 
 
 @dataclass
@@ -60,10 +61,16 @@ class AlgorithmConfig:
 
 @dataclass(frozen=True)
 class Score:
-    """The validation metric that selects ``best.pt``: its key in the validation results and its direction."""
+    """The validation metric that selects ``best.pt``: its key in the validation results and its direction. As one
+    of ``Compared.final``, also how reports show it: ``label`` (a readable name; default: the key), ``percent``
+    (a fraction shown x 100, "%": gaps and shares) and ``bounds``, the values it can take by definition (as
+    recorded; no interval a report gives leaves them)."""
 
     key: str
     minimize: bool = True
+    label: str = ""
+    percent: bool = False
+    bounds: tuple[float, float] = (-math.inf, math.inf)
 
     @property
     def worst(self) -> float:
@@ -73,12 +80,19 @@ class Score:
         return value < best - tolerance if self.minimize else value > best + tolerance
 
 
+ZERO_UP = (0.0, math.inf)  # Score.bounds: errors, gaps to an optimum, counts, speeds, memory
+SHARE = (0.0, 1.0)  # Score.bounds: a share of a whole (completion)
+UP_TO_ONE = (-math.inf, 1.0)  # Score.bounds: a share of an error removed (1: all of it)
+
+
 @dataclass(frozen=True)
 class Curve:
-    """A key of a run's history (``metrics.jsonl``) drawn over the steps, with its axis label."""
+    """A key of a run's history (``metrics.jsonl``) drawn over the steps, with its axis label; ``percent``: a
+    fraction drawn x 100 (its label says "%")."""
 
     key: str
     label: str
+    percent: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,14 +159,13 @@ class Trained(Protocol):
 class EnvAgents(Trained, Protocol):
     """An environment policy's networks (what ``produces = "environment policy"`` promises): ``act`` for the
     environment's observations (E, N, ...) and its available actions (``available_actions()``; a policy whose
-    actions are all available may take None), sampled with ``generator``, the most likely without; ``play``, the policy as validation,
-    the test phase and ``load_env_policy`` run it; ``acting``, the networks ``play`` reads (all a checkpoint
-    needs to play)."""
+    actions are all available may take None), sampled with ``generator``, the most likely without; ``play``, the
+    policy as validation, the test phase and ``load_env_policy`` run it; ``acting``, the networks ``play`` reads
+    (all a checkpoint needs to play)."""
 
     acting: tuple[str, ...]
 
-    def act(self, obs: torch.Tensor, avail: torch.Tensor | None, generator: torch.Generator | None
-            ) -> torch.Tensor: ...
+    def act(self, obs: torch.Tensor, avail: torch.Tensor | None, generator: torch.Generator | None) -> torch.Tensor: ...
     def play(self, env: Any, generator: torch.Generator | None = None) -> torch.Tensor: ...
 
 
@@ -195,6 +208,8 @@ class Algorithm(ABC):
     compared: ClassVar[Compared]  # what mode=compare shows of its runs
     stages: ClassVar[bool] = False  # trains through curriculum stages of scene sizes
     scene_splits: ClassVar[bool] = False  # trains on the task's scene splits (task=folder applies)
+    # the shared groups a training run of it reads (of SHARED_GROUPS; the others are left out of its config)
+    reads: ClassVar[tuple[str, ...]] = ("task", "env", "data", "curriculum", "eval")
     resume_safe: ClassVar[tuple[str, ...]] = ()  # its keys a resumed run may change (they never change a step)
     restart_hint: ClassVar[str] = "start a new run in another directory (hydra.run.dir=...)"  # {path}: last.pt
     # what measures its speed: mode=benchmark's sections (the scene-assignment pipeline: cache, loader, toggles,
@@ -290,8 +305,10 @@ class Algorithm(ABC):
 
     def prepare(self) -> list[dict[str, Any]]:
         """``mode=rollouts``: build its datasets ahead of training and describe them; most have none to build."""
-        raise ConfigError(f"mode=rollouts builds the datasets of algorithms that simulate them; algorithm={self.name} "
-                          "has none to build ahead")
+        raise ConfigError(
+            f"mode=rollouts builds the datasets of algorithms that simulate them; algorithm={self.name} "
+            "has none to build ahead"
+        )
 
 
 class AlgorithmStep(nn.Module):
@@ -307,8 +324,7 @@ class AlgorithmStep(nn.Module):
         return self.algorithm.training_step(self.model, batch, draws)
 
 
-def write_results(result: Any, out_dir: Path, logger: Any, rows: list[dict[str, Any]],
-                  test: dict[str, float]) -> float:
+def write_results(result: Any, out_dir: Path, logger: Any, rows: list[dict[str, Any]], test: dict[str, float]) -> float:
     """What every test phase ends with: the table and the headline test figures on the dashboard, and
     ``summary.json`` (the best validation score, by its name, the final validation, the test table, the
     run's counts and speed, the run manifest); returns the best validation score."""
@@ -316,9 +332,19 @@ def write_results(result: Any, out_dir: Path, logger: Any, rows: list[dict[str, 
     step = result.state.step
     logger.table("test/methods", rows, step)
     device = next(result.model.parameters()).device
-    write_json(out_dir / "summary.json", {best: result.state.best, "final_val": result.val, "test": rows,
-                                          "steps": step, "params": result.model.num_parameters(), **test,
-                                          **result.perf, "manifest": run_manifest(device)})
+    write_json(
+        out_dir / "summary.json",
+        {
+            best: result.state.best,
+            "final_val": result.val,
+            "test": rows,
+            "steps": step,
+            "params": result.model.num_parameters(),
+            **test,
+            **result.perf,
+            "manifest": run_manifest(device),
+        },
+    )
     logger.summary({f"best/{result.score.key}": result.state.best, **test, **result.perf})
     echo(f"results in {out_dir}")
     return float(result.state.best)

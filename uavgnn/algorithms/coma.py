@@ -69,8 +69,9 @@ class COMASettings:
         return self.state_dim + self.obs_dim + self.n_agents * self.n_actions + self.n_agents
 
 
-def first_layer(layer: nn.Linear, state: torch.Tensor, obs: torch.Tensor, action: torch.Tensor,
-                n_actions: int) -> torch.Tensor:
+def first_layer(
+    layer: nn.Linear, state: torch.Tensor, obs: torch.Tensor, action: torch.Tensor, n_actions: int
+) -> torch.Tensor:
     """(B, T, N, H): the critic's first layer on every agent's input [state, own observation, others' one-hot
     actions (own block zeroed), own one-hot id], without building those inputs: W [s; o_a; u_-a; e_a] = W_s s
     + W_o o_a + sum_{j != a} W_u[j, u_j] + W_id[a]. The state block runs once per step instead of once per
@@ -120,8 +121,9 @@ class COMAAgents(nn.Module):
         """The policy as an environment policy (``uavgnn.envs.policies.Policy``)."""
         return self.act(env.observe(), env.available_actions(), generator)
 
-    def q_values(self, state: torch.Tensor, obs: torch.Tensor, action: torch.Tensor,
-                 critic: nn.Module | None = None) -> torch.Tensor:
+    def q_values(
+        self, state: torch.Tensor, obs: torch.Tensor, action: torch.Tensor, critic: nn.Module | None = None
+    ) -> torch.Tensor:
         """(B, T, N, A): Q of every action of every agent, the others' actions as taken (one batched call)."""
         critic = self.critic if critic is None else critic
         return critic[1:](first_layer(critic[0], state, obs, action, self.s.n_actions))
@@ -144,8 +146,9 @@ def critic_targets(agents: COMAAgents, ep: Episodes) -> torch.Tensor:
     return td_lambda_targets(ep.reward, ep.done, next_q, s.gamma, s.td_lambda)
 
 
-def coma_loss(agents: COMAAgents, ep: Episodes, returns: torch.Tensor | None = None
-              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def coma_loss(
+    agents: COMAAgents, ep: Episodes, returns: torch.Tensor | None = None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """(actor + critic loss, stats) of a batch of episodes, against the critic's ``returns`` (``critic_targets``
     of the batch, computed here when not given)."""
     s, n = agents.s, ep.action.shape[-1]
@@ -164,8 +167,14 @@ def coma_loss(agents: COMAAgents, ep: Episodes, returns: torch.Tensor | None = N
     with torch.no_grad():  # the statistics in one reduction
         means = (torch.stack([critic, actor, advantage, advantage.pow(2), entropy, q_taken]) * weight).sum((1, 2, 3))
     critic_loss, actor_loss, mean, square, entropy_mean, q_mean = means.unbind()
-    stats = {"critic_loss": critic_loss, "actor_loss": actor_loss, "advantage_mean": mean,
-             "advantage_std": square.sqrt(), "entropy": entropy_mean, "q": q_mean}
+    stats = {
+        "critic_loss": critic_loss,
+        "actor_loss": actor_loss,
+        "advantage_mean": mean,
+        "advantage_std": square.sqrt(),
+        "entropy": entropy_mean,
+        "q": q_mean,
+    }
     return ((critic + actor) * weight).sum(), stats
 
 
@@ -226,8 +235,10 @@ class COMA(EnvPolicy):
     def check(cls, cfg: Any) -> None:
         super().check(cfg)
         if cfg.env.action not in ("discrete", "goto"):
-            raise ConfigError(f"algorithm=coma chooses discrete actions: env.action={cfg.env.action!r} must be "
-                              "discrete (env=discrete: headings) or goto (env=goto: targets)")
+            raise ConfigError(
+                f"algorithm=coma chooses discrete actions: env.action={cfg.env.action!r} must be "
+                "discrete (env=discrete: headings) or goto (env=goto: targets)"
+            )
         if not cls.is_mlp(cfg):
             raise ConfigError(f"algorithm=coma with model={cfg.model.name}: its shared actor is model=mlp")
         if cfg.hardware.batch_size == "auto":
@@ -236,17 +247,30 @@ class COMA(EnvPolicy):
     @classmethod
     def build_model(cls, cfg: Any) -> COMAAgents:
         env, dist, alg = env_settings(cfg), scene_distribution(cfg), cfg.algorithm
-        return COMAAgents(COMASettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
-                                       cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
-                                       alg.gamma, alg.td_lambda, alg.entropy_coef))
+        return COMAAgents(
+            COMASettings(
+                env.n_uav,
+                env.obs_dim(),
+                env.state_dim(dist),
+                env.action_dim(),
+                cfg.model.hidden,
+                cfg.model.layers,
+                alg.critic_hidden,
+                alg.critic_layers,
+                alg.gamma,
+                alg.td_lambda,
+                alg.entropy_coef,
+            )
+        )
 
     def __init__(self, cfg: Any, device: torch.device) -> None:
         super().__init__(cfg, device)
         self.updates = 0
 
     def workload(self, model: nn.Module) -> TargetedWorkload:
-        return TargetedWorkload(self.env_run(), model, self.device, self.cfg.hardware.batch_size,
-                                self.cfg.algorithm.minibatches)
+        return TargetedWorkload(
+            self.env_run(), model, self.device, self.cfg.hardware.batch_size, self.cfg.algorithm.minibatches
+        )
 
     def cadence(self) -> Cadence:
         return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)
@@ -258,8 +282,10 @@ class COMA(EnvPolicy):
     def networks(self, model: nn.Module) -> list[Network]:
         agents = unwrap(model)
         alg = self.cfg.algorithm
-        return [Network("critic", list(agents.critic.parameters()), 1.0, alg.critic_grad_clip),
-                Network("actor", list(agents.actor.parameters()), alg.actor_lr_scale, alg.actor_grad_clip)]
+        return [
+            Network("critic", list(agents.critic.parameters()), 1.0, alg.critic_grad_clip),
+            Network("actor", list(agents.actor.parameters()), alg.actor_lr_scale, alg.actor_grad_clip),
+        ]
 
     def after_step(self, model: nn.Module, applied: torch.Tensor) -> None:
         """The target critic copies the critic every ``target_update_every`` updates (a skipped one counts)."""
@@ -274,8 +300,11 @@ class COMA(EnvPolicy):
         settings = EnvSettings(n_uav=4, action="discrete")
         env = UAVEnv(settings, dist, 8, device, seed=0)
         obs, state = env.reset()
-        agents = COMAAgents(COMASettings(4, settings.obs_dim(), settings.state_dim(dist), settings.action_dim(), 32, 2,
-                                         32, 2, 0.99, 0.8, 0.001)).to(device)
+        agents = COMAAgents(
+            COMASettings(
+                4, settings.obs_dim(), settings.state_dim(dist), settings.action_dim(), 32, 2, 32, 2, 0.99, 0.8, 0.001
+            )
+        ).to(device)
         rows = []
         for _ in range(3):
             avail = env.available_actions()

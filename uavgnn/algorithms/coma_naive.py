@@ -28,7 +28,7 @@ def naive_loss(agents: COMAAgents, ep: Episodes) -> tuple[torch.Tensor, dict[str
         agent_id[..., a] = 1.0
         inputs = torch.cat([ep.state, ep.obs[:, :, a], others.flatten(-2), agent_id], -1)
         q = agents.critic(inputs)  # (B, T, A)
-        taken = ep.action[..., a:a + 1]
+        taken = ep.action[..., a : a + 1]
         q_taken = q.gather(-1, taken).squeeze(-1)
         with torch.no_grad():
             target = agents.target_critic(inputs).gather(-1, taken).squeeze(-1)  # (B, T)
@@ -37,8 +37,7 @@ def naive_loss(agents: COMAAgents, ep: Episodes) -> tuple[torch.Tensor, dict[str
             for t in reversed(range(steps)):
                 live = 1 - ep.done[:, t]
                 next_q = target[:, t + 1] if t + 1 < steps else torch.zeros_like(following)
-                following = ep.reward[:, t, a] + s.gamma * live * (
-                    (1 - s.td_lambda) * next_q + s.td_lambda * following)
+                following = ep.reward[:, t, a] + s.gamma * live * ((1 - s.td_lambda) * next_q + s.td_lambda * following)
                 returns[:, t] = following
         critic_sum = critic_sum + ((q_taken - returns).pow(2) * ep.mask).sum()
 

@@ -31,8 +31,19 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from uavgnn.algorithms import making
-from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Compared, Curve, Score, StepOutput, write_results
-from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY, load_env_policy
+from uavgnn.algorithms.base import (
+    UP_TO_ONE,
+    ZERO_UP,
+    Algorithm,
+    AlgorithmConfig,
+    Compared,
+    Curve,
+    Score,
+    StepOutput,
+    write_results,
+)
+from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
+from uavgnn.algorithms.env_policy import load_env_policy
 from uavgnn.console import echo
 from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions, plot_steps_ahead, scoring_methods
 from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_loss
@@ -69,11 +80,14 @@ def rollout_source(cfg: Any) -> RolloutSource:
     environment, its scenes and its cache."""
     alg, data = cfg.algorithm, cfg.data
     common = {"steps": alg.rollout_steps, "noise": alg.noise, "velocity_noise": alg.velocity_noise}
-    specs = {"train": RolloutSpec("train", alg.train_envs, seed=data.train_seed, **common),
-             "val": RolloutSpec("val", alg.eval_envs, seed=data.val_seed, **common),
-             "test": RolloutSpec("test", alg.eval_envs, seed=data.test_seed, **common),
-             "test_ood": RolloutSpec("test_ood", alg.eval_envs, seed=data.test_seed + 1,
-                                     disturbance_scale=alg.ood_scale, **common)}
+    specs = {
+        "train": RolloutSpec("train", alg.train_envs, seed=data.train_seed, **common),
+        "val": RolloutSpec("val", alg.eval_envs, seed=data.val_seed, **common),
+        "test": RolloutSpec("test", alg.eval_envs, seed=data.test_seed, **common),
+        "test_ood": RolloutSpec(
+            "test_ood", alg.eval_envs, seed=data.test_seed + 1, disturbance_scale=alg.ood_scale, **common
+        ),
+    }
     return RolloutSource(env_settings(cfg), scene_distribution(cfg), specs, data.cache_dir)
 
 
@@ -85,52 +99,86 @@ class Dynamics(Algorithm):
     config = DynamicsConfig
     produces = "dynamics model"
     score = Score("val/k_step_rmse")
+    reads = ("task", "env", "data")
     # the TCN's k-step error in and out of the training disturbances, and the share of constant velocity's it removes
-    compared = Compared((Score("best_val_k_step_rmse"), Score("test/test/k_step_rmse"),
-                         Score("test/test_ood/k_step_rmse"), Score("test/test/vs_constant_velocity", minimize=False),
-                         Score("test/test/disturbance_rmse"), Score("samples_per_s", minimize=False),
-                         Score("peak_mem_mb")),
-                        ("best_val_k_step_rmse", "test/test/k_step_rmse", "test/test_ood/k_step_rmse",
-                         "test/test/vs_constant_velocity"),
-                        Curve("val/k_step_rmse", "val k-step RMSE"), Curve("perf/samples_per_s", "samples/s"))
+    compared = Compared(
+        (
+            Score("best_val_k_step_rmse", label="best val. k-step RMSE", bounds=ZERO_UP),
+            Score("test/test/k_step_rmse", label="test k-step RMSE", bounds=ZERO_UP),
+            Score("test/test_ood/k_step_rmse", label="test k-step RMSE, other disturbances", bounds=ZERO_UP),
+            Score(
+                "test/test/vs_constant_velocity",
+                minimize=False,
+                label="test error removed vs constant velocity",
+                percent=True,
+                bounds=UP_TO_ONE,
+            ),
+            Score("test/test/disturbance_rmse", label="test disturbance RMSE", bounds=ZERO_UP),
+            Score("samples_per_s", minimize=False, label="samples/s", bounds=ZERO_UP),
+            Score("peak_mem_mb", label="peak memory (MB)", bounds=ZERO_UP),
+        ),
+        (
+            "best_val_k_step_rmse",
+            "test/test/k_step_rmse",
+            "test/test_ood/k_step_rmse",
+            "test/test/vs_constant_velocity",
+        ),
+        Curve("val/k_step_rmse", "val k-step RMSE"),
+        Curve("perf/samples_per_s", "samples/s"),
+    )
 
     @classmethod
     def check(cls, cfg: Any) -> None:
         """The window arithmetic, the rollouts it reads, a model with a width and a depth (not the MLP)."""
         alg = cfg.algorithm
         if OmegaConf.get_type(cfg.model) is MLPConfig:
-            raise ConfigError("model=mlp with algorithm=dynamics: use model=tcn (or a size, tiny..large, for its width "
-                              "and depth)")
+            raise ConfigError(
+                "model=mlp with algorithm=dynamics: use model=tcn (or a size, tiny..large, for its width and depth)"
+            )
         if alg.burn_in >= alg.window - 1:
-            raise ConfigError(f"algorithm.burn_in={alg.burn_in} must be below algorithm.window - 1 = {alg.window - 1} "
-                              "(rows left to score)")
+            raise ConfigError(
+                f"algorithm.burn_in={alg.burn_in} must be below algorithm.window - 1 = {alg.window - 1} "
+                "(rows left to score)"
+            )
         if alg.window + alg.predict_steps > alg.rollout_steps + 1:
-            raise ConfigError(f"algorithm.window + algorithm.predict_steps = {alg.window + alg.predict_steps} rows do "
-                              f"not fit in algorithm.rollout_steps + 1 = {alg.rollout_steps + 1}")
+            raise ConfigError(
+                f"algorithm.window + algorithm.predict_steps = {alg.window + alg.predict_steps} rows do "
+                f"not fit in algorithm.rollout_steps + 1 = {alg.rollout_steps + 1}"
+            )
         if alg.rollout_policy not in ("scripted", "random") and not Path(alg.rollout_policy).is_file():
-            raise ConfigError(f"algorithm.rollout_policy={alg.rollout_policy!r} is not scripted, random or an "
-                              f"environment policy's checkpoint file ({making(ENV_POLICY)})")
+            raise ConfigError(
+                f"algorithm.rollout_policy={alg.rollout_policy!r} is not scripted, random or an "
+                f"environment policy's checkpoint file ({making(ENV_POLICY)})"
+            )
         if cfg.task.positions == "mixed":
-            raise ConfigError("task=mixed with algorithm=dynamics: the environment has one scene size and square for "
-                              "all its envs; use task=uniform or task=clustered")
+            raise ConfigError(
+                "task=mixed with algorithm=dynamics: the environment has one scene size and square for "
+                "all its envs; use task=uniform or task=clustered"
+            )
 
     @classmethod
     def build_model(cls, cfg: Any) -> TCN:
-        return TCN(N_FEATURES, output_size(cfg.algorithm.predict_steps), cfg.model.hidden, cfg.model.layers,
-                   cfg.model.dropout)
+        return TCN(
+            N_FEATURES, output_size(cfg.algorithm.predict_steps), cfg.model.hidden, cfg.model.layers, cfg.model.dropout
+        )
 
     def __init__(self, cfg: Any, device: torch.device) -> None:
         super().__init__(cfg, device)
         alg = cfg.algorithm
         self.source = rollout_source(cfg)
         settings = self.source.settings
-        self.units, self.window, self.k = Units.of(settings, self.source.dist.side(settings.n_uav)), alg.window, alg.predict_steps
+        self.units, self.window, self.k = (
+            Units.of(settings, self.source.dist.side(settings.n_uav)),
+            alg.window,
+            alg.predict_steps,
+        )
         self.burn_in, self.lambda_physics = alg.burn_in, alg.lambda_physics
 
     def workload(self, model: nn.Module) -> TrajectoryWorkload:
         windows = WindowSettings(self.window, self.burn_in, self.k)
-        return TrajectoryWorkload(self.source, windows, self.cfg.seed, loading(self.cfg), self.device,
-                                  self.rollout_policy())
+        return TrajectoryWorkload(
+            self.source, windows, self.cfg.seed, loading(self.cfg), self.device, self.rollout_policy()
+        )
 
     def rollout_policy(self) -> tuple[Policy, str]:
         """Who flies the rollouts, and what identifies it in their cache key: ``scripted``, ``random`` or an
@@ -140,10 +188,12 @@ class Dynamics(Algorithm):
             return {"scripted": scripted_planner, "random": random_policy}[name], name
         policy, config = load_env_policy(name, "algorithm.rollout_policy")
         if config.env.n_uav != settings.n_uav or config.env.action != settings.action:
-            raise CheckpointError(f"algorithm.rollout_policy={name}: needs an environment policy for "
-                                  f"{settings.n_uav} UAVs with {settings.action} actions, got algorithm="
-                                  f"{config.algorithm.name} with env.n_uav={config.env.n_uav}, "
-                                  f"env.action={config.env.action}")
+            raise CheckpointError(
+                f"algorithm.rollout_policy={name}: needs an environment policy for "
+                f"{settings.n_uav} UAVs with {settings.action} actions, got algorithm="
+                f"{config.algorithm.name} with env.n_uav={config.env.n_uav}, "
+                f"env.action={config.env.action}"
+            )
         return policy, hashlib.sha256(Path(name).read_bytes()).hexdigest()
 
     def training_step(self, model: nn.Module, batch: WindowBatch, draws: None) -> StepOutput:
@@ -154,9 +204,11 @@ class Dynamics(Algorithm):
         velocity = F.mse_loss(est.velocity.float(), batch.vel_obs[:, b:w].float())
         physics = physics_loss(est, batch, self.units, b)
         data = position + velocity
-        return StepOutput(data + self.lambda_physics * physics,
-                          {"data_loss": data.detach(), "physics_loss": physics.detach()},
-                          torch.tensor(float(len(batch) * (w - b)), device=batch.x.device))
+        return StepOutput(
+            data + self.lambda_physics * physics,
+            {"data_loss": data.detach(), "physics_loss": physics.detach()},
+            torch.tensor(float(len(batch) * (w - b)), device=batch.x.device),
+        )
 
     def test(self, result: Any, out_dir: Path, logger: Any) -> float:
         """The best TCN against the model-based baselines (a Kalman filter with the disturbance in its state,
@@ -166,14 +218,24 @@ class Dynamics(Algorithm):
         methods = scoring_methods(result.model, work)  # the filters calibrated once, for the table and picture
         rows = compare_on_test(result.model, work, methods)
         steps = [key for key in rows[0] if key.startswith("step_")]
-        echo(f"\nTest rollouts ({alg.rollout_policy} policy; test_ood: wind and drag x{alg.ood_scale})\n"
-             + format_table(rows, [key for key in rows[0] if key not in steps])
-             + "\n\nPosition error by steps ahead\n" + format_table(rows, ["split", "method", *steps]))
-        logger.log_image("test/predictions", plot_predictions(result.model, work, methods, "test_ood",
-                                                              out_dir / "predictions.png"), result.state.step)
+        echo(
+            f"\nTest rollouts ({alg.rollout_policy} policy; test_ood: wind and drag x{alg.ood_scale})\n"
+            + format_table(rows, [key for key in rows[0] if key not in steps])
+            + "\n\nPosition error by steps ahead\n"
+            + format_table(rows, ["split", "method", *steps])
+        )
+        logger.log_image(
+            "test/predictions",
+            plot_predictions(result.model, work, methods, "test_ood", out_dir / "predictions.png"),
+            result.state.step,
+        )
         logger.log_image("test/steps_ahead", plot_steps_ahead(rows, out_dir / "steps_ahead.png"), result.state.step)
-        test = {f"test/{row['split']}/{'' if row['method'] == 'tcn' else row['method'] + '/'}{key}": value
-                for row in rows for key, value in row.items() if isinstance(value, float)}
+        test = {
+            f"test/{row['split']}/{'' if row['method'] == 'tcn' else row['method'] + '/'}{key}": value
+            for row in rows
+            for key, value in row.items()
+            if isinstance(value, float)
+        }
         return write_results(result, out_dir, logger, rows, test)
 
     def prepare(self) -> list[dict[str, Any]]:
@@ -184,11 +246,19 @@ class Dynamics(Algorithm):
         for split in SPLITS:
             payload = load_rollouts(self.source, split, *policy)
             episode = payload["episode"]
-            rows.append({"split": split, "sequences": episode.shape[0], "rows": episode.shape[1],
-                         "episodes": int((episode[:, -1] + 1).sum()) // cfg.env.n_uav,
-                         "windows": len(window_starts(episode, alg.window + alg.predict_steps)),
-                         "disturbance_rms": float(payload["disturbance"].norm(dim=-1).pow(2).mean().sqrt()),
-                         "speed_mean": float(payload["vel"].norm(dim=-1).mean())})
-        echo(f"rollouts of the {alg.rollout_policy} policy ({cfg.env.n_uav} UAVs, env={cfg.env.name}) in "
-             f"{cfg.data.cache_dir}\n" + format_table(rows))
+            rows.append(
+                {
+                    "split": split,
+                    "sequences": episode.shape[0],
+                    "rows": episode.shape[1],
+                    "episodes": int((episode[:, -1] + 1).sum()) // cfg.env.n_uav,
+                    "windows": len(window_starts(episode, alg.window + alg.predict_steps)),
+                    "disturbance_rms": float(payload["disturbance"].norm(dim=-1).pow(2).mean().sqrt()),
+                    "speed_mean": float(payload["vel"].norm(dim=-1).mean()),
+                }
+            )
+        echo(
+            f"rollouts of the {alg.rollout_policy} policy ({cfg.env.n_uav} UAVs, env={cfg.env.name}) in "
+            f"{cfg.data.cache_dir}\n" + format_table(rows)
+        )
         return rows

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from uavgnn.algorithms import describe, require, stored_config
-from uavgnn.algorithms.base import Algorithm, Compared, Curve, Score, write_results
+from uavgnn.algorithms.base import SHARE, ZERO_UP, Algorithm, Compared, Curve, Score, write_results
 from uavgnn.checkpoints import load_checkpoint, load_weights
 from uavgnn.console import echo
 from uavgnn.envs.evaluation import TEST_SEED, compare_policies
@@ -42,17 +42,29 @@ class EnvPolicy(Algorithm):
 
     produces = PRODUCT
     score = Score("val/planner_gap")
-    compared = Compared((Score("best_val_planner_gap"), Score("test/of_planner", minimize=False),
-                         Score("test/return", minimize=False), Score("test/completion_rate", minimize=False),
-                         Score("test/collisions"), Score("env_steps_per_s", minimize=False), Score("peak_mem_mb")),
-                        ("best_val_planner_gap", "test/of_planner", "test/return", "test/completion_rate"),
-                        Curve("val/return", "val return"), Curve("perf/env_steps_per_s", "env steps/s"))
+    reads = ("task", "env")
+    compared = Compared(
+        (
+            Score("best_val_planner_gap", label="best val. gap to the planner", percent=True),
+            Score("test/of_planner", minimize=False, label="test return / planner's", percent=True),
+            Score("test/return", minimize=False, label="test return"),
+            Score("test/completion_rate", minimize=False, label="test completion", percent=True, bounds=SHARE),
+            Score("test/collisions", label="test collisions (UAV-steps)", bounds=ZERO_UP),
+            Score("env_steps_per_s", minimize=False, label="env steps/s", bounds=ZERO_UP),
+            Score("peak_mem_mb", label="peak memory (MB)", bounds=ZERO_UP),
+        ),
+        ("best_val_planner_gap", "test/of_planner", "test/return", "test/completion_rate"),
+        Curve("val/return", "val return"),
+        Curve("perf/env_steps_per_s", "env steps/s"),
+    )
 
     @classmethod
     def check(cls, cfg: Any) -> None:
         if cfg.task.positions == "mixed":
-            raise ConfigError(f"task=mixed with algorithm={cls.name}: the environment has one scene size and square "
-                              "for all its envs; use task=uniform or task=clustered")
+            raise ConfigError(
+                f"task=mixed with algorithm={cls.name}: the environment has one scene size and square "
+                "for all its envs; use task=uniform or task=clustered"
+            )
 
     def env_run(self) -> EnvRun:
         """What its workload reads of the run (the ``env``, ``task`` and ``hardware`` groups)."""
@@ -68,14 +80,18 @@ class EnvPolicy(Algorithm):
         cfg, agents = self.cfg, result.model
         settings, dist = env_settings(cfg), scene_distribution(cfg)
         rows, scores = compare_policies({self.name: agents.play}, settings, dist, cfg.env.val_episodes, self.device)
-        echo(f"\nTest episodes: {count(cfg.env.val_episodes, 'episode')} of {count(settings.n_uav, 'UAV')}, "
-             f"{settings.horizon} steps ({cfg.task.positions})\n" + format_table(rows))
+        echo(
+            f"\nTest episodes: {count(cfg.env.val_episodes, 'episode')} of {count(settings.n_uav, 'UAV')}, "
+            f"{settings.horizon} steps ({cfg.task.positions})\n" + format_table(rows)
+        )
         step = result.state.step
-        logger.log_image("test/trajectories", plot_episodes(scores, settings.service_radius,
-                                                            out_dir / "trajectories.png"), step)
+        logger.log_image(
+            "test/trajectories", plot_episodes(scores, settings.service_radius, out_dir / "trajectories.png"), step
+        )
         episode_gif(scores[self.name], settings.service_radius, out_dir / "episode.gif")
-        logger.log_image("train/learning_curve", plot_learning_curve(read_history(out_dir),
-                                                                     out_dir / "learning_curve.png"), step)
+        logger.log_image(
+            "train/learning_curve", plot_learning_curve(read_history(out_dir), out_dir / "learning_curve.png"), step
+        )
         test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}
         return write_results(result, out_dir, logger, rows, test)
 
@@ -101,8 +117,9 @@ def acting_part(agents: nn.Module, state: dict[str, Any]) -> tuple[nn.Module, di
     return part, {key: value for key, value in state.items() if key.split(".")[0] in agents.acting}
 
 
-def compare_checkpoints(paths: list[str], episodes: int, horizon: int, device: torch.device,
-                        seed: int = TEST_SEED, n_uav: int | None = None) -> list[dict[str, Any]]:
+def compare_checkpoints(
+    paths: list[str], episodes: int, horizon: int, device: torch.device, seed: int = TEST_SEED, n_uav: int | None = None
+) -> list[dict[str, Any]]:
     """Environment policies, whatever their action mode, on the same scenes and horizon: each mode's
     checkpoints next to the scripted planner, nearest targets and random actions in that mode
     (``of_planner``: the share of that mode's planner). The checkpoints must share the UAV count and scenes;
@@ -113,19 +130,25 @@ def compare_checkpoints(paths: list[str], episodes: int, horizon: int, device: t
         policy, config = load_env_policy(path, "compare_checkpoints")
         trained = env_settings(config)
         if n_uav not in (None, trained.n_uav) and EnvPolicy.is_mlp(config):
-            raise CheckpointError(f"{path}: model=mlp flies the {trained.n_uav} UAVs it was trained for (its "
-                                  f"networks are per agent or take agent ids), not {n_uav}")
+            raise CheckpointError(
+                f"{path}: model=mlp flies the {trained.n_uav} UAVs it was trained for (its "
+                f"networks are per agent or take agent ids), not {n_uav}"
+            )
         settings = dataclasses.replace(trained, horizon=horizon, n_uav=n_uav or trained.n_uav)
         dist = scene_distribution(config)
         first = first or (path, settings.n_uav, dist)
         if (settings.n_uav, dist) != first[1:]:
-            raise CheckpointError(f"{path}: trained on {settings.n_uav} UAVs of {dist}; {first[0]} on "
-                                  f"{first[1]} UAVs of {first[2]}: not the same episodes")
+            raise CheckpointError(
+                f"{path}: trained on {settings.n_uav} UAVs of {dist}; {first[0]} on "
+                f"{first[1]} UAVs of {first[2]}: not the same episodes"
+            )
         label = f"{config.algorithm.name} seed {config.seed} ({Path(path).parent.name})"
         by_mode.setdefault(settings.action, (settings, dist, {}))[2][label] = policy
     rows = []
     for mode, (settings, dist, policies) in by_mode.items():
         mode_rows, _ = compare_policies(policies, settings, dist, episodes, device, seed)
-        rows += [{"method": row["method"], "actions": mode, **{k: v for k, v in row.items() if k != "method"}}
-                 for row in mode_rows]
+        rows += [
+            {"method": row["method"], "actions": mode, **{k: v for k, v in row.items() if k != "method"}}
+            for row in mode_rows
+        ]
     return rows

@@ -40,7 +40,7 @@ from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.errors import ConfigError
 from uavgnn.models.agent_stack import MLPConfig, mlp_net
-from uavgnn.models.graph_actor import GraphActor
+from uavgnn.models.graph_actor import GraphActor, GraphCritic
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.runtime import unwrap
@@ -61,6 +61,7 @@ class MAPPOSettings:
     critic_layers: int
     value_norm_decay: float  # 0: no value normalisation
     graph_actor: tuple[int, int, int, int] | None = None  # (obs_targets, obs_uavs, heads, ffn_mult): shared GNN actor
+    graph_critic: bool = False  # V_i over UAV i's observation graph and the swarm's mean (``GraphCritic``)
 
 
 @dataclass
@@ -89,7 +90,11 @@ class MAPPOAgents(nn.Module):
             self.actor = GraphActor(kt, ku, outputs, s.hidden, heads, s.layers, ffn_mult)
         # the Gaussian's log-std per action dimension; none for categorical actions (DDP wants every parameter used)
         self.log_std = nn.Parameter(torch.zeros(s.n_actions)) if s.continuous else None
-        self.critic = mlp_net(s.state_dim + s.obs_dim + s.n_agents, s.critic_hidden, s.critic_layers, 1)
+        if s.graph_critic:
+            kt, ku, heads, ffn_mult = s.graph_actor
+            self.critic: nn.Module = GraphCritic(kt, ku, s.critic_hidden, heads, s.critic_layers, ffn_mult)
+        else:
+            self.critic = mlp_net(s.state_dim + s.obs_dim + s.n_agents, s.critic_hidden, s.critic_layers, 1)
         self.register_buffer("return_moments", torch.zeros(3))  # weight, mean, mean of squares (debiased by weight)
 
     def num_parameters(self) -> int:
@@ -107,13 +112,13 @@ class MAPPOAgents(nn.Module):
         out = self.actor(obs) if self.s.graph_actor else self.actor(torch.cat([obs, self._ids(obs)], -1))
         return out if self.s.continuous else out.masked_fill(~avail, float("-inf"))
 
-    def log_prob(self, obs: torch.Tensor, avail: torch.Tensor, action: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_prob(
+        self, obs: torch.Tensor, avail: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(log pi(action | obs), entropy of pi(. | obs)), each (..., N)."""
         return self.scored(self.head(obs, avail), avail, action)
 
-    def scored(self, out: torch.Tensor, avail: torch.Tensor, action: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def scored(self, out: torch.Tensor, avail: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``log_prob`` from the actor's ``head`` output."""
         if self.s.continuous:
             log_std = self.log_std.expand_as(out)
@@ -125,8 +130,9 @@ class MAPPOAgents(nn.Module):
         return logp.gather(-1, action[..., None]).squeeze(-1), entropy
 
     @torch.no_grad()
-    def sample(self, obs: torch.Tensor, avail: torch.Tensor, generator: torch.Generator
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(
+        self, obs: torch.Tensor, avail: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(E, N[, A]) an action drawn from the policy (u for continuous actions) and its log-probability."""
         out = self.head(obs, avail)
         if self.s.continuous:
@@ -154,7 +160,10 @@ class MAPPOAgents(nn.Module):
         return self.act(env.observe(), env.available_actions(), generator)
 
     def value(self, state: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
-        """(..., N) normalised values of every agent from the state (..., state_dim) and obs (..., N, obs_dim)."""
+        """(..., N) normalised values of every agent from the state (..., state_dim) and obs (..., N, obs_dim)
+        (a graph critic reads the observations alone)."""
+        if self.s.graph_critic:
+            return self.critic(obs)
         inputs = torch.cat([state[..., None, :].expand(*obs.shape[:-1], state.shape[-1]), obs, self._ids(obs)], -1)
         return self.critic(inputs).squeeze(-1)
 
@@ -178,8 +187,9 @@ class MAPPOAgents(nn.Module):
         self.return_moments.mul_(decay).add_((1 - decay) * batch)
 
 
-def gae(reward: torch.Tensor, done: torch.Tensor, value: torch.Tensor, gamma: float, lam: float
-        ) -> tuple[torch.Tensor, torch.Tensor]:
+def gae(
+    reward: torch.Tensor, done: torch.Tensor, value: torch.Tensor, gamma: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(advantages, lambda-returns), each (B, T, N), of episodes' rewards (B, T, N), ends (B, T) and values
     (B, T, N): GAE's sum of discounted TD errors is the lambda-return minus the value, and the lambda-returns
     come for every step at once (``td_lambda_targets``). No bootstrap past the last step: episodes end there."""
@@ -188,8 +198,9 @@ def gae(reward: torch.Tensor, done: torch.Tensor, value: torch.Tensor, gamma: fl
     return returns - value, returns
 
 
-def mappo_loss(agents: MAPPOAgents, batch: Rollouts, clip: float, entropy_coef: float
-               ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def mappo_loss(
+    agents: MAPPOAgents, batch: Rollouts, clip: float, entropy_coef: float
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """(actor + critic loss, stats) of a minibatch of rollouts."""
     weight = batch.mask[..., None].expand_as(batch.logp)
     count = weight.sum().clamp(min=1.0)
@@ -205,11 +216,14 @@ def mappo_loss(agents: MAPPOAgents, batch: Rollouts, clip: float, entropy_coef: 
     value = agents.value(batch.state, batch.obs)
     critic_loss = ((value - (batch.returns - return_mean) / return_std).pow(2) * weight).sum() / count
     with torch.no_grad():
-        stats = {"actor_loss": actor_loss.detach(), "critic_loss": critic_loss.detach(),
-                 "entropy": (entropy * weight).sum() / count,
-                 "approx_kl": ((ratio - 1 - log_ratio) * weight).sum() / count,
-                 "clip_fraction": (((ratio - 1).abs() > clip) * weight).sum() / count,
-                 "value": (batch.value * weight).sum() / count}
+        stats = {
+            "actor_loss": actor_loss.detach(),
+            "critic_loss": critic_loss.detach(),
+            "entropy": (entropy * weight).sum() / count,
+            "approx_kl": ((ratio - 1 - log_ratio) * weight).sum() / count,
+            "clip_fraction": (((ratio - 1).abs() > clip) * weight).sum() / count,
+            "value": (batch.value * weight).sum() / count,
+        }
     return actor_loss + critic_loss, stats
 
 
@@ -218,13 +232,22 @@ class MAPPOWorkload(EpisodeWorkload):
 
     episodes_type = Rollouts
 
-    def __init__(self, run: EnvRun, model: nn.Module, device: torch.device, batch_size: int, minibatches: int,
-                 gamma: float, gae_lambda: float) -> None:
+    def __init__(
+        self,
+        run: EnvRun,
+        model: nn.Module,
+        device: torch.device,
+        batch_size: int,
+        minibatches: int,
+        gamma: float,
+        gae_lambda: float,
+    ) -> None:
         super().__init__(run, model, device, batch_size, minibatches)
         self.gamma, self.gae_lambda = gamma, gae_lambda
 
-    def act(self, obs: torch.Tensor, state: torch.Tensor, avail: torch.Tensor
-            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def act(
+        self, obs: torch.Tensor, state: torch.Tensor, avail: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         agents = unwrap(self.model)
         action, logp = agents.sample(obs, avail, self.env.generator)
         return agents.to_env(action), {"action": action, "logp": logp, "value": agents.value(state, obs)}
@@ -248,8 +271,11 @@ class MAPPOConfig(AlgorithmConfig):
     entropy_coef: float = ranged(0.01, NON_NEGATIVE)  # entropy bonus
     value_norm_decay: float = ranged(0.99, Range(0, 1, high_open=True))  # value normaliser's moving average (0: off)
     actor_lr_scale: float = ranged(1.0, POSITIVE)  # actor LR = train.lr x this
-    critic_hidden: int = ranged(128, AT_LEAST_1)  # centralised critic width
-    critic_layers: int = ranged(2, AT_LEAST_1)  # centralised critic hidden layers
+    critic_hidden: int = ranged(128, AT_LEAST_1)  # critic width
+    critic_layers: int = ranged(2, AT_LEAST_1)  # critic hidden layers (a graph critic: its attention layers)
+    # state: V_i(global state, o_i, id_i), an MLP whose input grows with the swarm | graph: V_i over UAV i's
+    # observation graph and the swarm's mean embedding, any swarm size (with a TransformerGNN size as model)
+    critic: str = "state"
     minibatches: int = ranged(4, AT_LEAST_1)  # minibatches of hardware.batch_size episodes per collection
     data_passes: int = ranged(5, AT_LEAST_1)  # passes (PPO epochs) over each collection
 
@@ -266,8 +292,17 @@ class MAPPO(EnvPolicy):
     def check(cls, cfg: Any) -> None:
         super().check(cfg)
         if OmegaConf.get_type(cfg.model) not in (MLPConfig, TransformerGNNConfig):
-            raise ConfigError(f"model={cfg.model.name} with algorithm=mappo: its actor is model=mlp (shared, with "
-                              "agent ids) or a TransformerGNN size (one graph actor for any swarm size)")
+            raise ConfigError(
+                f"model={cfg.model.name} with algorithm=mappo: its actor is model=mlp (shared, with "
+                "agent ids) or a TransformerGNN size (one graph actor for any swarm size)"
+            )
+        if cfg.algorithm.critic not in ("state", "graph"):
+            raise ConfigError(f"algorithm.critic={cfg.algorithm.critic!r}: expected state or graph")
+        if cfg.algorithm.critic == "graph" and cls.is_mlp(cfg):
+            raise ConfigError(
+                "algorithm.critic=graph with model=mlp: a graph critic reads observation graphs, as the graph "
+                "actor does; use a TransformerGNN size (model=tiny...)"
+            )
         if cfg.hardware.batch_size == "auto":
             raise ConfigError("algorithm=mappo: hardware.batch_size is episodes per minibatch; give a number, not auto")
 
@@ -275,9 +310,22 @@ class MAPPO(EnvPolicy):
     def build_model(cls, cfg: Any) -> MAPPOAgents:
         env, dist, alg = env_settings(cfg), scene_distribution(cfg), cfg.algorithm
         graph = None if cls.is_mlp(cfg) else (env.obs_targets, env.obs_uavs, cfg.model.heads, cfg.model.ffn_mult)
-        return MAPPOAgents(MAPPOSettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
-                                         env.action == "continuous", cfg.model.hidden, cfg.model.layers,
-                                         alg.critic_hidden, alg.critic_layers, alg.value_norm_decay, graph))
+        return MAPPOAgents(
+            MAPPOSettings(
+                env.n_uav,
+                env.obs_dim(),
+                env.state_dim(dist),
+                env.action_dim(),
+                env.action == "continuous",
+                cfg.model.hidden,
+                cfg.model.layers,
+                alg.critic_hidden,
+                alg.critic_layers,
+                alg.value_norm_decay,
+                graph,
+                alg.critic == "graph",
+            )
+        )
 
     def __init__(self, cfg: Any, device: torch.device) -> None:
         super().__init__(cfg, device)
@@ -286,8 +334,9 @@ class MAPPO(EnvPolicy):
 
     def workload(self, model: nn.Module) -> MAPPOWorkload:
         alg = self.cfg.algorithm
-        return MAPPOWorkload(self.env_run(), model, self.device, self.cfg.hardware.batch_size, alg.minibatches,
-                             alg.gamma, alg.gae_lambda)
+        return MAPPOWorkload(
+            self.env_run(), model, self.device, self.cfg.hardware.batch_size, alg.minibatches, alg.gamma, alg.gae_lambda
+        )
 
     def cadence(self) -> Cadence:
         return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)
@@ -298,8 +347,10 @@ class MAPPO(EnvPolicy):
 
     def networks(self, model: nn.Module) -> list[Network]:
         agents = unwrap(model)
-        return [Network("critic", list(agents.critic.parameters())),
-                Network("actor", agents.actor_parameters(), self.cfg.algorithm.actor_lr_scale)]
+        return [
+            Network("critic", list(agents.critic.parameters())),
+            Network("actor", agents.actor_parameters(), self.cfg.algorithm.actor_lr_scale),
+        ]
 
     @classmethod
     def self_check(cls, device: torch.device) -> bool:
@@ -308,16 +359,30 @@ class MAPPO(EnvPolicy):
         settings = EnvSettings(n_uav=4)
         env = UAVEnv(settings, dist, 8, device, seed=0)
         obs, state = env.reset()
-        agents = MAPPOAgents(MAPPOSettings(4, settings.obs_dim(), settings.state_dim(dist), 2, True, 32, 2, 32, 2,
-                                           0.99)).to(device)
+        agents = MAPPOAgents(
+            MAPPOSettings(4, settings.obs_dim(), settings.state_dim(dist), 2, True, 32, 2, 32, 2, 0.99)
+        ).to(device)
         rows = []
         for _ in range(3):
             avail = env.available_actions()
             action, logp = agents.sample(obs, avail, generator)
             step = env.step(agents.to_env(action))
             value = agents.value(state, obs).detach()
-            rows.append((obs, state, avail, action, step.reward, step.done.float(), torch.ones(8, device=device),
-                         logp, value, step.reward - value, step.reward))
+            rows.append(
+                (
+                    obs,
+                    state,
+                    avail,
+                    action,
+                    step.reward,
+                    step.done.float(),
+                    torch.ones(8, device=device),
+                    logp,
+                    value,
+                    step.reward - value,
+                    step.reward,
+                )
+            )
             obs, state = step.obs, step.state
         batch = Rollouts(*(torch.stack(column, 1) for column in zip(*rows)))
         mappo_loss(agents, batch, 0.2, 0.01)[0].backward()

@@ -55,8 +55,7 @@ from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, r
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
-def squash(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor | None
-           ) -> tuple[torch.Tensor, torch.Tensor]:
+def squash(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(tanh-squashed action, its log-probability summed over action dims); deterministic tanh(mean) if no noise."""
     if noise is None:
         action = torch.tanh(mean)
@@ -102,8 +101,9 @@ class MASACAgents(nn.Module):
         else:  # one graph-Transformer shared by every agent
             kt, ku, heads, ffn_mult = s.graph_actor
             self.actors = GraphActor(kt, ku, 2 * a, s.hidden, heads, s.layers, ffn_mult)
-        self.critics = AgentStack(lambda: mlp_net(s.state_dim + s.obs_dim + n * a, s.critic_hidden, s.critic_layers,
-                                                  1), 2 * n)
+        self.critics = AgentStack(
+            lambda: mlp_net(s.state_dim + s.obs_dim + n * a, s.critic_hidden, s.critic_layers, 1), 2 * n
+        )
         for i, w in enumerate(self.critics.weights):
             self.register_buffer(f"target_{i}", w.detach().clone())
         self.log_alpha = nn.Parameter(torch.full((n,), math.log(s.init_alpha)))
@@ -149,8 +149,9 @@ class MASACAgents(nn.Module):
         lerp_all_(self.targets(), list(self.critics.weights), tau)
 
 
-def masac_loss(agents: MASACAgents, batch: Transitions, noise: torch.Tensor, next_noise: torch.Tensor
-               ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+def masac_loss(
+    agents: MASACAgents, batch: Transitions, noise: torch.Tensor, next_noise: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """(total loss, stats, |TD error| per transition) for agent-major noise (N, B, A) now and next."""
     n, gamma = agents.s.n_agents, agents.s.gamma
     alpha = agents.log_alpha.exp().detach()
@@ -172,10 +173,14 @@ def masac_loss(agents: MASACAgents, batch: Transitions, noise: torch.Tensor, nex
     q_pi = agents.q_values(batch.state, obs, joint.flatten(2), frozen).min(1).values
     actor_loss = (alpha[:, None] * logp - q_pi).mean(-1).sum()
     alpha_loss = -(agents.log_alpha[:, None] * (logp.detach() + agents.target_entropy)).mean(-1).sum()
-    stats = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
-             "alpha": alpha.mean(), "entropy": -logp.detach().mean(), "q": q.detach().mean()}
+    stats = {
+        "critic_loss": critic_loss.detach(),
+        "actor_loss": actor_loss.detach(),
+        "alpha": alpha.mean(),
+        "entropy": -logp.detach().mean(),
+        "q": q.detach().mean(),
+    }
     return critic_loss + actor_loss + alpha_loss, stats, td.detach().abs().mean((0, 1))
-
 
 
 @dataclass
@@ -211,24 +216,46 @@ class MASAC(EnvPolicy):
     def check(cls, cfg: Any) -> None:
         super().check(cfg)
         if cfg.env.action != "continuous":
-            raise ConfigError(f"algorithm=masac acts with velocity commands: env.action={cfg.env.action!r} must be "
-                              "continuous")
+            raise ConfigError(
+                f"algorithm=masac acts with velocity commands: env.action={cfg.env.action!r} must be continuous"
+            )
         if OmegaConf.get_type(cfg.model) not in (MLPConfig, TransformerGNNConfig):
-            raise ConfigError(f"model={cfg.model.name} with algorithm=masac: its actors are model=mlp (per agent) "
-                              "or a TransformerGNN size (one shared graph actor)")
+            raise ConfigError(
+                f"model={cfg.model.name} with algorithm=masac: its actors are model=mlp (per agent) "
+                "or a TransformerGNN size (one shared graph actor)"
+            )
 
     @classmethod
     def build_model(cls, cfg: Any) -> MASACAgents:
         env, dist, alg = env_settings(cfg), scene_distribution(cfg), cfg.algorithm
         graph = None if cls.is_mlp(cfg) else (env.obs_targets, env.obs_uavs, cfg.model.heads, cfg.model.ffn_mult)
-        return MASACAgents(MASACSettings(env.n_uav, env.obs_dim(), env.state_dim(dist), env.action_dim(),
-                                         cfg.model.hidden, cfg.model.layers, alg.critic_hidden, alg.critic_layers,
-                                         alg.gamma, alg.init_alpha, graph))
+        return MASACAgents(
+            MASACSettings(
+                env.n_uav,
+                env.obs_dim(),
+                env.state_dim(dist),
+                env.action_dim(),
+                cfg.model.hidden,
+                cfg.model.layers,
+                alg.critic_hidden,
+                alg.critic_layers,
+                alg.gamma,
+                alg.init_alpha,
+                graph,
+            )
+        )
 
     def workload(self, model: nn.Module) -> Experience:
         alg = self.cfg.algorithm
-        replay = ReplaySettings(alg.buffer_size, alg.learning_starts, alg.env_steps_per_update, alg.prioritized,
-                                alg.priority_alpha, alg.priority_beta, self.cfg.train.steps)
+        replay = ReplaySettings(
+            alg.buffer_size,
+            alg.learning_starts,
+            alg.env_steps_per_update,
+            alg.prioritized,
+            alg.priority_alpha,
+            alg.priority_beta,
+            self.cfg.train.steps,
+        )
         return Experience(self.env_run(), replay, model, self.device)
 
     def cadence(self) -> Cadence:
@@ -240,17 +267,20 @@ class MASAC(EnvPolicy):
         shape = (2, batch.obs.shape[1], len(batch), batch.action.shape[-1])
         return torch.randn(shape, generator=generator, device=self.device).unbind(0)
 
-    def training_step(self, model: nn.Module, batch: Transitions, draws: tuple[torch.Tensor, torch.Tensor]
-                      ) -> StepOutput:
+    def training_step(
+        self, model: nn.Module, batch: Transitions, draws: tuple[torch.Tensor, torch.Tensor]
+    ) -> StepOutput:
         loss, stats, td = masac_loss(unwrap(model), batch, *draws)
         return StepOutput(loss, stats, torch.tensor(float(len(batch))), feedback=td)
 
     def networks(self, model: nn.Module) -> list[Network]:
         """Critics at ``train.lr``, actors and temperatures at their own multiples of it; each its own clip."""
         agents, alg = unwrap(model), self.cfg.algorithm
-        return [Network("critics", list(agents.critics.parameters()), 1.0, alg.critic_grad_clip),
-                Network("actors", list(agents.actors.parameters()), alg.actor_lr_scale, alg.actor_grad_clip),
-                Network("temperatures", [agents.log_alpha], alg.alpha_lr_scale, alg.alpha_grad_clip)]
+        return [
+            Network("critics", list(agents.critics.parameters()), 1.0, alg.critic_grad_clip),
+            Network("actors", list(agents.actors.parameters()), alg.actor_lr_scale, alg.actor_grad_clip),
+            Network("temperatures", [agents.log_alpha], alg.alpha_lr_scale, alg.alpha_grad_clip),
+        ]
 
     def after_step(self, model: nn.Module, applied: torch.Tensor) -> None:
         unwrap(model).update_targets(self.cfg.algorithm.tau * applied)
@@ -262,11 +292,21 @@ class MASAC(EnvPolicy):
         settings = EnvSettings(n_uav=4, action="continuous")
         env = UAVEnv(settings, dist, 8, device, seed=0)
         obs, state = env.reset()
-        agents = MASACAgents(MASACSettings(4, settings.obs_dim(), settings.state_dim(dist), 2, 32, 2, 32, 2, 0.95,
-                                           0.2)).to(device)
+        agents = MASACAgents(
+            MASACSettings(4, settings.obs_dim(), settings.state_dim(dist), 2, 32, 2, 32, 2, 0.95, 0.2)
+        ).to(device)
         action = agents.act(obs, None, generator)
         step = env.step(action)
-        batch = Transitions(obs, state, action, step.reward, step.obs, step.state, step.done.float(),
-                            torch.ones(8, device=device), torch.arange(8, device=device))
+        batch = Transitions(
+            obs,
+            state,
+            action,
+            step.reward,
+            step.obs,
+            step.state,
+            step.done.float(),
+            torch.ones(8, device=device),
+            torch.arange(8, device=device),
+        )
         masac_loss(agents, batch, *torch.randn(2, 4, 8, 2, device=device).unbind(0))[0].backward()
         return True

@@ -32,20 +32,25 @@ class NaiveMASAC:
                 for name, w in zip(agents.critics.names, agents.targets()):
                     target.get_parameter(name).copy_(w[i])
         self.log_alpha = [nn.Parameter(agents.log_alpha[i].detach().clone()) for i in range(self.n)]
-        self.optimizers = ([torch.optim.Adam(a.parameters(), lr) for a in self.actors]
-                           + [torch.optim.Adam([*self.critics[2 * i].parameters(), *self.critics[2 * i + 1].parameters()],
-                                               lr) for i in range(self.n)]
-                           + [torch.optim.Adam([a], lr) for a in self.log_alpha])
+        self.optimizers = (
+            [torch.optim.Adam(a.parameters(), lr) for a in self.actors]
+            + [
+                torch.optim.Adam([*self.critics[2 * i].parameters(), *self.critics[2 * i + 1].parameters()], lr)
+                for i in range(self.n)
+            ]
+            + [torch.optim.Adam([a], lr) for a in self.log_alpha]
+        )
 
     def sample(self, j: int, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.actors[j](obs).chunk(2, dim=-1)
         return squash(mean, log_std, noise)
 
-    def update(self, batch: Transitions, noise: torch.Tensor, next_noise: torch.Tensor, apply: bool = True
-               ) -> dict[str, float]:
+    def update(
+        self, batch: Transitions, noise: torch.Tensor, next_noise: torch.Tensor, apply: bool = True
+    ) -> dict[str, float]:
         """One update; returns the summed losses. ``apply=False``: gradients only, no zeroing, no step."""
         n, gamma = self.n, self.s.gamma
-        actor_opt, critic_opt, alpha_opt = self.optimizers[:n], self.optimizers[n:2 * n], self.optimizers[2 * n:]
+        actor_opt, critic_opt, alpha_opt = self.optimizers[:n], self.optimizers[n : 2 * n], self.optimizers[2 * n :]
         totals = {"critic_loss": 0.0, "actor_loss": 0.0, "alpha_loss": 0.0}
         for i in range(n):
             alpha = self.log_alpha[i].exp().detach()
@@ -56,8 +61,9 @@ class NaiveMASAC:
                 q_next = torch.minimum(self.targets[2 * i](x_next), self.targets[2 * i + 1](x_next)).squeeze(-1)
                 y = batch.reward[:, i] + gamma * (1 - batch.done) * (q_next - alpha * nexts[i][1])
             x = torch.cat([batch.state, batch.obs[:, i], batch.action.flatten(1)], -1)
-            critic_loss = sum((batch.weight * (self.critics[2 * i + k](x).squeeze(-1) - y).pow(2)).mean()
-                              for k in range(2))
+            critic_loss = sum(
+                (batch.weight * (self.critics[2 * i + k](x).squeeze(-1) - y).pow(2)).mean() for k in range(2)
+            )
             self._minimise(critic_loss, critic_opt[i], apply)
 
             actions = []

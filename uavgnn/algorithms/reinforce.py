@@ -62,7 +62,7 @@ from torch_geometric.data import Batch
 
 from uavgnn import distributed
 from uavgnn.algorithms.base import Phase, StepOutput
-from uavgnn.algorithms.scene_policy import SceneWorkload, ScenePolicy, ScenePolicyConfig, batch_imitation_loss
+from uavgnn.algorithms.scene_policy import ScenePolicy, ScenePolicyConfig, SceneWorkload, batch_imitation_loss
 from uavgnn.decoders import argmax_decode, fixed_round_greedy, greedy_decode, gumbel_noise
 from uavgnn.errors import ConfigError
 from uavgnn.inference.refinement import policy_rounds
@@ -91,8 +91,9 @@ def rollout_rewards(batch: Batch, keep: torch.Tensor, choice: torch.Tensor) -> t
     count = torch.zeros_like(choice, dtype=torch.float).index_add_(1, cand_target, chosen)
     completed = (count >= batch.need) & is_target
     n_graphs = batch.num_graphs
-    reward = (_per_graph(completed.float() * value, batch.batch, n_graphs)
-              - _per_graph(chosen * travel, batch.batch[cand_uav], n_graphs))
+    reward = _per_graph(completed.float() * value, batch.batch, n_graphs) - _per_graph(
+        chosen * travel, batch.batch[cand_uav], n_graphs
+    )
     total_value = _per_graph(value[None], batch.batch, n_graphs)[0]
     return reward, total_value
 
@@ -100,23 +101,28 @@ def rollout_rewards(batch: Batch, keep: torch.Tensor, choice: torch.Tensor) -> t
 Noise = tuple[torch.Tensor, torch.Tensor]  # Gumbel noise of the rollouts' candidates and nodes, flat
 
 
-def rollout_noise(generator: torch.Generator | None, samples: int, n_cand: int, n_nodes: int,
-                  device: torch.device) -> Noise:
+def rollout_noise(
+    generator: torch.Generator | None, samples: int, n_cand: int, n_nodes: int, device: torch.device
+) -> Noise:
     """The Gumbel noise of ``samples`` rollouts of a batch of ``n_cand`` kept candidates and ``n_nodes`` nodes."""
     return (gumbel_noise(samples * n_cand, generator, device), gumbel_noise(samples * n_nodes, generator, device))
 
 
-def policy_samples(batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tensor, keep: torch.Tensor,
-                   samples: int, noise: Noise) -> torch.Tensor:
+def policy_samples(
+    batch: Batch, cand_logp: torch.Tensor, idle_logp: torch.Tensor, keep: torch.Tensor, samples: int, noise: Noise
+) -> torch.Tensor:
     """(samples, num_nodes) choices drawn exactly from the factorised policy: each UAV independently picks
     idle or a candidate with its probability (Gumbel-max on ``noise``, ``rollout_noise``), target nodes as
     the decoders return them."""
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
     n, c = idle_logp.numel(), cand_uav.numel()  # (batch.num_nodes: a property TorchDynamo cannot trace here)
     shift = torch.arange(samples, device=cand_uav.device)
-    choice = argmax_decode(cand_logp.detach().repeat(samples) + noise[0], idle_logp.detach().repeat(samples) + noise[1],
-                           cand_uav.repeat(samples) + shift.repeat_interleave(c) * n,
-                           cand_target.repeat(samples) + shift.repeat_interleave(c) * n).view(samples, n)
+    choice = argmax_decode(
+        cand_logp.detach().repeat(samples) + noise[0],
+        idle_logp.detach().repeat(samples) + noise[1],
+        cand_uav.repeat(samples) + shift.repeat_interleave(c) * n,
+        cand_target.repeat(samples) + shift.repeat_interleave(c) * n,
+    ).view(samples, n)
     return torch.where(choice >= 0, choice - (shift * n)[:, None], choice)
 
 
@@ -151,10 +157,18 @@ class ReinforceConfig(ScenePolicyConfig):
     imitation_warmup: int = ranged(50, NON_NEGATIVE)  # the imitation phase's LR warmup steps
 
 
-def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Generator | Noise | None = None,
-                   imitation_weight: float = 0.0, baseline: str = "mean", entropy_coef: float = 0.0,
-                   temperature: float = 1.0, greedy_rounds: int | None = None, dense_max_nodes: int = 0
-                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+def reinforce_loss(
+    model: nn.Module,
+    batch: Batch,
+    samples: int,
+    draws: torch.Generator | Noise | None = None,
+    imitation_weight: float = 0.0,
+    baseline: str = "mean",
+    entropy_coef: float = 0.0,
+    temperature: float = 1.0,
+    greedy_rounds: int | None = None,
+    dense_max_nodes: int = 0,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """(policy-gradient loss, stats, number of UAVs) of a batch at its candidate budget ``batch.k``;
     ``baseline``: see ``advantages``; ``entropy_coef`` weighs the entropy bonus; rollouts come from the policy
     at ``temperature`` (the defaults: plain REINFORCE against the other samples' mean), with the noise ``draws``
@@ -181,15 +195,24 @@ def reinforce_loss(model: nn.Module, batch: Batch, samples: int, draws: torch.Ge
         draws = rollout_noise(draws, samples - 1, keep.numel(), batch.num_nodes, keep.device)
     total = None
     for policy in policies:
-        loss, stats, n_uav = rollout_loss(batch, policy, samples, draws, imitation_weight, baseline, entropy_coef,
-                                          temperature, greedy_rounds)
+        loss, stats, n_uav = rollout_loss(
+            batch, policy, samples, draws, imitation_weight, baseline, entropy_coef, temperature, greedy_rounds
+        )
         total = loss if total is None else total + loss
     return total, stats, n_uav
 
 
-def rollout_loss(batch: Batch, policy: tuple[torch.Tensor, torch.Tensor, torch.Tensor], samples: int, draws: Noise,
-                 imitation_weight: float, baseline: str, entropy_coef: float, temperature: float,
-                 greedy_rounds: int | None) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+def rollout_loss(
+    batch: Batch,
+    policy: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    samples: int,
+    draws: Noise,
+    imitation_weight: float,
+    baseline: str,
+    entropy_coef: float,
+    temperature: float,
+    greedy_rounds: int | None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
     """``reinforce_loss`` of one policy (``policy_log_probs``'s triple)."""
     cand_logp, idle_logp, keep = policy
     cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
@@ -202,8 +225,9 @@ def rollout_loss(batch: Batch, policy: tuple[torch.Tensor, torch.Tensor, torch.T
         if greedy_rounds is None:
             greedy = greedy_decode(cand_logp.detach(), cand_uav, cand_target, batch.need)
         else:
-            greedy, converged = fixed_round_greedy(cand_logp.detach(), cand_uav, cand_target, batch.need,
-                                                   batch.batch, batch.num_graphs, greedy_rounds)
+            greedy, converged = fixed_round_greedy(
+                cand_logp.detach(), cand_uav, cand_target, batch.need, batch.batch, batch.num_graphs, greedy_rounds
+            )
         reward, total_value = rollout_rewards(batch, keep, torch.cat([greedy[None], sampled]))
     else:
         reward, total_value = rollout_rewards(batch, keep, sampled)
@@ -214,9 +238,9 @@ def rollout_loss(batch: Batch, policy: tuple[torch.Tensor, torch.Tensor, torch.T
     chosen = sampled[:, cand_uav] == cand_target
     idle = (sampled < 0) & is_uav
     n_graphs = batch.num_graphs
-    log_prob = (_per_graph(torch.where(chosen, sample_cand, torch.zeros_like(sample_cand)), batch.batch[cand_uav],
-                           n_graphs)
-                + _per_graph(torch.where(idle, sample_idle, torch.zeros_like(sample_idle)), batch.batch, n_graphs))
+    log_prob = _per_graph(
+        torch.where(chosen, sample_cand, torch.zeros_like(sample_cand)), batch.batch[cand_uav], n_graphs
+    ) + _per_graph(torch.where(idle, sample_idle, torch.zeros_like(sample_idle)), batch.batch, n_graphs)
     n_uav = _per_graph(is_uav.float()[None], batch.batch, n_graphs)[0].clamp(min=1)
     loss = -(advantage.detach() * log_prob / n_uav).mean()
     if imitation_weight > 0:
@@ -226,8 +250,11 @@ def rollout_loss(batch: Batch, policy: tuple[torch.Tensor, torch.Tensor, torch.T
     if entropy_coef > 0:
         loss = loss - entropy_coef * entropy
     if baseline == "greedy":
-        stats = {"advantage": advantage.mean().detach(), "better": (reward[1:] > reward[:1]).float().mean(),
-                 "greedy_reward": (reward[0] / scale).mean()}
+        stats = {
+            "advantage": advantage.mean().detach(),
+            "better": (reward[1:] > reward[:1]).float().mean(),
+            "greedy_reward": (reward[0] / scale).mean(),
+        }
     else:  # the advantages sum to zero: the samples' own reward says how the policy does
         stats = {"sample_reward": (reward / scale).mean()}
     stats["entropy"] = entropy.detach()
@@ -256,16 +283,27 @@ class Reinforce(ScenePolicy):
         super().__init__(cfg, device)
         alg = cfg.algorithm  # read once here: an OmegaConf lookup inside a compiled step breaks its graph
         self.imitation_steps = int(alg.imitation_steps)
-        self.loss_options = dict(samples=int(alg.samples), imitation_weight=float(alg.imitation_weight),
-                                 baseline=str(alg.baseline), entropy_coef=float(alg.entropy_coef),
-                                 temperature=float(alg.temperature), dense_max_nodes=self.dense_max_nodes,
-                                 greedy_rounds=self.greedy_rounds)
+        self.loss_options = dict(
+            samples=int(alg.samples),
+            imitation_weight=float(alg.imitation_weight),
+            baseline=str(alg.baseline),
+            entropy_coef=float(alg.entropy_coef),
+            temperature=float(alg.temperature),
+            dense_max_nodes=self.dense_max_nodes,
+            greedy_rounds=self.greedy_rounds,
+        )
 
     @classmethod
     def without_labels(cls, cfg: Any) -> str | None:
         weight = cfg.algorithm.imitation_weight
-        return None if weight == 0 else (f"data.source=generated with algorithm.imitation_weight={weight}: fresh "
-                                         "scenes have no MILP labels; set algorithm.imitation_weight=0")
+        return (
+            None
+            if weight == 0
+            else (
+                f"data.source=generated with algorithm.imitation_weight={weight}: fresh "
+                "scenes have no MILP labels; set algorithm.imitation_weight=0"
+            )
+        )
 
     @classmethod
     def check(cls, cfg: Any) -> None:
@@ -275,8 +313,10 @@ class Reinforce(ScenePolicy):
             raise ConfigError(f"algorithm.baseline={alg.baseline!r} is not one of greedy, mean")
         least, why = (3, "two, each the other's baseline") if alg.baseline == "mean" else (2, "one at least")
         if alg.samples < least:
-            raise ConfigError(f"algorithm.samples={alg.samples} must be >= {least} with algorithm.baseline="
-                              f"{alg.baseline} (samples - 1 rollouts are drawn: {why})")
+            raise ConfigError(
+                f"algorithm.samples={alg.samples} must be >= {least} with algorithm.baseline="
+                f"{alg.baseline} (samples - 1 rollouts are drawn: {why})"
+            )
         if alg.imitation_steps:
             cls.check_imitation_phase(cfg)
 
@@ -284,19 +324,24 @@ class Reinforce(ScenePolicy):
     def check_imitation_phase(cfg: Any) -> None:
         steps, name = cfg.algorithm.imitation_steps, "algorithm.imitation_steps"
         if steps > cfg.train.steps:
-            raise ConfigError(f"{name}={steps} must be at most train.steps={cfg.train.steps} (REINFORCE trains "
-                              "the steps after it)")
+            raise ConfigError(
+                f"{name}={steps} must be at most train.steps={cfg.train.steps} (REINFORCE trains the steps after it)"
+            )
         if cfg.algorithm.init_from:
-            raise ConfigError(f"{name}={steps} with algorithm.init_from: the run trains its starting policy itself; "
-                              "set algorithm.imitation_steps=0 to start from the checkpoint")
+            raise ConfigError(
+                f"{name}={steps} with algorithm.init_from: the run trains its starting policy itself; "
+                "set algorithm.imitation_steps=0 to start from the checkpoint"
+            )
 
     def phases(self) -> list[Phase]:
         reinforce = super().phases()[0]
         if not self.imitation_steps:
             return [reinforce]
         alg, n = self.cfg.algorithm, self.imitation_steps
-        return [Phase("imitation", 0, n, float(alg.imitation_lr), int(alg.imitation_warmup)),
-                Phase("reinforce", n, reinforce.end, reinforce.lr, reinforce.warmup)]
+        return [
+            Phase("imitation", 0, n, float(alg.imitation_lr), int(alg.imitation_warmup)),
+            Phase("reinforce", n, reinforce.end, reinforce.lr, reinforce.warmup),
+        ]
 
     def workload(self, model: nn.Module) -> SceneWorkload:
         return SceneWorkload(self.cfg, self.device, self.imitation_steps)
@@ -308,8 +353,9 @@ class Reinforce(ScenePolicy):
         imitation phase, which draws nothing."""
         if step < self.imitation_steps:
             return None
-        generator = stream(self.cfg.seed, "rollouts", step - self.imitation_steps, distributed.context().rank,
-                           self.device)
+        generator = stream(
+            self.cfg.seed, "rollouts", step - self.imitation_steps, distributed.context().rank, self.device
+        )
         n_cand = kept_size(batch, batch.k)
         if n_cand is None:
             return generator

@@ -45,8 +45,14 @@ class BatchSource:
     """``next(step, stage, batch_size)`` gives that step's batch on ``device``; ``restart`` after a jump
     (resume, rollback, a halved batch size); ``mix``: the curriculum's stage batches (None: none)."""
 
-    def __init__(self, settings: BatchSettings, mix: StageMix | None, sizes: list[int],
-                 stage_train: list[GraphStore], device: torch.device) -> None:
+    def __init__(
+        self,
+        settings: BatchSettings,
+        mix: StageMix | None,
+        sizes: list[int],
+        stage_train: list[GraphStore],
+        device: torch.device,
+    ) -> None:
         self.settings, self.mix, self.sizes, self.stage_train, self.device = settings, mix, sizes, stage_train, device
         self.loading = settings.loading
         self.ctx = distributed.context()
@@ -64,8 +70,9 @@ class BatchSource:
         if self.loading.loader != "memory" or any(s.sizes["n_nodes"].max(initial=0) > covered for s in stores):
             return None  # the dense path is off (0) or does not cover these scenes: nothing to pad
         padded = [PaddedSplit.of(store, self.settings.k_max) for store in stores]
-        if any(p is None for p in padded) or not keep_on_device(self.loading.data_on_device, self.device,
-                                                                 sum(p.nbytes() for p in padded)):
+        if any(p is None for p in padded) or not keep_on_device(
+            self.loading.data_on_device, self.device, sum(p.nbytes() for p in padded)
+        ):
             return None
         return [p.to(self.device) for p in padded]
 
@@ -83,17 +90,28 @@ class BatchSource:
             return next(self._stream).to(self.device, non_blocking=True)
         n_stage = self.sizes[stage]
         size = self.mix.batch_size(n_stage + self.n_targets(n_stage), batch_size)
-        return self.sampler.batch(step, stage, size, self.mix.replay[stage], self.ctx.rank,
-                                  self.ctx.world_size).to(self.device, non_blocking=True)
+        return self.sampler.batch(step, stage, size, self.mix.replay[stage], self.ctx.rank, self.ctx.world_size).to(
+            self.device, non_blocking=True
+        )
 
     def epochs(self, step: int, batch_size: int) -> Iterator[Batch]:
         """The batches of steps ``step``, ``step + 1``, ... on the host (no curriculum): epochs of the split."""
         hw = self.loading
         store = self.split
-        loader = make_loader(store, hw.loader, batch_size, shuffle=True, seed=self.settings.seed,
-                             num_workers=hw.num_workers, pin_memory=hw.pin_memory, prefetch_factor=hw.prefetch_factor,
-                             persistent_workers=hw.persistent_workers, drop_last=True, rank=self.ctx.rank,
-                             world_size=self.ctx.world_size)
+        loader = make_loader(
+            store,
+            hw.loader,
+            batch_size,
+            shuffle=True,
+            seed=self.settings.seed,
+            num_workers=hw.num_workers,
+            pin_memory=hw.pin_memory,
+            prefetch_factor=hw.prefetch_factor,
+            persistent_workers=hw.persistent_workers,
+            drop_last=True,
+            rank=self.ctx.rank,
+            world_size=self.ctx.world_size,
+        )
         if len(loader) == 0:
             raise ConfigError(f"data.train_scenes={len(store)} is smaller than hardware.batch_size={batch_size}")
         epoch, skip = divmod(step, len(loader))

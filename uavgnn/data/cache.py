@@ -34,10 +34,10 @@ import re
 import shutil
 import time
 import warnings
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,9 +49,9 @@ from filelock import FileLock, Timeout
 from uavgnn.data.labels import solve_labels, status_counts
 from uavgnn.data.store import GraphStore
 from uavgnn.errors import StorageError
+from uavgnn.problem.generator import distribution_key, generate_scenes
 from uavgnn.problem.graphs import FEATURE_SET, build_graph
 from uavgnn.problem.scenes import Scene, SceneDistribution
-from uavgnn.problem.generator import distribution_key, generate_scenes
 from uavgnn.report import count
 from uavgnn.storage import atomic_write, save_torch, storage_error, system_path_problem
 
@@ -87,9 +87,17 @@ class BuildSettings:
 
 def cache_key(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings) -> dict[str, Any]:
     """Every field that changes a split's content; its hash names the directory."""
-    return {"format_version": FORMAT_VERSION, "feature_set": FEATURE_SET, "n_uav": spec.n_uav, "count": spec.count,
-            "seed": spec.seed, "distribution": distribution_key(dist), "k_max": settings.k_max,
-            "uav_neighbours": settings.uav_neighbours, "solver": solver_key(settings)}
+    return {
+        "format_version": FORMAT_VERSION,
+        "feature_set": FEATURE_SET,
+        "n_uav": spec.n_uav,
+        "count": spec.count,
+        "seed": spec.seed,
+        "distribution": distribution_key(dist),
+        "k_max": settings.k_max,
+        "uav_neighbours": settings.uav_neighbours,
+        "solver": solver_key(settings),
+    }
 
 
 def solver_key(settings: BuildSettings) -> dict[str, Any]:
@@ -108,15 +116,18 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def build_split(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, workers: int) -> tuple[GraphStore, dict]:
+def build_split(
+    spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, workers: int
+) -> tuple[GraphStore, dict]:
     """Generate scenes, solve their labels, build their graphs: the cold path."""
     start = time.perf_counter()
     scenes = generate_scenes(dist, spec.n_uav, spec.count, spec.seed)
     return label_and_build(scenes, time.perf_counter() - start, f"{spec.split} N={spec.n_uav}", settings, workers)
 
 
-def label_and_build(scenes: list[Scene], scenes_s: float, what: str, settings: BuildSettings,
-                    workers: int) -> tuple[GraphStore, dict]:
+def label_and_build(
+    scenes: list[Scene], scenes_s: float, what: str, settings: BuildSettings, workers: int
+) -> tuple[GraphStore, dict]:
     """The scenes' MILP labels and graphs, with the time each part took."""
     timings = {"scenes_s": scenes_s}
     start = time.perf_counter()
@@ -128,19 +139,32 @@ def label_and_build(scenes: list[Scene], scenes_s: float, what: str, settings: B
     timings["graphs_s"] = time.perf_counter() - start
     return store, {"timings": timings, "label_status": status_counts(labels)}
 
+
 def _save(directory: Path, payload: dict[str, Any], key: dict, info: dict, count: int, n_uav: int) -> None:
     save_torch(directory / GRAPHS_FILE, payload)
-    manifest = {"key": key, "key_hash": key_hash(key), "count": count, "n_uav": n_uav,
-                "files": {GRAPHS_FILE: {"bytes": (directory / GRAPHS_FILE).stat().st_size,
-                                        "sha256": _sha256(directory / GRAPHS_FILE)}},
-                "build": info, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "versions": versions()}
+    manifest = {
+        "key": key,
+        "key_hash": key_hash(key),
+        "count": count,
+        "n_uav": n_uav,
+        "files": {
+            GRAPHS_FILE: {"bytes": (directory / GRAPHS_FILE).stat().st_size, "sha256": _sha256(directory / GRAPHS_FILE)}
+        },
+        "build": info,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "versions": versions(),
+    }
     atomic_write(directory / MANIFEST_FILE, json.dumps(manifest, indent=2).encode())
 
 
 def versions() -> dict[str, str]:
-    return {"python": platform.python_version(), "torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
-            "numpy": np.__version__, "scipy": scipy.__version__}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_geometric": torch_geometric.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+    }
 
 
 def verify(directory: Path) -> str | None:
@@ -155,8 +179,11 @@ def verify(directory: Path) -> str | None:
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         return f"manifest of the wrong shape (expected an object with 'files', got {_short(manifest)})"
     expected = manifest["files"].get(GRAPHS_FILE)
-    if not (isinstance(expected, dict) and isinstance(expected.get("bytes"), int)
-            and isinstance(expected.get("sha256"), str)):
+    if not (
+        isinstance(expected, dict)
+        and isinstance(expected.get("bytes"), int)
+        and isinstance(expected.get("sha256"), str)
+    ):
         return f"manifest lacks the size and checksum of {GRAPHS_FILE} (got {_short(expected)})"
     path = directory / GRAPHS_FILE
     if not path.exists():
@@ -173,13 +200,23 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def load_or_build(spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, cache_dir: str | Path,
-                  workers: int = 1, use_cache: bool = True) -> GraphStore:
+def load_or_build(
+    spec: SplitSpec,
+    dist: SceneDistribution,
+    settings: BuildSettings,
+    cache_dir: str | Path,
+    workers: int = 1,
+    use_cache: bool = True,
+) -> GraphStore:
     """The split from the cache if present and intact, else built (and cached when ``use_cache``)."""
     key = cache_key(spec, dist, settings)
-    return cached_store(entry_directory(cache_dir, spec.split, f"n{spec.n_uav}", key), key,
-                        lambda: build_split(spec, dist, settings, workers),
-                        f"{count(spec.count, 'scene')} of {count(spec.n_uav, 'UAV')}", use_cache)
+    return cached_store(
+        entry_directory(cache_dir, spec.split, f"n{spec.n_uav}", key),
+        key,
+        lambda: build_split(spec, dist, settings, workers),
+        f"{count(spec.count, 'scene')} of {count(spec.n_uav, 'UAV')}",
+        use_cache,
+    )
 
 
 def entry_directory(cache_dir: str | Path, split: str, kind: str, key: dict[str, Any]) -> Path:
@@ -187,20 +224,26 @@ def entry_directory(cache_dir: str | Path, split: str, kind: str, key: dict[str,
     return Path(cache_dir) / f"{split}-{kind}-{key_hash(key)}"
 
 
-def cached_store(directory: Path, key: dict[str, Any], build: Callable[[], tuple[GraphStore, dict]], what: str,
-                 use_cache: bool) -> GraphStore:
+def cached_store(
+    directory: Path, key: dict[str, Any], build: Callable[[], tuple[GraphStore, dict]], what: str, use_cache: bool
+) -> GraphStore:
     """``build()``'s store, cached in ``directory`` under ``key`` (built once, then loaded) when ``use_cache``."""
     if not use_cache:
         return build()[0]
 
     def build_payload() -> tuple[dict[str, Any], dict, int, int]:
         store, info = build()
-        payload = {"tensors": store.tensors, "objective": store.objective, "status": store.status,
-                   "solve_time": store.solve_time}
+        payload = {
+            "tensors": store.tensors,
+            "objective": store.objective,
+            "status": store.status,
+            "solve_time": store.solve_time,
+        }
         return payload, info, len(store), int(store.tensors["n_uav"].max()) if len(store) else 0
 
     payload = load_or_build_payload(directory, key, build_payload, what)
     return GraphStore(payload["tensors"], payload["objective"], payload["status"], payload["solve_time"])
+
 
 Build = Callable[[], tuple[dict[str, Any], dict, int, int]]  # () -> (payload, build info, count, n_uav)
 
@@ -257,8 +300,10 @@ def is_cache_entry(directory: Path) -> bool:
     found = ENTRY_NAME.match(directory.name)
     if found is None or directory.is_symlink() or not directory.is_dir():
         return False
-    for proof, read in ((directory / MARKER_FILE, lambda text: text.strip()),
-                        (directory / MANIFEST_FILE, lambda text: json.loads(text).get("key_hash"))):
+    for proof, read in (
+        (directory / MARKER_FILE, lambda text: text.strip()),
+        (directory / MANIFEST_FILE, lambda text: json.loads(text).get("key_hash")),
+    ):
         try:
             if proof.is_file() and not proof.is_symlink() and read(proof.read_text()) == found["hash"]:
                 return True
@@ -291,8 +336,11 @@ def foreign_entries(cache_dir: str | Path) -> list[str]:
 
 def _orphan_locks(root: Path) -> set[str]:
     """Entry names of the lock files (``<entry>.lock``, regular files) whose entry no longer exists."""
-    return {p.name[:-5] for p in root.glob("*.lock") if ENTRY_NAME.match(p.name[:-5]) and p.is_file()
-            and not p.is_symlink() and not (root / p.name[:-5]).exists()}
+    return {
+        p.name[:-5]
+        for p in root.glob("*.lock")
+        if ENTRY_NAME.match(p.name[:-5]) and p.is_file() and not p.is_symlink() and not (root / p.name[:-5]).exists()
+    }
 
 
 def cache_entries(cache_dir: str | Path) -> list[dict[str, Any]]:
@@ -303,9 +351,17 @@ def cache_entries(cache_dir: str | Path) -> list[dict[str, Any]]:
         problem = verify(directory)
         manifest = json.loads((directory / MANIFEST_FILE).read_text()) if problem is None else {}
         timings = manifest.get("build", {}).get("timings", {})
-        rows.append({"name": directory.name, "graphs": manifest.get("count"), "n_uav": manifest.get("n_uav"),
-                     "mb": round(tree_bytes(directory) / 2**20, 2), "created": manifest.get("created"),
-                     "build_s": round(sum(timings.values()), 1) if timings else None, "problem": problem})
+        rows.append(
+            {
+                "name": directory.name,
+                "graphs": manifest.get("count"),
+                "n_uav": manifest.get("n_uav"),
+                "mb": round(tree_bytes(directory) / 2**20, 2),
+                "created": manifest.get("created"),
+                "build_s": round(sum(timings.values()), 1) if timings else None,
+                "problem": problem,
+            }
+        )
     return rows
 
 

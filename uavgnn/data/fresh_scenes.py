@@ -52,8 +52,7 @@ class FreshScenes:
     """The batch of every step, generated on ``device``: ``next(step, stage, batch_size)`` like ``BatchSource``;
     ``mix``: the curriculum's stage batches (None: none)."""
 
-    def __init__(self, settings: FreshSettings, mix: StageMix | None, sizes: list[int], device: torch.device
-                 ) -> None:
+    def __init__(self, settings: FreshSettings, mix: StageMix | None, sizes: list[int], device: torch.device) -> None:
         self.settings, self.mix, self.sizes, self.device = settings, mix, sizes, device
         self.dist = settings.dist
         self.ctx = distributed.context()
@@ -73,7 +72,9 @@ class FreshScenes:
         sizes = self.settings.fresh_sizes
         if not sizes:
             return self.sizes[stage]
-        return int(sizes[int(np.random.default_rng(stream_seed(self.settings.seed, "fresh_size", step)).integers(len(sizes)))])
+        return int(
+            sizes[int(np.random.default_rng(stream_seed(self.settings.seed, "fresh_size", step)).integers(len(sizes)))]
+        )
 
     def next(self, step: int, stage: int, batch_size: int) -> Batch:
         seed = self.settings.seed
@@ -98,5 +99,6 @@ class FreshScenes:
 
     def gather(self, ids: torch.Tensor) -> Batch:
         # step 0's draw (a pure function of it: probing changes nothing the run draws later)
-        return self._graphs(self.sizes[-1], len(ids), stream(self.settings.seed, "fresh_scenes", 0, self.ctx.rank,
-                                                             self.device))
+        return self._graphs(
+            self.sizes[-1], len(ids), stream(self.settings.seed, "fresh_scenes", 0, self.ctx.rank, self.device)
+        )

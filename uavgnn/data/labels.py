@@ -47,10 +47,12 @@ def _start_worker(parent: int, scenes: list[Scene], time_limit: float) -> None:
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     else:
+
         def watch() -> None:
             while os.getppid() == parent:
                 time.sleep(0.5)
             os._exit(1)
+
         threading.Thread(target=watch, daemon=True).start()
     if os.getppid() != parent:  # the parent died before the request above took effect
         os._exit(1)
@@ -65,12 +67,15 @@ def solve_labels(scenes: list[Scene], time_limit: float, workers: int, desc: str
         return [solve_milp(s, time_limit=time_limit) for s in progress(scenes, **bar)]
     chunk = max(1, min(64, len(scenes) // (8 * workers)))
     results: list[SolveResult] = []
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"), initializer=_start_worker,
-                               initargs=(os.getpid(), scenes, time_limit))
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=mp.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(os.getpid(), scenes, time_limit),
+    )
     try:
         with progress(**bar) as shown:
-            chunks = [pool.submit(_label, range(i, min(i + chunk, len(scenes))))
-                      for i in range(0, len(scenes), chunk)]
+            chunks = [pool.submit(_label, range(i, min(i + chunk, len(scenes)))) for i in range(0, len(scenes), chunk)]
             for future in chunks:
                 results += future.result()
                 shown.update(len(results) - shown.n)

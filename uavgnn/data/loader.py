@@ -37,11 +37,21 @@ class ShardedBatchSampler(Sampler[list[int]]):
     a DDP run follows the single-process run step for step.
     """
 
-    def __init__(self, size: int, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False,
-                 rank: int = 0, world_size: int = 1) -> None:
+    def __init__(
+        self,
+        size: int,
+        batch_size: int,
+        shuffle: bool,
+        seed: int = 0,
+        drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         if batch_size % world_size:
-            raise ValueError(f"hardware.batch_size={batch_size} (the global batch) must be divisible by the "
-                             f"{world_size} processes of this run")
+            raise ValueError(
+                f"hardware.batch_size={batch_size} (the global batch) must be divisible by the "
+                f"{world_size} processes of this run"
+            )
         self.size, self.batch_size, self.shuffle, self.seed, self.drop_last = size, batch_size, shuffle, seed, drop_last
         self.rank, self.world_size = rank, world_size
         self.epoch = 0
@@ -58,16 +68,24 @@ class ShardedBatchSampler(Sampler[list[int]]):
             ids = ids[torch.randperm(self.size, generator=stream(self.seed, "scene_order", self.epoch))]
         per_rank = self.batch_size // self.world_size
         for start in range(0, len(self) * self.batch_size, self.batch_size):
-            block = ids[start:start + self.batch_size]
-            shard = block[self.rank * per_rank:(self.rank + 1) * per_rank] if self.world_size > 1 else block
+            block = ids[start : start + self.batch_size]
+            shard = block[self.rank * per_rank : (self.rank + 1) * per_rank] if self.world_size > 1 else block
             yield shard.tolist()
 
 
 class InMemoryLoader:
     """Batches of ``store`` by vectorised gather, in the order of ``batch_sampler``."""
 
-    def __init__(self, store: GraphStore | PaddedSplit, batch_size: int, shuffle: bool, seed: int = 0,
-                 drop_last: bool = False, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(
+        self,
+        store: GraphStore | PaddedSplit,
+        batch_size: int,
+        shuffle: bool,
+        seed: int = 0,
+        drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         self.store = store
         self.batch_sampler = ShardedBatchSampler(len(store), batch_size, shuffle, seed, drop_last, rank, world_size)
 
@@ -92,9 +110,20 @@ class StoreDataset(Dataset):
         return self.store.get(int(i))
 
 
-def make_loader(store: GraphStore | PaddedSplit, kind: str, batch_size: int, shuffle: bool, seed: int = 0, num_workers: int = 0,
-                pin_memory: bool = False, prefetch_factor: int = 2, persistent_workers: bool = False,
-                drop_last: bool = False, rank: int = 0, world_size: int = 1):
+def make_loader(
+    store: GraphStore | PaddedSplit,
+    kind: str,
+    batch_size: int,
+    shuffle: bool,
+    seed: int = 0,
+    num_workers: int = 0,
+    pin_memory: bool = False,
+    prefetch_factor: int = 2,
+    persistent_workers: bool = False,
+    drop_last: bool = False,
+    rank: int = 0,
+    world_size: int = 1,
+):
     """A loader of ``kind`` 'memory' or 'pyg' over ``store``; ``batch_size`` is the global batch, of which
     this rank loads its ``1/world_size`` share. Both kinds expose ``batch_sampler.set_epoch``."""
     if kind == "memory":
@@ -102,8 +131,9 @@ def make_loader(store: GraphStore | PaddedSplit, kind: str, batch_size: int, shu
     if kind == "pyg":
         sampler = ShardedBatchSampler(len(store), batch_size, shuffle, seed, drop_last, rank, world_size)
         extra = dict(prefetch_factor=prefetch_factor, persistent_workers=persistent_workers) if num_workers > 0 else {}
-        return DataLoader(StoreDataset(store), batch_sampler=sampler, num_workers=num_workers,
-                          pin_memory=pin_memory, **extra)
+        return DataLoader(
+            StoreDataset(store), batch_sampler=sampler, num_workers=num_workers, pin_memory=pin_memory, **extra
+        )
     raise ValueError(f"hardware.loader: unknown loader {kind!r} (expected 'memory' or 'pyg')")
 
 

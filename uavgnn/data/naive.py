@@ -51,8 +51,18 @@ def loop_neighbours(scene: Scene, k_max: int, uav_neighbours: int) -> Neighbours
             uu_dst.append(v)
             uu_dist.append(du[v])
     as_int = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
-    return Neighbours(as_int(c_uav), as_int(c_tgt), np.asarray(c_dist, dtype=np.float64), as_int(c_rank), n_feasible,
-                      n_reach, nearest, as_int(uu_src), as_int(uu_dst), np.asarray(uu_dist, dtype=np.float64))
+    return Neighbours(
+        as_int(c_uav),
+        as_int(c_tgt),
+        np.asarray(c_dist, dtype=np.float64),
+        as_int(c_rank),
+        n_feasible,
+        n_reach,
+        nearest,
+        as_int(uu_src),
+        as_int(uu_dst),
+        np.asarray(uu_dist, dtype=np.float64),
+    )
 
 
 class NaiveSceneDataset(Dataset):
@@ -71,7 +81,14 @@ class NaiveSceneDataset(Dataset):
         return graph
 
 
-def naive_loader(scenes: list[Scene], labels: list[np.ndarray], batch_size: int, k_max: int = 16,
-                 uav_neighbours: int = 8, shuffle: bool = True) -> DataLoader:
-    return DataLoader(NaiveSceneDataset(scenes, labels, k_max, uav_neighbours), batch_size=batch_size,
-                      shuffle=shuffle, drop_last=True)
+def naive_loader(
+    scenes: list[Scene],
+    labels: list[np.ndarray],
+    batch_size: int,
+    k_max: int = 16,
+    uav_neighbours: int = 8,
+    shuffle: bool = True,
+) -> DataLoader:
+    return DataLoader(
+        NaiveSceneDataset(scenes, labels, k_max, uav_neighbours), batch_size=batch_size, shuffle=shuffle, drop_last=True
+    )

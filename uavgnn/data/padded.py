@@ -56,11 +56,14 @@ class PaddedSplit:
         n_real = used.sum(1, keepdim=True)
         rank = torch.arange(k).expand(s * n, k)
         pad_target = free.gather(1, (rank - n_real).clamp(min=0)) + n  # slot r >= n_real: the (r - n_real)-th free
-        cand_index = torch.stack([torch.arange(n).repeat_interleave(k).expand(s, -1).reshape(-1),
-                                  pad_target.reshape(-1)])
+        cand_index = torch.stack(
+            [torch.arange(n).repeat_interleave(k).expand(s, -1).reshape(-1), pad_target.reshape(-1)]
+        )
         cand_index[:, slot] = t["cand_index"]
-        padded = {"cand_index": cand_index.T.reshape(s, n * k, 2),
-                  "cand_valid": torch.zeros(s * n * k, dtype=torch.bool).index_fill(0, slot, True).view(s, n * k)}
+        padded = {
+            "cand_index": cand_index.T.reshape(s, n * k, 2),
+            "cand_valid": torch.zeros(s * n * k, dtype=torch.bool).index_fill(0, slot, True).view(s, n * k),
+        }
         for key in set(CAND_KEYS) - {"cand_rank", "cand_target"}:  # those two follow from the slots, below
             value = torch.zeros((s * n * k, *t[key].shape[1:]), dtype=t[key].dtype).index_copy(0, slot, t[key])
             padded[key] = value.view(s, n * k, *t[key].shape[1:])
@@ -74,8 +77,9 @@ class PaddedSplit:
         return PaddedSplit(padded, n, m, k)
 
     def to(self, device: torch.device) -> PaddedSplit:
-        return PaddedSplit({key: value.to(device) for key, value in self.tensors.items()}, self.n_uav,
-                           self.n_target, self.slots)
+        return PaddedSplit(
+            {key: value.to(device) for key, value in self.tensors.items()}, self.n_uav, self.n_target, self.slots
+        )
 
     @property
     def nodes(self) -> int:
@@ -94,12 +98,16 @@ class PaddedSplit:
         shift = (torch.arange(b, device=dev) * nodes).view(b, 1, 1)
         flat = lambda key: t[key][ids].flatten(0, 1)  # noqa: E731
         graph = torch.arange(b, device=dev)
-        batch = Batch(**{key: flat(key) for key in (*NODE_KEYS, *CAND_KEYS, *UU_KEYS, "cand_valid")},
-                      cand_index=(t["cand_index"][ids] + shift).flatten(0, 1).T,
-                      uu_index=(t["uu_index"][ids] + shift).flatten(0, 1).T,
-                      batch=graph.view(b, 1).expand(b, nodes).reshape(-1),
-                      ptr=torch.arange(b + 1, device=dev) * nodes, n_uav=torch.full((b,), n, device=dev),
-                      scene_id=ids, num_nodes=b * nodes)
+        batch = Batch(
+            **{key: flat(key) for key in (*NODE_KEYS, *CAND_KEYS, *UU_KEYS, "cand_valid")},
+            cand_index=(t["cand_index"][ids] + shift).flatten(0, 1).T,
+            uu_index=(t["uu_index"][ids] + shift).flatten(0, 1).T,
+            batch=graph.view(b, 1).expand(b, nodes).reshape(-1),
+            ptr=torch.arange(b + 1, device=dev) * nodes,
+            n_uav=torch.full((b,), n, device=dev),
+            scene_id=ids,
+            num_nodes=b * nodes,
+        )
         batch._num_graphs = b
         batch.kept_counts = [b * n * min(r, self.slots) for r in range(self.slots + 1)]
         batch.max_nodes = nodes
@@ -115,12 +123,14 @@ def concat_batches(parts: list[Batch]) -> Batch:
     graph_shift = list(accumulate((p.num_graphs for p in parts[:-1]), initial=0))
     rebuilt = {"cand_index", "uu_index", "batch", "ptr", "scene_id"}
     keys = [key for key in parts[0].keys() if key not in rebuilt and torch.is_tensor(parts[0][key])]
-    out = Batch(**{key: torch.cat([p[key] for p in parts]) for key in keys},
-                cand_index=torch.cat([p.cand_index + s for p, s in zip(parts, node_shift)], 1),
-                uu_index=torch.cat([p.uu_index + s for p, s in zip(parts, node_shift)], 1),
-                batch=torch.cat([p.batch + g for p, g in zip(parts, graph_shift)]),
-                ptr=torch.cat([parts[0].ptr[:1]] + [p.ptr[1:] + s for p, s in zip(parts, node_shift)]),
-                num_nodes=sum(p.num_nodes for p in parts))
+    out = Batch(
+        **{key: torch.cat([p[key] for p in parts]) for key in keys},
+        cand_index=torch.cat([p.cand_index + s for p, s in zip(parts, node_shift)], 1),
+        uu_index=torch.cat([p.uu_index + s for p, s in zip(parts, node_shift)], 1),
+        batch=torch.cat([p.batch + g for p, g in zip(parts, graph_shift)]),
+        ptr=torch.cat([parts[0].ptr[:1]] + [p.ptr[1:] + s for p, s in zip(parts, node_shift)]),
+        num_nodes=sum(p.num_nodes for p in parts),
+    )
     out.scene_id = torch.arange(out.ptr.numel() - 1, device=out.x.device)
     out._num_graphs = out.scene_id.numel()
     longest = max(len(p.kept_counts) for p in parts)  # a part's list ends where its slots do: its count stays

@@ -12,8 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from uavgnn.data.cache import (FEATURE_SET, FORMAT_VERSION, BuildSettings, SplitSpec, cache_key, cached_store,
-                               entry_directory, label_and_build, load_or_build, solver_key, verify)
+from uavgnn.data.cache import (
+    FEATURE_SET,
+    FORMAT_VERSION,
+    BuildSettings,
+    SplitSpec,
+    cache_key,
+    cached_store,
+    entry_directory,
+    label_and_build,
+    load_or_build,
+    solver_key,
+    verify,
+)
 from uavgnn.data.store import GraphStore
 from uavgnn.problem.scene_folder import files_fingerprint, load_scenes, split_files
 from uavgnn.problem.scenes import SceneDistribution
@@ -46,32 +57,40 @@ def split_spec(settings: SplitSettings, split: str, n_uav: int | None = None, co
     return SplitSpec(split, n_uav, count, settings.seeds[split] + n_uav)
 
 
-def load_split(settings: SplitSettings, split: str, n_uav: int | None = None, count: int | None = None
-               ) -> GraphStore:
+def load_split(settings: SplitSettings, split: str, n_uav: int | None = None, count: int | None = None) -> GraphStore:
     """The split's graphs from the cache (or built), honouring ``optim.graph_cache``. Under ``task=folder`` the
     split is the folder's (its scene files, whatever their sizes: ``n_uav`` and ``count`` do not apply)."""
     s = settings
     if s.folder:
-        return load_folder_split(split, split_files(s.folder, split), s.build, s.cache_dir, s.label_workers,
-                                 s.use_cache)
-    return load_or_build(split_spec(s, split, n_uav, count), s.dist, s.build, s.cache_dir,
-                         workers=s.label_workers, use_cache=s.use_cache)
+        return load_folder_split(
+            split, split_files(s.folder, split), s.build, s.cache_dir, s.label_workers, s.use_cache
+        )
+    return load_or_build(
+        split_spec(s, split, n_uav, count), s.dist, s.build, s.cache_dir, workers=s.label_workers, use_cache=s.use_cache
+    )
 
 
 def is_cached(settings: SplitSettings, split: str, n_uav: int | None = None, count: int | None = None) -> bool:
     """Whether ``load_split`` would load the split intact from the cache (label nothing)."""
     s = settings
     if s.folder:
-        directory = entry_directory(s.cache_dir, split, "folder", _folder_key(split, split_files(s.folder, split),
-                                                                              s.build))
+        directory = entry_directory(
+            s.cache_dir, split, "folder", _folder_key(split, split_files(s.folder, split), s.build)
+        )
     else:
         spec = split_spec(s, split, n_uav, count)
         directory = entry_directory(s.cache_dir, split, f"n{spec.n_uav}", cache_key(spec, s.dist, s.build))
     return s.use_cache and verify(directory) is None
 
 
-def load_folder_split(split: str, files: list[Path], settings: BuildSettings, cache_dir: str | Path,
-                      workers: int = 1, use_cache: bool = True) -> GraphStore:
+def load_folder_split(
+    split: str,
+    files: list[Path],
+    settings: BuildSettings,
+    cache_dir: str | Path,
+    workers: int = 1,
+    use_cache: bool = True,
+) -> GraphStore:
     """The split of your own scene ``files``, labelled and cached like a generated one; the files' names and
     contents name it (``<split>-folder-<hash>``: an edited file gets a new split)."""
     key = _folder_key(split, files, settings)
@@ -79,14 +98,21 @@ def load_folder_split(split: str, files: list[Path], settings: BuildSettings, ca
     def build() -> tuple[GraphStore, dict]:
         start = time.perf_counter()
         scenes = load_scenes(files)
-        return label_and_build(scenes, time.perf_counter() - start, f"{split} ({len(files)} files)", settings,
-                               workers)
+        return label_and_build(scenes, time.perf_counter() - start, f"{split} ({len(files)} files)", settings, workers)
 
-    return cached_store(entry_directory(cache_dir, split, "folder", key), key, build,
-                        counted(len(files), "scene file"), use_cache)
+    return cached_store(
+        entry_directory(cache_dir, split, "folder", key), key, build, counted(len(files), "scene file"), use_cache
+    )
 
 
 def _folder_key(split: str, files: list[Path], settings: BuildSettings) -> dict[str, Any]:
-    return {"format_version": FORMAT_VERSION, "feature_set": FEATURE_SET, "split": split,
-            "files": files_fingerprint(files), "count": len(files), "k_max": settings.k_max,
-            "uav_neighbours": settings.uav_neighbours, "solver": solver_key(settings)}
+    return {
+        "format_version": FORMAT_VERSION,
+        "feature_set": FEATURE_SET,
+        "split": split,
+        "files": files_fingerprint(files),
+        "count": len(files),
+        "k_max": settings.k_max,
+        "uav_neighbours": settings.uav_neighbours,
+        "solver": solver_key(settings),
+    }

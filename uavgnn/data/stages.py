@@ -61,19 +61,24 @@ class CurriculumSampler:
             self.offsets.append(self.offsets[-1] + len(store))
         self.seed, self.padded = seed, padded
 
-    def stage_ids(self, step: int, stage: int, batch_size: int, historical_fraction: float, rank: int = 0,
-                  world_size: int = 1) -> list[tuple[int, torch.Tensor]]:
+    def stage_ids(
+        self, step: int, stage: int, batch_size: int, historical_fraction: float, rank: int = 0, world_size: int = 1
+    ) -> list[tuple[int, torch.Tensor]]:
         """(stage, scene ids in that stage's split) of ``step``'s batch, current stage first: a pure function of
         seed and step; with several ranks, each takes every ``world_size``-th scene of every stage's part."""
         gen = stream(self.seed, "curriculum", step)
         n_old = round(batch_size * historical_fraction) if stage > 0 else 0
         counts = [(stage, batch_size - n_old)] + list(enumerate(replay_counts(n_old, stage)))
-        parts = [(s, torch.randint(0, self.offsets[s + 1] - self.offsets[s], (n,), generator=gen))
-                 for s, n in counts if n > 0]
+        parts = [
+            (s, torch.randint(0, self.offsets[s + 1] - self.offsets[s], (n,), generator=gen))
+            for s, n in counts
+            if n > 0
+        ]
         return [(s, ids[rank::world_size]) for s, ids in parts]
 
-    def batch(self, step: int, stage: int, batch_size: int, historical_fraction: float, rank: int = 0,
-              world_size: int = 1) -> Batch:
+    def batch(
+        self, step: int, stage: int, batch_size: int, historical_fraction: float, rank: int = 0, world_size: int = 1
+    ) -> Batch:
         """The global batch of ``step``, or this rank's share of it."""
         parts = self.stage_ids(step, stage, batch_size, historical_fraction, rank, world_size)
         if self.padded is not None:

@@ -64,7 +64,7 @@ class GraphStore:
         return len(self.tensors["n_nodes"])
 
     @staticmethod
-    def from_graphs(graphs: list[Data], scenes: list[Scene], labels: list[SolveResult]) -> "GraphStore":
+    def from_graphs(graphs: list[Data], scenes: list[Scene], labels: list[SolveResult]) -> GraphStore:
         """The store of labelled graphs, each with the linear relaxation's pairs (``relax_candidates``, made here
         for a graph without them): a split serves models that read the relaxation and models that do not."""
         for graph in graphs:
@@ -84,23 +84,39 @@ class GraphStore:
         t["target_value"] = torch.from_numpy(np.concatenate([s.value for s in scenes]))
         t["lam"] = torch.tensor([s.lam for s in scenes], dtype=torch.float64)
         t["label_assignment"] = torch.from_numpy(np.concatenate([r.assignment for r in labels]))
-        return GraphStore(t, torch.tensor([r.objective for r in labels], dtype=torch.float64),
-                          [r.status for r in labels], torch.tensor([r.wall_time for r in labels], dtype=torch.float64))
+        return GraphStore(
+            t,
+            torch.tensor([r.objective for r in labels], dtype=torch.float64),
+            [r.status for r in labels],
+            torch.tensor([r.wall_time for r in labels], dtype=torch.float64),
+        )
 
     @staticmethod
     def concat(stores: list[GraphStore]) -> GraphStore:
         """One store of all graphs of ``stores``, in order (node indices are local to a graph, so no offsets)."""
-        tensors = {key: torch.cat([s.tensors[key] for s in stores], dim=-1 if key.endswith("_index") else 0)
-                   for key in stores[0].tensors}
-        return GraphStore(tensors, torch.cat([s.objective for s in stores]), [x for s in stores for x in s.status],
-                          torch.cat([s.solve_time for s in stores]))
+        tensors = {
+            key: torch.cat([s.tensors[key] for s in stores], dim=-1 if key.endswith("_index") else 0)
+            for key in stores[0].tensors
+        }
+        return GraphStore(
+            tensors,
+            torch.cat([s.objective for s in stores]),
+            [x for s in stores for x in s.status],
+            torch.cat([s.solve_time for s in stores]),
+        )
 
     def scene(self, i: int) -> Scene:
         t = self.tensors
         u = slice(int(self.uav_ptr[i]), int(self.uav_ptr[i + 1]))
         m = slice(int(self.target_ptr[i]), int(self.target_ptr[i + 1]))
-        return Scene(t["uav_pos"][u].numpy(), t["uav_range"][u].numpy(), t["target_pos"][m].numpy(),
-                     t["target_need"][m].numpy(), t["target_value"][m].numpy(), float(t["lam"][i]))
+        return Scene(
+            t["uav_pos"][u].numpy(),
+            t["uav_range"][u].numpy(),
+            t["target_pos"][m].numpy(),
+            t["target_need"][m].numpy(),
+            t["target_value"][m].numpy(),
+            float(t["lam"][i]),
+        )
 
     def scenes(self) -> list[Scene]:
         return [self.scene(i) for i in range(len(self))]
@@ -108,14 +124,19 @@ class GraphStore:
     def label_assignments(self) -> list[np.ndarray]:
         """The label MILP's assignment of every scene."""
         a = self.tensors["label_assignment"].numpy()
-        return [a[int(self.uav_ptr[i]):int(self.uav_ptr[i + 1])] for i in range(len(self))]
+        return [a[int(self.uav_ptr[i]) : int(self.uav_ptr[i + 1])] for i in range(len(self))]
 
     def get(self, i: int) -> Data:
         """Graph i as a PyG ``Data`` (PyG's collate offsets the ``*_index`` attributes)."""
         t = self.tensors
         n, c, u = (slice(int(p[i]), int(p[i + 1])) for p in (self.node_ptr, self.cand_ptr, self.uu_ptr))
-        data = Data(num_nodes=int(t["n_nodes"][i]), cand_index=t["cand_index"][:, c], uu_index=t["uu_index"][:, u],
-                    n_uav=t["n_uav"][i:i + 1], scene_id=torch.tensor([i]))
+        data = Data(
+            num_nodes=int(t["n_nodes"][i]),
+            cand_index=t["cand_index"][:, c],
+            uu_index=t["uu_index"][:, u],
+            n_uav=t["n_uav"][i : i + 1],
+            scene_id=torch.tensor([i]),
+        )
         self._copy_attributes(data, n, c, u)
         return data
 
@@ -139,12 +160,17 @@ class GraphStore:
         first = torch.cumsum(counts, 0) - counts  # where each segment starts in the concatenation
         rows = torch.arange(rows_in_all) + (starts - first)[segment]
         graph = segment.remainder(b)
-        ptr = first[:b + 1]  # the node segments come first: their starts are the batch's node offsets
+        ptr = first[: b + 1]  # the node segments come first: their starts are the batch's node offsets
         node_idx, cand_idx, uu_idx = rows.split(total)
         _, cand_offset, uu_offset = first[:b][graph].split(total)  # each row's graph's first node in the batch
         batch = Batch(
-            cand_index=t["cand_index"][:, cand_idx] + cand_offset, uu_index=t["uu_index"][:, uu_idx] + uu_offset,
-            batch=graph[:total[0]], ptr=ptr, n_uav=t["n_uav"][ids], scene_id=ids.clone(), num_nodes=total[0],
+            cand_index=t["cand_index"][:, cand_idx] + cand_offset,
+            uu_index=t["uu_index"][:, uu_idx] + uu_offset,
+            batch=graph[: total[0]],
+            ptr=ptr,
+            n_uav=t["n_uav"][ids],
+            scene_id=ids.clone(),
+            num_nodes=total[0],
         )
         self._copy_attributes(batch, node_idx, cand_idx, uu_idx)
         batch.kept_counts = self.rank_counts[host_ids].sum(0).tolist()

@@ -53,16 +53,18 @@ def command_gains(accel: torch.Tensor, episode: torch.Tensor, steps: int) -> tor
     a, last = accel[:, :-1], accel.shape[1] - 1  # the last row has no command
     gains = [torch.ones((), dtype=a.dtype)]
     for j in range(1, steps):
-        same = (episode[:, j:last] == episode[:, :last - j])[..., None]
+        same = (episode[:, j:last] == episode[:, : last - j])[..., None]
         gains.append((a[:, j:] * a[:, :-j] * same).sum() / (a[:, :-j].pow(2) * same).sum())
     return torch.stack(gains)
 
 
-def calibrate(train: dict[str, Any], units: Units, settings: EnvSettings, disturbance: bool,
-              predict_steps: int) -> Calibration:
+def calibrate(
+    train: dict[str, Any], units: Units, settings: EnvSettings, disturbance: bool, predict_steps: int
+) -> Calibration:
     """A filter's calibration from the training split's raw rollouts (``uavgnn.dynamics.rollouts``)."""
-    pos, obs, vel, accel, true_d = (train[name].double() / units.of_target(name)
-                                    for name in ("pos", "pos_obs", "vel", "accel", "disturbance"))
+    pos, obs, vel, accel, true_d = (
+        train[name].double() / units.of_target(name) for name in ("pos", "pos_obs", "vel", "accel", "disturbance")
+    )
     same = train["episode"][:, 1:] == train["episode"][:, :-1]
     model_d = true_d[:, :-1] if disturbance else torch.zeros_like(true_d[:, :-1])
     next_pos, next_vel = kinematic_step(pos[:, :-1], vel[:, :-1], accel[:, :-1], model_d, units)
@@ -76,9 +78,13 @@ def calibrate(train: dict[str, Any], units: Units, settings: EnvSettings, distur
         wind, drag = settings.wind / units.accel, settings.drag * units.velocity / units.accel
         mean += [0.0, 0.0, drag / 2]
         var += [wind**2 / 6, wind**2 / 6, drag**2 / 12 + FLOOR]
-    return Calibration(float((obs - pos).pow(2).mean()), process, torch.tensor(mean, dtype=torch.float64),
-                       torch.tensor(var, dtype=torch.float64),
-                       command_gains(accel, train["episode"], predict_steps))
+    return Calibration(
+        float((obs - pos).pow(2).mean()),
+        process,
+        torch.tensor(mean, dtype=torch.float64),
+        torch.tensor(var, dtype=torch.float64),
+        command_gains(accel, train["episode"], predict_steps),
+    )
 
 
 class KinematicFilter:
@@ -111,8 +117,11 @@ class KinematicFilter:
         q = cal.process.to(z.device)
         eye = torch.eye(n, dtype=z.dtype, device=z.device)
         state = torch.cat([z[:, 0], cal.prior_mean.to(z.device).expand(b, -1)], -1)
-        cov = torch.diag(torch.cat([cal.measurement * torch.ones(2, dtype=z.dtype), cal.prior_var])
-                         ).to(z.device).expand(b, n, n)
+        cov = (
+            torch.diag(torch.cat([cal.measurement * torch.ones(2, dtype=z.dtype), cal.prior_var]))
+            .to(z.device)
+            .expand(b, n, n)
+        )
         filtered = []
         for t in range(window):
             if t > 0:
@@ -130,12 +139,19 @@ class KinematicFilter:
             path = self.transition(path, accel * gain)
             ahead.append(path[..., :2])
         dtype = batch.pos_obs.dtype
-        return Estimate((now[..., :2] - z).to(dtype), (torch.stack(ahead, 2) - z[:, :, None]).to(dtype),
-                        now[..., 2:4].to(dtype), self.disturbance(now).to(dtype))
+        return Estimate(
+            (now[..., :2] - z).to(dtype),
+            (torch.stack(ahead, 2) - z[:, :, None]).to(dtype),
+            now[..., 2:4].to(dtype),
+            self.disturbance(now).to(dtype),
+        )
 
 
-def baseline_filters(train: dict[str, Any], units: Units, settings: EnvSettings, window: int,
-                     predict_steps: int) -> dict[str, KinematicFilter]:
+def baseline_filters(
+    train: dict[str, Any], units: Units, settings: EnvSettings, window: int, predict_steps: int
+) -> dict[str, KinematicFilter]:
     """The two baselines, named as in the test table, calibrated on the training split."""
-    return {name: KinematicFilter(units, calibrate(train, units, settings, disturbance, predict_steps), window)
-            for name, disturbance in (("kalman", True), ("kinematics", False))}
+    return {
+        name: KinematicFilter(units, calibrate(train, units, settings, disturbance, predict_steps), window)
+        for name, disturbance in (("kalman", True), ("kinematics", False))
+    }

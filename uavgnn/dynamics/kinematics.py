@@ -45,7 +45,7 @@ class Estimate:
 
 def future(x: torch.Tensor, window: int, steps: int) -> torch.Tensor:
     """(B, window, steps, 2): rows t+1..t+steps of x (B, window + steps, 2) for every t < window."""
-    return x[:, 1:window + steps].unfold(1, steps, 1).transpose(2, 3)  # a view: windows of x's rows
+    return x[:, 1 : window + steps].unfold(1, steps, 1).transpose(2, 3)  # a view: windows of x's rows
 
 
 def clamp_speed(v: torch.Tensor) -> torch.Tensor:
@@ -54,22 +54,25 @@ def clamp_speed(v: torch.Tensor) -> torch.Tensor:
     return v * v.pow(2).sum(-1, keepdim=True).clamp(min=1.0).rsqrt()
 
 
-def unwalled_step(pos: torch.Tensor, vel: torch.Tensor, accel: torch.Tensor, disturbance: torch.Tensor,
-                  units: Units) -> torch.Tensor:
+def unwalled_step(
+    pos: torch.Tensor, vel: torch.Tensor, accel: torch.Tensor, disturbance: torch.Tensor, units: Units
+) -> torch.Tensor:
     """The position at t+1 in model units before the arena's wall: where the flown step would end."""
     return pos + clamp_speed(vel + units.accel_ratio * (accel + disturbance))
 
 
-def kinematic_step(pos: torch.Tensor, vel: torch.Tensor, accel: torch.Tensor, disturbance: torch.Tensor,
-                   units: Units) -> tuple[torch.Tensor, torch.Tensor]:
+def kinematic_step(
+    pos: torch.Tensor, vel: torch.Tensor, accel: torch.Tensor, disturbance: torch.Tensor, units: Units
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of the known kinematics in model units: the position and velocity at t+1. The arena's wall
     clamps the position, so a UAV pushed against it keeps only the velocity along it (as ``UAVEnv.step``)."""
     next_pos = unwalled_step(pos, vel, accel, disturbance, units).clamp(0.0, units.side)
     return next_pos, next_pos - pos
 
 
-def physics_pairs(est: Estimate, batch: WindowBatch, units: Units, start: int = 0
-                  ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def physics_pairs(
+    est: Estimate, batch: WindowBatch, units: Units, start: int = 0
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The kinematic residuals between rows t and t+1 of an estimate of rows ``start``.. of the windows, as
     (got, expected) pairs of (B, rows-1, 2): velocity, position, one-step prediction, and the disturbance's
     persistence at the wall. A step the wall stops does not depend on the disturbance normal to it (no gradient
@@ -83,10 +86,12 @@ def physics_pairs(est: Estimate, batch: WindowBatch, units: Units, start: int = 
     v_next = walled - p_now
     stopped = walled != unclamped  # per axis: the wall stops this row's step
     before = est.disturbance[:, :-1].detach()
-    return [(est.velocity[:, 1:], v_next[:, :-1]),
-            ((p_now - est.velocity)[:, 1:], p_now[:, :-1]),
-            (est.ahead[:, :-1, 0], (est.now + v_next)[:, :-1]),
-            (torch.where(stopped[:, 1:], est.disturbance[:, 1:], before), before)]
+    return [
+        (est.velocity[:, 1:], v_next[:, :-1]),
+        ((p_now - est.velocity)[:, 1:], p_now[:, :-1]),
+        (est.ahead[:, :-1, 0], (est.now + v_next)[:, :-1]),
+        (torch.where(stopped[:, 1:], est.disturbance[:, 1:], before), before),
+    ]
 
 
 def physics_residuals(est: Estimate, batch: WindowBatch, units: Units, start: int = 0) -> torch.Tensor:
@@ -102,8 +107,10 @@ def physics_loss(est: Estimate, batch: WindowBatch, units: Units, start: int) ->
     """The squared residuals of an estimate of rows ``start``.. (``estimate``'s ``start``: the burn-in),
     averaged per kinematic residual (6 a row): the wall's persistence terms (x ``WALL_PERSISTENCE_WEIGHT``) add
     to the rows they are on, so a batch away from the wall scores as without them."""
-    velocity, position, step, wall = (F.mse_loss(got.float(), expected.float(), reduction="sum")
-                                      for got, expected in physics_pairs(est, batch, units, start))
+    velocity, position, step, wall = (
+        F.mse_loss(got.float(), expected.float(), reduction="sum")
+        for got, expected in physics_pairs(est, batch, units, start)
+    )
     rows = est.now.shape[0] * (est.now.shape[1] - 1)
     return (velocity + position + step + WALL_PERSISTENCE_WEIGHT * wall) / (6 * rows)
 
@@ -129,8 +136,9 @@ def on_wall(pos: torch.Tensor, units: Units) -> torch.Tensor:
 
 
 @torch.no_grad()
-def dynamics_metrics(est: Estimate, batch: WindowBatch, units: Units, window: int,
-                     burn_in: int) -> dict[str, torch.Tensor]:
+def dynamics_metrics(
+    est: Estimate, batch: WindowBatch, units: Units, window: int, burn_in: int
+) -> dict[str, torch.Tensor]:
     """Sums of squared errors (world units) of an estimate over rows burn_in..window-1, and the counts, for
     RMSEs: the position ``steps`` ahead (one sum per step; the last is the k-step error), the velocity, the
     disturbance (on every row, and apart on the edge rows, whose coming step the wall stops, and the others),
@@ -143,14 +151,20 @@ def dynamics_metrics(est: Estimate, batch: WindowBatch, units: Units, window: in
 
     ahead = sq(batch.pos_obs[:, :w, None] + est.ahead - truth, units.position)  # (B, rows, K)
     disturbance = sq(est.disturbance - batch.disturbance[:, :w], units.accel)
-    edge = on_wall(batch.pos[:, b + 1:w + 1], units).float()  # the wall stops the coming step; a weight, not a mask
-    return {"steps": ahead.sum((0, 1)), "pred": ahead.mean(-1).sum(),
-            "velocity": sq(est.velocity - batch.vel[:, :w], units.velocity).sum(),
-            "disturbance": disturbance.sum(), "disturbance_edge": (disturbance * edge).sum(),
-            "disturbance_interior": (disturbance * (1 - edge)).sum(),
-            "physics": physics_residuals(est, batch, units)[:, b:].float().pow(2).sum(-1).sum(),
-            "rows": torch.ones_like(edge).sum(), "edge_rows": edge.sum(), "interior_rows": (1 - edge).sum(),
-            "physics_rows": torch.ones_like(edge[:, 1:]).sum()}
+    edge = on_wall(batch.pos[:, b + 1 : w + 1], units).float()  # the wall stops the coming step; a weight, not a mask
+    return {
+        "steps": ahead.sum((0, 1)),
+        "pred": ahead.mean(-1).sum(),
+        "velocity": sq(est.velocity - batch.vel[:, :w], units.velocity).sum(),
+        "disturbance": disturbance.sum(),
+        "disturbance_edge": (disturbance * edge).sum(),
+        "disturbance_interior": (disturbance * (1 - edge)).sum(),
+        "physics": physics_residuals(est, batch, units)[:, b:].float().pow(2).sum(-1).sum(),
+        "rows": torch.ones_like(edge).sum(),
+        "edge_rows": edge.sum(),
+        "interior_rows": (1 - edge).sum(),
+        "physics_rows": torch.ones_like(edge[:, 1:]).sum(),
+    }
 
 
 def rmses(sums: dict[str, torch.Tensor]) -> dict[str, Any]:
@@ -158,8 +172,13 @@ def rmses(sums: dict[str, torch.Tensor]) -> dict[str, Any]:
     the wall, inside), kinematic residual, and the position error at each step ahead (``step_j_rmse``)."""
     steps = (sums["steps"] / sums["rows"]).sqrt()
     out: dict[str, Any] = {"k_step_rmse": float(steps[-1]), "pred_rmse": float((sums["pred"] / sums["rows"]).sqrt())}
-    for key, rows in (("velocity", "rows"), ("disturbance", "rows"), ("disturbance_edge", "edge_rows"),
-                      ("disturbance_interior", "interior_rows"), ("physics", "physics_rows")):
+    for key, rows in (
+        ("velocity", "rows"),
+        ("disturbance", "rows"),
+        ("disturbance_edge", "edge_rows"),
+        ("disturbance_interior", "interior_rows"),
+        ("physics", "physics_rows"),
+    ):
         out[f"{key}_rmse"] = float((sums[key] / sums[rows].clamp(min=1)).sqrt())
     out.update({f"step_{j}_rmse": float(value) for j, value in enumerate(steps, 1)})
     return out

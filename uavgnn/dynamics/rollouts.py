@@ -68,8 +68,9 @@ class RolloutSource:
 @torch.no_grad()
 def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, policy: Policy) -> dict[str, Any]:
     """Play the split (a loop over time only; environments and UAVs are batched) and add observation noise."""
-    scaled = dataclasses.replace(settings, wind=settings.wind * spec.disturbance_scale,
-                                 drag=settings.drag * spec.disturbance_scale)
+    scaled = dataclasses.replace(
+        settings, wind=settings.wind * spec.disturbance_scale, drag=settings.drag * spec.disturbance_scale
+    )
     env = make_env(scaled, dist, spec.envs, torch.device("cpu"), seed=spec.seed)
     rows = {name: torch.zeros(spec.steps + 1, spec.envs, settings.n_uav, 2) for name in RECORDED}
     episode = torch.zeros(spec.steps + 1, spec.envs, dtype=torch.long)
@@ -80,8 +81,9 @@ def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, 
         step = env.step(policy(env))
         rows["accel"][t], rows["disturbance"][t] = step.accel, step.disturbance
         episode[t + 1] = episode[t] + step.done.long()
-    out: dict[str, Any] = {name: value.permute(1, 2, 0, 3).reshape(-1, spec.steps + 1, 2).contiguous()
-                           for name, value in rows.items()}
+    out: dict[str, Any] = {
+        name: value.permute(1, 2, 0, 3).reshape(-1, spec.steps + 1, 2).contiguous() for name, value in rows.items()
+    }
     out["episode"] = episode.T.repeat_interleave(settings.n_uav, 0)  # (S, T + 1): sequence s = env s // N
     noise = stream(spec.seed, "observation_noise")
     out["pos_obs"] = out["pos"] + spec.noise * torch.randn(out["pos"].shape, generator=noise)
@@ -96,8 +98,14 @@ def rollout_key(spec: RolloutSpec, settings: EnvSettings, dist: SceneDistributio
     env = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("name", "n_envs", "target")}
     if settings.target is not None:
         env.update(target=settings.target, target_source=source_digest(env_class(settings.target)))
-    return {"format_version": FORMAT_VERSION, "kind": "rollouts", "spec": dataclasses.asdict(spec), "env": env,
-            "distribution": distribution_key(dist), "policy": policy_id}
+    return {
+        "format_version": FORMAT_VERSION,
+        "kind": "rollouts",
+        "spec": dataclasses.asdict(spec),
+        "env": env,
+        "distribution": distribution_key(dist),
+        "policy": policy_id,
+    }
 
 
 def load_rollouts(source: RolloutSource, split: str, policy: Policy, policy_id: str) -> dict[str, Any]:

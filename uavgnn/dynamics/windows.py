@@ -76,8 +76,9 @@ class WindowBatch:
         return WindowBatch(*(getattr(self, f.name).pin_memory() for f in fields(self)))
 
 
-def row_features(pos_obs: torch.Tensor, accel: torch.Tensor, episode: torch.Tensor, side: float,
-                 units: Units) -> torch.Tensor:
+def row_features(
+    pos_obs: torch.Tensor, accel: torch.Tensor, episode: torch.Tensor, side: float, units: Units
+) -> torch.Tensor:
     """(S, T, N_FEATURES) raw features of every row; the displacement is zero on an episode's first row."""
     step = torch.zeros_like(pos_obs)
     same = (episode[:, 1:] == episode[:, :-1])[..., None]
@@ -103,11 +104,18 @@ def window_starts(episode: torch.Tensor, length: int, stride: int = 1) -> torch.
 class TrajectoryWindows:
     """A split as one table of rows, normalised once; ``gather(ids)`` is a batch (one ``index_select``)."""
 
-    def __init__(self, payload: dict[str, Any], stats: tuple[torch.Tensor, torch.Tensor], units: Units,
-                 length: int, stride: int = 1) -> None:
+    def __init__(
+        self,
+        payload: dict[str, Any],
+        stats: tuple[torch.Tensor, torch.Tensor],
+        units: Units,
+        length: int,
+        stride: int = 1,
+    ) -> None:
         mean, std = stats
-        x = (row_features(payload["pos_obs"], payload["accel"], payload["episode"], float(payload["side"]), units)
-             - mean) / std
+        x = (
+            row_features(payload["pos_obs"], payload["accel"], payload["episode"], float(payload["side"]), units) - mean
+        ) / std
         self.length, self.rows = length, x.shape[1]
         # (S x T, 6 + 2 x 6): the inputs and every label of a row side by side, so a batch is one gather
         self.table = torch.cat([x, *(payload[name] / units.of_target(name) for name in TARGETS)], -1).flatten(0, 1)
@@ -139,8 +147,9 @@ class TrajectoryWindows:
 class NaiveWindows(Dataset):
     """reference/004's slow pipeline: numpy arrays, each sample's features and normalisation in ``__getitem__``."""
 
-    def __init__(self, payload: dict[str, Any], stats: tuple[torch.Tensor, torch.Tensor], units: Units,
-                 length: int) -> None:
+    def __init__(
+        self, payload: dict[str, Any], stats: tuple[torch.Tensor, torch.Tensor], units: Units, length: int
+    ) -> None:
         self.arrays = {name: payload[name].numpy() for name in (*TARGETS, "episode")}
         self.mean, self.std = stats[0].numpy(), stats[1].numpy()
         self.side, self.units, self.length = float(payload["side"]), units, length
@@ -154,8 +163,11 @@ class NaiveWindows(Dataset):
         a, u = self.arrays, self.units
         rows = slice(start, start + self.length)
         pos_obs = a["pos_obs"][s, rows]
-        before = a["pos_obs"][s, start - 1] if start > 0 and a["episode"][s, start - 1] == a["episode"][s, start] \
+        before = (
+            a["pos_obs"][s, start - 1]
+            if start > 0 and a["episode"][s, start - 1] == a["episode"][s, start]
             else pos_obs[0]
+        )
         step = np.diff(pos_obs, axis=0, prepend=before[None]) / u.position
         x = np.concatenate([step, pos_obs / self.side, a["accel"][s, rows] / u.accel], 1)
         x = (x - self.mean) / self.std  # the per-sample scaler.transform of the guide

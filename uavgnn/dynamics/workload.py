@@ -45,7 +45,7 @@ class StepSampler(Sampler):
 
     def ids(self, step: int) -> torch.Tensor:
         generator = stream(self.seed, "windows", step)  # the global batch: every rank draws it, takes its share
-        return torch.randint(self.n, (self.batch_size,), generator=generator)[self.rank::self.world_size]
+        return torch.randint(self.n, (self.batch_size,), generator=generator)[self.rank :: self.world_size]
 
     def __iter__(self) -> Iterator[list[int]]:
         step = self.start
@@ -72,8 +72,15 @@ class TrajectoryWorkload:
 
     unit = "samples"
 
-    def __init__(self, source: RolloutSource, windows: WindowSettings, seed: int, loading: Loading,
-                 device: torch.device, rollout_policy: tuple[Policy, str]) -> None:
+    def __init__(
+        self,
+        source: RolloutSource,
+        windows: WindowSettings,
+        seed: int,
+        loading: Loading,
+        device: torch.device,
+        rollout_policy: tuple[Policy, str],
+    ) -> None:
         """``rollout_policy``: who flies the rollouts, and its name in their cache key."""
         self.source, self.seed, self.loading, self.device = source, seed, loading, device
         self.rollout_policy = rollout_policy
@@ -93,8 +100,13 @@ class TrajectoryWorkload:
 
     def windows(self, split: str) -> TrajectoryWindows:
         """A scoring split's windows (each row once), normalised with the training statistics."""
-        return TrajectoryWindows(self.load(split), self.stats, self.units, self.window + self.predict_steps,
-                                 stride=self.window - self.burn_in)
+        return TrajectoryWindows(
+            self.load(split),
+            self.stats,
+            self.units,
+            self.window + self.predict_steps,
+            stride=self.window - self.burn_in,
+        )
 
     def load(self, split: str) -> dict[str, Any]:
         """A split's raw trajectories (``uavgnn.dynamics.rollouts``), from the cache."""
@@ -115,10 +127,17 @@ class TrajectoryWorkload:
         if self.loading.loader == "memory":
             return (self.train.gather(sampler.ids(step)) for step in itertools.count(start))
         hw = self.loading
-        return iter(DataLoader(self.train, batch_sampler=sampler, collate_fn=_as_is, num_workers=hw.num_workers,
-                               pin_memory=hw.pin_memory and self.device.type == "cuda",
-                               prefetch_factor=hw.prefetch_factor if hw.num_workers else None,
-                               persistent_workers=hw.persistent_workers and hw.num_workers > 0))
+        return iter(
+            DataLoader(
+                self.train,
+                batch_sampler=sampler,
+                collate_fn=_as_is,
+                num_workers=hw.num_workers,
+                pin_memory=hw.pin_memory and self.device.type == "cuda",
+                prefetch_factor=hw.prefetch_factor if hw.num_workers else None,
+                persistent_workers=hw.persistent_workers and hw.num_workers > 0,
+            )
+        )
 
     def restart(self, step: int, batch_size: int) -> None:
         self._batches = self.host_batches(step, batch_size)
@@ -138,10 +157,13 @@ class TrajectoryWorkload:
 
     def validate(self, policy: nn.Module, stage: int, dtype: torch.dtype | None) -> dict[str, float]:
         with eval_mode(policy):
-            scores = self.score({"tcn": self.tcn(policy, dtype), "constant_velocity": self.constant_velocity},
-                                self.val)
-        return {f"val/{prefix}{key}": value for name, prefix in (("tcn", ""), ("constant_velocity", "cv_"))
-                for key, value in scores[name].items() if isinstance(value, float)}
+            scores = self.score({"tcn": self.tcn(policy, dtype), "constant_velocity": self.constant_velocity}, self.val)
+        return {
+            f"val/{prefix}{key}": value
+            for name, prefix in (("tcn", ""), ("constant_velocity", "cv_"))
+            for key, value in scores[name].items()
+            if isinstance(value, float)
+        }
 
     def tcn(self, model: nn.Module, dtype: torch.dtype | None = None) -> Estimator:
         """The model as an estimator (the caller puts it in eval mode)."""
@@ -169,9 +191,11 @@ class TrajectoryWorkload:
         return {name: rmses(total) for name, total in sums.items()}
 
     def describe(self, val: dict[str, float], stage: int, best: float) -> str:
-        return (f"val k-step error {val['val/k_step_rmse']:.4f} (best {best:.4f}; constant velocity "
-                f"{val['val/cv_k_step_rmse']:.4f}), velocity {val['val/velocity_rmse']:.4f}, "
-                f"disturbance {val['val/disturbance_rmse']:.4f}")
+        return (
+            f"val k-step error {val['val/k_step_rmse']:.4f} (best {best:.4f}; constant velocity "
+            f"{val['val/cv_k_step_rmse']:.4f}), velocity {val['val/velocity_rmse']:.4f}, "
+            f"disturbance {val['val/disturbance_rmse']:.4f}"
+        )
 
     def checkpoint_extras(self) -> dict[str, Any]:
         return {"feature_stats": list(self.stats)}

@@ -30,28 +30,46 @@ class PlannerValidation:
 
     def __call__(self, policy: Policy) -> dict[str, float]:
         if self.references is None:
-            self.references = {"val/planner_return": self._return(scripted_planner)["return"],
-                               "val/nearest_return": self._return(nearest_target)["return"]}
+            self.references = {
+                "val/planner_return": self._return(scripted_planner)["return"],
+                "val/nearest_return": self._return(nearest_target)["return"],
+            }
         scores = self._return(policy)
         planner = self.references["val/planner_return"]
-        return {"val/return": scores["return"], "val/completion_rate": scores["completion_rate"],
-                "val/collisions": scores["collisions"], **self.references,
-                "val/planner_gap": (planner - scores["return"]) / max(abs(planner), 1e-9)}
+        return {
+            "val/return": scores["return"],
+            "val/completion_rate": scores["completion_rate"],
+            "val/collisions": scores["collisions"],
+            **self.references,
+            "val/planner_gap": (planner - scores["return"]) / max(abs(planner), 1e-9),
+        }
 
     @staticmethod
     def describe(val: dict[str, float], best: float) -> str:
-        return (f"val return {val['val/return']:.3f} (scripted planner {val['val/planner_return']:.3f}, "
-                f"nearest target {val['val/nearest_return']:.3f}), "
-                f"planner_gap {val['val/planner_gap']:.4f} (best {best:.4f}), "
-                f"completion_rate {val['val/completion_rate']:.3f}")
+        return (
+            f"val return {val['val/return']:.3f} (scripted planner {val['val/planner_return']:.3f}, "
+            f"nearest target {val['val/nearest_return']:.3f}), "
+            f"planner_gap {val['val/planner_gap']:.4f} (best {best:.4f}), "
+            f"completion_rate {val['val/completion_rate']:.3f}"
+        )
 
 
-def compare_policies(policies: dict[str, Policy], settings: EnvSettings, dist: SceneDistribution, episodes: int,
-                     device: torch.device, seed: int = TEST_SEED) -> tuple[list[dict[str, Any]], dict[str, EpisodeScores]]:
+def compare_policies(
+    policies: dict[str, Policy],
+    settings: EnvSettings,
+    dist: SceneDistribution,
+    episodes: int,
+    device: torch.device,
+    seed: int = TEST_SEED,
+) -> tuple[list[dict[str, Any]], dict[str, EpisodeScores]]:
     """Every policy (plus the scripted planner, nearest targets and random actions) on the same ``episodes`` episodes:
     table rows (return mean and std, completion, collisions, share of the planner's return) and the scores."""
-    policies = {**policies, "scripted planner": scripted_planner, "nearest target": nearest_target,
-                "random": random_policy}
+    policies = {
+        **policies,
+        "scripted planner": scripted_planner,
+        "nearest target": nearest_target,
+        "random": random_policy,
+    }
     env = make_env(settings, dist, episodes, device, seed)
     scores: dict[str, EpisodeScores] = {}
     times: dict[str, float] = {}
@@ -62,7 +80,13 @@ def compare_policies(policies: dict[str, Policy], settings: EnvSettings, dist: S
         times[name] = time.perf_counter() - start
     summaries = {name: s.summary() for name, s in scores.items()}
     planner = summaries["scripted planner"]["return"]
-    rows = [{"method": name, **{k: round(v, 4) for k, v in summary.items()},
-             "of_planner": round(summary["return"] / planner, 4) if planner else float("nan"),
-             "time_s": round(times[name], 3)} for name, summary in summaries.items()]
+    rows = [
+        {
+            "method": name,
+            **{k: round(v, 4) for k, v in summary.items()},
+            "of_planner": round(summary["return"] / planner, 4) if planner else float("nan"),
+            "time_s": round(times[name], 3),
+        }
+        for name, summary in summaries.items()
+    ]
     return rows, scores

@@ -61,17 +61,21 @@ class Experience(RLWorkload):
         super().__init__(run, model, device)
         self.replay = alg = replay
         rank = distributed.context().rank
-        self.env = make_env(self.settings, self.dist, self.settings.n_envs, device,
-                            seed=stream_seed(run.seed, "environment", rank=rank))
+        self.env = make_env(
+            self.settings, self.dist, self.settings.n_envs, device, seed=stream_seed(run.seed, "environment", rank=rank)
+        )
         self.exploration = stream(run.seed, "exploration", rank=rank, device=device)  # saved with the buffer
         self.obs, self.state = self.env.reset()
-        n, shapes = self.settings.n_uav, {"obs": (self.settings.n_uav, self.settings.obs_dim()),
-                                          "state": (self.settings.state_dim(self.dist),)}
+        n, shapes = (
+            self.settings.n_uav,
+            {"obs": (self.settings.n_uav, self.settings.obs_dim()), "state": (self.settings.state_dim(self.dist),)},
+        )
         shapes.update(next_obs=shapes["obs"], next_state=shapes["state"], action=(n, 2), reward=(n,), done=())
         nbytes = 4 * alg.buffer_size * sum(torch.Size(s).numel() for s in shapes.values())
         on_device = keep_on_device(run.loading.data_on_device, device, nbytes)
-        self.buffer = ReplayBuffer(alg.buffer_size, shapes, device if on_device else torch.device("cpu"),
-                                   alg.prioritized, alg.priority_alpha)
+        self.buffer = ReplayBuffer(
+            alg.buffer_size, shapes, device if on_device else torch.device("cpu"), alg.prioritized, alg.priority_alpha
+        )
         self.prefetch = run.loading.prefetch and not on_device
         self.copy_stream = torch.cuda.Stream(device) if self.prefetch and device.type == "cuda" else None
         self.ahead: tuple[int, Transitions, Transitions] | None = None  # (step, host batch, its device copy)
@@ -142,11 +146,19 @@ class Experience(RLWorkload):
         """Advance every environment ``steps`` steps and store the transitions."""
         agents = unwrap(self.model)
         for _ in range(steps):
-            action = (random_policy(self.env, self.exploration) if explore
-                      else agents.act(self.obs, None, self.exploration))
+            action = (
+                random_policy(self.env, self.exploration) if explore else agents.act(self.obs, None, self.exploration)
+            )
             step = self.env.step(action)
-            self.buffer.add(obs=self.obs, state=self.state, action=action, reward=step.reward,
-                            next_obs=step.obs, next_state=step.state, done=step.done.float())
+            self.buffer.add(
+                obs=self.obs,
+                state=self.state,
+                action=action,
+                reward=step.reward,
+                next_obs=step.obs,
+                next_state=step.state,
+                done=step.done.float(),
+            )
             self.obs, self.state = step.obs, step.state
             self.record(step, step.done)
         self.collected()
@@ -156,15 +168,25 @@ class Experience(RLWorkload):
 
     def state_dict(self) -> dict[str, Any]:
         ahead = None if self.ahead is None else (self.ahead[0], self.ahead[1].index, self.ahead[1].weight)
-        return {"env": self.env.state_dict(), "buffer": self.buffer.state_dict(), "obs": self.obs,
-                "state": self.state, "env_steps": self.env_steps, "ahead": ahead, "window": self.window_state(),
-                "exploration": self.exploration.get_state()}
+        return {
+            "env": self.env.state_dict(),
+            "buffer": self.buffer.state_dict(),
+            "obs": self.obs,
+            "state": self.state,
+            "env_steps": self.env_steps,
+            "ahead": ahead,
+            "window": self.window_state(),
+            "exploration": self.exploration.get_state(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env.load_state_dict(state["env"])
         self.buffer.load_state_dict(state["buffer"])
-        check_tensors("current observations", {"obs": state["obs"], "state": state["state"]},
-                      {"obs": self.obs.shape, "state": self.state.shape})
+        check_tensors(
+            "current observations",
+            {"obs": state["obs"], "state": state["state"]},
+            {"obs": self.obs.shape, "state": self.state.shape},
+        )
         if state.get("ahead") is not None:
             index = state["ahead"][1]
             if index.numel() and not (0 <= int(index.min()) and int(index.max()) < len(self.buffer)):

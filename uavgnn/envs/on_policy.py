@@ -50,8 +50,9 @@ class Episodes:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def td_lambda_targets(reward: torch.Tensor, done: torch.Tensor, next_q: torch.Tensor, gamma: float,
-                      lam: float) -> torch.Tensor:
+def td_lambda_targets(
+    reward: torch.Tensor, done: torch.Tensor, next_q: torch.Tensor, gamma: float, lam: float
+) -> torch.Tensor:
     """(B, T, N) TD(lambda) returns, all steps at once: G_t = sum_{k>=t} (prod_{t<=j<k} c_j) b_k with
     c_j = gamma lambda (1 - done_j) and b_k = r_k + gamma (1 - lambda)(1 - done_k) next_q_k."""
     steps = reward.shape[1]
@@ -71,8 +72,7 @@ class EpisodeWorkload(RLWorkload):
     unit = "episodes"
     episodes_type: type[Episodes] = Episodes  # what ``finish`` makes of a collection (and ``last.pt`` restores)
 
-    def __init__(self, run: EnvRun, model: nn.Module, device: torch.device, batch_size: int, minibatches: int
-                 ) -> None:
+    def __init__(self, run: EnvRun, model: nn.Module, device: torch.device, batch_size: int, minibatches: int) -> None:
         """``batch_size``: episodes per minibatch (``hardware.batch_size``); ``minibatches``: updates per pass over
         a collection."""
         super().__init__(run, model, device)
@@ -87,9 +87,14 @@ class EpisodeWorkload(RLWorkload):
         return max(1, batch_size // self.world_size) * self.minibatches
 
     def _make_env(self, batch_size: int) -> UAVEnv:
-        return make_env(self.settings, self.dist, self._n_envs(batch_size), self.device,
-                        seed=stream_seed(self.seed, "environment", rank=self.rank),
-                        count_key="hardware.batch_size x algorithm.minibatches")
+        return make_env(
+            self.settings,
+            self.dist,
+            self._n_envs(batch_size),
+            self.device,
+            seed=stream_seed(self.seed, "environment", rank=self.rank),
+            count_key="hardware.batch_size x algorithm.minibatches",
+        )
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 
@@ -116,7 +121,7 @@ class EpisodeWorkload(RLWorkload):
         generator = stream(self.seed, "minibatch_order", self.collected_at + data_pass * self.minibatches)
         order = torch.randperm(len(self.episodes), generator=generator).to(self.device)
         size = len(self.episodes) // self.minibatches
-        return order[minibatch * size:(minibatch + 1) * size]
+        return order[minibatch * size : (minibatch + 1) * size]
 
     def items(self, batch: Episodes) -> int:
         return len(batch)
@@ -124,8 +129,9 @@ class EpisodeWorkload(RLWorkload):
     def feedback(self, batch: Episodes, values: torch.Tensor | None) -> None:
         """On-policy: nothing to feed back."""
 
-    def act(self, obs: torch.Tensor, state: torch.Tensor, avail: torch.Tensor
-            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def act(
+        self, obs: torch.Tensor, state: torch.Tensor, avail: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The environments' actions for one step of the current (sampling) policy, and the columns stored with
         the step besides its observation, state, feasible actions, reward and ends: here the action taken."""
         action = unwrap(self.model).act(obs, avail, self.env.generator)
@@ -147,8 +153,15 @@ class EpisodeWorkload(RLWorkload):
             action, columns = self.act(obs, state, avail)
             outcome = env.step(action)
             ended = outcome.done & alive
-            for name, value in (("obs", obs), ("state", state), ("avail", avail), *columns.items(),
-                                ("reward", outcome.reward), ("done", ended.float()), ("mask", alive.float())):
+            for name, value in (
+                ("obs", obs),
+                ("state", state),
+                ("avail", avail),
+                *columns.items(),
+                ("reward", outcome.reward),
+                ("done", ended.float()),
+                ("mask", alive.float()),
+            ):
                 rows.setdefault(name, []).append(value)
             self.record(outcome, ended, alive)
             alive = alive & ~outcome.done
@@ -158,9 +171,13 @@ class EpisodeWorkload(RLWorkload):
         self.collected()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"env": self.env.state_dict(), "env_steps": self.env_steps, "window": self.window_state(),
-                "collected_at": self.collected_at,
-                "episodes": None if self.episodes is None else self.episodes.state_dict()}
+        return {
+            "env": self.env.state_dict(),
+            "env_steps": self.env_steps,
+            "window": self.window_state(),
+            "collected_at": self.collected_at,
+            "episodes": None if self.episodes is None else self.episodes.state_dict(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "collected_at" not in state:

@@ -5,37 +5,41 @@ One environment of ``settings.n_uav`` UAVs, agents ``uav_0``... Each step every 
 the training reward of ``UAVEnv.step`` (the task's plus the approach hint and the team share; the task's own is
 in ``infos[agent]["task_reward"]``). An episode ends for all UAVs together: terminated when every target is
 completed, truncated at ``settings.horizon``; then ``agents`` is empty until ``reset``. ``state()`` is the
-centralised critic's global state. ``step`` checks every action before it touches anything and refuses a bad
-one with an ``ActionError`` naming the agent, the value and what the action space allows. The batched
+centralised critic's global state. ``render_mode="rgb_array"``: ``render()`` is an (H, W, 3) uint8 picture of the
+episode so far (``uavgnn.envs.render``'s: the UAVs' paths, the targets' service radii, filled once completed);
+without a render mode ``render()`` warns and returns None. ``step`` checks every action before it touches anything
+and refuses a bad one with an ``ActionError`` naming the agent, the value and what the action space allows. The batched
 ``UAVEnv`` underneath is what MASAC and COMA train on, so a policy trained here sees the same dynamics.
 
     from uavgnn.envs.pettingzoo_env import UAVParallelEnv
-    env = UAVParallelEnv(EnvSettings(n_uav=4), SceneDistribution())
+    env = UAVParallelEnv(EnvSettings(n_uav=4), SceneDistribution(), render_mode="rgb_array")
     obs, infos = env.reset(seed=0)
     while env.agents:
         obs, rewards, terminations, truncations, infos = env.step(
             {agent: env.action_space(agent).sample() for agent in env.agents})
+    frame = env.render()  # (360, 360, 3) uint8
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from uavgnn.envs.policies import EpisodeScores
 from uavgnn.envs.settings import N_DISCRETE, EnvSettings
 from uavgnn.envs.uav_env import make_env
 from uavgnn.problem.scenes import SceneDistribution
 
 try:
-    from gymnasium import spaces
+    from gymnasium import logger, spaces
     from pettingzoo import ParallelEnv
 except ImportError as err:  # an optional dependency: say how to get it
-    raise ImportError("uavgnn.envs.pettingzoo_env needs PettingZoo: pip install pettingzoo "
-                      "(or pip install 'uavgnn[pettingzoo]')") from err
+    raise ImportError(
+        "uavgnn.envs.pettingzoo_env needs PettingZoo: pip install pettingzoo (or pip install 'uavgnn[pettingzoo]')"
+    ) from err
 
 
 class ActionError(ValueError):
@@ -55,26 +59,33 @@ def _show(value: Any) -> str:
 class UAVParallelEnv(ParallelEnv):
     """``UAVEnv`` with one environment, as a PettingZoo parallel environment (see the module's docstring)."""
 
-    metadata = {"name": "uavgnn_uav_v0", "render_modes": []}
+    metadata = {"name": "uavgnn_uav_v0", "render_modes": ["rgb_array"], "render_fps": 4}
 
-    def __init__(self, settings: EnvSettings, dist: SceneDistribution, seed: int = 0) -> None:
-        self.settings, self.dist, self.seed = settings, dist, seed
+    def __init__(
+        self, settings: EnvSettings, dist: SceneDistribution, seed: int = 0, render_mode: str | None = None
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode={render_mode!r}: expected None or one of {self.metadata['render_modes']}")
+        self.settings, self.dist, self.seed, self.render_mode = settings, dist, seed, render_mode
         self.possible_agents = [f"uav_{i}" for i in range(settings.n_uav)]
         self.agents: list[str] = []
         self.env = make_env(settings, dist, 1, torch.device("cpu"), seed, auto_reset=False)
         self._state = np.zeros(settings.state_dim(dist), dtype=np.float32)
+        self._path = [self.env.pos[0].clone()]  # the UAVs' positions since the episode began, for render()
+        self._observation_space = spaces.Box(-np.inf, np.inf, (settings.obs_dim(),), np.float32)
+        self._action_space = (
+            spaces.Box(-1.0, 1.0, (2,), np.float32)
+            if settings.action == "continuous"
+            else spaces.Discrete(N_DISCRETE if settings.action == "discrete" else 1 + settings.obs_targets)
+        )
 
-    @functools.lru_cache(maxsize=None)
     def observation_space(self, agent: str) -> spaces.Box:
-        return spaces.Box(-np.inf, np.inf, (self.settings.obs_dim(),), np.float32)
+        return self._observation_space
 
-    @functools.lru_cache(maxsize=None)
     def action_space(self, agent: str) -> spaces.Space:
         """Continuous: a velocity command in [-1, 1]^2; discrete: stay or one of 8 headings; goto: stay or the
-        k-th nearest open target."""
-        if self.settings.action == "continuous":
-            return spaces.Box(-1.0, 1.0, (2,), np.float32)
-        return spaces.Discrete(N_DISCRETE if self.settings.action == "discrete" else 1 + self.settings.obs_targets)
+        k-th nearest open target (the same object every call, as PettingZoo asks)."""
+        return self._action_space
 
     @property
     def state_space(self) -> spaces.Box:
@@ -89,6 +100,7 @@ class UAVParallelEnv(ParallelEnv):
         if seed is not None:
             self.env = make_env(self.settings, self.dist, 1, torch.device("cpu"), seed, auto_reset=False)
         obs, state = self.env.reset()
+        self._path = [self.env.pos[0].clone()]
         self.agents = self.possible_agents[:]
         self._state = state[0].numpy()
         return self._per_agent(obs[0]), {agent: {} for agent in self.agents}
@@ -99,19 +111,50 @@ class UAVParallelEnv(ParallelEnv):
             raise RuntimeError("step() after the episode ended: call reset() first")
         action = self._checked_actions(actions)
         step = self.env.step(action[None])
+        self._path.append(step.positions[0].clone())
         self._state = step.state[0].numpy()
         done = bool(step.done[0])
         completed = bool(step.episode_completion[0] >= 1.0)  # else the horizon ended it
         agents = self.agents
         rewards = {a: float(step.reward[0, i]) for i, a in enumerate(self.possible_agents) if a in agents}
-        infos = {a: {"task_reward": float(step.task_reward[0, i])} for i, a in enumerate(self.possible_agents)
-                 if a in agents}
+        infos = {
+            a: {"task_reward": float(step.task_reward[0, i])} for i, a in enumerate(self.possible_agents) if a in agents
+        }
         terminations = {a: done and completed for a in agents}
         truncations = {a: done and not completed for a in agents}
         observations = {a: o for a, o in self._per_agent(step.obs[0]).items() if a in agents}
         if done:
             self.agents = []
         return observations, rewards, terminations, truncations, infos
+
+    def render(self) -> np.ndarray | None:
+        """``render_mode="rgb_array"``: the episode so far as an (H, W, 3) uint8 array, drawn as the run
+        directories' pictures are (``uavgnn.envs.render``); no render mode: a warning and None, as PettingZoo's
+        environments do."""
+        if self.render_mode is None:
+            logger.warn("render() without a render mode: create UAVParallelEnv(..., render_mode='rgb_array')")
+            return None
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        from uavgnn.envs.render import _draw  # the run directories' pictures' drawing
+
+        radius = self.settings.service_radius
+        scores = EpisodeScores(
+            *(torch.zeros(1) for _ in range(3)),
+            torch.stack(self._path),
+            self.env.target_pos[0].clone(),
+            self.env.need[0].clone(),
+        )
+        fig = Figure(figsize=(4.5, 4.5), dpi=80)
+        canvas = FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        _draw(ax, scores, radius)
+        ax.set_xlim(-radius, self.env.side + radius)
+        ax.set_ylim(-radius, self.env.side + radius)
+        ax.set_title(f"step {len(self._path) - 1} of {self.settings.horizon}", fontsize=10)
+        canvas.draw()
+        return np.asarray(canvas.buffer_rgba())[..., :3].copy()
 
     def _checked_actions(self, actions: Mapping[str, Any]) -> torch.Tensor:
         """(N, 2) float or (N,) long tensor of every UAV's action, hover for a UAV without one; raises
@@ -123,14 +166,19 @@ class UAVParallelEnv(ParallelEnv):
         live = set(self.agents)
         unknown = [agent for agent in actions if agent not in live]
         if unknown:
-            raise ActionError(f"action {_show(actions[unknown[0]])} for unknown agent {unknown[0]!r}: "
-                              f"the live agents are {self.agents}")
+            raise ActionError(
+                f"action {_show(actions[unknown[0]])} for unknown agent {unknown[0]!r}: "
+                f"the live agents are {self.agents}"
+            )
         space = self.action_space(self.possible_agents[0])
         continuous = isinstance(space, spaces.Box)
         shape = space.shape if continuous else ()
         kinds = "iuf" if continuous else "iu"
-        allowed = (f"a finite array of shape {shape} in [{float(space.low.min())}, {float(space.high.max())}]"
-                   if continuous else f"an integer in [{space.start}, {space.start + space.n})")
+        allowed = (
+            f"a finite array of shape {shape} in [{float(space.low.min())}, {float(space.high.max())}]"
+            if continuous
+            else f"an integer in [{space.start}, {space.start + space.n})"
+        )
         hover = np.zeros(shape, np.float32) if continuous else np.int64(0)
         chosen = []
         for agent in self.possible_agents:  # once over the agents: type and shape; the values below, all at once
@@ -151,8 +199,9 @@ class UAVParallelEnv(ParallelEnv):
             bad = (stacked < space.start) | (stacked >= space.start + space.n)
         if bad.any():
             first = int(np.flatnonzero(bad.reshape(len(chosen), -1).any(1))[0])
-            raise ActionError(f"action for {self.possible_agents[first]!r} is {_show(chosen[first])}: "
-                              f"expected {allowed}")
+            raise ActionError(
+                f"action for {self.possible_agents[first]!r} is {_show(chosen[first])}: expected {allowed}"
+            )
         dtype = torch.float32 if continuous else torch.long
         return torch.as_tensor(np.stack(chosen), dtype=dtype)
 

@@ -109,8 +109,12 @@ class EpisodeScores:
     need: torch.Tensor  # (M,) their needs
 
     def summary(self) -> dict[str, float]:
-        return {"return": self.episode_return.mean().item(), "return_std": self.episode_return.std().item(),
-                "completion_rate": self.completion.mean().item(), "collisions": self.collisions.mean().item()}
+        return {
+            "return": self.episode_return.mean().item(),
+            "return_std": self.episode_return.std().item(),
+            "completion_rate": self.completion.mean().item(),
+            "collisions": self.collisions.mean().item(),
+        }
 
 
 @torch.no_grad()

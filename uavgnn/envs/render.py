@@ -39,8 +39,9 @@ def plot_episodes(panels: dict[str, EpisodeScores], service_radius: float, path:
         _draw(ax, scores, service_radius)
         ax.set_title(f"{name}: return {float(scores.episode_return[0]):.2f}", fontsize=10)
     axes[0][0].legend(fontsize=7, loc="best")
-    fig.suptitle("UAV trajectories on one test episode (circles: targets' service radius, filled = completed)",
-                 fontsize=10)
+    fig.suptitle(
+        "UAV trajectories on one test episode (circles: targets' service radius, filled = completed)", fontsize=10
+    )
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
@@ -59,10 +60,14 @@ def episode_gif(scores: EpisodeScores, service_radius: float, path: Path, fps: i
     def frame(t: int) -> None:
         ax.clear()
         _draw(ax, scores, service_radius, upto=t + 1)
-        ax.set_xlim(float(xs.min().clamp(max=scores.targets[:, 0].min())) - pad,
-                    float(xs.max().clamp(min=scores.targets[:, 0].max())) + pad)
-        ax.set_ylim(float(ys.min().clamp(max=scores.targets[:, 1].min())) - pad,
-                    float(ys.max().clamp(min=scores.targets[:, 1].max())) + pad)
+        ax.set_xlim(
+            float(xs.min().clamp(max=scores.targets[:, 0].min())) - pad,
+            float(xs.max().clamp(min=scores.targets[:, 0].max())) + pad,
+        )
+        ax.set_ylim(
+            float(ys.min().clamp(max=scores.targets[:, 1].min())) - pad,
+            float(ys.max().clamp(min=scores.targets[:, 1].max())) + pad,
+        )
         ax.set_title(f"step {t}")
 
     with replacing(path) as tmp:
@@ -78,18 +83,28 @@ def plot_learning_curve(history: list[dict[str, Any]], path: Path) -> Path:
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for i, (key, label) in enumerate((("val/return", "policy (validation, deterministic)"),
-                                      ("train/episode_return", "training episodes (exploring)"),
-                                      ("val/planner_return", "scripted planner (validation)"),
-                                      ("val/nearest_return", "nearest target, no coordination (validation)"))):
+    for i, (key, label) in enumerate(
+        (
+            ("val/return", "policy (validation, deterministic)"),
+            ("train/episode_return", "training episodes (exploring)"),
+            ("val/planner_return", "scripted planner (validation)"),
+            ("val/nearest_return", "nearest target, no coordination (validation)"),
+        )
+    ):
         points = [(row["step"], row[key]) for row in history if key in row]
         reference = key in ("val/planner_return", "val/nearest_return")
         if reference and len(points) == 1:  # a short run's one validation: the reference as a level
             ax.axhline(points[0][1], color=f"C{i}", ls="--", label=label)
         elif points:
             dots = len(points) < 2 or not (reference or key.startswith("train"))
-            ax.plot(*zip(*points), color=f"C{i}", marker="o" if dots else None, ms=3, ls="--" if reference else "-",
-                    label=label)
+            ax.plot(
+                *zip(*points),
+                color=f"C{i}",
+                marker="o" if dots else None,
+                ms=3,
+                ls="--" if reference else "-",
+                label=label,
+            )
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("training step (updates)")
     ax.set_ylabel("episode return (team, task reward)")

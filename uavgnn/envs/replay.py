@@ -34,10 +34,10 @@ class Transitions:
     weight: torch.Tensor  # (B,) importance weight (1 without prioritized replay)
     index: torch.Tensor  # (B,) buffer slots, for priority updates
 
-    def to(self, device: torch.device, non_blocking: bool = False) -> "Transitions":
+    def to(self, device: torch.device, non_blocking: bool = False) -> Transitions:
         return Transitions(*(getattr(self, f.name).to(device, non_blocking=non_blocking) for f in fields(self)))
 
-    def pin_memory(self) -> "Transitions":
+    def pin_memory(self) -> Transitions:
         return Transitions(*(getattr(self, f.name).pin_memory() for f in fields(self)))
 
     def __iter__(self):
@@ -84,11 +84,21 @@ class SumTree:
 class ReplayBuffer:
     """Ring buffer of the last ``capacity`` transitions; ``prioritized`` turns on PER with (alpha, beta)."""
 
-    def __init__(self, capacity: int, shapes: dict[str, tuple[int, ...]], device: torch.device,
-                 prioritized: bool = False, alpha: float = 0.6) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        shapes: dict[str, tuple[int, ...]],
+        device: torch.device,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+    ) -> None:
         floats = sum(math.prod(shapes[name]) for name in STORED) + (2 if prioritized else 0)  # + the sum-tree
-        check_fits(f"algorithm.buffer_size={capacity}: a replay buffer of {capacity:,} transitions",
-                   4 * capacity * floats, "lower algorithm.buffer_size", device)
+        check_fits(
+            f"algorithm.buffer_size={capacity}: a replay buffer of {capacity:,} transitions",
+            4 * capacity * floats,
+            "lower algorithm.buffer_size",
+            device,
+        )
         self.capacity, self.device, self.prioritized, self.alpha = capacity, device, prioritized, alpha
         self.data = {name: torch.zeros((capacity, *shapes[name]), device=device) for name in STORED}
         self.tree = SumTree(capacity, device) if prioritized else None
@@ -105,10 +115,11 @@ class ReplayBuffer:
             raise ValueError(f"cannot add {n} transitions at once to a buffer of {self.capacity}")
         slots = (self.cursor + torch.arange(n, device=self.device)) % self.capacity
         for name in STORED:
-            self.data[name][slots] = batch[name].to(self.device, self.data[name].dtype).reshape(
-                n, *self.data[name].shape[1:])
+            self.data[name][slots] = (
+                batch[name].to(self.device, self.data[name].dtype).reshape(n, *self.data[name].shape[1:])
+            )
         if self.tree is not None:
-            self.tree.update(slots, (self.max_priority ** self.alpha).expand(n))
+            self.tree.update(slots, (self.max_priority**self.alpha).expand(n))
         self.cursor = (self.cursor + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
@@ -139,13 +150,17 @@ class ReplayBuffer:
             return
         priority = error.detach().to(self.device).double().abs() + 1e-6
         self.max_priority = torch.maximum(self.max_priority, priority.max())
-        self.tree.update(index.to(self.device), priority ** self.alpha)
+        self.tree.update(index.to(self.device), priority**self.alpha)
 
     def state_dict(self) -> dict[str, Any]:
         # the filled rows, copied: a slice would be saved with its whole storage (the buffer's full capacity)
-        return {"data": {name: t[:self.size].cpu().clone() for name, t in self.data.items()}, "cursor": self.cursor,
-                "size": self.size, "max_priority": self.max_priority,
-                "tree": self.tree.tree.cpu() if self.tree is not None else None}
+        return {
+            "data": {name: t[: self.size].cpu().clone() for name, t in self.data.items()},
+            "cursor": self.cursor,
+            "size": self.size,
+            "max_priority": self.max_priority,
+            "tree": self.tree.tree.cpu() if self.tree is not None else None,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """A saved buffer, checked first: counters within the capacity, every field of the saved size and

@@ -46,8 +46,16 @@ class RLWorkload:
 
     def _empty_window(self) -> dict[str, Any]:
         zero = torch.zeros((), device=self.device)
-        return {"episodes": zero, "return": zero, "agent_return": torch.zeros(self.settings.n_uav, device=self.device),
-                "completion": zero, "collisions": zero, "env_time": 0.0, "env_steps": 0, "started": None}
+        return {
+            "episodes": zero,
+            "return": zero,
+            "agent_return": torch.zeros(self.settings.n_uav, device=self.device),
+            "completion": zero,
+            "collisions": zero,
+            "env_time": 0.0,
+            "env_steps": 0,
+            "started": None,
+        }
 
     def record(self, step: Step, ended: torch.Tensor, live: torch.Tensor | None = None) -> None:
         """Add one env step to the log window: episodes that ``ended`` here, collisions of ``live`` envs."""
@@ -74,8 +82,10 @@ class RLWorkload:
             return
         tensors = {k: v for k, v in empty.items() if isinstance(v, torch.Tensor)}
         check_tensors("log window", {k: saved.get(k) for k in tensors}, {k: v.shape for k, v in tensors.items()})
-        self._window = {**empty, **{k: (saved[k].to(self.device) if k in tensors else saved[k])
-                                    for k in empty if k != "started"}}
+        self._window = {
+            **empty,
+            **{k: (saved[k].to(self.device) if k in tensors else saved[k]) for k in empty if k != "started"},
+        }
 
     def collected(self) -> None:
         """Close a collection: its time counts as environment time."""
@@ -88,15 +98,22 @@ class RLWorkload:
         """Means since the last call (one host sync per log line): episodes finished, per-agent returns, speed."""
         w, self._window = self._window, self._empty_window()
         episodes = float(w["episodes"])
-        stats = {"train/env_steps": float(self.env_steps),
-                 "perf/env_steps_per_s": w["env_steps"] / max(w["env_time"], 1e-9),
-                 "perf/agent_steps_per_s": w["env_steps"] * self.settings.n_uav / max(w["env_time"], 1e-9),
-                 "train/collisions_per_env_step": float(w["collisions"]) / max(w["env_steps"], 1)}
+        stats = {
+            "train/env_steps": float(self.env_steps),
+            "perf/env_steps_per_s": w["env_steps"] / max(w["env_time"], 1e-9),
+            "perf/agent_steps_per_s": w["env_steps"] * self.settings.n_uav / max(w["env_time"], 1e-9),
+            "train/collisions_per_env_step": float(w["collisions"]) / max(w["env_steps"], 1),
+        }
         if episodes > 0:
             agent = (w["agent_return"] / episodes).tolist()
-            stats.update({"train/episode_return": float(w["return"]) / episodes,
-                          "train/completion_rate": float(w["completion"]) / episodes,
-                          "train/agent_return_min": min(agent), "train/agent_return_max": max(agent)})
+            stats.update(
+                {
+                    "train/episode_return": float(w["return"]) / episodes,
+                    "train/completion_rate": float(w["completion"]) / episodes,
+                    "train/agent_return_min": min(agent),
+                    "train/agent_return_max": max(agent),
+                }
+            )
             if len(agent) <= MAX_AGENTS_LOGGED:
                 stats.update({f"train/agent_return/{i}": value for i, value in enumerate(agent)})
         return stats

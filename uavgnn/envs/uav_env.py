@@ -79,15 +79,28 @@ def approach_velocity(pos: torch.Tensor, goal: torch.Tensor, settings: EnvSettin
 class UAVEnv:
     """E environments of N UAVs stepped at once; seeded by ``seed``, resumable through ``state_dict``."""
 
-    def __init__(self, settings: EnvSettings, dist: SceneDistribution, n_envs: int, device: torch.device,
-                 seed: int, count_key: str = "env.n_envs", auto_reset: bool = True) -> None:
+    def __init__(
+        self,
+        settings: EnvSettings,
+        dist: SceneDistribution,
+        n_envs: int,
+        device: torch.device,
+        seed: int,
+        count_key: str = "env.n_envs",
+        auto_reset: bool = True,
+    ) -> None:
         """``count_key``: the setting ``n_envs`` came from, named if the environments cannot fit in memory;
         ``auto_reset``: an ended episode starts afresh inside ``step`` (else it stays ended until ``reset``)."""
         if settings.action not in ("continuous", "discrete", "goto"):
-            raise ValueError(f"env.action: unknown action mode {settings.action!r} "
-                             "(expected continuous, discrete or goto)")
-        check_fits(f"{count_key}={n_envs}: {n_envs:,} environments of {settings.n_uav} UAVs",
-                   n_envs * settings.bytes_per_env(dist), f"lower {count_key}", device)
+            raise ValueError(
+                f"env.action: unknown action mode {settings.action!r} (expected continuous, discrete or goto)"
+            )
+        check_fits(
+            f"{count_key}={n_envs}: {n_envs:,} environments of {settings.n_uav} UAVs",
+            n_envs * settings.bytes_per_env(dist),
+            f"lower {count_key}",
+            device,
+        )
         self.cfg, self.dist, self.n_envs, self.device = settings, dist, n_envs, torch.device(device)
         self.auto_reset = auto_reset
         self.n_uav, self.n_target = settings.n_uav, settings.n_targets(dist)
@@ -104,11 +117,24 @@ class UAVEnv:
         """A fresh episode in every environment."""
         drawn, constant = self._fresh()
         e, n, m, dev = self.n_envs, self.n_uav, self.n_target, self.device
-        shapes = {"vel": (e, n, 2), "open": (e, m), "t": (e,), "ret": (e, n), "n_completed": (e,),
-                  "appear_at": (e, m), "wind": (e, 2), "drag": (e, n)}
+        shapes = {
+            "vel": (e, n, 2),
+            "open": (e, m),
+            "t": (e,),
+            "ret": (e, n),
+            "n_completed": (e,),
+            "appear_at": (e, m),
+            "wind": (e, 2),
+            "drag": (e, n),
+        }
         dtypes = {"open": torch.bool, "t": torch.long, "appear_at": torch.long}
-        return {**drawn, **{name: torch.full(shapes[name], value, dtype=dtypes.get(name, torch.float32), device=dev)
-                            for name, value in constant.items()}}
+        return {
+            **drawn,
+            **{
+                name: torch.full(shapes[name], value, dtype=dtypes.get(name, torch.float32), device=dev)
+                for name, value in constant.items()
+            },
+        }
 
     def _fresh(self) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
         """A fresh episode's state: the tensors drawn at random (E, ...), and the values the rest of the state
@@ -116,16 +142,32 @@ class UAVEnv:
         wind (E, 2) and drag (E, N) are drawn only when on (seeded streams stay as they were)."""
         e, n, m, dev, cfg = self.n_envs, self.n_uav, self.n_target, self.device, self.cfg
         scenes = generate_scene_batch(self.dist, n, e, self.generator, dev)
-        drawn = {"pos": scenes.uav_pos, "energy": scenes.uav_range, "target_pos": scenes.target_pos,
-                 "need": scenes.need, "value": scenes.value}
-        constant = {"vel": 0.0, "open": True, "t": 0, "ret": 0.0, "n_completed": 0.0, "appear_at": 0, "wind": 0.0,
-                    "drag": 0.0}
+        drawn = {
+            "pos": scenes.uav_pos,
+            "energy": scenes.uav_range,
+            "target_pos": scenes.target_pos,
+            "need": scenes.need,
+            "value": scenes.value,
+        }
+        constant = {
+            "vel": 0.0,
+            "open": True,
+            "t": 0,
+            "ret": 0.0,
+            "n_completed": 0.0,
+            "appear_at": 0,
+            "wind": 0.0,
+            "drag": 0.0,
+        }
         if cfg.appear_steps > 0:
             drawn["appear_at"] = torch.randint(0, cfg.appear_steps, (e, m), generator=self.generator, device=dev)
         if cfg.wind > 0:
             angle = torch.rand(e, generator=self.generator, device=dev) * 2 * torch.pi
-            drawn["wind"] = cfg.wind * torch.rand(e, 1, generator=self.generator, device=dev) * torch.stack(
-                [angle.cos(), angle.sin()], -1)
+            drawn["wind"] = (
+                cfg.wind
+                * torch.rand(e, 1, generator=self.generator, device=dev)
+                * torch.stack([angle.cos(), angle.sin()], -1)
+            )
         if cfg.drag > 0:
             drawn["drag"] = cfg.drag * torch.rand(e, n, generator=self.generator, device=dev)
         return drawn, {name: value for name, value in constant.items() if name not in drawn}
@@ -171,8 +213,9 @@ class UAVEnv:
         relative velocity, present)."""
         cfg, side, speed = self.cfg, self.side, self.cfg.max_speed
         time_left = (1.0 - self.t.float() / cfg.horizon)[:, None, None].expand(-1, self.n_uav, 1)
-        own = torch.cat([self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left,
-                         self.pos / side], -1)
+        own = torch.cat(
+            [self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left, self.pos / side], -1
+        )
         rel_t = self.target_pos[:, None] - self.pos[:, :, None]  # (E, N, M, 2)
         distance = rel_t.norm(dim=-1)  # (E, N, M)
         d, j, present = self.candidates(distance)
@@ -182,10 +225,16 @@ class UAVEnv:
             return torch.gather(x[:, None].expand(-1, self.n_uav, -1), 2, j)
 
         ahead = torch.gather(self.uavs_ahead(distance), 2, j).clamp(max=self.dist.need_max)
-        targets = torch.stack([*(torch.gather(rel_t, 2, j[..., None].expand(-1, -1, -1, 2)) / side).unbind(-1),
-                               d.nan_to_num(posinf=0.0) / side, gather(self.need).float() / self.dist.need_max,
-                               gather(self.value) / (self.dist.value_max * self.dist.need_max),
-                               ahead.float() / self.dist.need_max], -1)
+        targets = torch.stack(
+            [
+                *(torch.gather(rel_t, 2, j[..., None].expand(-1, -1, -1, 2)) / side).unbind(-1),
+                d.nan_to_num(posinf=0.0) / side,
+                gather(self.need).float() / self.dist.need_max,
+                gather(self.value) / (self.dist.value_max * self.dist.need_max),
+                ahead.float() / self.dist.need_max,
+            ],
+            -1,
+        )
         targets = torch.cat([targets * present[..., None], present[..., None].float()], -1)
         rel_u = self.pos[:, None] - self.pos[:, :, None]  # (E, N, N, 2): other minus me
         dist_u = rel_u.norm(dim=-1) + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
@@ -193,12 +242,26 @@ class UAVEnv:
         _, i = dist_u.topk(ku, dim=-1, largest=False)
         rel_v = self.vel[:, None] - self.vel[:, :, None]
         idx = i[..., None].expand(-1, -1, -1, 2)
-        neighbours = torch.cat([torch.gather(rel_u, 2, idx) / side, torch.gather(rel_v, 2, idx) / speed,
-                                torch.ones_like(i[..., None], dtype=own.dtype)], -1)
+        neighbours = torch.cat(
+            [
+                torch.gather(rel_u, 2, idx) / side,
+                torch.gather(rel_v, 2, idx) / speed,
+                torch.ones_like(i[..., None], dtype=own.dtype),
+            ],
+            -1,
+        )
         pad_t = cfg.obs_targets - kt
         pad_u = cfg.obs_uavs - ku
-        return torch.cat([own, targets.flatten(2), own.new_zeros(*own.shape[:2], SEEN_TARGET_FEATURES * pad_t),
-                          neighbours.flatten(2), own.new_zeros(*own.shape[:2], NEIGHBOUR_FEATURES * pad_u)], -1)
+        return torch.cat(
+            [
+                own,
+                targets.flatten(2),
+                own.new_zeros(*own.shape[:2], SEEN_TARGET_FEATURES * pad_t),
+                neighbours.flatten(2),
+                own.new_zeros(*own.shape[:2], NEIGHBOUR_FEATURES * pad_u),
+            ],
+            -1,
+        )
 
     def uavs_ahead(self, distance: torch.Tensor) -> torch.Tensor:
         """(E, N, M) how many other UAVs with range left are nearer to each target than this UAV (ties: lower
@@ -209,11 +272,18 @@ class UAVEnv:
 
     def global_state(self) -> torch.Tensor:
         """The centralised critic's input (E, state_dim): every UAV and target, absolute, plus time."""
-        uavs = torch.cat([self.pos / self.side, self.vel / self.cfg.max_speed,
-                          self.energy[..., None] / self.dist.range_max], -1)
-        targets = torch.cat([self.target_pos / self.side, self.need[..., None].float() / self.dist.need_max,
-                             self.value[..., None] / (self.dist.value_max * self.dist.need_max),
-                             self.visible()[..., None].float()], -1)
+        uavs = torch.cat(
+            [self.pos / self.side, self.vel / self.cfg.max_speed, self.energy[..., None] / self.dist.range_max], -1
+        )
+        targets = torch.cat(
+            [
+                self.target_pos / self.side,
+                self.need[..., None].float() / self.dist.need_max,
+                self.value[..., None] / (self.dist.value_max * self.dist.need_max),
+                self.visible()[..., None].float(),
+            ],
+            -1,
+        )
         return torch.cat([uavs.flatten(1), targets.flatten(1), (self.t.float() / self.cfg.horizon)[:, None]], -1)
 
     # -- dynamics ----------------------------------------------------------------------------------------------
@@ -223,12 +293,14 @@ class UAVEnv:
         indices (goto: 0 hovers, k flies at the k-th nearest open target; an absent one hovers)."""
         if self.cfg.action == "continuous":
             if action.shape != (self.n_envs, self.n_uav, 2):
-                raise ValueError(f"continuous actions must have shape {(self.n_envs, self.n_uav, 2)}, "
-                                 f"got {tuple(action.shape)}")
+                raise ValueError(
+                    f"continuous actions must have shape {(self.n_envs, self.n_uav, 2)}, got {tuple(action.shape)}"
+                )
             return _clamp_norm(action.clamp(-1.0, 1.0), 1.0) * self.cfg.max_speed
         if action.shape != (self.n_envs, self.n_uav):
-            raise ValueError(f"{self.cfg.action} actions must have shape {(self.n_envs, self.n_uav)}, "
-                             f"got {tuple(action.shape)}")
+            raise ValueError(
+                f"{self.cfg.action} actions must have shape {(self.n_envs, self.n_uav)}, got {tuple(action.shape)}"
+            )
         if self.cfg.action == "discrete":
             return self.headings[action] * self.cfg.max_speed
         _, j, present = self.candidates()
@@ -287,8 +359,12 @@ class UAVEnv:
         gap = (self.pos[:, None] - self.pos[:, :, None]).norm(dim=-1)
         gap = gap + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
         collided = (gap < cfg.collision_radius).any(-1)
-        task_reward = (credit - self.dist.lam * travel - cfg.collision_penalty * collided.float()
-                       - cfg.exhausted_penalty * exhausted.float())
+        task_reward = (
+            credit
+            - self.dist.lam * travel
+            - cfg.collision_penalty * collided.float()
+            - cfg.exhausted_penalty * exhausted.float()
+        )
         self.open = self.open & ~completed
         self.t = self.t + 1
         self.ret = self.ret + task_reward
@@ -303,15 +379,26 @@ class UAVEnv:
         positions = self.pos
         if self.auto_reset:
             self._reset_where(done)
-        return Step(self.observe(), self.global_state(), reward, task_reward, done,
-                    completed.sum(1).float(), collided.sum(1).float(), agent_return.sum(1), agent_return,
-                    episode_completion, positions, dv / cfg.dt, disturbance)
+        return Step(
+            self.observe(),
+            self.global_state(),
+            reward,
+            task_reward,
+            done,
+            completed.sum(1).float(),
+            collided.sum(1).float(),
+            agent_return.sum(1),
+            agent_return,
+            episode_completion,
+            positions,
+            dv / cfg.dt,
+            disturbance,
+        )
 
     # -- resume ------------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return {"tensors": {name: getattr(self, name) for name in self._names},
-                "generator": self.generator.get_state()}
+        return {"tensors": {name: getattr(self, name) for name in self._names}, "generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_tensors("environment state", state["tensors"], {name: getattr(self, name).shape for name in self._names})
@@ -320,8 +407,9 @@ class UAVEnv:
         self.generator.set_state(state["generator"].cpu())
 
 
-def make_env(settings: EnvSettings, dist: SceneDistribution, n_envs: int, device: torch.device | str, seed: int,
-             **kwargs: Any) -> UAVEnv:
+def make_env(
+    settings: EnvSettings, dist: SceneDistribution, n_envs: int, device: torch.device | str, seed: int, **kwargs: Any
+) -> UAVEnv:
     """The environment of ``settings``: ``UAVEnv``, or your subclass of it that ``settings.target`` names
     (``env.target=mypkg.envs.MyEnv``: same constructor; override its reward, dynamics or scenes). What your
     class's ``__init__`` raises is one line naming ``env.target``."""
@@ -332,8 +420,10 @@ def make_env(settings: EnvSettings, dist: SceneDistribution, n_envs: int, device
         if found is UAVEnv or isinstance(err, (ConfigError, MemoryBudgetError)):
             raise
         lines = str(err).strip().splitlines()
-        raise ConfigError(f"env.target={settings.target}: {found.__name__}(...) raised {type(err).__name__}: "
-                          f"{lines[0][:200] if lines else '(no message)'}") from None
+        raise ConfigError(
+            f"env.target={settings.target}: {found.__name__}(...) raised {type(err).__name__}: "
+            f"{lines[0][:200] if lines else '(no message)'}"
+        ) from None
 
 
 def env_class(target: str | None) -> type[UAVEnv]:
@@ -342,6 +432,8 @@ def env_class(target: str | None) -> type[UAVEnv]:
         return UAVEnv
     found = import_named(target, "env.target")
     if not (isinstance(found, type) and issubclass(found, UAVEnv)):
-        raise ConfigError(f"env.target={target}: {found!r} is not a subclass of uavgnn.envs.uav_env.UAVEnv (the "
-                          "algorithms step it through that class's methods)")
+        raise ConfigError(
+            f"env.target={target}: {found!r} is not a subclass of uavgnn.envs.uav_env.UAVEnv (the "
+            "algorithms step it through that class's methods)"
+        )
     return found

@@ -24,15 +24,22 @@ from uavgnn.solvers.pruned import solve_pruned
 from uavgnn.solvers.result import SolveResult
 
 
-def solve_guided(model: TransformerGNN, scene: Scene, graph: GraphSettings, keep: int = 2,
-                 time_limit: float = 60.0, device: torch.device | str = "cpu",
-                 amp_dtype: torch.dtype | None = None) -> tuple[SolveResult, dict[str, float]]:
+def solve_guided(
+    model: TransformerGNN,
+    scene: Scene,
+    graph: GraphSettings,
+    keep: int = 2,
+    time_limit: float = 60.0,
+    device: torch.device | str = "cpu",
+    amp_dtype: torch.dtype | None = None,
+) -> tuple[SolveResult, dict[str, float]]:
     """The MILP restricted to each UAV's ``keep`` most likely targets and the relaxation's pair;
     timing {model_s, relaxation_s, milp_s, pairs}."""
     start = time.perf_counter()
     scores = score_scene(model, scene, graph, device, amp_dtype)
     uav, target, logp = scores.candidates()
     scored = time.perf_counter()
-    result, timing = solve_pruned(scene, uav, target, logp, keep, time_limit, graph.k_max, "guided",
-                                  scores.relaxed())  # the relaxation the model read, when it reads one
+    result, timing = solve_pruned(
+        scene, uav, target, logp, keep, time_limit, graph.k_max, "guided", scores.relaxed()
+    )  # the relaxation the model read, when it reads one
     return replace(result, wall_time=time.perf_counter() - start), {"model_s": scored - start, **timing}

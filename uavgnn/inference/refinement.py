@@ -23,9 +23,16 @@ from uavgnn.runtime import unwrap
 Policy = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # candidate and idle log-probabilities, kept candidates
 
 
-def policy_rounds(model: nn.Module, batch: Batch, k: int, rounds: int | None = None, max_edges: int | None = None,
-                  dense_max_nodes: int = 0, greedy_rounds: int | None = None, grad_every_round: bool = True
-                  ) -> list[Policy]:
+def policy_rounds(
+    model: nn.Module,
+    batch: Batch,
+    k: int,
+    rounds: int | None = None,
+    max_edges: int | None = None,
+    dense_max_nodes: int = 0,
+    greedy_rounds: int | None = None,
+    grad_every_round: bool = True,
+) -> list[Policy]:
     """The policy (``models.policy.policy_log_probs``) of every round, the first unrefined; ``rounds``: the
     refinements to run (None: the model's own ``refine_rounds``; 0 gives the one plain pass). Between rounds the
     assignment is the greedy decode, by ``greedy_decode``'s loop or, with ``greedy_rounds``, in that many
@@ -44,14 +51,27 @@ def policy_rounds(model: nn.Module, batch: Batch, k: int, rounds: int | None = N
             if greedy_rounds is None:
                 choice = greedy_decode(cand_logp.detach().float(), cand_uav, cand_target, batch.need)
             else:
-                choice = fixed_round_greedy(cand_logp.detach().float(), cand_uav, cand_target, batch.need,
-                                            batch.batch, batch.num_graphs, greedy_rounds)[0]
+                choice = fixed_round_greedy(
+                    cand_logp.detach().float(),
+                    cand_uav,
+                    cand_target,
+                    batch.need,
+                    batch.batch,
+                    batch.num_graphs,
+                    greedy_rounds,
+                )[0]
             assignment = assignment_features(batch.need, choice)
     return policies
 
 
-def refined_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None, dense_max_nodes: int = 0,
-                      greedy_rounds: int | None = None, rounds: int | None = None) -> Policy:
+def refined_log_probs(
+    model: nn.Module,
+    batch: Batch,
+    k: int,
+    max_edges: int | None = None,
+    dense_max_nodes: int = 0,
+    greedy_rounds: int | None = None,
+    rounds: int | None = None,
+) -> Policy:
     """The last round's policy (``policy_rounds``), earlier rounds without gradients: what the model decides."""
-    return policy_rounds(model, batch, k, rounds, max_edges, dense_max_nodes, greedy_rounds,
-                         grad_every_round=False)[-1]
+    return policy_rounds(model, batch, k, rounds, max_edges, dense_max_nodes, greedy_rounds, grad_every_round=False)[-1]

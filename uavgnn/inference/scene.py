@@ -10,9 +10,9 @@ import torch
 from torch_geometric.data import Batch, Data
 
 from uavgnn.decoders import decode
-from uavgnn.models import TransformerGNN
 from uavgnn.inference.refinement import refined_log_probs
 from uavgnn.memory import check_fits
+from uavgnn.models import TransformerGNN
 from uavgnn.models.policy import balancing_of, reads_relaxation
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import reward
@@ -56,8 +56,18 @@ def spatial_order(scene: Scene) -> tuple[Scene, np.ndarray, np.ndarray]:
     cell = float(scene.uav_range.max())
     uav = np.argsort(_morton(scene.uav_pos, cell), kind="stable")
     target = np.argsort(_morton(scene.target_pos, cell), kind="stable")
-    return (Scene(scene.uav_pos[uav], scene.uav_range[uav], scene.target_pos[target], scene.need[target],
-                  scene.value[target], scene.lam), uav, target)
+    return (
+        Scene(
+            scene.uav_pos[uav],
+            scene.uav_range[uav],
+            scene.target_pos[target],
+            scene.need[target],
+            scene.value[target],
+            scene.lam,
+        ),
+        uav,
+        target,
+    )
 
 
 @dataclass
@@ -107,13 +117,21 @@ def scene_graph(model: TransformerGNN, scene: Scene, graph: GraphSettings, devic
 
 
 @torch.no_grad()
-def score_scene(model: TransformerGNN, scene: Scene, graph: GraphSettings, device: torch.device | str = "cpu",
-                amp_dtype: torch.dtype | None = None) -> SceneScores:
+def score_scene(
+    model: TransformerGNN,
+    scene: Scene,
+    graph: GraphSettings,
+    device: torch.device | str = "cpu",
+    amp_dtype: torch.dtype | None = None,
+) -> SceneScores:
     """Build ``scene``'s graph with the checkpoint's settings ``graph`` (``scene_graph``) and run the model once."""
     device = torch.device(device)
-    check_fits(f"scoring a scene of {scene.n_uav:,} UAVs with the model",
-               scoring_bytes(model, scene.n_uav, graph.k(scene.n_uav)),
-               "solve it with solver=mcf or solver=lap, or split the scene", device)
+    check_fits(
+        f"scoring a scene of {scene.n_uav:,} UAVs with the model",
+        scoring_bytes(model, scene.n_uav, graph.k(scene.n_uav)),
+        "solve it with solver=mcf or solver=lap, or split the scene",
+        device,
+    )
     start = time.perf_counter()
     uav_order, target_order = np.arange(scene.n_uav), np.arange(scene.n_target)
     if scene.n_uav >= SPATIAL_ORDER:
@@ -123,25 +141,51 @@ def score_scene(model: TransformerGNN, scene: Scene, graph: GraphSettings, devic
     batch = Batch.from_data_list([data]).to(device)
     built = time.perf_counter()
     with autocast(device, amp_dtype):
-        cand_logp, idle_logp, keep = refined_log_probs(model.eval(), batch, graph.k(scene.n_uav),
-                                                       max_edges=CHUNK_EDGES)
+        cand_logp, idle_logp, keep = refined_log_probs(model.eval(), batch, graph.k(scene.n_uav), max_edges=CHUNK_EDGES)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return SceneScores(scene, batch, cand_logp.float(), idle_logp.float(), keep, uav_order, target_order,
-                       built - start, time.perf_counter() - built)
+    return SceneScores(
+        scene,
+        batch,
+        cand_logp.float(),
+        idle_logp.float(),
+        keep,
+        uav_order,
+        target_order,
+        built - start,
+        time.perf_counter() - built,
+    )
 
 
-def solve_with_model(model: TransformerGNN, scene: Scene, graph: GraphSettings, decoder: str = "greedy",
-                     device: torch.device | str = "cpu", amp_dtype: torch.dtype | None = None
-                     ) -> tuple[SolveResult, dict[str, float]]:
+def solve_with_model(
+    model: TransformerGNN,
+    scene: Scene,
+    graph: GraphSettings,
+    decoder: str = "greedy",
+    device: torch.device | str = "cpu",
+    amp_dtype: torch.dtype | None = None,
+) -> tuple[SolveResult, dict[str, float]]:
     """The model's assignment of ``scene`` and the time split {build_s, forward_s, decode_s}; ``graph``:
-    the settings the model was trained with (``scene_policy.load_policy``); ``amp_dtype`` runs the forward under autocast."""
+    the settings the model was trained with (``scene_policy.load_policy``); ``amp_dtype`` runs the forward under
+    autocast."""
     scores = score_scene(model, scene, graph, device, amp_dtype)
     start = time.perf_counter()
-    decoded = decode(decoder, scores.batch, scores.cand_logp, scores.idle_logp, scores.keep, [scores.scene],
-                     balancing=balancing_of(model))[0]
+    decoded = decode(
+        decoder,
+        scores.batch,
+        scores.cand_logp,
+        scores.idle_logp,
+        scores.keep,
+        [scores.scene],
+        balancing=balancing_of(model),
+    )[0]
     assignment = scores.to_caller(np.asarray(decoded, dtype=np.int64))
     timing = {"build_s": scores.build_s, "forward_s": scores.forward_s, "decode_s": time.perf_counter() - start}
-    result = SolveResult(assignment=assignment, objective=reward(scene, assignment), status="feasible",
-                         solver=f"model ({decoder})", wall_time=sum(timing.values()))
+    result = SolveResult(
+        assignment=assignment,
+        objective=reward(scene, assignment),
+        status="feasible",
+        solver=f"model ({decoder})",
+        wall_time=sum(timing.values()),
+    )
     return result, timing

@@ -20,8 +20,9 @@ def group_logsumexp(values: torch.Tensor, group: torch.Tensor, init: torch.Tenso
     return peak + torch.log(torch.exp(init - peak).index_add(0, group, torch.exp(values - peak[group])))
 
 
-def choice_log_probs(cand_logit: torch.Tensor, idle_logit: torch.Tensor, cand_uav: torch.Tensor
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+def choice_log_probs(
+    cand_logit: torch.Tensor, idle_logit: torch.Tensor, cand_uav: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities (C,) of candidate edges and (num_nodes,) of idling, per-UAV normalised."""
     cand_logit, idle_logit = cand_logit.float(), idle_logit.float()
     lse = group_logsumexp(cand_logit, cand_uav, idle_logit)
@@ -44,9 +45,14 @@ class Balancing:
     stages: int = 0
 
 
-def capacity_balanced(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
-                      cand_target: torch.Tensor, need: torch.Tensor, balancing: Balancing
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+def capacity_balanced(
+    cand_logp: torch.Tensor,
+    idle_logp: torch.Tensor,
+    cand_uav: torch.Tensor,
+    cand_target: torch.Tensor,
+    need: torch.Tensor,
+    balancing: Balancing,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The UAVs' choices balanced against the targets' needs, Sinkhorn's way: ``balancing.iters`` times, each
     target's expected number of UAVs (the sum of its candidates' probabilities) is scaled to its need where it is
     above it - or, from ``balancing.fill`` of the need on, below it - then each UAV's choice renormalised.
@@ -64,12 +70,14 @@ def capacity_balanced(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav
     return cand_logp, idle_logp
 
 
-def best_choice(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def best_choice(
+    cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per node: the best candidate edge (index into C, -1 if none) and whether it beats idling."""
     n = idle_logp.numel()
     best = torch.full((n,), float("-inf"), device=idle_logp.device).scatter_reduce(
-        0, cand_uav, cand_logp, reduce="amax", include_self=True)
+        0, cand_uav, cand_logp, reduce="amax", include_self=True
+    )
     edge_index = torch.arange(cand_logp.numel(), device=idle_logp.device)
     best_edge = torch.where(cand_logp == best[cand_uav], edge_index, -1)  # masked, not selected: no host sync
     edge = torch.full((n,), -1, dtype=torch.long, device=idle_logp.device)
@@ -77,9 +85,14 @@ def best_choice(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torc
     return edge, best > idle_logp
 
 
-def imitation_loss(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
-                   cand_label: torch.Tensor, busy: torch.Tensor, is_uav: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def imitation_loss(
+    cand_logp: torch.Tensor,
+    idle_logp: torch.Tensor,
+    cand_uav: torch.Tensor,
+    cand_label: torch.Tensor,
+    busy: torch.Tensor,
+    is_uav: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Negative log-likelihood of the MILP's choices, mean over covered UAVs.
 
     A busy UAV whose labelled target fell outside its k candidates this batch
@@ -104,8 +117,9 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor, count: torch.Tensor) -
     return torch.where(mask, values, 0.0).sum() / count
 
 
-def policy_entropy(cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor,
-                   is_uav: torch.Tensor) -> torch.Tensor:
+def policy_entropy(
+    cand_logp: torch.Tensor, idle_logp: torch.Tensor, cand_uav: torch.Tensor, is_uav: torch.Tensor
+) -> torch.Tensor:
     """Mean over UAVs of the entropy of each UAV's choice (idle or one of its candidates), in nats: how far
     from deterministic the sampled rollouts are, which is what REINFORCE's entropy bonus keeps up."""
     possible = cand_logp > float("-inf")  # p log p = 0 at p = 0 (padding): no inf or NaN, forward or backward

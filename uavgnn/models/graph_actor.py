@@ -13,18 +13,20 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from uavgnn.problem.observation import GRAPH_EDGE_FEATURES, GRAPH_NODE_FEATURES, observation_graph
 from uavgnn.models.transformer_gnn import GraphTransformerLayer, mlp
+from uavgnn.problem.observation import GRAPH_EDGE_FEATURES, GRAPH_NODE_FEATURES, observation_graph
 
 
 class GraphActor(nn.Module):
-    def __init__(self, obs_targets: int, obs_uavs: int, outputs: int, hidden: int, heads: int, layers: int,
-                 ffn_mult: int) -> None:
+    def __init__(
+        self, obs_targets: int, obs_uavs: int, outputs: int, hidden: int, heads: int, layers: int, ffn_mult: int
+    ) -> None:
         super().__init__()
         self.obs_targets, self.obs_uavs = obs_targets, obs_uavs
         self.encode = nn.Linear(GRAPH_NODE_FEATURES, hidden)
-        self.layers = nn.ModuleList(GraphTransformerLayer(hidden, heads, 0.0, ffn_mult, edge_dim=GRAPH_EDGE_FEATURES)
-                                    for _ in range(layers))
+        self.layers = nn.ModuleList(
+            GraphTransformerLayer(hidden, heads, 0.0, ffn_mult, edge_dim=GRAPH_EDGE_FEATURES) for _ in range(layers)
+        )
         self.norm = nn.LayerNorm(hidden)
         self.head = mlp([hidden, hidden, outputs])
 
@@ -34,3 +36,19 @@ class GraphActor(nn.Module):
         for layer in self.layers:
             h = layer(h, graph.edge_index, graph.edge_attr)
         return self.head(self.norm(h[graph.ego])).view(*obs.shape[:-1], -1)
+
+
+class GraphCritic(nn.Module):
+    """V_i of every UAV from its observation graph and the mean of the swarm's: the same weights for any swarm
+    size (a critic over the global state grows with it and cannot follow a graph actor to larger swarms).
+    (..., N, obs_dim) in, (..., N) out."""
+
+    def __init__(self, obs_targets: int, obs_uavs: int, hidden: int, heads: int, layers: int, ffn_mult: int) -> None:
+        super().__init__()
+        self.embed = GraphActor(obs_targets, obs_uavs, hidden, hidden, heads, layers, ffn_mult)
+        self.head = mlp([2 * hidden, hidden, 1])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        h = self.embed(obs)  # (..., N, hidden)
+        swarm = h.mean(-2, keepdim=True).expand_as(h)
+        return self.head(torch.cat([h, swarm], -1)).squeeze(-1)

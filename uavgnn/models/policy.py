@@ -51,11 +51,16 @@ def message_graph(batch: Batch, k: int, dense_max_nodes: int = 0, relaxation: bo
         sink = True
     args = (x, node_type, edge_index, edge_attr, batch.cand_index[:, keep], cand_attr[keep])
     # edge_valid's first entries: the kept candidates' own (message_edges' order)
-    return MessageGraph(args, dense, None if edge_valid is None else edge_valid[:keep.numel()], keep, sink)
+    return MessageGraph(args, dense, None if edge_valid is None else edge_valid[: keep.numel()], keep, sink)
 
 
-def graph_log_probs(model: nn.Module, batch: Batch, graph: MessageGraph, max_edges: int | None = None,
-                    assignment: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def graph_log_probs(
+    model: nn.Module,
+    batch: Batch,
+    graph: MessageGraph,
+    max_edges: int | None = None,
+    assignment: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``policy_log_probs`` on an assembled ``MessageGraph``."""
     if graph.sink and assignment is not None:
         assignment = torch.cat([assignment, assignment[:1]])  # the sink's row: its output is dropped
@@ -76,14 +81,21 @@ def graph_log_probs(model: nn.Module, batch: Batch, graph: MessageGraph, max_edg
     return cand_logp, idle_logp, graph.keep
 
 
-def policy_log_probs(model: nn.Module, batch: Batch, k: int, max_edges: int | None = None, dense_max_nodes: int = 0,
-                     assignment: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def policy_log_probs(
+    model: nn.Module,
+    batch: Batch,
+    k: int,
+    max_edges: int | None = None,
+    dense_max_nodes: int = 0,
+    assignment: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Candidate and idle log-probabilities of a batch at candidate budget ``k``, plus the kept candidates'
     indices; padding candidates (``cand_valid`` False) get probability 0. ``dense_max_nodes``: see
     ``message_graph``. With ``max_edges`` (inference), graphs with more message edges run layer-wise in bounded
     memory. ``assignment``: a refinement round's input (``uavgnn.inference.refinement``)."""
-    return graph_log_probs(model, batch, message_graph(batch, k, dense_max_nodes, reads_relaxation(model)), max_edges,
-                           assignment)
+    return graph_log_probs(
+        model, batch, message_graph(batch, k, dense_max_nodes, reads_relaxation(model)), max_edges, assignment
+    )
 
 
 def reads_relaxation(model: nn.Module) -> bool:

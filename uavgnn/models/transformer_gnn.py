@@ -59,8 +59,15 @@ class DenseScenes:
     attr: torch.Tensor  # (graphs, size, size, edge features)
 
 
-def dense_scenes(graph_of: torch.Tensor, ptr: torch.Tensor, graphs: int, size: int, edge_index: torch.Tensor,
-                 edge_attr: torch.Tensor, edge_valid: torch.Tensor | None = None) -> DenseScenes:
+def dense_scenes(
+    graph_of: torch.Tensor,
+    ptr: torch.Tensor,
+    graphs: int,
+    size: int,
+    edge_index: torch.Tensor,
+    edge_attr: torch.Tensor,
+    edge_valid: torch.Tensor | None = None,
+) -> DenseScenes:
     """``DenseScenes`` of a PyG batch (node -> graph ``graph_of``, graph offsets ``ptr``) whose scenes have at
     most ``size`` nodes; edges where ``edge_valid`` is False (padding) are left out. Every shape is set by
     ``graphs``, ``size`` and the edge count, none by the data: no host sync."""
@@ -86,8 +93,10 @@ def dense_attention(conv: TransformerConv, h: torch.Tensor, dense: DenseScenes) 
     graphs, size = dense.mask.shape[:2]
     heads, width = conv.heads, conv.out_channels
     x = h.new_zeros(graphs * size, h.shape[1]).index_copy(0, dense.slot, h).view(graphs, size, -1)
-    q, k, v = (lin(x).view(graphs, size, heads, width).transpose(1, 2)
-               for lin in (conv.lin_query, conv.lin_key, conv.lin_value))  # (graphs, heads, size, width)
+    q, k, v = (
+        lin(x).view(graphs, size, heads, width).transpose(1, 2)
+        for lin in (conv.lin_query, conv.lin_key, conv.lin_value)
+    )  # (graphs, heads, size, width)
     w_edge = conv.lin_edge.weight.view(heads, width, -1)  # (heads, width, edge features)
     score = (q @ k.transpose(2, 3) + torch.einsum("ghie,gije->ghij", q @ w_edge, dense.attr)) / math.sqrt(width)
     blocked = ~dense.mask[:, None]
@@ -120,12 +129,14 @@ class GraphTransformerLayer(nn.Module):
         self.attn = TransformerConv(hidden, hidden // heads, heads=heads, edge_dim=edge_dim, dropout=dropout)
         drop_generated_source(self.attn)
         self.norm_ffn = nn.LayerNorm(hidden)
-        self.ffn = nn.Sequential(nn.Linear(hidden, ffn_mult * hidden), nn.GELU(), nn.Dropout(dropout),
-                                 nn.Linear(ffn_mult * hidden, hidden))
+        self.ffn = nn.Sequential(
+            nn.Linear(hidden, ffn_mult * hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(ffn_mult * hidden, hidden)
+        )
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, h: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor,
-                dense: DenseScenes | None = None) -> torch.Tensor:
+    def forward(
+        self, h: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor, dense: DenseScenes | None = None
+    ) -> torch.Tensor:
         """With ``dense`` (the same edges laid out by ``dense_scenes``) attention runs as dense matmuls."""
         hn = self.norm_attn(h)
         attended = self.attn(hn, edge_index, edge_attr) if dense is None else dense_attention(self.attn, hn, dense)
@@ -146,15 +157,29 @@ class TransformerGNN(nn.Module):
     corrects the relaxation's rounding instead of deriving the assignment anew.
     """
 
-    def __init__(self, hidden: int = 64, heads: int = 2, layers: int = 2, dropout: float = 0.0, ffn_mult: int = 2,
-                 refine_rounds: int = 0, balancing: Balancing = Balancing(), relaxation: bool = False) -> None:
+    def __init__(
+        self,
+        hidden: int = 64,
+        heads: int = 2,
+        layers: int = 2,
+        dropout: float = 0.0,
+        ffn_mult: int = 2,
+        refine_rounds: int = 0,
+        balancing: Balancing = Balancing(),
+        relaxation: bool = False,
+    ) -> None:
         super().__init__()
-        if min(hidden, heads, layers, ffn_mult) < 1 or min(refine_rounds, balancing.iters, balancing.stages) < 0 \
-                or not 0 < balancing.fill <= 1:
-            raise ValueError(f"model: hidden, heads, layers and ffn_mult must be >= 1, refine_rounds, capacity_iters "
-                             f"and commit_stages >= 0, capacity_fill in (0, 1], got hidden={hidden}, heads={heads}, "
-                             f"layers={layers}, ffn_mult={ffn_mult}, refine_rounds={refine_rounds}, capacity_iters="
-                             f"{balancing.iters}, capacity_fill={balancing.fill}, commit_stages={balancing.stages}")
+        if (
+            min(hidden, heads, layers, ffn_mult) < 1
+            or min(refine_rounds, balancing.iters, balancing.stages) < 0
+            or not 0 < balancing.fill <= 1
+        ):
+            raise ValueError(
+                f"model: hidden, heads, layers and ffn_mult must be >= 1, refine_rounds, capacity_iters "
+                f"and commit_stages >= 0, capacity_fill in (0, 1], got hidden={hidden}, heads={heads}, "
+                f"layers={layers}, ffn_mult={ffn_mult}, refine_rounds={refine_rounds}, capacity_iters="
+                f"{balancing.iters}, capacity_fill={balancing.fill}, commit_stages={balancing.stages}"
+            )
         node_dim = NODE_DIM + RELAXATION_NODE_DIM * relaxation
         edge_dim = EDGE_DIM + RELAXATION_EDGE_DIM * relaxation
         self.uav_encoder = mlp([node_dim, hidden, hidden])
@@ -164,17 +189,26 @@ class TransformerGNN(nn.Module):
             self.assignment_encoder = nn.Linear(ASSIGNMENT_DIM, hidden)
             nn.init.zeros_(self.assignment_encoder.weight)
             nn.init.zeros_(self.assignment_encoder.bias)
-        self.layers = nn.ModuleList(GraphTransformerLayer(hidden, heads, dropout, ffn_mult, edge_dim)
-                                    for _ in range(layers))
+        self.layers = nn.ModuleList(
+            GraphTransformerLayer(hidden, heads, dropout, ffn_mult, edge_dim) for _ in range(layers)
+        )
         self.checkpoint_layers: set[int] = set()
         self.final_norm = nn.LayerNorm(hidden)
         self.edge_encoder = nn.Linear(edge_dim, hidden)
         self.edge_scorer = mlp([3 * hidden, hidden, 1])
         self.idle_scorer = mlp([hidden, hidden, 1])
 
-    def forward(self, x: torch.Tensor, node_type: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor,
-                cand_index: torch.Tensor, cand_attr: torch.Tensor, dense: DenseScenes | None = None,
-                assignment: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        node_type: torch.Tensor,
+        edge_index: torch.Tensor,
+        edge_attr: torch.Tensor,
+        cand_index: torch.Tensor,
+        cand_attr: torch.Tensor,
+        dense: DenseScenes | None = None,
+        assignment: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``dense``: the message graph laid out by ``dense_scenes`` (attention as dense matmuls, same result);
         ``assignment``: the refinement input (``assignment_features``), None in the first round."""
         h = self.embed(x, node_type, assignment)  # (num_nodes, hidden)
@@ -189,10 +223,17 @@ class TransformerGNN(nn.Module):
         return self.edge_scorer(edge_in).squeeze(1), self.idle_scorer(h).squeeze(1)
 
     @torch.no_grad()
-    def forward_chunked(self, x: torch.Tensor, node_type: torch.Tensor, edge_index: torch.Tensor,
-                        edge_attr: torch.Tensor, cand_index: torch.Tensor, cand_attr: torch.Tensor,
-                        max_edges: int = 2**20, assignment: torch.Tensor | None = None
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_chunked(
+        self,
+        x: torch.Tensor,
+        node_type: torch.Tensor,
+        edge_index: torch.Tensor,
+        edge_attr: torch.Tensor,
+        cand_index: torch.Tensor,
+        cand_attr: torch.Tensor,
+        max_edges: int = 2**20,
+        assignment: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``forward`` for inference on huge scenes in bounded memory (PyG's layer-wise inference).
 
         Per-edge tensors dominate memory (several ``E x hidden`` buffers per layer), so each
@@ -220,10 +261,25 @@ class TransformerGNN(nn.Module):
             h = h + out
             h = h + layer.ffn(layer.norm_ffn(h))
         h = self.final_norm(h)
-        cand_logit = torch.cat([
-            self.edge_scorer(torch.cat([h[cand_index[0, i:i + max_edges]], h[cand_index[1, i:i + max_edges]],
-                                        self.edge_encoder(cand_attr[i:i + max_edges])], dim=1)).squeeze(1)
-            for i in range(0, cand_index.shape[1], max_edges)]) if cand_index.shape[1] else h.new_zeros(0)
+        cand_logit = (
+            torch.cat(
+                [
+                    self.edge_scorer(
+                        torch.cat(
+                            [
+                                h[cand_index[0, i : i + max_edges]],
+                                h[cand_index[1, i : i + max_edges]],
+                                self.edge_encoder(cand_attr[i : i + max_edges]),
+                            ],
+                            dim=1,
+                        )
+                    ).squeeze(1)
+                    for i in range(0, cand_index.shape[1], max_edges)
+                ]
+            )
+            if cand_index.shape[1]
+            else h.new_zeros(0)
+        )
         return cand_logit, self.idle_scorer(h).squeeze(1)
 
     def embed(self, x: torch.Tensor, node_type: torch.Tensor, assignment: torch.Tensor | None) -> torch.Tensor:
@@ -261,19 +317,25 @@ class TransformerGNNConfig:
 
 
 # what a checkpoint saved before a key existed ran with (a key's default is what new runs train with)
-SAVED_BEFORE = {"refine_rounds": 0, "capacity_iters": 0, "capacity_fill": 1.0, "commit_stages": 0,
-                "relaxation": False}
+SAVED_BEFORE = {"refine_rounds": 0, "capacity_iters": 0, "capacity_fill": 1.0, "commit_stages": 0, "relaxation": False}
 
 
-def model_from_config(config: TransformerGNNConfig, grad_checkpoint: bool = False,
-                      checkpoint_layers: Sequence[int] | None = None) -> TransformerGNN:
+def model_from_config(
+    config: TransformerGNNConfig, grad_checkpoint: bool = False, checkpoint_layers: Sequence[int] | None = None
+) -> TransformerGNN:
     """The network of a ``model`` group's settings; ``grad_checkpoint`` checkpoints ``checkpoint_layers``
     (every layer when None)."""
     c = config
     chosen = range(c.layers) if checkpoint_layers is None else [int(i) for i in checkpoint_layers]
-    model = TransformerGNN(hidden=c.hidden, heads=c.heads, layers=c.layers, dropout=c.dropout, ffn_mult=c.ffn_mult,
-                           refine_rounds=c.refine_rounds,
-                           balancing=Balancing(c.capacity_iters, c.capacity_fill, c.commit_stages),
-                           relaxation=c.relaxation)
+    model = TransformerGNN(
+        hidden=c.hidden,
+        heads=c.heads,
+        layers=c.layers,
+        dropout=c.dropout,
+        ffn_mult=c.ffn_mult,
+        refine_rounds=c.refine_rounds,
+        balancing=Balancing(c.capacity_iters, c.capacity_fill, c.commit_stages),
+        relaxation=c.relaxation,
+    )
     model.checkpoint_layers = set(chosen) if grad_checkpoint else set()
     return model

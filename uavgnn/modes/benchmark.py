@@ -65,9 +65,15 @@ from uavgnn.solvers import solve
 
 log = logging.getLogger(__name__)
 # the report's headline figures, (section, key), for the dashboard's run summary
-HEADLINES = [("cache", "cold_over_warm"), ("pipeline", "optimized_over_naive"),
-             ("pipeline", "optimized_amp_over_naive"), ("scaling", "loglog_slope")]
+HEADLINES = [
+    ("cache", "cold_over_warm"),
+    ("pipeline", "optimized_over_naive"),
+    ("pipeline", "optimized_amp_over_naive"),
+    ("scaling", "loglog_slope"),
+]
 LONG_RUN_S = 10.0  # a scaling size whose first run takes longer is not repeated (1M nodes: ~2 min each here)
+
+
 def model_named(name: str, grad_checkpoint: bool = False) -> TransformerGNN:
     """A model preset by name, read from the installed package (not a ``conf/`` folder by path)."""
     preset = resources.files("uavgnn.conf").joinpath("model", f"{name}.yaml").read_text()
@@ -85,9 +91,17 @@ def train_step(loss_of: LossOf, model: TransformerGNN, optimizer: torch.optim.Op
     return meter.mb
 
 
-def timed_steps(algorithm: Algorithm, model: TransformerGNN, batches: Callable[[], Iterator[Batch]], steps: int,
-                k: int, device: torch.device, dtype: torch.dtype | None = None, compiled: bool = False,
-                warmup: int = 1) -> dict[str, float]:
+def timed_steps(
+    algorithm: Algorithm,
+    model: TransformerGNN,
+    batches: Callable[[], Iterator[Batch]],
+    steps: int,
+    k: int,
+    device: torch.device,
+    dtype: torch.dtype | None = None,
+    compiled: bool = False,
+    warmup: int = 1,
+) -> dict[str, float]:
     """Median seconds per step (data included) and graphs/s over ``steps`` steps after ``warmup``."""
     model = model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -112,6 +126,7 @@ def cycle(loader) -> Callable[[], Iterator[Batch]]:
     def stream() -> Iterator[Batch]:
         while True:
             yield from loader
+
     return stream
 
 
@@ -120,6 +135,7 @@ def random_batches(store: GraphStore, size: int, seed: int = 0) -> Callable[[], 
         gen = torch.Generator().manual_seed(seed)
         while True:
             yield store.gather(torch.randint(0, len(store), (size,), generator=gen))
+
     return stream
 
 
@@ -146,8 +162,14 @@ def bench_cache(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, A
     finally:
         shutil.rmtree(work, ignore_errors=True)
     warm_load = measure(warm, "cache warm load")
-    return {"scenes": spec.count, "n_uav": spec.n_uav, "cold_build_s": cold, "warm_load_s": warm_load["median"],
-            "cold_over_warm": cold / warm_load["median"], "repeats": {"cold_build_s": 1, "warm_load_s": warm_load}}
+    return {
+        "scenes": spec.count,
+        "n_uav": spec.n_uav,
+        "cold_build_s": cold,
+        "warm_load_s": warm_load["median"],
+        "cold_over_warm": cold / warm_load["median"],
+        "repeats": {"cold_build_s": 1, "warm_load_s": warm_load},
+    }
 
 
 def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
@@ -170,9 +192,12 @@ def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str
     for _ in range(cfg.benchmark.repeats):  # interleaved, so machine noise hits all alike
         rows["naive"].append(timed_steps(algorithm, model(), cycle(naive), steps, k, device))
         rows["optimized"].append(timed_steps(algorithm, model(), cycle(fast), steps, k, device))
-        rows["optimized_amp"].append(timed_steps(algorithm, model(), cycle(fast), steps, k, device, dtype=torch.bfloat16))
-    spread = {name: measure([r["graphs_per_s"] for r in runs], f"pipeline {name} graphs/s")
-              for name, runs in rows.items()}
+        rows["optimized_amp"].append(
+            timed_steps(algorithm, model(), cycle(fast), steps, k, device, dtype=torch.bfloat16)
+        )
+    spread = {
+        name: measure([r["graphs_per_s"] for r in runs], f"pipeline {name} graphs/s") for name, runs in rows.items()
+    }
     rates = {name: figure["median"] for name, figure in spread.items()}
     ids = list(range(min(batch_size, len(store))))  # the same scenes through both pipelines
     dataset = NaiveSceneDataset(scenes, labels, cfg.data.k_max, cfg.data.uav_neighbours)
@@ -181,10 +206,15 @@ def bench_pipeline(cfg: Config, device: torch.device, out_dir: Path) -> dict[str
         naive_logp = policy_log_probs(reference, Batch.from_data_list([dataset[i] for i in ids]), k)
         fast_logp = policy_log_probs(reference, store.gather(torch.tensor(ids)), k)
     diff = max(float((a - b).abs().max()) for a, b in zip(naive_logp[:2], fast_logp[:2]))
-    return {"batch_size": batch_size, "model": cfg.model.name, "graphs_per_s": rates,
-            "optimized_over_naive": rates["optimized"] / rates["naive"],
-            "optimized_amp_over_naive": rates["optimized_amp"] / rates["naive"], "max_logit_diff": diff,
-            "repeats": spread}
+    return {
+        "batch_size": batch_size,
+        "model": cfg.model.name,
+        "graphs_per_s": rates,
+        "optimized_over_naive": rates["optimized"] / rates["naive"],
+        "optimized_amp_over_naive": rates["optimized_amp"] / rates["naive"],
+        "max_logit_diff": diff,
+        "repeats": spread,
+    }
 
 
 def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict[str, Any]]:
@@ -196,27 +226,61 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
     big = random_batches(store, b.toggle_batch_size)
     ckpt = random_batches(store, b.checkpoint_batch_size)
     small = preset_batch_size(cfg, store)
-    loaders = {kind: make_loader(store, kind, small, shuffle=True, num_workers=workers, drop_last=True)
-               for kind, workers in (("memory", 0), ("pyg", 0))}
-    loaders["pyg_2_workers"] = make_loader(store, "pyg", small, shuffle=True, num_workers=2, drop_last=True,
-                                           persistent_workers=True)
+    loaders = {
+        kind: make_loader(store, kind, small, shuffle=True, num_workers=workers, drop_last=True)
+        for kind, workers in (("memory", 0), ("pyg", 0))
+    }
+    loaders["pyg_2_workers"] = make_loader(
+        store, "pyg", small, shuffle=True, num_workers=2, drop_last=True, persistent_workers=True
+    )
     cases = {  # name: (off, on) as step runners
-        "amp": (lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device),
-                lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device, dtype=amp)),
-        "compile": (lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device),
-                    lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device,
-                                        compiled=True, warmup=3)),
+        "amp": (
+            lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device),
+            lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device, dtype=amp),
+        ),
+        "compile": (
+            lambda: timed_steps(algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device),
+            lambda: timed_steps(
+                algorithm, model_named(b.toggle_model), big, b.pipeline_steps, k, device, compiled=True, warmup=3
+            ),
+        ),
         "grad_checkpoint": (
             lambda: timed_steps(algorithm, model_named(b.checkpoint_model), ckpt, b.pipeline_steps, k, device),
-            lambda: timed_steps(algorithm, model_named(b.checkpoint_model, grad_checkpoint=True), ckpt, b.pipeline_steps, k,
-                                device)),
+            lambda: timed_steps(
+                algorithm, model_named(b.checkpoint_model, grad_checkpoint=True), ckpt, b.pipeline_steps, k, device
+            ),
+        ),
         "loader_pyg": (  # PyG DataLoader, in-process collate, vs the in-memory gather
-            lambda: timed_steps(algorithm, model_from_config(transformer(cfg.model)), cycle(loaders["memory"]), b.pipeline_steps, k, device),
-            lambda: timed_steps(algorithm, model_from_config(transformer(cfg.model)), cycle(loaders["pyg"]), b.pipeline_steps, k, device)),
+            lambda: timed_steps(
+                algorithm,
+                model_from_config(transformer(cfg.model)),
+                cycle(loaders["memory"]),
+                b.pipeline_steps,
+                k,
+                device,
+            ),
+            lambda: timed_steps(
+                algorithm, model_from_config(transformer(cfg.model)), cycle(loaders["pyg"]), b.pipeline_steps, k, device
+            ),
+        ),
         "loader_pyg_workers": (  # the same with 2 worker processes
-            lambda: timed_steps(algorithm, model_from_config(transformer(cfg.model)), cycle(loaders["memory"]), b.pipeline_steps, k, device),
-            lambda: timed_steps(algorithm, model_from_config(transformer(cfg.model)), cycle(loaders["pyg_2_workers"]), b.pipeline_steps, k,
-                                device)),
+            lambda: timed_steps(
+                algorithm,
+                model_from_config(transformer(cfg.model)),
+                cycle(loaders["memory"]),
+                b.pipeline_steps,
+                k,
+                device,
+            ),
+            lambda: timed_steps(
+                algorithm,
+                model_from_config(transformer(cfg.model)),
+                cycle(loaders["pyg_2_workers"]),
+                b.pipeline_steps,
+                k,
+                device,
+            ),
+        ),
     }
     unknown = set(b.toggles) - set(cases)
     if unknown:
@@ -228,17 +292,32 @@ def bench_toggles(cfg: Config, device: torch.device, out_dir: Path) -> list[dict
         runs = []
         for repeat in range(b.repeats):  # off and on side by side in every repeat
             runs.append((off_run(), on_run()))
-            log.info("toggle %s, repeat %d/%d: off %.1f ms, on %.1f ms per step", name, repeat + 1, b.repeats,
-                     runs[-1][0]["step_ms"], runs[-1][1]["step_ms"])
+            log.info(
+                "toggle %s, repeat %d/%d: off %.1f ms, on %.1f ms per step",
+                name,
+                repeat + 1,
+                b.repeats,
+                runs[-1][0]["step_ms"],
+                runs[-1][1]["step_ms"],
+            )
         for key in runs[0][0]:
             off[key] = statistics.median(r[0][key] for r in runs)
             on[key] = statistics.median(r[1][key] for r in runs)
-        spread = {side: measure([r[i]["step_ms"] for r in runs], f"toggle {name} {side} step time")
-                  for i, side in enumerate(("off", "on"))}
-        rows.append({"toggle": name, "off": off, "on": on, "repeats": spread,
-                     "speedup": off["step_ms"] / on["step_ms"],
-                     "memory_saving": 1 - on["memory_mb"] / off["memory_mb"] if off["memory_mb"] else 0.0,
-                     "memory": "CUDA peak allocated" if device.type == "cuda" else "activations saved for backward"})
+        spread = {
+            side: measure([r[i]["step_ms"] for r in runs], f"toggle {name} {side} step time")
+            for i, side in enumerate(("off", "on"))
+        }
+        rows.append(
+            {
+                "toggle": name,
+                "off": off,
+                "on": on,
+                "repeats": spread,
+                "speedup": off["step_ms"] / on["step_ms"],
+                "memory_saving": 1 - on["memory_mb"] / off["memory_mb"] if off["memory_mb"] else 0.0,
+                "memory": "CUDA peak allocated" if device.type == "cuda" else "activations saved for backward",
+            }
+        )
     return rows
 
 
@@ -246,8 +325,11 @@ def benchmark_model(cfg: Config, device: torch.device) -> tuple[TransformerGNN, 
     if cfg.ckpt:
         model, graph, _ = load_policy(cfg.ckpt, device, f"mode={cfg.mode} ckpt")
         return model, graph, f"trained ({cfg.ckpt})"
-    return (model_from_config(transformer(cfg.model)).to(device).eval(), graph_settings(cfg),
-            f"untrained {cfg.model.name} (timings only)")
+    return (
+        model_from_config(transformer(cfg.model)).to(device).eval(),
+        graph_settings(cfg),
+        f"untrained {cfg.model.name} (timings only)",
+    )
 
 
 def bench_scaling(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
@@ -264,15 +346,29 @@ def bench_scaling(cfg: Config, device: torch.device, out_dir: Path) -> dict[str,
             runs.append(solve_with_model(model, scene, graph, cfg.eval.decoder, device)[1])
         totals = measure([sum(t.values()) for t in runs], f"scaling at {nodes} nodes")
         timing = {key: statistics.median(t[key] for t in runs) for key in runs[0]}
-        rows.append({"nodes": scene.n_uav + scene.n_target, "n_uav": scene.n_uav, **timing,
-                     "total_s": totals["median"], "repeats": totals,
-                     "peak_rss_mb": peak_memory_mb(torch.device("cpu"))})
+        rows.append(
+            {
+                "nodes": scene.n_uav + scene.n_target,
+                "n_uav": scene.n_uav,
+                **timing,
+                "total_s": totals["median"],
+                "repeats": totals,
+                "peak_rss_mb": peak_memory_mb(torch.device("cpu")),
+            }
+        )
         log.info("scaling: %d nodes in %.2f s", rows[-1]["nodes"], totals["median"])
     fit = [r for r in rows if r["nodes"] >= 10_000] if sum(r["nodes"] >= 10_000 for r in rows) >= 2 else rows
-    slope = float(np.polyfit(np.log([r["nodes"] for r in fit]), np.log([r["total_s"] for r in fit]), 1)[0]) \
-        if len(fit) >= 2 else float("nan")
-    return {"model": which, "rows": rows, "loglog_slope": slope,
-            "slope_range": [fit[0]["nodes"], fit[-1]["nodes"]] if fit else []}
+    slope = (
+        float(np.polyfit(np.log([r["nodes"] for r in fit]), np.log([r["total_s"] for r in fit]), 1)[0])
+        if len(fit) >= 2
+        else float("nan")
+    )
+    return {
+        "model": which,
+        "rows": rows,
+        "loglog_slope": slope,
+        "slope_range": [fit[0]["nodes"], fit[-1]["nodes"]] if fit else [],
+    }
 
 
 def bench_milp(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, Any]:
@@ -284,17 +380,25 @@ def bench_milp(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, An
     for n_uav in cfg.benchmark.milp_uavs:
         scene = generate_scenes(dist, n_uav, 1, cfg.data.test_seed + n_uav)[0]
         solve_with_model(model, scene, graph, cfg.eval.decoder, device, dtype)  # warm-up, not timed
-        runs = [solve_with_model(model, scene, graph, cfg.eval.decoder, device, dtype)
-                for _ in range(cfg.benchmark.repeats)]
+        runs = [
+            solve_with_model(model, scene, graph, cfg.eval.decoder, device, dtype) for _ in range(cfg.benchmark.repeats)
+        ]
         ours, timing = sorted(runs, key=lambda run: run[0].wall_time)[len(runs) // 2]  # the median run
         model_time = measure([run[0].wall_time for run in runs], f"model at {n_uav} UAVs")
         milp = solve(scene, "milp", cfg.benchmark.milp_time_limit)
-        row = {"n_uav": n_uav, "model_reward": ours.objective, "model_s": ours.wall_time, **timing,
-               "milp_reward": milp.objective, "milp_s": milp.wall_time, "milp_status": milp.status,
-               "milp_bound": milp.bound,
-               "gap_vs_milp": 1 - ours.objective / milp.objective if cfg.ckpt else None,  # untrained: no result
-               "milp_over_model_time": milp.wall_time / ours.wall_time,
-               "repeats": {"model_s": model_time, "milp_s": 1}}
+        row = {
+            "n_uav": n_uav,
+            "model_reward": ours.objective,
+            "model_s": ours.wall_time,
+            **timing,
+            "milp_reward": milp.objective,
+            "milp_s": milp.wall_time,
+            "milp_status": milp.status,
+            "milp_bound": milp.bound,
+            "gap_vs_milp": 1 - ours.objective / milp.objective if cfg.ckpt else None,  # untrained: no result
+            "milp_over_model_time": milp.wall_time / ours.wall_time,
+            "repeats": {"model_s": model_time, "milp_s": 1},
+        }
         for name in ("greedy", "lap", "mcf"):
             try:
                 other = solve(scene, name)
@@ -303,13 +407,17 @@ def bench_milp(cfg: Config, device: torch.device, out_dir: Path) -> dict[str, An
                 row[f"{name}_reward"], row[f"{name}_s"] = float("nan"), float("nan")
                 log.info("milp section: %s skipped at %d UAVs (%s)", name, n_uav, err)
         rows.append(row)
-        log.info("milp: %d UAVs, model %.2f s vs MILP %.1f s (%s)", n_uav, ours.wall_time, milp.wall_time,
-                 milp.status)
+        log.info("milp: %d UAVs, model %.2f s vs MILP %.1f s (%s)", n_uav, ours.wall_time, milp.wall_time, milp.status)
     return {"model": which, "rows": rows}
 
 
-SECTIONS = {"cache": bench_cache, "pipeline": bench_pipeline, "toggles": bench_toggles, "scaling": bench_scaling,
-            "milp": bench_milp}
+SECTIONS = {
+    "cache": bench_cache,
+    "pipeline": bench_pipeline,
+    "toggles": bench_toggles,
+    "scaling": bench_scaling,
+    "milp": bench_milp,
+}
 
 
 def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
@@ -319,15 +427,22 @@ def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
     algorithm = algorithm_class(cfg.algorithm.name)
     if not algorithm.benchmarked:  # the plug-in says what measures it
         supported = ", ".join(name for name, found in algorithms().items() if found.benchmarked)
-        raise ConfigError(f"mode=benchmark measures the scene-assignment pipeline of algorithm={supported}; "
-                          f"algorithm={algorithm.name}: time it with {algorithm.timed_by}")
+        raise ConfigError(
+            f"mode=benchmark measures the scene-assignment pipeline of algorithm={supported}; "
+            f"algorithm={algorithm.name}: time it with {algorithm.timed_by}"
+        )
     device = prepare_device(cfg)
     b = cfg.benchmark
     hint = " (benchmark=quick: under a minute)" if b.expected_minutes > 2 else ""
-    echo(f"benchmark: sections {', '.join(b.sections)}, {count(b.repeats, 'repeat')} each; this preset takes about "
-         f"{b.expected_minutes:g} min on an idle 2-core laptop CPU, several times that on a busy one{hint}")
-    report: dict[str, Any] = {"device": str(device), "threads": torch.get_num_threads(),
-                              "repeats": cfg.benchmark.repeats}
+    echo(
+        f"benchmark: sections {', '.join(b.sections)}, {count(b.repeats, 'repeat')} each; this preset takes about "
+        f"{b.expected_minutes:g} min on an idle 2-core laptop CPU, several times that on a busy one{hint}"
+    )
+    report: dict[str, Any] = {
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "repeats": cfg.benchmark.repeats,
+    }
     for name in cfg.benchmark.sections:
         log.info("benchmark section %s ...", name)
         start = time.perf_counter()
@@ -339,8 +454,12 @@ def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
     print_report(report)
     plot_benchmark(report, out_dir / "graph_benchmark.png")
     tables = {f"benchmark/{name}": rows for name, rows in section_rows(report).items()}
-    publish(cfg, out_dir, tables, {"benchmark/summary": out_dir / "graph_benchmark.png"},
-            {key: report[section][key] for section, key in HEADLINES if section in report})
+    publish(
+        cfg,
+        out_dir,
+        tables,
+        {"benchmark/summary": out_dir / "graph_benchmark.png"},
+        {key: report[section][key] for section, key in HEADLINES if section in report},
+    )
     echo(f"wrote {out_dir / 'benchmark.json'} and {out_dir / 'graph_benchmark.png'}")
     return report
-

@@ -34,7 +34,10 @@ def run_cache(cfg: Config) -> int:
     echo(format_table(rows))
     damaged = [r["name"] for r in rows if r["status"] != "ok"]
     if cfg.action == "verify":
-        echo(f"{len(rows) - len(damaged)} intact, {len(damaged)} damaged" + (f": {', '.join(damaged)}" if damaged else ""))
+        echo(
+            f"{len(rows) - len(damaged)} intact, {len(damaged)} damaged"
+            + (f": {', '.join(damaged)}" if damaged else "")
+        )
         return 1 if damaged else 0
     return 0
 
@@ -52,15 +55,18 @@ def clear(root: str, force: bool) -> None:
     home directory or a checkout is refused outright."""
     refusal = clear_refusal(root)
     if refusal:
-        raise StorageError(f"data.cache_dir={root}: {refusal}: mode=cache action=clear refuses it (it deletes only "
-                           "uavgnn's cache entries, and only in a directory of their own)")
+        raise StorageError(
+            f"data.cache_dir={root}: {refusal}: mode=cache action=clear refuses it (it deletes only "
+            "uavgnn's cache entries, and only in a directory of their own)"
+        )
     entries = cache_entries(root)
     _say_foreign(root)
     if not entries:
         echo(f"no caches in {root}")
         return
-    echo(format_table([{"name": e["name"], "graphs": e["graphs"], "n_uav": e["n_uav"], "mb": e["mb"]}
-                       for e in entries]))
+    echo(
+        format_table([{"name": e["name"], "graphs": e["graphs"], "n_uav": e["n_uav"], "mb": e["mb"]} for e in entries])
+    )
     what = f"{count(len(entries), 'cache')} ({sum(e['mb'] for e in entries):.1f} MB) in {root}"
     if not force:
         if not sys.stdin.isatty():

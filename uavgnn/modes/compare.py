@@ -1,6 +1,26 @@
 """``mode=compare path=<sweep dir>`` (or ``path=[run, run, ...]``): the comparison report.
 
-A single ``path`` receives the files; a list writes them into this run's directory.
+A single ``path`` receives the files; a list writes them into this run's directory. Runs that differ only by
+their seed form a seed group, shown by its mean over the seeds (``uavgnn.modes.sweep_report``). Options (the
+``compare`` group):
+
+- ``compare.metrics=[test/optimality_gap,graphs_per_s]``: these final metrics alone, in this order (by the keys
+  the runs record; the default, ``[]``: every one their algorithms declare);
+- ``compare.seed_means=false``: the console, ``comparison.md`` and ``comparison.tex`` list each group's runs
+  too (``comparison.csv`` and ``comparison.html`` always do);
+- ``compare.interval``: the 95% interval of a group's mean, never one outside the metric's range (a gap below 0,
+  a share above 100%; each metric declares its range, ``Score.bounds``):
+
+  - ``auto`` (default): Student's t with 3 seeds or more where its interval lies inside the range; otherwise
+    (2 seeds, or a t interval that would leave the range) the percentile bootstrap of the mean, marked †, which
+    stays inside the values observed (with 2 seeds: [the smaller, the larger]); 1 seed: n/a;
+  - ``t``: Student's t where it lies inside the range, else n/a (no clipped interval);
+  - ``bootstrap``: the percentile bootstrap (10,000 resamples, fixed seed) from 2 seeds on.
+
+Gaps and shares are shown in percent everywhere (console, markdown, LaTeX, HTML, the picture);
+``comparison.csv`` keeps the values as recorded (the fractions of ``summary.json``). Runs of environment policies
+add the MARL section: each run's own test table, the IQM per algorithm with its stratified-bootstrap interval,
+and ``marl_eval.json`` (``uavgnn.modes.marl_report``).
 """
 
 from __future__ import annotations
@@ -11,22 +31,28 @@ from uavgnn import run_dir
 from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.errors import ConfigError, RunDirectoryError
-from uavgnn.modes.sweep_report import cell, compare_runs
-from uavgnn.report import format_table
+from uavgnn.modes.intervals import METHODS
+from uavgnn.modes.sweep_report import compare_runs
 
 
 def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
     if cfg.path is None:
         raise ConfigError("mode=compare needs path=<sweep directory> or path=[run_dir,run_dir,...]")
+    options = cfg.compare
+    if options.interval not in METHODS:
+        raise ConfigError(f"compare.interval={options.interval!r} is not one of {', '.join(METHODS)}")
     paths = [Path(p) for p in cfg.path] if not isinstance(cfg.path, str) else [Path(cfg.path)]
     target = paths[0] if len(paths) == 1 else out_dir
     if target == out_dir:
         left = run_dir.leftovers(out_dir)
         if left:
-            raise RunDirectoryError(f"{out_dir} already holds {', '.join(left[:6])}: mode=compare writes its report "
-                                    "into a directory of its own; leave out hydra.run.dir or choose another")
+            raise RunDirectoryError(
+                f"{out_dir} already holds {', '.join(left[:6])}: mode=compare writes its report "
+                "into a directory of its own; leave out hydra.run.dir or choose another"
+            )
         run_dir.accept(out_dir, cfg)
-    rows, columns = compare_runs(paths, target)
-    echo(format_table([{c: cell(row, c) for c in columns} for row in rows], columns))  # means with ± std, [95%]
-    echo(f"wrote comparison.md, comparison.csv, comparison.tex, comparison.png and comparison.html into {target}")
+    rows, text = compare_runs(paths, target, list(options.metrics), bool(options.seed_means), str(options.interval))
+    echo(text)
+    marl = " and marl_eval.json" if (target / "marl_eval.json").exists() else ""
+    echo(f"wrote comparison.md, comparison.csv, comparison.tex, comparison.png, comparison.html{marl} into {target}")
     return rows

@@ -66,20 +66,29 @@ class SetScorer:
         estimate = self.estimate(list(distinct.values()))
         expected = dict(zip(distinct, estimate))
         self.estimated_s = sum(estimate)
-        echo(f"mode=eval: {count(len(distinct), 'test set')} to score ({len(sets) - len(distinct)} repeated under "
-             f"another name, scored once): about {self.estimated_s:.0f} s (measured on up to {PROBE_SCENES} probe "
-             f"scenes like each set's in {time.perf_counter() - start:.0f} s)")
+        echo(
+            f"mode=eval: {count(len(distinct), 'test set')} to score ({len(sets) - len(distinct)} repeated under "
+            f"another name, scored once): about {self.estimated_s:.0f} s (measured on up to {PROBE_SCENES} probe "
+            f"scenes like each set's in {time.perf_counter() - start:.0f} s)"
+        )
         done: dict[str, list[dict]] = {}
         seen: dict[str, str] = {}
         start = time.perf_counter()
         for key, (label, task, n_uav) in distinct.items():
             size = f"task.folder={task['folder']}" if task.get("folder") else f"{n_uav} UAVs"
-            echo(f"  set {len(done) + 1}/{len(distinct)}: {label}, {size}, "
-                 f"{count(self.scene_count(task, n_uav), 'scene')}, about {expected[key]:.0f} s")
+            echo(
+                f"  set {len(done) + 1}/{len(distinct)}: {label}, {size}, "
+                f"{count(self.scene_count(task, n_uav), 'scene')}, about {expected[key]:.0f} s"
+            )
             done[key], scenes = self.score(task, n_uav)
             if scenes in seen:
-                log.warning("eval: %s gives the same %d-UAV scenes as %s: at this size the shift changes nothing "
-                            "(one of them says nothing more)", label, n_uav, seen[scenes])
+                log.warning(
+                    "eval: %s gives the same %d-UAV scenes as %s: at this size the shift changes nothing "
+                    "(one of them says nothing more)",
+                    label,
+                    n_uav,
+                    seen[scenes],
+                )
             seen.setdefault(scenes, label)
             elapsed = time.perf_counter() - start
             pace = elapsed / max(sum(expected[k] for k in done), 1e-9)  # measured / estimated so far
@@ -93,8 +102,9 @@ class SetScorer:
         """The splits whose test split is ``task``'s, labelled with the eval's MILP time limit, its graphs built as
         the model reads them (its candidates and UAV neighbours, not this run's ``data``)."""
         build = BuildSettings(self.graph.k_max, self.graph.uav_neighbours, self.cfg.eval.milp_time_limit)
-        return replace(split_settings(self.cfg), dist=typed(SceneDistribution, task), build=build,
-                       folder=task.get("folder"))
+        return replace(
+            split_settings(self.cfg), dist=typed(SceneDistribution, task), build=build, folder=task.get("folder")
+        )
 
     def scene_count(self, task: dict[str, Any], n_uav: int) -> int:
         return len(split_files(task["folder"], "test")) if task.get("folder") else scenes_at(self.cfg, n_uav)
@@ -113,8 +123,11 @@ class SetScorer:
             scenes = self.scene_count(task, n_uav)
             cached = is_cached(self.splits(task), "test", n_uav=n_uav, count=scenes)
             labelling = 1 if scenes < INLINE_BELOW else min(workers, scenes)  # processes that will label it
-            seconds.append(scenes * score_s + math.ceil(scenes / BATCH_SCENES) * batch_s
-                           + (0.0 if cached else scenes * label_s / labelling))
+            seconds.append(
+                scenes * score_s
+                + math.ceil(scenes / BATCH_SCENES) * batch_s
+                + (0.0 if cached else scenes * label_s / labelling)
+            )
         return seconds
 
     def probe(self, task: dict[str, Any], n_uav: int, warm_up: bool) -> tuple[float, float, float]:
@@ -127,10 +140,12 @@ class SetScorer:
         the next slowest."""
         splits = self.splits(task)
         probes = min(PROBE_SCENES, max(1, self.scene_count(task, n_uav) // 8))
-        scenes = (load_scenes(split_files(task["folder"], "test")[:probes]) if task.get("folder") else
-                  generate_scenes(splits.dist, n_uav, probes, PROBE_SEED + n_uav))
-        parts = [label_and_build(part, 0.0, "probe", splits.build, 1) for part in (scenes[:1], scenes[1:])
-                 if part]
+        scenes = (
+            load_scenes(split_files(task["folder"], "test")[:probes])
+            if task.get("folder")
+            else generate_scenes(splits.dist, n_uav, probes, PROBE_SEED + n_uav)
+        )
+        parts = [label_and_build(part, 0.0, "probe", splits.build, 1) for part in (scenes[:1], scenes[1:]) if part]
         first, store = parts[0][0], GraphStore.concat([store for store, _ in parts])
         if warm_up or len(store) > 1:
             self.compare(first, n_uav)
@@ -150,9 +165,18 @@ class SetScorer:
 
     def compare(self, store: Any, n_uav: int) -> list[dict]:
         cfg = self.cfg
-        return compare_on_split(self.model, store, cfg.eval.decoder, self.graph, self.graph.k(n_uav), self.device,
-                                amp_dtype(cfg, self.device), cfg.eval.samples, cfg.eval.repair,
-                                controls(cfg))[0]
+        return compare_on_split(
+            self.model,
+            store,
+            cfg.eval.decoder,
+            self.graph,
+            self.graph.k(n_uav),
+            self.device,
+            amp_dtype(cfg, self.device),
+            cfg.eval.samples,
+            cfg.eval.repair,
+            controls(cfg),
+        )[0]
 
     def score(self, task: dict[str, Any], n_uav: int) -> tuple[list[dict], str]:
         """Every method on the fixed-seed test split of ``task`` at ``n_uav`` UAVs (built and labelled once,
@@ -161,9 +185,14 @@ class SetScorer:
         rows = self.compare(store, n_uav)
         log.info("eval %s %d UAVs: model gap %.4f", task["name"], n_uav, rows[0]["optimality_gap"])
         if rows[0]["reference_optimal"] != f"{len(store)}/{len(store)}":
-            log.warning("eval %s %d UAVs: the MILP proved the optimum of only %s scenes (eval.milp_time_limit=%gs): "
-                        "on the others the gaps are against the best assignment found", task["name"], n_uav,
-                        rows[0]["reference_optimal"], self.cfg.eval.milp_time_limit)
+            log.warning(
+                "eval %s %d UAVs: the MILP proved the optimum of only %s scenes (eval.milp_time_limit=%gs): "
+                "on the others the gaps are against the best assignment found",
+                task["name"],
+                n_uav,
+                rows[0]["reference_optimal"],
+                self.cfg.eval.milp_time_limit,
+            )
         shown = int(store.tensors["n_uav"].max()) if task.get("folder") else n_uav  # a folder's: its largest
         return [{"n_uav": shown, "scenes": len(store), **row} for row in rows], _fingerprint(store.scenes())
 

@@ -37,7 +37,8 @@ from omegaconf import OmegaConf
 
 from uavgnn.algorithms import describe, making, produces
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
-from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY, load_policy
+from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY
+from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.checkpoints import load_checkpoint
 from uavgnn.config import Config
 from uavgnn.console import echo
@@ -62,8 +63,10 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     if produces(stored) == ENV_POLICY:
         return run_env_eval(cfg, out_dir)
     if produces(stored) != ASSIGNMENT_POLICY:
-        raise CheckpointError(f"checkpoint {cfg.ckpt} ({describe(stored)}): mode=eval takes an assignment policy "
-                              f"({making(ASSIGNMENT_POLICY)}) or an environment policy ({making(ENV_POLICY)})")
+        raise CheckpointError(
+            f"checkpoint {cfg.ckpt} ({describe(stored)}): mode=eval takes an assignment policy "
+            f"({making(ASSIGNMENT_POLICY)}) or an environment policy ({making(ENV_POLICY)})"
+        )
     device = prepare_device(cfg)
     model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
     deciding = (("capacity_iters", "iters"), ("capacity_fill", "fill"), ("commit_stages", "stages"))
@@ -78,14 +81,20 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
         labels, tests = ["folder"], [("folder", own, train_size)]
     else:
         labels, scales = list(cfg.eval.positions), sorted({train_size, *cfg.eval.scales})
-        tests = [(positions, {**own, "positions": positions, "name": positions}, n_uav)
-                 for positions in labels for n_uav in scales]
+        tests = [
+            (positions, {**own, "positions": positions, "name": positions}, n_uav)
+            for positions in labels
+            for n_uav in scales
+        ]
     shift_sets = [(name, task, train_size) for name, task in _shift_tasks(cfg, trained_cfg["task"]).items()]
     scorer = SetScorer(cfg, model, graph, device)
     scored = scorer.run(tests + shift_sets)
     rows = [{"positions": label, **row} for (label, _, _), set_rows in zip(tests, scored) for row in set_rows]
-    shifts = [{"test_set": label, **row} for (label, _, _), set_rows in zip(shift_sets, scored[len(tests):])
-              for row in set_rows]
+    shifts = [
+        {"test_set": label, **row}
+        for (label, _, _), set_rows in zip(shift_sets, scored[len(tests) :])
+        for row in set_rows
+    ]
     transfer = []
     for positions in [] if cfg.task.get("folder") else labels:  # transfer across scales: none in a folder
         model_rows = {r["n_uav"]: r for r in rows if r["positions"] == positions and r["method"].startswith("model (")}
@@ -95,24 +104,64 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
             row["transfer_ratio"] = ratio
             transfer.append({"positions": positions, "n_uav": n_uav, "transfer_ratio": ratio})
             if ratio < TRANSFER_FAILED:
-                log.warning("zero-shot transfer failed: %s scenes of %d UAVs score %.2f x the training size's",
-                            positions, n_uav, ratio)
-    echo(format_table(rows, ["positions", "n_uav", "scenes", "method", "reward", "completion_score", "efficiency",
-                             "optimality_gap", "gap_ci95", "reference_optimal", "transfer_ratio", "time_s", "build_s",
-                             "forward_s", "decode_s", "milp_s", "note"])
-         + "\ngap_ci95: half-width of the 95% interval of the mean gap over the test scenes")
+                log.warning(
+                    "zero-shot transfer failed: %s scenes of %d UAVs score %.2f x the training size's",
+                    positions,
+                    n_uav,
+                    ratio,
+                )
+    echo(
+        format_table(
+            rows,
+            [
+                "positions",
+                "n_uav",
+                "scenes",
+                "method",
+                "reward",
+                "completion_score",
+                "efficiency",
+                "optimality_gap",
+                "gap_ci95",
+                "reference_optimal",
+                "transfer_ratio",
+                "time_s",
+                "build_s",
+                "forward_s",
+                "decode_s",
+                "milp_s",
+                "note",
+            ],
+        )
+        + "\ngap_ci95: half-width of the 95% interval of the mean gap over the test scenes"
+    )
     summary = shift_summary(shifts)
     if summary:
-        echo(format_table(summary, ["test_set", "scenes", *(f"{name}_gap" for name in SHIFT_COLUMNS), "beats_greedy",
-                                    "shift_cost"]))
-    report = {"checkpoint": str(cfg.ckpt), "train_n_uav": train_size, "decoder": cfg.eval.decoder,
-              "milp_time_limit": cfg.eval.milp_time_limit, "gap_reference": "proven-optimal MILP objective (NaN where the MILP hit its time limit)",
-              "score": "1 - optimality_gap", "estimated_s": scorer.estimated_s, "took_s": scorer.took_s,
-              "rows": rows, "transfer": transfer,
-              "trained_task": trained_cfg["task"], "shift_sets": {IN_DISTRIBUTION: "the trained task",
-                                                                  **{name: OmegaConf.to_container(cfg.eval.shifts[name])
-                                                                     for name in cfg.eval.shift_sets}},
-              "shifts": summary, "shift_rows": shifts}
+        echo(
+            format_table(
+                summary,
+                ["test_set", "scenes", *(f"{name}_gap" for name in SHIFT_COLUMNS), "beats_greedy", "shift_cost"],
+            )
+        )
+    report = {
+        "checkpoint": str(cfg.ckpt),
+        "train_n_uav": train_size,
+        "decoder": cfg.eval.decoder,
+        "milp_time_limit": cfg.eval.milp_time_limit,
+        "gap_reference": "proven-optimal MILP objective (NaN where the MILP hit its time limit)",
+        "score": "1 - optimality_gap",
+        "estimated_s": scorer.estimated_s,
+        "took_s": scorer.took_s,
+        "rows": rows,
+        "transfer": transfer,
+        "trained_task": trained_cfg["task"],
+        "shift_sets": {
+            IN_DISTRIBUTION: "the trained task",
+            **{name: OmegaConf.to_container(cfg.eval.shifts[name]) for name in cfg.eval.shift_sets},
+        },
+        "shifts": summary,
+        "shift_rows": shifts,
+    }
     write_json(out_dir / "transfer.json", report)
     write_json(out_dir / "eval.json", rows + shifts)
     plot_transfer(rows, train_size, out_dir / "transfer.png")
@@ -133,9 +182,12 @@ def _shift_tasks(cfg: Config, trained_task: dict[str, Any]) -> dict[str, dict[st
     if not cfg.eval.shift_sets:
         return {}
     tasks = {IN_DISTRIBUTION: {**trained_task, "file": None}}
-    tasks.update({name: {**asdict(SceneDistribution()), **cfg.eval.shifts[name], "name": name, "file": None,
-                         "folder": None}
-                  for name in cfg.eval.shift_sets})
+    tasks.update(
+        {
+            name: {**asdict(SceneDistribution()), **cfg.eval.shifts[name], "name": name, "file": None, "folder": None}
+            for name in cfg.eval.shift_sets
+        }
+    )
     return tasks
 
 

@@ -25,8 +25,17 @@ from uavgnn.report import count, format_table, write_json
 from uavgnn.runtime import prepare_device
 from uavgnn.settings import env_settings, scene_distribution
 
-COLUMNS = ["n_uav", "method", "return", "return_std", "return_per_uav", "completion_rate", "collisions", "of_planner",
-           "time_s"]
+COLUMNS = [
+    "n_uav",
+    "method",
+    "return",
+    "return_std",
+    "return_per_uav",
+    "completion_rate",
+    "collisions",
+    "of_planner",
+    "time_s",
+]
 
 
 def swarm_sizes(cfg: Config, config: Any) -> list[int]:
@@ -35,8 +44,10 @@ def swarm_sizes(cfg: Config, config: Any) -> list[int]:
     trained = config.env.n_uav
     if EnvPolicy.is_mlp(config):
         if set(cfg.eval.scales) - {trained}:
-            echo(f"model=mlp: the policy's networks are per agent (or take one-hot agent ids): scored at its "
-                 f"{count(trained, 'UAV')} only (eval.scales={list(cfg.eval.scales)} takes a graph actor)")
+            echo(
+                f"model=mlp: the policy's networks are per agent (or take one-hot agent ids): scored at its "
+                f"{count(trained, 'UAV')} only (eval.scales={list(cfg.eval.scales)} takes a graph actor)"
+            )
         return [trained]
     return sorted({trained, *cfg.eval.scales})
 
@@ -53,20 +64,33 @@ def run_env_eval(cfg: Config, out_dir: Path) -> dict[str, Any]:
         for row in size_rows:
             row.update(n_uav=n_uav, return_per_uav=round(row["return"] / n_uav, 4))
         rows += size_rows
-        echo(f"Test episodes: {count(episodes, 'episode')} of {count(n_uav, 'UAV')}, {settings.horizon} steps "
-             f"({settings.name} environment, {dist.positions} scenes), {name} from {cfg.ckpt}"
-             f"{'' if n_uav == trained.n_uav else ' (zero-shot: trained at ' + str(trained.n_uav) + ')'}\n"
-             + format_table(size_rows, COLUMNS))
+        echo(
+            f"Test episodes: {count(episodes, 'episode')} of {count(n_uav, 'UAV')}, {settings.horizon} steps "
+            f"({settings.name} environment, {dist.positions} scenes), {name} from {cfg.ckpt}"
+            f"{'' if n_uav == trained.n_uav else ' (zero-shot: trained at ' + str(trained.n_uav) + ')'}\n"
+            + format_table(size_rows, COLUMNS)
+        )
         if n_uav == trained.n_uav:
             scores = size_scores
     echo("of_planner: the share of the scripted planner's return")
     plot_episodes(scores, trained.service_radius, out_dir / "trajectories.png")
     episode_gif(scores[name], trained.service_radius, out_dir / "episode.gif")
-    report = {"checkpoint": str(cfg.ckpt), "algorithm": name, "n_uav": trained.n_uav, "horizon": trained.horizon,
-              "episodes": cfg.eval.episodes, "seed": TEST_SEED, "rows": rows}
+    report = {
+        "checkpoint": str(cfg.ckpt),
+        "algorithm": name,
+        "n_uav": trained.n_uav,
+        "horizon": trained.horizon,
+        "episodes": cfg.eval.episodes,
+        "seed": TEST_SEED,
+        "rows": rows,
+    }
     write_json(out_dir / "eval.json", report)
-    summary = {f"eval/{key}" if row["n_uav"] == trained.n_uav else f"eval/n{row['n_uav']}/{key}": row[key]
-               for row in rows if row["method"] == name for key in ("return", "of_planner", "completion_rate")}
+    summary = {
+        f"eval/{key}" if row["n_uav"] == trained.n_uav else f"eval/n{row['n_uav']}/{key}": row[key]
+        for row in rows
+        if row["method"] == name
+        for key in ("return", "of_planner", "completion_rate")
+    }
     publish(cfg, out_dir, {"eval/episodes": rows}, {"eval/trajectories": out_dir / "trajectories.png"}, summary)
     echo(f"results in {out_dir} (eval.json, trajectories.png, episode.gif)")
     return report

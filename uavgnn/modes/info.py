@@ -31,8 +31,12 @@ GIB = 2**30
 
 def versions() -> dict[str, Any]:
     """Python, the packages of the run manifest, and CUDA's."""
-    return {"python": platform.python_version(), **package_versions(), "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None}
+    return {
+        "python": platform.python_version(),
+        **package_versions(),
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
+    }
 
 
 def host_memory_gib() -> float:
@@ -40,12 +44,26 @@ def host_memory_gib() -> float:
 
 
 def devices() -> list[dict[str, Any]]:
-    found = [{"device": "cpu", "name": cpu_model(), "memory_gib": host_memory_gib(),
-              "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}]
+    found = [
+        {
+            "device": "cpu",
+            "name": cpu_model(),
+            "memory_gib": host_memory_gib(),
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+        }
+    ]
     for i in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(i)
-        found.append({"device": f"cuda:{i}", "name": props.name, "memory_gib": props.total_memory / GIB,
-                      "capability": f"{props.major}.{props.minor}", "multiprocessors": props.multi_processor_count})
+        found.append(
+            {
+                "device": f"cuda:{i}",
+                "name": props.name,
+                "memory_gib": props.total_memory / GIB,
+                "capability": f"{props.major}.{props.minor}",
+                "multiprocessors": props.multi_processor_count,
+            }
+        )
     return found
 
 
@@ -117,7 +135,7 @@ def recommend_preset(found: list[dict[str, Any]]) -> tuple[str, str]:
     if not gpus:
         return "cpu", "no CUDA device"
     if len(gpus) > 1:
-        return "multi_gpu", f"{len(gpus)} GPUs: torchrun --nproc_per_node={len(gpus)} (README, Scaling out)"
+        return "multi_gpu", f"{len(gpus)} GPUs: torchrun --nproc_per_node={len(gpus)} (docs/scaling-out.md)"
     memory = gpus[0]["memory_gib"]
     if memory <= 12:
         return "low_mem", f"one GPU with {memory:.0f} GiB"
@@ -130,21 +148,38 @@ def run_info(cfg: Config, out_dir: Path) -> dict[str, Any]:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     found = devices()
     amp_dtype = torch.bfloat16 if device.type == "cpu" or torch.cuda.is_bf16_supported() else torch.float16
-    trials = [trial(f"fp32 step on {device}", lambda: _tiny_step(device)),
-              trial(f"AMP ({str(amp_dtype).split('.')[-1]}) step on {device}", lambda: _tiny_step(device, amp_dtype)),
-              trial(f"torch.compile step on {device}", lambda: _tiny_step(device, compiled=True)),
-              *(trial(f"algorithm={name}: its own update on {device}", partial(algorithm.self_check, device))
-                for name, algorithm in algorithms().items() if _has_self_check(algorithm))]
+    trials = [
+        trial(f"fp32 step on {device}", lambda: _tiny_step(device)),
+        trial(f"AMP ({str(amp_dtype).split('.')[-1]}) step on {device}", lambda: _tiny_step(device, amp_dtype)),
+        trial(f"torch.compile step on {device}", lambda: _tiny_step(device, compiled=True)),
+        *(
+            trial(f"algorithm={name}: its own update on {device}", partial(algorithm.self_check, device))
+            for name, algorithm in algorithms().items()
+            if _has_self_check(algorithm)
+        ),
+    ]
     preset, why = recommend_preset(found)
-    info = {"versions": versions(), "devices": found, "trials": trials, "rates": rates(device),
-            "recommended": {"hardware": preset, "why": why,
-                            "amp": trials[1]["ok"], "compile": trials[2]["ok"] and device.type == "cuda"}}
+    info = {
+        "versions": versions(),
+        "devices": found,
+        "trials": trials,
+        "rates": rates(device),
+        "recommended": {
+            "hardware": preset,
+            "why": why,
+            "amp": trials[1]["ok"],
+            "compile": trials[2]["ok"] and device.type == "cuda",
+        },
+    }
     echo(format_table([info["versions"]]))
     echo(format_table(found))
     echo(format_table(trials))
     echo(format_table([info["rates"]]))
-    flags = [f"hardware={preset}"] + ["optim.amp=true"] * info["recommended"]["amp"] + \
-        ["optim.compile=true"] * info["recommended"]["compile"]
+    flags = (
+        [f"hardware={preset}"]
+        + ["optim.amp=true"] * info["recommended"]["amp"]
+        + ["optim.compile=true"] * info["recommended"]["compile"]
+    )
     echo(f"\nrecommended: {launched_as()} {' '.join(flags)}   ({why})")
     write_json(out_dir / "info.json", info)
     return info

@@ -48,36 +48,49 @@ log = logging.getLogger(__name__)
 STAGES = ("data_wait", "h2d_copy", "forward", "backward", "optimizer", "eval_decode")
 
 
-def recommendations(share: dict[str, float], activation_frac: float, device: torch.device, cfg: Config,
-                    mem_frac: float) -> list[str]:
+def recommendations(
+    share: dict[str, float], activation_frac: float, device: torch.device, cfg: Config, mem_frac: float
+) -> list[str]:
     """Concrete advice from the measured shares (each rule names the number that triggered it)."""
     tips = []
     if share["data_wait"] > 0.10:
-        tips.append(f"data wait {share['data_wait']:.0%} of the step: use hardware.loader=memory (vectorised "
-                    "in-memory gather) or raise hardware.num_workers" +
-                    (" and optim.prefetch=true" if device.type == "cuda" else ""))
+        tips.append(
+            f"data wait {share['data_wait']:.0%} of the step: use hardware.loader=memory (vectorised "
+            "in-memory gather) or raise hardware.num_workers"
+            + (" and optim.prefetch=true" if device.type == "cuda" else "")
+        )
     if share["h2d_copy"] > 0.10:
-        tips.append(f"host-to-device copy {share['h2d_copy']:.0%}: set hardware.pin_memory=true and "
-                    "optim.prefetch=true (copies overlap the step)")
+        tips.append(
+            f"host-to-device copy {share['h2d_copy']:.0%}: set hardware.pin_memory=true and "
+            "optim.prefetch=true (copies overlap the step)"
+        )
     if share["forward"] + share["backward"] > 0.5 and not cfg.optim.amp:
-        tips.append(f"forward+backward {share['forward'] + share['backward']:.0%}: try optim.amp=true "
-                    f"({'bf16 autocast on CPU' if device.type == 'cpu' else 'mixed precision'})")
+        tips.append(
+            f"forward+backward {share['forward'] + share['backward']:.0%}: try optim.amp=true "
+            f"({'bf16 autocast on CPU' if device.type == 'cpu' else 'mixed precision'})"
+        )
     if share["forward"] + share["backward"] > 0.5 and not cfg.optim.compile and device.type == "cuda":
         tips.append("compute-bound on CUDA: try optim.compile=true")
     if share["optimizer"] > 0.15:
-        tips.append(f"optimizer step {share['optimizer']:.0%}: the model is small for the batch; raise "
-                    "hardware.batch_size (or batch_size=auto)")
+        tips.append(
+            f"optimizer step {share['optimizer']:.0%}: the model is small for the batch; raise "
+            "hardware.batch_size (or batch_size=auto)"
+        )
     if share["eval_decode"] > 0.15:
         tips.append(f"evaluation {share['eval_decode']:.0%} of training time: raise train.eval_every")
     if activation_frac > 0.5 and not cfg.optim.grad_checkpoint:
-        tips.append(f"activation memory {activation_frac:.0%} of peak: enable optim.grad_checkpoint=true "
-                    "(or a subset: optim.checkpoint_layers=[0])")
+        tips.append(
+            f"activation memory {activation_frac:.0%} of peak: enable optim.grad_checkpoint=true "
+            "(or a subset: optim.checkpoint_layers=[0])"
+        )
     if mem_frac > 0.8:
-        tips.append(f"peak memory {mem_frac:.0%} of the device: lower hardware.batch_size or enable "
-                    "optim.grad_checkpoint")
+        tips.append(
+            f"peak memory {mem_frac:.0%} of the device: lower hardware.batch_size or enable optim.grad_checkpoint"
+        )
     if mem_frac < 0.3 and cfg.hardware.batch_size != "auto":
-        tips.append(f"peak memory only {mem_frac:.0%} of the device: hardware.batch_size=auto finds the "
-                    "largest batch that fits")
+        tips.append(
+            f"peak memory only {mem_frac:.0%} of the device: hardware.batch_size=auto finds the largest batch that fits"
+        )
     return tips or ["no stage stands out: the step is balanced for this preset"]
 
 
@@ -98,8 +111,10 @@ def setup(cfg: Config, device: torch.device, dtype: torch.dtype | None) -> Profi
     """The configured algorithm's model, loss and training batches (before their copy), as training has them."""
     algorithm = make_algorithm(cfg, device)
     if algorithm.cadence().updates:
-        raise ConfigError(f"mode=profile times steps on a fixed dataset; algorithm={cfg.algorithm.name} collects "
-                          f"experience as it trains: time it with {algorithm.timed_by}")
+        raise ConfigError(
+            f"mode=profile times steps on a fixed dataset; algorithm={cfg.algorithm.name} collects "
+            f"experience as it trains: time it with {algorithm.timed_by}"
+        )
     torch.manual_seed(cfg.seed)
     model = algorithm.build_model(cfg).to(device)
     work = algorithm.workload(model)
@@ -111,8 +126,9 @@ def setup(cfg: Config, device: torch.device, dtype: torch.dtype | None) -> Profi
         work.validate(model, 0, dtype)
         return time.perf_counter() - start
 
-    return Profiled(model, algorithm.networks(model), loss_of, work.host_batches(0, batch_size), batch_size,
-                    eval_seconds, work.unit)
+    return Profiled(
+        model, algorithm.networks(model), loss_of, work.host_batches(0, batch_size), batch_size, eval_seconds, work.unit
+    )
 
 
 def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
@@ -126,13 +142,19 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     ms["eval_decode"] = 1000 * profiled.eval_seconds() / cfg.train.eval_every
     report = profile_report(cfg, device, ms, profiled, activation_mb, out_dir)
     anatomy = step_anatomy(cfg, out_dir / "anatomy", warmup=cfg.profile.warmup, steps=cfg.profile.steps)
-    report.update(aten_ops_per_step=anatomy.ops_per_step, view_ops_per_step=anatomy.views_per_step,
-                  sync_ops_per_step=anatomy.syncs_per_step, compiles=anatomy.compiles,
-                  graph_breaks=anatomy.graph_breaks)
-    echo(f"step anatomy: {anatomy.ops_per_step:.0f} aten ops per step ({anatomy.views_per_step:.0f} of them views; "
-         "on a GPU each other one launches a kernel), "
-         f"{anatomy.syncs_per_step:.1f} host syncs per step"
-         + (f", {anatomy.compiles} compiles, {anatomy.graph_breaks} graph breaks" if cfg.optim.compile else ""))
+    report.update(
+        aten_ops_per_step=anatomy.ops_per_step,
+        view_ops_per_step=anatomy.views_per_step,
+        sync_ops_per_step=anatomy.syncs_per_step,
+        compiles=anatomy.compiles,
+        graph_breaks=anatomy.graph_breaks,
+    )
+    echo(
+        f"step anatomy: {anatomy.ops_per_step:.0f} aten ops per step ({anatomy.views_per_step:.0f} of them views; "
+        "on a GPU each other one launches a kernel), "
+        f"{anatomy.syncs_per_step:.1f} host syncs per step"
+        + (f", {anatomy.compiles} compiles, {anatomy.graph_breaks} graph breaks" if cfg.optim.compile else "")
+    )
     write_json(out_dir / "profile.json", report)
     plot_profile(report, out_dir / "profile.png")
     headline = {key: value for key, value in report.items() if isinstance(value, (int, float, str))}
@@ -141,7 +163,9 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
     return report
 
 
-def time_stages(cfg: Config, setup: Profiled, device: torch.device, out_dir: Path) -> tuple[dict[str, list[float]], float]:
+def time_stages(
+    cfg: Config, setup: Profiled, device: torch.device, out_dir: Path
+) -> tuple[dict[str, list[float]], float]:
     """Seconds per stage of each measured step (after ``profile.warmup``) and the activation MB of a step."""
     model, loss_of, batches = setup.model, setup.loss_of, setup.batches
     optimisers = Optimisers(setup.networks, cfg.train.lr, cfg.train.weight_decay, cfg.train.grad_clip)
@@ -154,9 +178,12 @@ def time_stages(cfg: Config, setup: Profiled, device: torch.device, out_dir: Pat
     if cfg.profile.torch_profiler:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         profiler = torch.profiler.profile(
-            activities=activities, schedule=schedule(wait=1, warmup=1, active=min(5, cfg.profile.steps), repeat=1),
-            on_trace_ready=tensorboard_trace_handler(str(out_dir / "profiler")), record_shapes=True,
-            profile_memory=True)
+            activities=activities,
+            schedule=schedule(wait=1, warmup=1, active=min(5, cfg.profile.steps), repeat=1),
+            on_trace_ready=tensorboard_trace_handler(str(out_dir / "profiler")),
+            record_shapes=True,
+            profile_memory=True,
+        )
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     model.train()
@@ -195,8 +222,9 @@ def time_stages(cfg: Config, setup: Profiled, device: torch.device, out_dir: Pat
     return times, activation_mb
 
 
-def profile_report(cfg: Config, device: torch.device, ms: dict[str, float], setup: Profiled, activation_mb: float,
-                   out_dir: Path) -> dict[str, Any]:
+def profile_report(
+    cfg: Config, device: torch.device, ms: dict[str, float], setup: Profiled, activation_mb: float, out_dir: Path
+) -> dict[str, Any]:
     """The stage shares, throughput, memory, bottleneck and advice, printed and returned."""
     batch_size, unit = setup.batch_size, setup.unit
     step_ms = sum(ms.values())
@@ -205,14 +233,22 @@ def profile_report(cfg: Config, device: torch.device, ms: dict[str, float], setu
     peak = peak_memory_mb(device)
     mem_frac = peak / device_memory_mb(device)
     report = {
-        "device": str(device), "model": cfg.model.name, "algorithm": cfg.algorithm.name, "batch_size": batch_size,
-        "steps": cfg.profile.steps, "amp": cfg.optim.amp, "compile": cfg.optim.compile,
-        "grad_checkpoint": cfg.optim.grad_checkpoint, "loader": cfg.hardware.loader,
+        "device": str(device),
+        "model": cfg.model.name,
+        "algorithm": cfg.algorithm.name,
+        "batch_size": batch_size,
+        "steps": cfg.profile.steps,
+        "amp": cfg.optim.amp,
+        "compile": cfg.optim.compile,
+        "grad_checkpoint": cfg.optim.grad_checkpoint,
+        "loader": cfg.hardware.loader,
         "stages": [{"stage": s, "ms_per_step": ms[s], "share": share[s]} for s in STAGES],
         "step_ms": step_ms,
-        "unit": unit, f"{unit}_per_s": 1000 * batch_size / step_ms,
+        "unit": unit,
+        f"{unit}_per_s": 1000 * batch_size / step_ms,
         f"train_{unit}_per_s": 1000 * batch_size / (step_ms - ms["eval_decode"]),
-        "peak_memory_mb": peak, "device_memory_mb": device_memory_mb(device),
+        "peak_memory_mb": peak,
+        "device_memory_mb": device_memory_mb(device),
         "activation_memory_mb": activation_mb,
         "gpu_utilization_pct": gpu_utilization(device),
         "bottleneck": bottleneck,
@@ -223,8 +259,11 @@ def profile_report(cfg: Config, device: torch.device, ms: dict[str, float], setu
     echo(format_table(report["stages"]))
     if unit == "graphs":
         report["uavs_per_s"] = report["graphs_per_s"] * cfg.data.n_uav
-    echo(f"\n{report[f'{unit}_per_s']:.0f} {unit}/s at batch {batch_size} ({cfg.algorithm.name}); peak memory {peak:.0f} MB ({mem_frac:.0%} of {str(device)}), "
-         f"activations {activation_mb:.0f} MB per step")
+    echo(
+        f"\n{report[f'{unit}_per_s']:.0f} {unit}/s at batch {batch_size} ({cfg.algorithm.name}); "
+        f"peak memory {peak:.0f} MB ({mem_frac:.0%} of {device}), "
+        f"activations {activation_mb:.0f} MB per step"
+    )
     echo(f"bottleneck: {bottleneck} ({share[bottleneck]:.0%} of the step)")
     for tip in report["recommendations"]:
         echo(f"- {tip}")

@@ -56,14 +56,26 @@ def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
             result, timing = solve_with_model(model, scene, graph, cfg.eval.decoder, device, amp_dtype(cfg, device))
             log.info("model: build %.3f s, forward %.3f s, decode %.3f s", *timing.values())
         else:
-            result, timing = solve_guided(model, scene, graph, cfg.solve.keep, cfg.solve.time_limit, device,
-                                          amp_dtype(cfg, device))
-            log.info("guided: model %.3f s, MILP over %d kept pairs %.3f s (%s)", timing["model_s"],
-                     timing["pairs"], timing["milp_s"], result.status)
+            result, timing = solve_guided(
+                model, scene, graph, cfg.solve.keep, cfg.solve.time_limit, device, amp_dtype(cfg, device)
+            )
+            log.info(
+                "guided: model %.3f s, MILP over %d kept pairs %.3f s (%s)",
+                timing["model_s"],
+                timing["pairs"],
+                timing["milp_s"],
+                result.status,
+            )
     elif cfg.solver == "pruned":
         result, timing = solve_with_pruner(scene, cfg.solve.pruner, cfg.solve.keep, cfg.solve.time_limit)
-        log.info("%s: scores %.3f s, MILP over %d kept pairs %.3f s (%s)", result.solver, timing["score_s"],
-                 timing["pairs"], timing["milp_s"], result.status)
+        log.info(
+            "%s: scores %.3f s, MILP over %d kept pairs %.3f s (%s)",
+            result.solver,
+            timing["score_s"],
+            timing["pairs"],
+            timing["milp_s"],
+            result.status,
+        )
     else:
         result = solve(scene, cfg.solver, time_limit=cfg.solve.time_limit)
     optimum = None
@@ -73,8 +85,9 @@ def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
         reference = solve_milp(scene, time_limit=cfg.solve.time_limit)
         optimum = reference.objective
         if not reference.is_optimal:
-            log.warning("reference MILP stopped with status %s: optimality_gap is against its best objective",
-                        reference.status)
+            log.warning(
+                "reference MILP stopped with status %s: optimality_gap is against its best objective", reference.status
+            )
     metrics = mean_metrics(assignment_metrics([scene], [result.assignment], None if optimum is None else [optimum]))
     metrics["wall_time_s"] = result.wall_time
     save_scene(out_dir / "scene.json", scene)

@@ -61,18 +61,22 @@ def _train_and_test(cfg: Config, out_dir: Path) -> float:
         if score is not None:
             if main:
                 run_dir.clear_failure_records(out_dir)
-            echo(f"{out_dir}: finished already with these settings (summary.json at step {cfg.train.steps}): "
-                 "not run again")
+            echo(
+                f"{out_dir}: finished already with these settings (summary.json at step {cfg.train.steps}): "
+                "not run again"
+            )
             return score
     algorithm = algorithm_class(cfg.algorithm.name)
-    resume_from = resume_checkpoint("auto" if requeued else cfg.resume, out_dir, refuse_existing_run=main,
-                                    config=config, algorithm=algorithm)
+    resume_from = resume_checkpoint(
+        "auto" if requeued else cfg.resume, out_dir, refuse_existing_run=main, config=config, algorithm=algorithm
+    )
     resume_step, safe_changes = None, {}
     if resume_from is not None:  # checked before the directory is touched: a refused resume changes nothing
         stored = load_checkpoint(resume_from)
         resume_step = stored["state"]["step"]
-        safe_changes = check_resume_config(resume_from, OmegaConf.to_container(stored_config(stored["config"]), resolve=True),
-                                           config, algorithm)
+        safe_changes = check_resume_config(
+            resume_from, OmegaConf.to_container(stored_config(stored["config"]), resolve=True), config, algorithm
+        )
         check_history(out_dir, resume_from, stored)
     trainer = Trainer(cfg, out_dir, resume_from)  # restores every part of the checkpoint, writes nothing
     run_dir.accept(out_dir, cfg)  # every check passed: the run writes from here on

@@ -44,13 +44,13 @@ def generate_scenes(dist: SceneDistribution, n_uav: int, count: int, seed: int) 
         np.clip(target_pos, 0.0, side, out=target_pos)
         np.clip(uav_pos, 0.0, side, out=uav_pos)
     else:
-        raise ValueError(f"task.positions: unknown distribution {dist.positions!r} "
-                         "(expected 'uniform', 'clustered' or 'mixed')")
+        raise ValueError(
+            f"task.positions: unknown distribution {dist.positions!r} (expected 'uniform', 'clustered' or 'mixed')"
+        )
     uav_range = rng.uniform(dist.range_min, dist.range_max, size=(count, n_uav))
     need = rng.integers(dist.need_min, dist.need_max + 1, size=(count, n_target))
     value = need * rng.uniform(dist.value_min, dist.value_max, size=(count, n_target))
-    return [Scene(uav_pos[s], uav_range[s], target_pos[s], need[s], value[s], float(dist.lam))
-            for s in range(count)]
+    return [Scene(uav_pos[s], uav_range[s], target_pos[s], need[s], value[s], float(dist.lam)) for s in range(count)]
 
 
 MIXED_CHUNK = 16  # task=mixed: scenes per draw of the target ratio (one target count per drawn batch)
@@ -60,9 +60,13 @@ def _mixed_scenes(dist: SceneDistribution, n_uav: int, count: int, seed: int) ->
     """``task=mixed`` comes from the torch generator (one definition of the distribution), in chunks so that
     the target ratio varies across a split."""
     generator = torch.Generator().manual_seed(seed)
-    return [scene for start in range(0, count, MIXED_CHUNK)
-            for scene in generate_scene_batch(dist, n_uav, min(MIXED_CHUNK, count - start), generator,
-                                              torch.device("cpu")).to_scenes()]
+    return [
+        scene
+        for start in range(0, count, MIXED_CHUNK)
+        for scene in generate_scene_batch(
+            dist, n_uav, min(MIXED_CHUNK, count - start), generator, torch.device("cpu")
+        ).to_scenes()
+    ]
 
 
 def custom_generator(path: str) -> Callable[..., list[Scene]]:
@@ -90,9 +94,14 @@ def _custom_scenes(dist: SceneDistribution, n_uav: int, count: int, seed: int) -
     scenes = list(custom_generator(dist.generator)(dist, n_uav, count, seed))
     wrong = next((i for i, s in enumerate(scenes) if not isinstance(s, Scene) or s.n_uav != n_uav), None)
     if len(scenes) != count or wrong is not None:
-        what = (f"{len(scenes)} scenes for {count}" if len(scenes) != count else
-                f"scene {wrong} is {type(scenes[wrong]).__name__}" + (
-                    f" of {scenes[wrong].n_uav} UAVs" if isinstance(scenes[wrong], Scene) else ""))
-        raise ConfigError(f"task.generator={dist.generator}: returned {what}; it must return a list of {count} "
-                          f"Scene objects of {n_uav} UAVs (uavgnn.problem.scenes.Scene)")
+        what = (
+            f"{len(scenes)} scenes for {count}"
+            if len(scenes) != count
+            else f"scene {wrong} is {type(scenes[wrong]).__name__}"
+            + (f" of {scenes[wrong].n_uav} UAVs" if isinstance(scenes[wrong], Scene) else "")
+        )
+        raise ConfigError(
+            f"task.generator={dist.generator}: returned {what}; it must return a list of {count} "
+            f"Scene objects of {n_uav} UAVs (uavgnn.problem.scenes.Scene)"
+        )
     return scenes

@@ -105,8 +105,13 @@ class GraphSettings:
         return adaptive_k(n_uav, self.k_min, self.k_divisor, self.k_max)
 
 
-def build_graph(scene: Scene, k_max: int = 16, uav_neighbours: int = 8, assignment: np.ndarray | None = None,
-                device: torch.device | str = "cpu") -> Data:
+def build_graph(
+    scene: Scene,
+    k_max: int = 16,
+    uav_neighbours: int = 8,
+    assignment: np.ndarray | None = None,
+    device: torch.device | str = "cpu",
+) -> Data:
     """One scene's graph on ``device``; ``assignment`` (the MILP labels) adds ``cand_label``/``busy``.
     Neighbours come from a k-d tree on the CPU, from the cell grid (``grid_neighbours``) on a GPU."""
     scenes = SceneBatch.from_scenes([scene], device)
@@ -138,16 +143,22 @@ def build_graph_batch(scenes: SceneBatch, k_max: int = 16, uav_neighbours: int =
     m = scenes.target_pos.shape[1]
     dev = scenes.uav_pos.device
     graph_ids = torch.arange(b, device=dev)
-    batch = Batch(**t, batch=graph_ids.repeat_interleave(n + m), ptr=torch.arange(b + 1, device=dev) * (n + m),
-                  n_uav=torch.full((b,), n, device=dev), scene_id=graph_ids)
+    batch = Batch(
+        **t,
+        batch=graph_ids.repeat_interleave(n + m),
+        ptr=torch.arange(b + 1, device=dev) * (n + m),
+        n_uav=torch.full((b,), n, device=dev),
+        scene_id=graph_ids,
+    )
     batch._num_graphs = b
     batch.kept_counts = [b * n * min(r, k_max, m) for r in range(k_max + 1)]  # slots of rank < r
     batch.max_nodes = n + m
     return batch
 
 
-def graph_tensors(scenes: SceneBatch, nb: Neighbours, assignment: torch.Tensor | None = None
-                  ) -> dict[str, torch.Tensor | int]:
+def graph_tensors(
+    scenes: SceneBatch, nb: Neighbours, assignment: torch.Tensor | None = None
+) -> dict[str, torch.Tensor | int]:
     """Features (and, with the MILP's ``assignment`` (B*N,), labels) of B scenes' graphs laid out as PyG
     batches them: scene by scene, each scene's UAV nodes then its target nodes; computed on the scenes'
     device in their precision, stored as float32."""
@@ -164,21 +175,48 @@ def graph_tensors(scenes: SceneBatch, nb: Neighbours, assignment: torch.Tensor |
     nearest = torch.clamp(t(nb.nearest).to(dtype) / r, max=1.0)
     n_reach = t(nb.n_reach).to(dtype)
     ones, zeros = torch.ones(b * n, dtype=dtype, device=dev), torch.zeros(b * n, dtype=dtype, device=dev)
-    uav_x = torch.stack([ones, zeros, squash(r, RANGE_SCALE), squash(t(nb.n_feasible).to(dtype), COUNT_SCALE),
-                         nearest, squash(lam, LAM_SCALE)], 1)
+    uav_x = torch.stack(
+        [
+            ones,
+            zeros,
+            squash(r, RANGE_SCALE),
+            squash(t(nb.n_feasible).to(dtype), COUNT_SCALE),
+            nearest,
+            squash(lam, LAM_SCALE),
+        ],
+        1,
+    )
     tones, tzeros = torch.ones(b * m, dtype=dtype, device=dev), torch.zeros(b * m, dtype=dtype, device=dev)
-    tgt_x = torch.stack([tzeros, tones, 1.0 / need_f, squash(value / need_f, VALUE_SCALE),
-                         squash(n_reach, COUNT_SCALE), torch.clamp(n_reach / need_f, max=4.0) / 4.0], 1)
+    tgt_x = torch.stack(
+        [
+            tzeros,
+            tones,
+            1.0 / need_f,
+            squash(value / need_f, VALUE_SCALE),
+            squash(n_reach, COUNT_SCALE),
+            torch.clamp(n_reach / need_f, max=4.0) / 4.0,
+        ],
+        1,
+    )
 
     delta = (tpos[c_tgt] - pos[c_uav]) / r[c_uav, None]
     cost = lam[c_uav] * c_dist / (value[c_tgt] / need_f[c_tgt])  # travel cost vs value per UAV slot
     c_ones = torch.ones_like(c_dist)[:, None]
-    cand_attr = torch.cat([c_ones, torch.zeros_like(delta), delta, (c_dist / r[c_uav])[:, None],
-                           squash(cost, 1.0)[:, None]], 1)
+    cand_attr = torch.cat(
+        [c_ones, torch.zeros_like(delta), delta, (c_dist / r[c_uav])[:, None], squash(cost, 1.0)[:, None]], 1
+    )
     uu_scale = (d + r[src])[:, None]  # a neighbour may lie beyond the range: bounded by d / (d + r) < 1
     u_ones = torch.ones_like(d)[:, None]
-    uu_attr = torch.cat([torch.zeros_like(uu_scale).expand(-1, 2), u_ones, (pos[dst] - pos[src]) / uu_scale,
-                         d[:, None] / uu_scale, (r[dst] / (r[dst] + r[src]))[:, None]], 1)
+    uu_attr = torch.cat(
+        [
+            torch.zeros_like(uu_scale).expand(-1, 2),
+            u_ones,
+            (pos[dst] - pos[src]) / uu_scale,
+            d[:, None] / uu_scale,
+            (r[dst] / (r[dst] + r[src]))[:, None],
+        ],
+        1,
+    )
 
     uav_node = c_uav + torch.div(c_uav, n, rounding_mode="floor") * m  # flat index -> node of the batch
     tgt_node = c_tgt + (torch.div(c_tgt, m, rounding_mode="floor") + 1) * n
@@ -186,8 +224,9 @@ def graph_tensors(scenes: SceneBatch, nb: Neighbours, assignment: torch.Tensor |
     per_scene = lambda u, v: torch.cat([u.view(b, n, *u.shape[1:]), v.view(b, m, *v.shape[1:])], 1).flatten(0, 1)  # noqa: E731
     out: dict[str, torch.Tensor | int] = dict(
         x=per_scene(uav_x, tgt_x).float(),
-        node_type=per_scene(torch.zeros(b * n, dtype=torch.long, device=dev),
-                            torch.ones(b * m, dtype=torch.long, device=dev)),
+        node_type=per_scene(
+            torch.zeros(b * n, dtype=torch.long, device=dev), torch.ones(b * m, dtype=torch.long, device=dev)
+        ),
         need=per_scene(torch.zeros(b * n, dtype=torch.long, device=dev), need.long()),
         cand_index=torch.stack([uav_node, tgt_node]),
         cand_attr=cand_attr.float(),
@@ -216,14 +255,18 @@ def relaxation_inputs(batch: Data) -> tuple[torch.Tensor, torch.Tensor]:
     complete = is_target & (count >= need)
     partial = is_target & (count > 0) & ~complete
     per_uav = torch.zeros(need.numel(), 3, dtype=torch.float, device=need.device).index_add_(
-        0, cand_uav, chosen[:, None] * torch.stack([torch.ones_like(chosen), complete[cand_target].float(),
-                                                    partial[cand_target].float()], 1))
+        0,
+        cand_uav,
+        chosen[:, None]
+        * torch.stack([torch.ones_like(chosen), complete[cand_target].float(), partial[cand_target].float()], 1),
+    )
     per_target = torch.stack([count / need.clamp(min=1), complete.float(), partial.float()], 1)
     return torch.where(is_target[:, None], per_target, per_uav), chosen[:, None]
 
 
-def message_edges(batch: Data, k: int, cand_extra: torch.Tensor | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def message_edges(
+    batch: Data, k: int, cand_extra: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Truncate candidates to rank < k and assemble the message-passing graph.
 
     Returns ``edge_index`` (2, E), ``edge_attr`` (E, EDGE_DIM) with candidate
@@ -238,8 +281,9 @@ def message_edges(batch: Data, k: int, cand_extra: torch.Tensor | None = None
     kept = kept_candidates(batch.cand_rank < k, kept_size(batch, k))
     cand_index = batch.cand_index[:, kept]
     cand_attr = batch.cand_attr[kept]
-    reverse_attr = torch.cat([cand_attr[:, 1:2], cand_attr[:, 0:1], cand_attr[:, 2:3], -cand_attr[:, 3:5],
-                              cand_attr[:, 5:]], dim=1)
+    reverse_attr = torch.cat(
+        [cand_attr[:, 1:2], cand_attr[:, 0:1], cand_attr[:, 2:3], -cand_attr[:, 3:5], cand_attr[:, 5:]], dim=1
+    )
     uu_attr = batch.uu_attr
     if cand_extra is not None:
         extra = cand_extra[kept]

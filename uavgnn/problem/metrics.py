@@ -17,8 +17,9 @@ IDLE = -1
 GAP_EPS = 1e-9
 
 
-def assignment_metrics(scenes: Sequence[Scene], assignments: Sequence[np.ndarray],
-                       optimum: Sequence[float] | np.ndarray | None = None) -> dict[str, np.ndarray]:
+def assignment_metrics(
+    scenes: Sequence[Scene], assignments: Sequence[np.ndarray], optimum: Sequence[float] | np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """Every DESIGN §1 metric per scene, shape (S,) each.
 
     ``optimum`` holds J* per scene (the exact solver's objective); without it

@@ -62,8 +62,18 @@ def kdtree_neighbours(scene: Scene, k_max: int, uav_neighbours: int) -> Neighbou
     else:
         src = dst = np.zeros(0, dtype=np.int64)
         d = np.zeros(0)
-    return Neighbours(pairs.uav[keep], pairs.target[keep], pairs.dist[keep], rank[keep], n_feasible,
-                      np.bincount(pairs.target, minlength=m), nearest, src, dst, d)
+    return Neighbours(
+        pairs.uav[keep],
+        pairs.target[keep],
+        pairs.dist[keep],
+        rank[keep],
+        n_feasible,
+        np.bincount(pairs.target, minlength=m),
+        nearest,
+        src,
+        dst,
+        d,
+    )
 
 
 def _distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -104,9 +114,19 @@ def dense_neighbours(scenes: SceneBatch, k_max: int, uav_neighbours: int) -> Nei
         src = dst = torch.zeros(0, dtype=torch.long, device=dev)
         uu_dist = torch.zeros(0, dtype=d.dtype, device=dev)
     nearest = torch.where(ok[..., 0], dist[..., 0], float("inf"))
-    return Neighbours(uav.reshape(-1), target.reshape(-1), dist.reshape(-1), rank.reshape(-1),
-                      feasible.sum(2).reshape(-1), feasible.sum(1).reshape(-1), nearest.reshape(-1), src, dst, uu_dist,
-                      ok.reshape(-1))
+    return Neighbours(
+        uav.reshape(-1),
+        target.reshape(-1),
+        dist.reshape(-1),
+        rank.reshape(-1),
+        feasible.sum(2).reshape(-1),
+        feasible.sum(1).reshape(-1),
+        nearest.reshape(-1),
+        src,
+        dst,
+        uu_dist,
+        ok.reshape(-1),
+    )
 
 
 def _cell_of(pos: torch.Tensor, origin: torch.Tensor, cell: float, width: int) -> torch.Tensor:
@@ -114,8 +134,9 @@ def _cell_of(pos: torch.Tensor, origin: torch.Tensor, cell: float, width: int) -
     return torch.div(pos - origin, cell, rounding_mode="floor").long().clamp(0, width - 1)
 
 
-def _cell_list(pos: torch.Tensor, origin: torch.Tensor, cell: float, width: int
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _cell_list(
+    pos: torch.Tensor, origin: torch.Tensor, cell: float, width: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(points sorted by cell, start of each cell in that order, count per cell): a cell list."""
     rc = _cell_of(pos, origin, cell, width)
     ids = rc[:, 0] * width + rc[:, 1]
@@ -123,8 +144,13 @@ def _cell_list(pos: torch.Tensor, origin: torch.Tensor, cell: float, width: int
     return torch.argsort(ids, stable=True), torch.cumsum(count, 0) - count, count
 
 
-def _around(queries: torch.Tensor, origin: torch.Tensor, cell: float, width: int,
-            cells: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def _around(
+    queries: torch.Tensor,
+    origin: torch.Tensor,
+    cell: float,
+    width: int,
+    cells: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The points of ``cells`` in the 3 x 3 cells around each query's cell, padded to the fullest:
     (ids (q, 9 * cap), valid (q, 9 * cap))."""
     order, start, count = cells
@@ -147,8 +173,10 @@ def _pad_columns(d: torch.Tensor, ids: torch.Tensor, k: int) -> tuple[torch.Tens
     if d.shape[1] >= k:
         return d, ids
     extra = k - d.shape[1]
-    return (torch.cat([d, d.new_full((len(d), extra), float("inf"))], 1),
-            torch.cat([ids, ids.new_zeros((len(ids), extra))], 1))
+    return (
+        torch.cat([d, d.new_full((len(d), extra), float("inf"))], 1),
+        torch.cat([ids, ids.new_zeros((len(ids), extra))], 1),
+    )
 
 
 def grid_neighbours(scene: SceneBatch, k_max: int, uav_neighbours: int, block: int = 65536) -> Neighbours:
@@ -196,17 +224,27 @@ def grid_neighbours(scene: SceneBatch, k_max: int, uav_neighbours: int, block: i
     else:
         src = dst = torch.zeros(0, dtype=torch.long, device=dev)
         uu_dist = uav.new_zeros(0)
-    return Neighbours(torch.arange(n, device=dev)[:, None].expand_as(idx)[ok], idx[ok], dist[ok],
-                      torch.arange(k, device=dev).expand_as(idx)[ok], torch.cat(parts["n_feasible"]), n_reach,
-                      dist[:, 0], src, dst, uu_dist)
+    return Neighbours(
+        torch.arange(n, device=dev)[:, None].expand_as(idx)[ok],
+        idx[ok],
+        dist[ok],
+        torch.arange(k, device=dev).expand_as(idx)[ok],
+        torch.cat(parts["n_feasible"]),
+        n_reach,
+        dist[:, 0],
+        src,
+        dst,
+        uu_dist,
+    )
 
 
-def _exact_nearest_uavs(uav: torch.Tensor, rows: torch.Tensor, n_nb: int, block: int = 4096
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+def _exact_nearest_uavs(
+    uav: torch.Tensor, rows: torch.Tensor, n_nb: int, block: int = 4096
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``n_nb`` nearest other UAVs of ``rows`` against every UAV (the grid's fallback)."""
     found = []
     for first in range(0, len(rows), block):
-        mine = rows[first:first + block]
+        mine = rows[first : first + block]
         du = _distances(uav[mine], uav)
         du[torch.arange(len(mine), device=uav.device), mine] = float("inf")
         found.append(torch.topk(du, n_nb, dim=1, largest=False))

@@ -27,8 +27,8 @@ def observation_graph(obs: torch.Tensor, obs_targets: int, obs_uavs: int) -> Dat
     x = obs.reshape(-1, obs.shape[-1])
     rows, k = x.shape[0], obs_targets + obs_uavs
     own = x[:, :SELF_FEATURES]
-    targets = x[:, SELF_FEATURES:SELF_FEATURES + SEEN_TARGET_FEATURES * obs_targets].view(rows, obs_targets, -1)
-    uavs = x[:, SELF_FEATURES + SEEN_TARGET_FEATURES * obs_targets:].view(rows, obs_uavs, NEIGHBOUR_FEATURES)
+    targets = x[:, SELF_FEATURES : SELF_FEATURES + SEEN_TARGET_FEATURES * obs_targets].view(rows, obs_targets, -1)
+    uavs = x[:, SELF_FEATURES + SEEN_TARGET_FEATURES * obs_targets :].view(rows, obs_uavs, NEIGHBOUR_FEATURES)
 
     def node(features: torch.Tensor, kind: int) -> torch.Tensor:
         pad = GRAPH_NODE_FEATURES - NODE_TYPES - features.shape[-1]
@@ -42,5 +42,10 @@ def observation_graph(obs: torch.Tensor, obs_targets: int, obs_uavs: int) -> Dat
     src = (ego[:, None] + 1 + torch.arange(k, device=x.device))[present]
     dst = ego[:, None].expand(rows, k)[present]
     relative = torch.cat([targets[..., :2], uavs[..., :2]], 1)[present]
-    return Data(x=nodes.reshape(-1, GRAPH_NODE_FEATURES), edge_index=torch.stack([src, dst]), edge_attr=relative,
-                ego=ego, num_nodes=rows * (k + 1))
+    return Data(
+        x=nodes.reshape(-1, GRAPH_NODE_FEATURES),
+        edge_index=torch.stack([src, dst]),
+        edge_attr=relative,
+        ego=ego,
+        num_nodes=rows * (k + 1),
+    )

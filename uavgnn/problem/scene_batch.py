@@ -48,7 +48,7 @@ class SceneBatch:
         return [Scene(arrays[0][i], arrays[1][i], arrays[2][i], need[i], value[i], self.lam) for i in range(len(need))]
 
     @staticmethod
-    def from_scenes(scenes: list[Scene], device: torch.device | str = "cpu") -> "SceneBatch":
+    def from_scenes(scenes: list[Scene], device: torch.device | str = "cpu") -> SceneBatch:
         """Scenes of one size stacked on ``device`` (their float64 precision kept)."""
         if len({(s.n_uav, s.n_target) for s in scenes}) != 1 or len({s.lam for s in scenes}) != 1:
             raise ValueError("SceneBatch.from_scenes: the scenes must share their UAV and target counts and lam")
@@ -57,24 +57,35 @@ class SceneBatch:
             return torch.as_tensor(np.stack([getattr(s, name) for s in scenes]), device=device)
 
         corner = max(float(max(s.uav_pos.max(initial=0.0), s.target_pos.max(initial=0.0))) for s in scenes)
-        return SceneBatch(stack("uav_pos"), stack("uav_range"), stack("target_pos"), stack("need"), stack("value"),
-                          corner, float(scenes[0].lam))
+        return SceneBatch(
+            stack("uav_pos"),
+            stack("uav_range"),
+            stack("target_pos"),
+            stack("need"),
+            stack("value"),
+            corner,
+            float(scenes[0].lam),
+        )
 
 
-def _uniform(low: float, high: float, shape: tuple[int, ...], generator: torch.Generator,
-             device: torch.device) -> torch.Tensor:
+def _uniform(
+    low: float, high: float, shape: tuple[int, ...], generator: torch.Generator, device: torch.device
+) -> torch.Tensor:
     return low + (high - low) * torch.rand(shape, generator=generator, device=device)
 
 
-def generate_scene_batch(dist: SceneDistribution, n_uav: int, count: int, generator: torch.Generator,
-                         device: torch.device) -> SceneBatch:
+def generate_scene_batch(
+    dist: SceneDistribution, n_uav: int, count: int, generator: torch.Generator, device: torch.device
+) -> SceneBatch:
     """``count`` scenes of ``n_uav`` UAVs drawn at once on ``device`` (no loop over scenes)."""
     if n_uav < 1 or count < 1:
         raise ValueError(f"generate_scene_batch: need n_uav >= 1 and count >= 1, got n_uav={n_uav}, count={count}")
     if dist.generator is not None:
-        raise ConfigError(f"task.generator={dist.generator}: your generator draws numpy scenes for the cached "
-                          "splits (data.source=cache), mode=solve and mode=eval; the device generator "
-                          "(data.source=generated) and the UAV environment draw their own")
+        raise ConfigError(
+            f"task.generator={dist.generator}: your generator draws numpy scenes for the cached "
+            "splits (data.source=cache), mode=solve and mode=eval; the device generator "
+            "(data.source=generated) and the UAV environment draw their own"
+        )
     if dist.positions == "mixed":
         return _mixed_scene_batch(dist, n_uav, count, generator, device)
     n_target, side = dist.n_targets(n_uav), dist.side(n_uav)
@@ -94,8 +105,9 @@ def generate_scene_batch(dist: SceneDistribution, n_uav: int, count: int, genera
 
         target_pos, uav_pos = around(target_cluster, dist.cluster_std), around(uav_cluster, dist.uav_spread)
     else:
-        raise ValueError(f"task.positions: unknown distribution {dist.positions!r} "
-                         "(expected 'uniform', 'clustered' or 'mixed')")
+        raise ValueError(
+            f"task.positions: unknown distribution {dist.positions!r} (expected 'uniform', 'clustered' or 'mixed')"
+        )
     uav_range = _uniform(dist.range_min, dist.range_max, (count, n_uav), generator, device)
     need = torch.randint(dist.need_min, dist.need_max + 1, (count, n_target), generator=generator, device=device)
     value = need * _uniform(dist.value_min, dist.value_max, (count, n_target), generator, device)
@@ -106,9 +118,11 @@ MIXED_CLUSTERED = 2 / 3  # task=mixed: share of clustered scenes
 MIXED_SPREAD = 2.0  # task=mixed: density and target ratio vary by up to this factor either way
 
 
-def _mixed_scene_batch(dist: SceneDistribution, n_uav: int, count: int, generator: torch.Generator,
-                       device: torch.device) -> SceneBatch:
+def _mixed_scene_batch(
+    dist: SceneDistribution, n_uav: int, count: int, generator: torch.Generator, device: torch.device
+) -> SceneBatch:
     """``task.positions=mixed``: every scene draws its own distribution (module docstring)."""
+
     def rand(*shape: int) -> torch.Tensor:
         return torch.rand(shape, generator=generator, device=device)
 

@@ -3,7 +3,7 @@
 Either the folder has ``train/``, ``val/`` and ``test/`` subfolders of scene files (your split), or it is one
 flat folder of them, split once and for all by a fixed permutation of the sorted file names: a tenth (at
 least one file) to ``val``, a tenth to ``test``, the rest to ``train``. Scene files are the ``.json`` and
-``.npz`` files of ``uavgnn.problem.scene_io`` (README "Scene files"); scenes may differ in size.
+``.npz`` files of ``uavgnn.problem.scene_io`` (docs/scenes.md, "Scene files"); scenes may differ in size.
 """
 
 from __future__ import annotations
@@ -37,23 +37,29 @@ def split_files(folder: str | Path, split: str) -> list[Path]:
     root = Path(folder).expanduser()
     where = f"task.folder={folder}"
     if not root.is_dir():
-        raise ConfigError(f"{where}: no such folder (give a folder of .json/.npz scene files, or one with "
-                          "train/, val/ and test/ subfolders of them)")
+        raise ConfigError(
+            f"{where}: no such folder (give a folder of .json/.npz scene files, or one with "
+            "train/, val/ and test/ subfolders of them)"
+        )
     subfolders = [name for name in SPLIT_NAMES if (root / name).is_dir()]
     if subfolders:
         missing = [name for name in SPLIT_NAMES if name not in subfolders or not _scene_files(root / name)]
         if missing:
-            raise ConfigError(f"{where}: has {', '.join(n + '/' for n in subfolders)} but no scene files in "
-                              f"{', '.join(n + '/' for n in missing)}: give all three of train/, val/ and test/, "
-                              "or one flat folder of scene files")
+            raise ConfigError(
+                f"{where}: has {', '.join(n + '/' for n in subfolders)} but no scene files in "
+                f"{', '.join(n + '/' for n in missing)}: give all three of train/, val/ and test/, "
+                "or one flat folder of scene files"
+            )
         return _scene_files(root / split)
     files = _scene_files(root)
     if len(files) < 3:
-        raise ConfigError(f"{where}: {len(files)} scene files (.json/.npz); a flat folder needs at least 3 "
-                          "(train, val and test get one each at least)")
+        raise ConfigError(
+            f"{where}: {len(files)} scene files (.json/.npz); a flat folder needs at least 3 "
+            "(train, val and test get one each at least)"
+        )
     held_out = max(1, len(files) // 10)
     order = np.random.default_rng(FLAT_SPLIT_SEED).permutation(len(files))
-    parts = {"val": order[:held_out], "test": order[held_out:2 * held_out], "train": order[2 * held_out:]}
+    parts = {"val": order[:held_out], "test": order[held_out : 2 * held_out], "train": order[2 * held_out :]}
     return [files[i] for i in sorted(parts[split])]
 
 
@@ -72,9 +78,11 @@ def _file_sha256(path: Path) -> bytes:
     try:
         size = path.stat().st_size
         if size > MAX_SCENE_FILE_BYTES:
-            raise SceneFileError(f"{path}: {gigabytes(size)} ({size:,} bytes), over the "
-                                 f"{gigabytes(MAX_SCENE_FILE_BYTES)} a scene file can be (MAX_SCENE_FILE_BYTES): "
-                                 "not a scene; take it out of the folder")
+            raise SceneFileError(
+                f"{path}: {gigabytes(size)} ({size:,} bytes), over the "
+                f"{gigabytes(MAX_SCENE_FILE_BYTES)} a scene file can be (MAX_SCENE_FILE_BYTES): "
+                "not a scene; take it out of the folder"
+            )
         with path.open("rb") as f:
             return hashlib.file_digest(f, "sha256").digest()
     except OSError as err:

@@ -32,9 +32,16 @@ from uavgnn.problem.scenes import Scene
 from uavgnn.storage import atomic_write, replacing
 
 FIELDS = ("uav_position", "uav_range", "target_position", "target_need", "target_value", "lam")
-# the largest magnitude each field may hold (README "Scene files")
-BOUNDS = {"uav_position": 1e9, "target_position": 1e9, "uav_range": 1e9, "target_need": 1e6, "target_value": 1e12,
-          "lam": 1e6, "assignment": 2**31}
+# the largest magnitude each field may hold (docs/scenes.md, "Scene files")
+BOUNDS = {
+    "uav_position": 1e9,
+    "target_position": 1e9,
+    "uav_range": 1e9,
+    "target_need": 1e6,
+    "target_value": 1e12,
+    "lam": 1e6,
+    "assignment": 2**31,
+}
 
 
 def _array(raw: dict[str, Any], field: str, where: str, ndim: int, integer: bool = False) -> np.ndarray:
@@ -56,12 +63,16 @@ def _array(raw: dict[str, Any], field: str, where: str, ndim: int, integer: bool
     bad = ~np.isfinite(arr)
     if bad.any():
         idx = np.argwhere(bad)[0]
-        raise SceneFileError(f"{where}: field '{field}' has non-finite value {arr[tuple(idx)]} at index {tuple(idx.tolist())}")
+        raise SceneFileError(
+            f"{where}: field '{field}' has non-finite value {arr[tuple(idx)]} at index {tuple(idx.tolist())}"
+        )
     huge = np.abs(arr) > BOUNDS[field]
     if huge.any():
         idx = np.argwhere(huge)[0]
-        raise SceneFileError(f"{where}: field '{field}' value {arr[tuple(idx)]:g} at index {tuple(idx.tolist())} "
-                             f"is beyond the supported magnitude {BOUNDS[field]:g}")
+        raise SceneFileError(
+            f"{where}: field '{field}' value {arr[tuple(idx)]:g} at index {tuple(idx.tolist())} "
+            f"is beyond the supported magnitude {BOUNDS[field]:g}"
+        )
     if integer:
         frac = arr != np.round(arr)
         if frac.any():
@@ -97,8 +108,11 @@ def scene_from_dict(raw: dict[str, Any], where: str = "scene") -> tuple[Scene, n
         raise SceneFileError(f"{where}: field 'uav_position' is empty (N = 0); a scene needs at least one UAV")
     if m == 0:
         raise SceneFileError(f"{where}: field 'target_position' is empty (M = 0); a scene needs at least one target")
-    for field, arr, size, owner in (("uav_range", uav_range, n, "UAV"), ("target_need", need, m, "target"),
-                                    ("target_value", value, m, "target")):
+    for field, arr, size, owner in (
+        ("uav_range", uav_range, n, "UAV"),
+        ("target_need", need, m, "target"),
+        ("target_value", value, m, "target"),
+    ):
         if len(arr) != size:
             raise SceneFileError(f"{where}: field '{field}' has {len(arr)} entries, expected {size} (one per {owner})")
     _check(uav_range, uav_range > 0, where, "uav_range", "range > 0")
@@ -110,16 +124,21 @@ def scene_from_dict(raw: dict[str, Any], where: str = "scene") -> tuple[Scene, n
     if raw.get("assignment") is not None:
         assignment = _array(raw, "assignment", where, 1, integer=True)
         if len(assignment) != n:
-            raise SceneFileError(f"{where}: field 'assignment' has {len(assignment)} entries, expected {n} (one per UAV)")
+            raise SceneFileError(
+                f"{where}: field 'assignment' has {len(assignment)} entries, expected {n} (one per UAV)"
+            )
         _check(assignment, (assignment >= -1) & (assignment < m), where, "assignment", f"-1 <= assignment < {m}")
     return scene, assignment
 
 
 def scene_to_dict(scene: Scene, assignment: np.ndarray | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "uav_position": scene.uav_pos.tolist(), "uav_range": scene.uav_range.tolist(),
-        "target_position": scene.target_pos.tolist(), "target_need": scene.need.tolist(),
-        "target_value": scene.value.tolist(), "lam": scene.lam,
+        "uav_position": scene.uav_pos.tolist(),
+        "uav_range": scene.uav_range.tolist(),
+        "target_position": scene.target_pos.tolist(),
+        "target_need": scene.need.tolist(),
+        "target_value": scene.value.tolist(),
+        "lam": scene.lam,
     }
     if assignment is not None:
         out["assignment"] = np.asarray(assignment).tolist()
@@ -150,8 +169,11 @@ NPZ_MEMORY_PER_BYTE = 3  # per byte of an NPZ's arrays as stored uncompressed (m
 def _check_readable_size(path: Path, need: float) -> None:
     """A file too large to parse in the memory available is refused before it is read."""
     try:
-        check_fits(f"{path}: reading this {Path(path).suffix[1:].upper()} scene file", need,
-                   "use a smaller scene, or NPZ (3x less memory than JSON to read)")
+        check_fits(
+            f"{path}: reading this {Path(path).suffix[1:].upper()} scene file",
+            need,
+            "use a smaller scene, or NPZ (3x less memory than JSON to read)",
+        )
     except MemoryBudgetError as err:
         raise SceneFileError(str(err)) from None
 
@@ -173,8 +195,9 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     except Exception as err:  # noqa: BLE001 - BadZipFile, EOFError, pickled objects...: all one clear line
         raise SceneFileError(f"{path}: not a readable NPZ archive ({type(err).__name__}: {_first_line(err)})") from None
     if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise SceneFileError(f"{path}: holds a single .npy array, not an NPZ archive of the scene's fields "
-                             f"(write it with numpy.savez)")
+        raise SceneFileError(
+            f"{path}: holds a single .npy array, not an NPZ archive of the scene's fields (write it with numpy.savez)"
+        )
     try:
         _check_readable_size(path, sum(info.file_size for info in loaded.zip.infolist()) * NPZ_MEMORY_PER_BYTE)
     except SceneFileError:
@@ -184,8 +207,9 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         with loaded:
             return {key: loaded[key] for key in loaded.files}
     except Exception as err:  # noqa: BLE001 - a damaged member inside an intact-looking archive
-        raise SceneFileError(f"{path}: a member of the NPZ archive is unreadable "
-                             f"({type(err).__name__}: {_first_line(err)})") from None
+        raise SceneFileError(
+            f"{path}: a member of the NPZ archive is unreadable ({type(err).__name__}: {_first_line(err)})"
+        ) from None
 
 
 def _first_line(err: Exception) -> str:
@@ -199,8 +223,14 @@ def save_scene(path: str | Path, scene: Scene, assignment: np.ndarray | None = N
     if path.suffix == ".json":
         atomic_write(path, json.dumps(scene_to_dict(scene, assignment)).encode())
     elif path.suffix == ".npz":
-        arrays = {"uav_position": scene.uav_pos, "uav_range": scene.uav_range, "target_position": scene.target_pos,
-                  "target_need": scene.need, "target_value": scene.value, "lam": np.float64(scene.lam)}
+        arrays = {
+            "uav_position": scene.uav_pos,
+            "uav_range": scene.uav_range,
+            "target_position": scene.target_pos,
+            "target_need": scene.need,
+            "target_value": scene.value,
+            "lam": np.float64(scene.lam),
+        }
         if assignment is not None:
             arrays["assignment"] = np.asarray(assignment)
         with replacing(path) as tmp, tmp.open("wb") as f:

@@ -36,10 +36,9 @@ class Scene:
     def n_target(self) -> int:
         return int(self.target_pos.shape[0])
 
-    def translated(self, offset: np.ndarray) -> "Scene":
+    def translated(self, offset: np.ndarray) -> Scene:
         """The same scene shifted by ``offset`` (2,): used to check invariance."""
-        return Scene(self.uav_pos + offset, self.uav_range, self.target_pos + offset,
-                     self.need, self.value, self.lam)
+        return Scene(self.uav_pos + offset, self.uav_range, self.target_pos + offset, self.need, self.value, self.lam)
 
 
 @dataclass
@@ -112,8 +111,11 @@ def feasible_pairs(scene: Scene, first_k: int = 32) -> FeasiblePairs:
     tree = cKDTree(scene.target_pos)
     if n * m * BYTES_PER_PAIR > CHECK_PAIRS_ABOVE:  # could it not fit? then count before allocating any
         pairs = estimated_pairs(scene, tree)
-        check_fits(f"a scene of {n:,} UAVs and {m:,} targets with about {pairs:.3g} feasible UAV-target pairs",
-                   pairs * BYTES_PER_PAIR, "shorten the UAVs' ranges (uav_range) or split the scene")
+        check_fits(
+            f"a scene of {n:,} UAVs and {m:,} targets with about {pairs:.3g} feasible UAV-target pairs",
+            pairs * BYTES_PER_PAIR,
+            "shorten the UAVs' ranges (uav_range) or split the scene",
+        )
     workers = -1 if n >= PARALLEL_QUERY else 1
     rows, k = np.arange(n), min(first_k, m)
     parts = []

@@ -54,9 +54,18 @@ class Scored:
     extra: dict
 
 
-def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: GraphSettings, k: int,
-                     device: torch.device, amp_dtype: torch.dtype | None = None, samples: int = 16,
-                     repair: bool = False, controls: Controls = Controls()) -> tuple[list[dict], Evaluation]:
+def compare_on_split(
+    model: nn.Module,
+    store: GraphStore,
+    decoder: str,
+    graph: GraphSettings,
+    k: int,
+    device: torch.device,
+    amp_dtype: torch.dtype | None = None,
+    samples: int = 16,
+    repair: bool = False,
+    controls: Controls = Controls(),
+) -> tuple[list[dict], Evaluation]:
     """One row per method: mean metrics over the split's scenes and time per scene (s). ``graph``: the model's
     graph settings. A refining model (``refine_rounds`` > 0) also gets an ``unrefined`` row: its first round alone;
     a balancing one (``model.capacity_iters`` > 0) an ``unbalanced`` row: its plain policy decoded; one deciding in
@@ -78,16 +87,19 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
     refined = f", {count(rounds, 'refinement round')}" if rounds else ""
     scored = [_decoded(f"model ({decoder}{' + repair' if repair else ''}{refined})", result, build_s, len(scenes))]
     if rounds:
-        plain = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples, repair=repair,
-                               rounds=0)
+        plain = evaluate_model(
+            model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples, repair=repair, rounds=0
+        )
         scored.append(_decoded(f"unrefined ({decoder})", plain, build_s, len(scenes)))
     deciding = balancing_of(model)
     others = ([("unbalanced", Balancing())] if deciding.iters else []) + (
-        [("single-stage", replace(deciding, stages=0))] if deciding.stages > 1 else [])
+        [("single-stage", replace(deciding, stages=0))] if deciding.stages > 1 else []
+    )
     for name, balancing in others:
         with deciding_with(model, balancing):
-            plain = evaluate_model(model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples,
-                                   repair=repair)
+            plain = evaluate_model(
+                model, store, decoder, k, device, amp_dtype=amp_dtype, samples=samples, repair=repair
+            )
         scored.append(_decoded(f"{name} ({decoder})", plain, build_s, len(scenes)))
     if controls.best_of > 1 and decoder != "sample":
         sampled = evaluate_model(model, store, "sample", k, device, amp_dtype=amp_dtype, samples=controls.best_of)
@@ -107,15 +119,30 @@ def compare_on_split(model: nn.Module, store: GraphStore, decoder: str, graph: G
         except ProblemTooLarge as err:
             scored.append(Scored(name, [], float("nan"), {"note": str(err).split(";")[0]}))
     scored.append(_solved("mcf + repair", scenes, lambda s: solve_mcf(s, repair=True)))  # a rule for the model
-    scored.append(Scored("milp", store.label_assignments(), float(store.solve_time.mean()),
-                         {"note": "status " + ",".join(sorted(set(store.status)))}))
+    scored.append(
+        Scored(
+            "milp",
+            store.label_assignments(),
+            float(store.solve_time.mean()),
+            {"note": "status " + ",".join(sorted(set(store.status)))},
+        )
+    )
     reference, proven = _reference(store, scenes, scored)
-    rows = [{"method": s.method, **(_means(assignment_metrics(scenes, s.assignments, reference))
-                                    if s.assignments else {}),
-             "time_s": s.time_s, "note": "", **s.extra, "reference_optimal": f"{int(proven.sum())}/{len(scenes)}"}
-            for s in scored]
-    rows[0]["note"] = (f"build {build_s * 1e3:.2f} ms + forward {result.forward_s / len(scenes) * 1e3:.2f} ms + "
-                       f"decode {result.decode_s / len(scenes) * 1e3:.2f} ms per scene")
+    rows = [
+        {
+            "method": s.method,
+            **(_means(assignment_metrics(scenes, s.assignments, reference)) if s.assignments else {}),
+            "time_s": s.time_s,
+            "note": "",
+            **s.extra,
+            "reference_optimal": f"{int(proven.sum())}/{len(scenes)}",
+        }
+        for s in scored
+    ]
+    rows[0]["note"] = (
+        f"build {build_s * 1e3:.2f} ms + forward {result.forward_s / len(scenes) * 1e3:.2f} ms + "
+        f"decode {result.decode_s / len(scenes) * 1e3:.2f} ms per scene"
+    )
     return rows, replace(result, metrics=assignment_metrics(scenes, result.assignments, reference))
 
 
@@ -129,12 +156,17 @@ def _solved(method: str, scenes: list[Scene], solver: Callable[[Scene], SolveRes
     """A solver's entry, scene by scene; a status other than ``feasible`` is noted (``optimal``, ``time_limit``...)."""
     results = [solver(scene) for scene in scenes]
     statuses = sorted({r.status for r in results} - {"feasible"})
-    return Scored(method, [r.assignment for r in results], float(np.mean([r.wall_time for r in results])),
-                  {"note": "status " + ",".join(statuses)} if statuses else {})
+    return Scored(
+        method,
+        [r.assignment for r in results],
+        float(np.mean([r.wall_time for r in results])),
+        {"note": "status " + ",".join(statuses)} if statuses else {},
+    )
 
 
-def _pruned(method: str, scenes: list[Scene], solver: Callable[[Scene], tuple[SolveResult, dict[str, float]]]
-            ) -> Scored:
+def _pruned(
+    method: str, scenes: list[Scene], solver: Callable[[Scene], tuple[SolveResult, dict[str, float]]]
+) -> Scored:
     """A pruned MILP's entry: its time split too, the pruner's scoring (the model's, or the rule's with the
     relaxation) apart from HiGHS's (``score_s``, ``milp_s``, means per scene)."""
     timings: list[dict[str, float]] = []

@@ -18,7 +18,6 @@ from uavgnn.models.policy import balancing_of
 from uavgnn.problem.metrics import assignment_metrics
 from uavgnn.runtime import autocast, eval_mode
 
-
 BATCH_SCENES = 256  # scenes a batch when a split is scored
 
 
@@ -31,10 +30,19 @@ class Evaluation:
 
 
 @torch.no_grad()
-def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, device: torch.device,
-                   batch_size: int = BATCH_SCENES, amp_dtype: torch.dtype | None = None, samples: int = 16,
-                   repair: bool = False, reference: np.ndarray | None = None, rounds: int | None = None
-                   ) -> Evaluation:
+def evaluate_model(
+    model: nn.Module,
+    store: GraphStore,
+    decoder: str,
+    k: int,
+    device: torch.device,
+    batch_size: int = BATCH_SCENES,
+    amp_dtype: torch.dtype | None = None,
+    samples: int = 16,
+    repair: bool = False,
+    reference: np.ndarray | None = None,
+    rounds: int | None = None,
+) -> Evaluation:
     """Decode every scene of ``store`` and score it; ``optimality_gap`` is against ``reference`` (per scene),
     by default the label MILP's objective; ``rounds``: the refinement rounds to run (None: the model's own). The
     forward runs layer-wise in cache-sized blocks (``CHUNK_EDGES``: the same numbers, 1.3-1.6x faster from a
@@ -46,16 +54,17 @@ def evaluate_model(model: nn.Module, store: GraphStore, decoder: str, k: int, de
             batch = batch.to(device)
             start = time.perf_counter()
             with autocast(device, amp_dtype):
-                cand_logp, idle_logp, keep = refined_log_probs(model, batch, k, rounds=rounds,
-                                                               max_edges=CHUNK_EDGES)
+                cand_logp, idle_logp, keep = refined_log_probs(model, batch, k, rounds=rounds, max_edges=CHUNK_EDGES)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             forward_s += time.perf_counter() - start
             start = time.perf_counter()
             scenes = [store.scene(int(i)) for i in batch.scene_id] if decoder == "sample" or repair else None
-            assignments += decode(decoder, batch, cand_logp.float(), idle_logp.float(), keep, scenes, samples,
-                                  repair, balancing_of(model))
+            assignments += decode(
+                decoder, batch, cand_logp.float(), idle_logp.float(), keep, scenes, samples, repair, balancing_of(model)
+            )
             decode_s += time.perf_counter() - start
-    metrics = assignment_metrics(store.scenes(), assignments,
-                                 store.objective.numpy() if reference is None else reference)
+    metrics = assignment_metrics(
+        store.scenes(), assignments, store.objective.numpy() if reference is None else reference
+    )
     return Evaluation(metrics, assignments, forward_s, decode_s)

@@ -27,4 +27,13 @@ def solve(scene: Scene, solver: str, time_limit: float = 60.0) -> SolveResult:
     raise ValueError(f"solver: unknown solver {solver!r} (expected one of {', '.join(BASELINES)})")
 
 
-__all__ = ["BASELINES", "ProblemTooLarge", "SolveResult", "solve", "solve_greedy", "solve_lap", "solve_mcf", "solve_milp"]
+__all__ = [
+    "BASELINES",
+    "ProblemTooLarge",
+    "SolveResult",
+    "solve",
+    "solve_greedy",
+    "solve_lap",
+    "solve_mcf",
+    "solve_milp",
+]

@@ -54,5 +54,10 @@ def solve_greedy(scene: Scene) -> SolveResult:
         if scene.value[j] - scene.lam * travel > 0:
             free[take] = False
             assignment[take] = j
-    return SolveResult(assignment=assignment, objective=reward(scene, assignment), status="feasible",
-                       solver="greedy", wall_time=time.perf_counter() - start)
+    return SolveResult(
+        assignment=assignment,
+        objective=reward(scene, assignment),
+        status="feasible",
+        solver="greedy",
+        wall_time=time.perf_counter() - start,
+    )

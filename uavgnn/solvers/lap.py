@@ -31,7 +31,8 @@ def solve_lap(scene: Scene, max_cells: int = MAX_CELLS) -> SolveResult:
     if scene.n_uav * n_slots > max_cells:
         raise ProblemTooLarge(
             f"lap: {scene.n_uav} UAVs x {n_slots} target slots = {scene.n_uav * n_slots:,} cells exceeds "
-            f"max_cells={max_cells:,}; use solver=greedy or solver=milp at this size")
+            f"max_cells={max_cells:,}; use solver=greedy or solver=milp at this size"
+        )
     pairs = feasible_pairs(scene)
     slot_target = np.repeat(np.arange(scene.n_target), scene.need)
     slot_first = np.concatenate([[0], np.cumsum(scene.need)[:-1]])
@@ -39,7 +40,8 @@ def solve_lap(scene: Scene, max_cells: int = MAX_CELLS) -> SolveResult:
     per_pair_slots = scene.need[pairs.target]
     rows = np.repeat(pairs.uav, per_pair_slots)
     cols = np.repeat(slot_first[pairs.target], per_pair_slots) + (
-        np.arange(per_pair_slots.sum()) - np.repeat(np.cumsum(per_pair_slots) - per_pair_slots, per_pair_slots))
+        np.arange(per_pair_slots.sum()) - np.repeat(np.cumsum(per_pair_slots) - per_pair_slots, per_pair_slots)
+    )
     pair_cost = scene.lam * pairs.dist - scene.value[pairs.target] / scene.need[pairs.target]
     cost = np.zeros((scene.n_uav, n_slots))
     cost[rows, cols] = np.minimum(np.repeat(pair_cost, per_pair_slots), 0.0)
@@ -50,5 +52,10 @@ def solve_lap(scene: Scene, max_cells: int = MAX_CELLS) -> SolveResult:
     count = np.bincount(assignment[assignment != IDLE], minlength=scene.n_target)
     partial = (assignment != IDLE) & (count[np.maximum(assignment, 0)] < scene.need[np.maximum(assignment, 0)])
     assignment[partial] = IDLE
-    return SolveResult(assignment=assignment, objective=reward(scene, assignment), status="feasible",
-                       solver="lap", wall_time=time.perf_counter() - start)
+    return SolveResult(
+        assignment=assignment,
+        objective=reward(scene, assignment),
+        status="feasible",
+        solver="lap",
+        wall_time=time.perf_counter() - start,
+    )

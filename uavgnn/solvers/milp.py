@@ -28,8 +28,9 @@ from uavgnn.solvers.result import SolveResult
 _STATUS = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded", 4: "error"}
 
 
-def solve_milp(scene: Scene, time_limit: float = 60.0, mip_rel_gap: float = 1e-6,
-               pairs: FeasiblePairs | None = None) -> SolveResult:
+def solve_milp(
+    scene: Scene, time_limit: float = 60.0, mip_rel_gap: float = 1e-6, pairs: FeasiblePairs | None = None
+) -> SolveResult:
     """Maximise J over feasible assignments (over ``pairs`` only when given: a reduced problem). A time-limited
     answer is labelled ``time_limit`` with its MIP gap and dual bound, never passed off as optimal."""
     start = time.perf_counter()
@@ -39,12 +40,23 @@ def solve_milp(scene: Scene, time_limit: float = 60.0, mip_rel_gap: float = 1e-6
     pair_idx = np.arange(n_pairs)
     uav_rows = sp.csr_matrix((np.ones(n_pairs), (pairs.uav, pair_idx)), shape=(n_uav, n_pairs + n_target))
     target_rows = sp.csr_matrix(
-        (np.concatenate([np.ones(n_pairs), -scene.need.astype(np.float64)]),
-         (np.concatenate([pairs.target, np.arange(n_target)]), np.concatenate([pair_idx, n_pairs + np.arange(n_target)]))),
-        shape=(n_target, n_pairs + n_target))
+        (
+            np.concatenate([np.ones(n_pairs), -scene.need.astype(np.float64)]),
+            (
+                np.concatenate([pairs.target, np.arange(n_target)]),
+                np.concatenate([pair_idx, n_pairs + np.arange(n_target)]),
+            ),
+        ),
+        shape=(n_target, n_pairs + n_target),
+    )
     constraints = [LinearConstraint(uav_rows, -np.inf, 1.0), LinearConstraint(target_rows, 0.0, 0.0)]
-    res = milp(cost, constraints=constraints, integrality=np.ones(n_pairs + n_target),
-               bounds=Bounds(0.0, 1.0), options={"time_limit": float(time_limit), "mip_rel_gap": mip_rel_gap})
+    res = milp(
+        cost,
+        constraints=constraints,
+        integrality=np.ones(n_pairs + n_target),
+        bounds=Bounds(0.0, 1.0),
+        options={"time_limit": float(time_limit), "mip_rel_gap": mip_rel_gap},
+    )
     assignment = np.full(n_uav, IDLE, dtype=np.int64)
     status = _STATUS.get(res.status, "error")
     if res.x is not None:
@@ -53,7 +65,12 @@ def solve_milp(scene: Scene, time_limit: float = 60.0, mip_rel_gap: float = 1e-6
     elif status == "time_limit":
         status = "no_solution"  # stopped before any incumbent: all idle is feasible but says nothing
     bound = getattr(res, "mip_dual_bound", None)
-    return SolveResult(assignment=assignment, objective=reward(scene, assignment), status=status, solver="milp",
-                       wall_time=time.perf_counter() - start,
-                       bound=None if bound is None or not np.isfinite(bound) else float(-bound),
-                       mip_gap=None if getattr(res, "mip_gap", None) is None else float(res.mip_gap))
+    return SolveResult(
+        assignment=assignment,
+        objective=reward(scene, assignment),
+        status=status,
+        solver="milp",
+        wall_time=time.perf_counter() - start,
+        bound=None if bound is None or not np.isfinite(bound) else float(-bound),
+        mip_gap=None if getattr(res, "mip_gap", None) is None else float(res.mip_gap),
+    )

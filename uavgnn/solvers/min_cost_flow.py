@@ -48,7 +48,8 @@ def flow_choice(uav: np.ndarray, target: np.ndarray, profit: np.ndarray, need: n
         np.concatenate([np.full(n, source), uav[arc], np.arange(n), n + np.arange(m)]),
         np.concatenate([np.arange(n), n + target[arc], np.full(n, sink), np.full(m, sink)]),
         np.concatenate([ones, np.ones(len(arc), np.int64), ones, np.asarray(need, np.int64)]),
-        np.concatenate([zeros, cost, zeros, np.zeros(m, np.int64)]))
+        np.concatenate([zeros, cost, zeros, np.zeros(m, np.int64)]),
+    )
     supplies = np.zeros(n + m + 2, np.int64)
     supplies[source], supplies[sink] = n, -n
     flow.set_nodes_supplies(np.arange(n + m + 2), supplies)
@@ -101,5 +102,10 @@ def solve_mcf(scene: Scene, k: int = 16, repair: bool = False) -> SolveResult:
     count = np.bincount(assignment[assignment != IDLE], minlength=scene.n_target)
     target = np.maximum(assignment, 0)
     assignment[(assignment != IDLE) & (count[target] < scene.need[target])] = IDLE
-    return SolveResult(assignment=assignment, objective=reward(scene, assignment), status="feasible",
-                       solver="mcf + repair" if repair else "mcf", wall_time=time.perf_counter() - start)
+    return SolveResult(
+        assignment=assignment,
+        objective=reward(scene, assignment),
+        status="feasible",
+        solver="mcf + repair" if repair else "mcf",
+        wall_time=time.perf_counter() - start,
+    )

@@ -51,11 +51,16 @@ def reduced_costs(scene: Scene, pairs: FeasiblePairs) -> np.ndarray:
     each UAV at most one pair and target j at most d_j, solved by HiGHS's dual simplex, duals u (UAVs), v (targets):
     ``u_i + v_j - profit_ij``."""
     gain, columns = profit(scene, pairs), np.arange(len(pairs.uav))
-    rows = sp.csr_matrix((np.ones(2 * len(columns)), (np.concatenate([pairs.uav, scene.n_uav + pairs.target]),
-                                                      np.concatenate([columns, columns]))),
-                         shape=(scene.n_uav + scene.n_target, len(columns)))
-    res = linprog(-gain, A_ub=rows, b_ub=np.concatenate([np.ones(scene.n_uav), scene.need]), bounds=(0, None),
-                  method="highs-ds")
+    rows = sp.csr_matrix(
+        (
+            np.ones(2 * len(columns)),
+            (np.concatenate([pairs.uav, scene.n_uav + pairs.target]), np.concatenate([columns, columns])),
+        ),
+        shape=(scene.n_uav + scene.n_target, len(columns)),
+    )
+    res = linprog(
+        -gain, A_ub=rows, b_ub=np.concatenate([np.ones(scene.n_uav), scene.need]), bounds=(0, None), method="highs-ds"
+    )
     if res.status != 0:
         raise RuntimeError(f"relaxation pruner: HiGHS ended the LP with status {res.status} ({res.message})")
     dual = -res.ineqlin.marginals  # of the maximisation: >= 0
@@ -73,8 +78,7 @@ def pruner_scores(scene: Scene, pruner: str, pairs: FeasiblePairs) -> np.ndarray
     raise ValueError(f"pruner: unknown pruner {pruner!r} (expected one of model, {', '.join(PRUNERS)})")
 
 
-def top_candidates(uav: np.ndarray, target: np.ndarray, score: np.ndarray, keep: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def top_candidates(uav: np.ndarray, target: np.ndarray, score: np.ndarray, keep: int) -> tuple[np.ndarray, np.ndarray]:
     """Each UAV's ``keep`` best-scored (UAV, target) candidates (ties: the first given)."""
     order = np.lexsort((-score, uav))
     uav, target = uav[order], target[order]
@@ -91,9 +95,17 @@ def pairs_of(scene: Scene, uav: np.ndarray, target: np.ndarray) -> FeasiblePairs
     return FeasiblePairs(uav[order], target[order], dist[order])
 
 
-def solve_pruned(scene: Scene, uav: np.ndarray, target: np.ndarray, score: np.ndarray, keep: int,
-                 time_limit: float = 60.0, k: int = CANDIDATES, name: str = "pruned", relaxed: np.ndarray | None = None
-                 ) -> tuple[SolveResult, dict[str, float]]:
+def solve_pruned(
+    scene: Scene,
+    uav: np.ndarray,
+    target: np.ndarray,
+    score: np.ndarray,
+    keep: int,
+    time_limit: float = 60.0,
+    k: int = CANDIDATES,
+    name: str = "pruned",
+    relaxed: np.ndarray | None = None,
+) -> tuple[SolveResult, dict[str, float]]:
     """The MILP on each UAV's ``keep`` best-scored candidates and the relaxation's pair (over each UAV's ``k``
     nearest feasible targets; ``relaxed``: its assignment, when the caller has it already); timing {relaxation_s,
     milp_s, pairs} (the scores' own time is the caller's)."""
@@ -112,8 +124,9 @@ def solve_pruned(scene: Scene, uav: np.ndarray, target: np.ndarray, score: np.nd
     return result, {"relaxation_s": anchored - start, "milp_s": reduced.wall_time, "pairs": float(len(pairs.uav))}
 
 
-def solve_with_pruner(scene: Scene, pruner: str, keep: int, time_limit: float = 60.0, k: int = CANDIDATES
-                      ) -> tuple[SolveResult, dict[str, float]]:
+def solve_with_pruner(
+    scene: Scene, pruner: str, keep: int, time_limit: float = 60.0, k: int = CANDIDATES
+) -> tuple[SolveResult, dict[str, float]]:
     """``solve_pruned`` with a pruner of ``PRUNERS``: the result (its ``wall_time`` the whole, scoring included)
     and the time split {score_s, relaxation_s, milp_s, pairs}."""
     start = time.perf_counter()

@@ -35,8 +35,9 @@ class Anatomy:
     functions: dict[str, int] = field(default_factory=dict)  # "module.py:function" -> ops (with by_function=True)
 
 
-def step_anatomy(cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trace: bool = False,
-                 by_function: bool = False) -> Anatomy:
+def step_anatomy(
+    cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trace: bool = False, by_function: bool = False
+) -> Anatomy:
     """Count the ops of ``steps`` training steps after ``warmup`` of a run of ``cfg`` (written to ``out_dir``).
     With ``optim.compile`` TorchDynamo's caches are reset first, so that the compiles counted are this run's as
     in a fresh process (a step compiled by an earlier run of the process recompiles on its guards: 4 frames
@@ -44,8 +45,13 @@ def step_anatomy(cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trac
     total = warmup + steps
     if cfg.optim.compile:
         torch._dynamo.reset()
-    cfg = OmegaConf.merge(cfg, {"train": {"steps": total, "log_every": total, "eval_every": total,
-                                          "ckpt_every": total}, "logger": {"name": "none"}})
+    cfg = OmegaConf.merge(
+        cfg,
+        {
+            "train": {"steps": total, "log_every": total, "eval_every": total, "ckpt_every": total},
+            "logger": {"name": "none"},
+        },
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     trainer = Trainer(cfg, out_dir)
     counter, step = OpCounter(trace_syncs=trace, trace_ops=by_function), trainer.train_step
@@ -63,6 +69,14 @@ def step_anatomy(cfg: Any, out_dir: Path, warmup: int = 3, steps: int = 10, trac
             trainer.fit(logger)
     finally:
         logger.finish()
-    return Anatomy(cfg.algorithm.name, counter.ops / steps, counter.syncs / steps, counter.views / steps,
-                   compiled.compiles, compiled.graph_breaks, dict(counter.where), dict(counter.counts),
-                   dict(counter.functions))
+    return Anatomy(
+        cfg.algorithm.name,
+        counter.ops / steps,
+        counter.syncs / steps,
+        counter.views / steps,
+        compiled.compiles,
+        compiled.graph_breaks,
+        dict(counter.where),
+        dict(counter.counts),
+        dict(counter.functions),
+    )

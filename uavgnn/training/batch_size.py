@@ -55,8 +55,15 @@ def step_memory_mb(model: nn.Module, loss_of: LossOf, store: Any, batch_size: in
     return (4 * params + batch_bytes + meter.bytes) / MIB
 
 
-def find_batch_size(model: nn.Module, loss_of: LossOf, store: Any, device: torch.device,
-                    memory_fraction: float, memory_limit_mb: float = 0.0, cap: int = 4096) -> int:
+def find_batch_size(
+    model: nn.Module,
+    loss_of: LossOf,
+    store: Any,
+    device: torch.device,
+    memory_fraction: float,
+    memory_limit_mb: float = 0.0,
+    cap: int = 4096,
+) -> int:
     """The largest power-of-two batch (``SMALLEST`` .. ``cap``, at most the split's size) that fits."""
     budget = memory_fraction * (memory_limit_mb or device_memory_mb(device))
     cap = min(cap, len(store))
@@ -74,14 +81,17 @@ def find_batch_size(model: nn.Module, loss_of: LossOf, store: Any, device: torch
             break
         chosen, size = size, size * 2
     if chosen == 0:
-        raise MemoryBudgetError(f"hardware.batch_size=auto: even {SMALLEST} graphs need more than the budget of "
-                                f"{budget:.0f} MB (hardware.memory_fraction={memory_fraction}, "
-                                f"hardware.memory_limit_mb={memory_limit_mb}); use a smaller model or more memory")
+        raise MemoryBudgetError(
+            f"hardware.batch_size=auto: even {SMALLEST} graphs need more than the budget of "
+            f"{budget:.0f} MB (hardware.memory_fraction={memory_fraction}, "
+            f"hardware.memory_limit_mb={memory_limit_mb}); use a smaller model or more memory"
+        )
     return chosen
 
 
-def resolve_batch_size(cfg, model: torch.nn.Module, loss_of: LossOf, store_of: Callable[[], Any],
-                       device: torch.device) -> int:
+def resolve_batch_size(
+    cfg, model: torch.nn.Module, loss_of: LossOf, store_of: Callable[[], Any], device: torch.device
+) -> int:
     """``hardware.batch_size``, or under ``auto`` the largest that fits (rank 0's choice x world size).
     ``store_of`` gives the trial items (``gather(ids)``, ``len``); called under ``auto`` and for a fixed batch
     above ``ESTIMATE_ABOVE`` (``check_batch_fits``)."""
@@ -90,15 +100,23 @@ def resolve_batch_size(cfg, model: torch.nn.Module, loss_of: LossOf, store_of: C
         if size > ESTIMATE_ABOVE:
             check_batch_fits(size, model, loss_of, store_of, device)
         return size
-    found = find_batch_size(model, loss_of, store_of(), device, cfg.hardware.memory_fraction,
-                            cfg.hardware.memory_limit_mb, cfg.hardware.max_batch_size)
+    found = find_batch_size(
+        model,
+        loss_of,
+        store_of(),
+        device,
+        cfg.hardware.memory_fraction,
+        cfg.hardware.memory_limit_mb,
+        cfg.hardware.max_batch_size,
+    )
     found = distributed.broadcast_from_main(found) * distributed.context().world_size
     log.info("hardware.batch_size=auto: %d graphs per step", found)
     return found
 
 
-def check_batch_fits(size: int, model: nn.Module, loss_of: LossOf, store_of: Callable[[], Any],
-                     device: torch.device) -> None:
+def check_batch_fits(
+    size: int, model: nn.Module, loss_of: LossOf, store_of: Callable[[], Any], device: torch.device
+) -> None:
     """Refuse a fixed ``hardware.batch_size`` whose training step cannot fit: its memory extrapolated from
     trial steps of ``SMALLEST`` and twice as many items (each rank's share of the global batch)."""
     try:
@@ -108,5 +126,9 @@ def check_batch_fits(size: int, model: nn.Module, loss_of: LossOf, store_of: Cal
     small = step_memory_mb(model, loss_of, store, SMALLEST, device)
     per_item = max(step_memory_mb(model, loss_of, store, 2 * SMALLEST, device) - small, 0.0) / SMALLEST
     share = -(-size // distributed.context().world_size)
-    check_fits(f"hardware.batch_size={size}: a training step of {share:,} items", (small + per_item * (share - SMALLEST)) * MIB,
-               "lower hardware.batch_size, or hardware.batch_size=auto picks the largest that fits", device)
+    check_fits(
+        f"hardware.batch_size={size}: a training step of {share:,} items",
+        (small + per_item * (share - SMALLEST)) * MIB,
+        "lower hardware.batch_size, or hardware.batch_size=auto picks the largest that fits",
+        device,
+    )

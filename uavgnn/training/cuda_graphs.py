@@ -32,8 +32,9 @@ WARMUP = 3  # eager steps of a shape before its capture
 MAX_SHAPES = 1024  # signatures remembered while waiting for their capture
 
 
-def cuda_graphs_refusal(device: torch.device, data_parallel: bool, grad_scaler: bool, grad_checkpoint: bool
-                        ) -> str | None:
+def cuda_graphs_refusal(
+    device: torch.device, data_parallel: bool, grad_scaler: bool, grad_checkpoint: bool
+) -> str | None:
     """Why a run cannot replay its updates as CUDA graphs, or None when it can."""
     if device.type != "cuda":
         return f"CUDA graphs need CUDA, this run is on {device.type}"
@@ -61,12 +62,17 @@ def leaves(obj: Any) -> tuple[list[torch.Tensor], tuple]:
         if isinstance(value, (list, tuple)):
             return (type(value).__name__, tuple(walk(v) for v in value))
         if dataclasses.is_dataclass(value):
-            return (type(value).__name__, tuple((f.name, walk(getattr(value, f.name)))
-                                                for f in dataclasses.fields(value)))
+            return (
+                type(value).__name__,
+                tuple((f.name, walk(getattr(value, f.name))) for f in dataclasses.fields(value)),
+            )
         stores = getattr(value, "stores", None)  # a PyG Data / Batch: its attributes, tensors or host values
         if stores is not None:
-            return (type(value).__name__, tuple(walk(dict(store.items())) for store in stores),
-                    getattr(value, "_num_graphs", None))
+            return (
+                type(value).__name__,
+                tuple(walk(dict(store.items())) for store in stores),
+                getattr(value, "_num_graphs", None),
+            )
         return value
 
     return tensors, walk(obj)
@@ -147,9 +153,13 @@ class GraphedUpdate:
         torch.cuda.set_stream(torch.cuda.default_stream(self.stream.device))  # a failed capture may leave its own
         self.reset()
         self.failed = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}"
-        warnings.warn(f"optim.cuda_graphs: the update cannot be captured ({self.failed}); continuing eagerly "
-                      "(optim.sync_free=true and optim.dense_max_nodes covering the scenes make a step without "
-                      "host reads)", RuntimeWarning)
+        warnings.warn(
+            f"optim.cuda_graphs: the update cannot be captured ({self.failed}); continuing eagerly "
+            "(optim.sync_free=true and optim.dense_max_nodes covering the scenes make a step without "
+            "host reads)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         self.optimisers().zero_grad()
         return self.update(batch, draws, stop_seen)
 

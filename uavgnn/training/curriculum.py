@@ -54,7 +54,7 @@ def update_curriculum(cfg, state: CurriculumState, performance: float) -> str | 
     state.passes = state.passes + 1 if performance >= cfg.advance_threshold else 0
     last = len(cfg.stages) - 1
     if state.stage < last and (state.passes >= cfg.consecutive_evaluations or state.evals_in_stage >= cfg.patience):
-        state.left_with[state.stage:] = [performance]
+        state.left_with[state.stage :] = [performance]
         state.stage += 1
         state.advances += 1
         _enter(state)
@@ -66,16 +66,25 @@ def _enter(state: CurriculumState) -> None:
     state.evals_in_stage = state.passes = state.failures = 0
 
 
-def curriculum_step(cfg, state: CurriculumState, performance: float, sizes: list[int], logger, step: int,
-                    lr_scale: float) -> float:
+def curriculum_step(
+    cfg, state: CurriculumState, performance: float, sizes: list[int], logger, step: int, lr_scale: float
+) -> float:
     """After an evaluation: move the curriculum, log what happened; returns the LR scale (lowered on a fallback)."""
     event = update_curriculum(cfg, state, performance)
     if event == FALLBACK:
         lr_scale *= cfg.learning_rate_decay
     if event is not None:
-        logger.event(event, step, stage=state.stage, n_uav=sizes[state.stage], performance=performance,
-                     lr_scale=lr_scale)
+        logger.event(
+            event, step, stage=state.stage, n_uav=sizes[state.stage], performance=performance, lr_scale=lr_scale
+        )
         log.info("curriculum %s at step %d: stage %d (%d UAVs)", event, step, state.stage, sizes[state.stage])
-    logger.log({"curriculum/stage": state.stage, "curriculum/n_uav": sizes[state.stage],
-                "curriculum/advances": state.advances, "curriculum/fallbacks": state.fallbacks}, step)
+    logger.log(
+        {
+            "curriculum/stage": state.stage,
+            "curriculum/n_uav": sizes[state.stage],
+            "curriculum/advances": state.advances,
+            "curriculum/fallbacks": state.fallbacks,
+        },
+        step,
+    )
     return lr_scale

@@ -20,13 +20,18 @@ class Optimisers:
     """The optimisers of ``networks``: LR ``lr`` x each network's ``lr_scale``, clip its ``grad_clip`` (or
     ``grad_clip``); stepped together under one gradient scaler."""
 
-    def __init__(self, networks: list[Network], lr: float, weight_decay: float, grad_clip: float,
-                 capturable: bool = False) -> None:
+    def __init__(
+        self, networks: list[Network], lr: float, weight_decay: float, grad_clip: float, capturable: bool = False
+    ) -> None:
         self.networks, self.capturable = networks, capturable
         self.clips = [grad_clip if net.grad_clip is None else net.grad_clip for net in networks]
         self.clip_tensor: torch.Tensor | None = None  # the clips on the gradients' device (several networks)
-        self.adamw = [torch.optim.AdamW(net.params, lr=lr * net.lr_scale, weight_decay=weight_decay, fused=True,
-                                        capturable=capturable) for net in networks]
+        self.adamw = [
+            torch.optim.AdamW(
+                net.params, lr=lr * net.lr_scale, weight_decay=weight_decay, fused=True, capturable=capturable
+            )
+            for net in networks
+        ]
         self.loads = 0  # state loads so far: a CUDA graph captured before one points at replaced tensors
         self._device_lrs()
 
@@ -78,8 +83,9 @@ class Optimisers:
             total = torch.linalg.vector_norm(torch.stack(norms))
             torch._foreach_mul_(grads[0], torch.clamp(self.clips[0] / (total + 1e-6), max=1.0))
             return total
-        totals = torch.stack([torch.linalg.vector_norm(part) for part in
-                              torch.stack(norms).split([len(group) for group in grads])])
+        totals = torch.stack(
+            [torch.linalg.vector_norm(part) for part in torch.stack(norms).split([len(group) for group in grads])]
+        )
         if self.clip_tensor is None or self.clip_tensor.device != totals.device:
             self.clip_tensor = torch.tensor(self.clips, dtype=totals.dtype, device=totals.device)
         scales = torch.clamp((totals + 1e-6).reciprocal() * self.clip_tensor, max=1.0)  # clip_grad_norm_'s order
@@ -112,9 +118,10 @@ class Optimisers:
         """Each network's AdamW state, learning rates as floats (a checkpoint loads with or without
         CUDA graphs)."""
         states = {net.name: adamw.state_dict() for net, adamw in zip(self.networks, self.adamw)}
-        return {name: {**state, "param_groups": [{**group, "lr": float(group["lr"])}
-                                                 for group in state["param_groups"]]}
-                for name, state in states.items()}
+        return {
+            name: {**state, "param_groups": [{**group, "lr": float(group["lr"])} for group in state["param_groups"]]}
+            for name, state in states.items()
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Each network's state by name; a checkpoint written before per-network optimisers (one AdamW, one
@@ -126,9 +133,15 @@ class Optimisers:
             raise ValueError(f"optimisers of the networks {', '.join(sorted(state))}, expected {', '.join(names)}")
         for net, adamw in zip(self.networks, self.adamw):
             saved = state[net.name]  # fused here whatever it was saved as (its step counters then live on the device)
-            adamw.load_state_dict({**saved, "param_groups": [{**group, "fused": True, "foreach": None,
-                                                              "capturable": self.capturable}
-                                                             for group in saved["param_groups"]]})
+            adamw.load_state_dict(
+                {
+                    **saved,
+                    "param_groups": [
+                        {**group, "fused": True, "foreach": None, "capturable": self.capturable}
+                        for group in saved["param_groups"]
+                    ],
+                }
+            )
         self.loads += 1
         self._device_lrs()
 
@@ -141,7 +154,10 @@ def split_by_group(state: dict[str, Any], networks: int) -> list[dict[str, Any]]
     split = []
     for group in groups:
         kept = {key: value for key, value in group.items() if key not in ("params", "lr_scale")}
-        split.append({"state": {new: state["state"][old] for new, old in enumerate(group["params"])
-                                if old in state["state"]},
-                      "param_groups": [{**kept, "params": list(range(len(group["params"])))}]})
+        split.append(
+            {
+                "state": {new: state["state"][old] for new, old in enumerate(group["params"]) if old in state["state"]},
+                "param_groups": [{**kept, "params": list(range(len(group["params"])))}],
+            }
+        )
     return split

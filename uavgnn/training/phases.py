@@ -42,13 +42,19 @@ class Phases:
         module's docstring)."""
         best = self.out_dir / BEST
         main = self.ctx.is_main
-        weights = distributed.broadcast_from_main(load_checkpoint(best, self.device)["policy"]
-                                                  if main and best.exists() else None)
+        weights = distributed.broadcast_from_main(
+            load_checkpoint(best, self.device)["policy"] if main and best.exists() else None
+        )
         if weights is not None:
             load_weights(self.model, weights, best, f"the best policy before phase {phase.name}")
         cfg = self.cfg
-        self.optimisers = Optimisers(self.algorithm.networks(self.model), phase.lr, cfg.train.weight_decay,
-                                     cfg.train.grad_clip, capturable=self.graphed is not None)
+        self.optimisers = Optimisers(
+            self.algorithm.networks(self.model),
+            phase.lr,
+            cfg.train.weight_decay,
+            cfg.train.grad_clip,
+            capturable=self.graphed is not None,
+        )
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.scaler.is_enabled())
         if self.ema is not None:
             self.ema.module.load_state_dict(self.model.state_dict())
@@ -58,8 +64,11 @@ class Phases:
         self.unread = StepStats(self.device)
         self.window = dict.fromkeys(self.window, 0.0)
         self.work.restart(state.step, state.batch_size)
-        source = f"the best policy so far ({self.score.key} {state.best:.4f})" if weights is not None else \
-            "the current weights (no best.pt yet)"
+        source = (
+            f"the best policy so far ({self.score.key} {state.best:.4f})"
+            if weights is not None
+            else "the current weights (no best.pt yet)"
+        )
         if main:
             echo(f"step {state.step}: phase {phase.name} starts from {source}")
             self.logger.event(f"phase {phase.name}", state.step, best=state.best)

@@ -31,18 +31,30 @@ class Recovery:
         last = self.out_dir / LAST
         if self.state.rollbacks >= self.cfg.train.max_rollbacks or not last.exists():
             self.bar.close()
-            kept = (f"last good checkpoint: {last} (step {load_checkpoint(last)['state']['step']})" if last.exists()
-                    else "no checkpoint was written yet")
-            raise TrainingDiverged(f"training diverged: {reason}; {kept}. Lower train.lr (now {self.cfg.train.lr}) "
-                                   f"or train.grad_clip (now {self.cfg.train.grad_clip}).")
+            kept = (
+                f"last good checkpoint: {last} (step {load_checkpoint(last)['state']['step']})"
+                if last.exists()
+                else "no checkpoint was written yet"
+            )
+            raise TrainingDiverged(
+                f"training diverged: {reason}; {kept}. Lower train.lr (now {self.cfg.train.lr}) "
+                f"or train.grad_clip (now {self.cfg.train.grad_clip})."
+            )
         rollbacks, lr_scale, at = self.state.rollbacks + 1, self.state.lr_scale * 0.1, self.state.step
         self.restore(last)
         self.good_norm = weights_norm(self.model)
         self.state.rollbacks, self.state.lr_scale = rollbacks, lr_scale
         self.logger.truncate(self.state.step)
         self.logger.event("rollback", self.state.step, reason=reason, from_step=at, lr_scale=lr_scale)
-        log.warning("%s: rolled back to step %d of %s with the LR scale lowered to %.3g (rollback %d of %d)",
-                    reason, self.state.step, last, lr_scale, rollbacks, self.cfg.train.max_rollbacks)
+        log.warning(
+            "%s: rolled back to step %d of %s with the LR scale lowered to %.3g (rollback %d of %d)",
+            reason,
+            self.state.step,
+            last,
+            lr_scale,
+            rollbacks,
+            self.cfg.train.max_rollbacks,
+        )
         self.bar.reset(total=self.cfg.train.steps)
         self.bar.update(self.state.step)  # the log window is the checkpoint's, as the history's kept rows are
         self.work.restart(self.state.step, self.state.batch_size)
@@ -55,12 +67,19 @@ class Recovery:
         cause = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}"
         last = self.out_dir / LAST
         if not self.updating and not self.checkpoint(last):
-            raise Interrupted(f"interrupted by {stop.requested} at step {self.state.step} (the step under way stopped "
-                              f"with it: {cause}): {last} saved", stop.exit_code, saved_step=self.state.step)
-        kept_step = load_checkpoint(last)['state']['step'] if last.exists() else None
+            raise Interrupted(
+                f"interrupted by {stop.requested} at step {self.state.step} (the step under way stopped "
+                f"with it: {cause}): {last} saved",
+                stop.exit_code,
+                saved_step=self.state.step,
+            )
+        kept_step = load_checkpoint(last)["state"]["step"] if last.exists() else None
         kept = f"{last} (step {kept_step}) kept" if kept_step is not None else "no checkpoint yet"
-        raise Interrupted(f"interrupted by {stop.requested} in step {self.state.step + 1} ({cause}): {kept}",
-                          stop.exit_code, saved_step=kept_step)
+        raise Interrupted(
+            f"interrupted by {stop.requested} in step {self.state.step + 1} ({cause}): {kept}",
+            stop.exit_code,
+            saved_step=kept_step,
+        )
 
     def read_steps(self) -> bool:
         """The one host read of the steps since the last: their loss and stats into the log window, and the
@@ -76,8 +95,14 @@ class Recovery:
         a row. Returns False when it rolled back."""
         state = self.state
         state.lr_scale *= 0.5**skipped
-        log.warning("non-finite loss or gradients in %d step(s) before step %d (at most %d in a row): their updates "
-                    "skipped, LR scale now %.3g", skipped, state.step, worst, state.lr_scale)
+        log.warning(
+            "non-finite loss or gradients in %d step(s) before step %d (at most %d in a row): their updates "
+            "skipped, LR scale now %.3g",
+            skipped,
+            state.step,
+            worst,
+            state.lr_scale,
+        )
         if worst >= self.cfg.train.max_bad_steps:
             self.roll_back(f"{worst} non-finite losses in a row before step {state.step}")
             return False

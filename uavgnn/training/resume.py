@@ -30,22 +30,56 @@ log = logging.getLogger(__name__)
 
 # keys (or whole groups, ending in '.') that change how fast or verbosely a run goes, never what it computes:
 # a command re-issued into a finished run may change them and still find it finished
-RERUN_SAFE = ("resume", "logger.", "hardware.threads", "hardware.sweep_jobs", "hardware.num_workers",
-              "hardware.pin_memory", "hardware.prefetch_factor", "hardware.persistent_workers",
-              "hardware.memory_fraction", "hardware.memory_limit_mb", "data.label_workers", "data.cache_dir",
-              "optim.prefetch", "optim.graph_cache")
+RERUN_SAFE = (
+    "resume",
+    "logger.",
+    "hardware.threads",
+    "hardware.sweep_jobs",
+    "hardware.num_workers",
+    "hardware.pin_memory",
+    "hardware.prefetch_factor",
+    "hardware.persistent_workers",
+    "hardware.memory_fraction",
+    "hardware.memory_limit_mb",
+    "data.label_workers",
+    "data.cache_dir",
+    "optim.prefetch",
+    "optim.graph_cache",
+)
 # keys a resumed run may change: those, how long it runs and reports, what the other modes read
-SAFE = (*RERUN_SAFE, "train.steps", "train.eval_every", "train.ckpt_every", "train.log_every",
-        "train.max_bad_steps", "train.max_rollbacks", "eval.", "solve.", "profile.", "benchmark.", "mode", "ckpt",
-        "path", "action", "solver",
-        # how the policy decides, not what trains:
-        "model.capacity_iters", "model.capacity_fill", "model.commit_stages")
+SAFE = (
+    *RERUN_SAFE,
+    "train.steps",
+    "train.eval_every",
+    "train.ckpt_every",
+    "train.log_every",
+    "train.max_bad_steps",
+    "train.max_rollbacks",
+    "eval.",
+    "solve.",
+    "profile.",
+    "benchmark.",
+    "mode",
+    "ckpt",
+    "path",
+    "action",
+    "solver",
+    # how the policy decides, not what trains:
+    "model.capacity_iters",
+    "model.capacity_fill",
+    "model.commit_stages",
+)
 # how scene graphs are built: what an algorithm that trains on no scene split (``scene_splits`` false) never reads
 GRAPH_KEYS = ("data.k_min", "data.k_divisor", "data.k_max", "data.k_jitter", "data.uav_neighbours")
 
 
-def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = True,
-                      config: dict[str, Any] | None = None, algorithm: type[Algorithm] = Algorithm) -> Path | None:
+def resume_checkpoint(
+    resume: str,
+    out_dir: Path,
+    refuse_existing_run: bool = True,
+    config: dict[str, Any] | None = None,
+    algorithm: type[Algorithm] = Algorithm,
+) -> Path | None:
     """``resume=auto``: this run directory's ``last.pt`` if any; ``true``: it must exist; ``false``: none.
     A fresh start refuses a directory holding anything it could overwrite: another run (continue it with
     ``resume=auto``), a run without ``last.pt`` (its history and results would be lost), or other files;
@@ -59,19 +93,27 @@ def resume_checkpoint(resume: str, out_dir: Path, refuse_existing_run: bool = Tr
         raise ConfigError(f"resume=true but {out_dir} has no {LAST}; pass hydra.run.dir=<the run to resume>")
     left = leftovers(out_dir) if found is None and refuse_existing_run else []
     recorded = _recorded_config(out_dir) if mode == "auto" and left and set(left) <= ATTEMPT_FILES else None
-    if not left or (recorded is not None and config is not None
-                    and config_changes(recorded, config, _also_safe(algorithm))[0] == {}):
+    if not left or (
+        recorded is not None and config is not None and config_changes(recorded, config, _also_safe(algorithm))[0] == {}
+    ):
         if left:
-            log.warning("%s: an attempt of this run stopped before its first checkpoint (%s): starting it again",
-                        out_dir, ", ".join(left))
+            log.warning(
+                "%s: an attempt of this run stopped before its first checkpoint (%s): starting it again",
+                out_dir,
+                ", ".join(left),
+            )
         return found
     shown = ", ".join(left[:6]) + (", ..." if len(left) > 6 else "")
     if (out_dir / LAST).is_file():
-        raise RunDirectoryError(f"{out_dir} already holds a run ({shown}): continue it with resume=auto, or start "
-                                "a new run in another directory (hydra.run.dir=...)")
+        raise RunDirectoryError(
+            f"{out_dir} already holds a run ({shown}): continue it with resume=auto, or start "
+            "a new run in another directory (hydra.run.dir=...)"
+        )
     what = "a run without a last.pt to continue" if held_run_files(out_dir) else "files"
-    raise RunDirectoryError(f"{out_dir} already holds {what} ({shown}): a new run there would overwrite them; start "
-                            "it in another directory (hydra.run.dir=...)")
+    raise RunDirectoryError(
+        f"{out_dir} already holds {what} ({shown}): a new run there would overwrite them; start "
+        "it in another directory (hydra.run.dir=...)"
+    )
 
 
 def _is_safe(key: str, also: tuple[str, ...], base: tuple[str, ...] = SAFE) -> bool:
@@ -85,8 +127,9 @@ def _changed(stored: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple]:
     return {key: (old.get(key, missing), now[key]) for key in sorted(now) if old.get(key, missing) != now[key]}
 
 
-def config_changes(stored: dict[str, Any], new: dict[str, Any], also_safe: tuple[str, ...] = ()
-                   ) -> tuple[dict[str, tuple], dict[str, tuple]]:
+def config_changes(
+    stored: dict[str, Any], new: dict[str, Any], also_safe: tuple[str, ...] = ()
+) -> tuple[dict[str, tuple], dict[str, tuple]]:
     """(unsafe, safe) changes between a checkpoint's config (on this version's schemas: ``stored_config``) and
     the new one: ``{key: (stored, new)}``; ``also_safe``: the algorithm's own safe keys."""
     changed = _changed(stored, new)
@@ -125,19 +168,24 @@ def finished_score(out_dir: Path, config: dict[str, Any]) -> float | None:
     return float(best[0])
 
 
-def check_resume_config(path: Path, stored: dict[str, Any], new: dict[str, Any],
-                        algorithm: type[Algorithm] = Algorithm) -> dict[str, tuple]:
+def check_resume_config(
+    path: Path, stored: dict[str, Any], new: dict[str, Any], algorithm: type[Algorithm] = Algorithm
+) -> dict[str, tuple]:
     """Refuse changes that break exact resumption, naming each key and how else to go on (the algorithm's
     ``restart_hint``); return the safe ones (warned)."""
     unsafe, safe = config_changes(stored, new, _also_safe(algorithm))
     if unsafe:
         listed = "; ".join(f"{key}: {old} -> {now}" for key, (old, now) in unsafe.items())
-        raise ConfigError(f"resume from {path}: these settings differ from the run's and would break exact "
-                          f"resumption: {listed}. Resume with the original values, or "
-                          f"{algorithm.restart_hint.format(path=path)}")
+        raise ConfigError(
+            f"resume from {path}: these settings differ from the run's and would break exact "
+            f"resumption: {listed}. Resume with the original values, or "
+            f"{algorithm.restart_hint.format(path=path)}"
+        )
     if safe:
-        log.warning("resume: applying changed settings %s",
-                    ", ".join(f"{key}={now} (was {old})" for key, (old, now) in safe.items()))
+        log.warning(
+            "resume: applying changed settings %s",
+            ", ".join(f"{key}={now} (was {old})" for key, (old, now) in safe.items()),
+        )
     return safe
 
 
@@ -150,6 +198,8 @@ def check_history(out_dir: Path, path: Path, ckpt: dict[str, Any]) -> None:
     step, recorded = ckpt["state"]["step"], ckpt.get("history_rows")
     kept = sum(1 for row in read_history(out_dir) if row.get("step", 0) <= step)
     if isinstance(recorded, int) and kept < recorded:
-        raise RunDirectoryError(f"{history} is damaged: it holds {kept} rows up to step {step}, but {path} was "
-                                f"written after {recorded}; restore it from a copy, or move it aside to continue "
-                                "with a history that starts at the checkpoint")
+        raise RunDirectoryError(
+            f"{history} is damaged: it holds {kept} rows up to step {step}, but {path} was "
+            f"written after {recorded}; restore it from a copy, or move it aside to continue "
+            "with a history that starts at the checkpoint"
+        )

@@ -24,7 +24,9 @@ class TrainState:
     rollbacks: int = 0  # returns to the last good checkpoint after a divergence
     batch_size: int = 0  # the global batch in use (chosen by batch_size=auto, halved on CUDA OOM); 0 = not set
     curriculum: dict[str, Any] = field(default_factory=dict)
-    last_val: dict[str, float] = field(default_factory=dict)  # the latest validation: a run resumed at its end reports it
+    last_val: dict[str, float] = field(
+        default_factory=dict
+    )  # the latest validation: a run resumed at its end reports it
 
 
 @dataclass

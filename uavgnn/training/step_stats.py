@@ -27,8 +27,11 @@ class StepStats:
     def add(self, loss: torch.Tensor, stats: dict[str, torch.Tensor], applied: torch.Tensor) -> None:
         if self.sums is None:
             self.names = tuple(stats)
-            self.sums = torch.tensor([self.start.get(key, 0.0) for key in ("n", "loss", *self.names)],
-                                     dtype=torch.float64, device=self.device)
+            self.sums = torch.tensor(
+                [self.start.get(key, 0.0) for key in ("n", "loss", *self.names)],
+                dtype=torch.float64,
+                device=self.device,
+            )
             self.run = torch.zeros((), dtype=torch.float64, device=self.device) if self.run is None else self.run
             self.worst = self.run.clone()
             self.one = torch.ones((), dtype=torch.float64, device=self.device)  # each step's count

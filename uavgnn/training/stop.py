@@ -42,7 +42,7 @@ class StopRequest:
         # any later line (writing last.pt); the run is stopping, so their end is no error
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
-    def __enter__(self) -> "StopRequest":
+    def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():  # signals can only be caught there
             for sig in (*EXIT_CODES, *PREEMPTION):
                 self._previous[sig] = signal.signal(sig, self._handle)

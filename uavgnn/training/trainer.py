@@ -34,8 +34,20 @@ from torch.optim.swa_utils import AveragedModel
 from uavgnn import distributed
 from uavgnn.algorithms import describe, make_algorithm
 from uavgnn.algorithms.base import AlgorithmStep, step_loss
-from uavgnn.checkpoints import (BEST, LAST, load_checkpoint, load_part, load_weights, rank_data_path, rng_state,
-                                save_checkpoint, save_part, set_rng_state, weights_norm, weights_problem)
+from uavgnn.checkpoints import (
+    BEST,
+    LAST,
+    load_checkpoint,
+    load_part,
+    load_weights,
+    rank_data_path,
+    rng_state,
+    save_checkpoint,
+    save_part,
+    set_rng_state,
+    weights_norm,
+    weights_problem,
+)
 from uavgnn.console import echo, progress
 from uavgnn.errors import CheckpointError, Interrupted
 from uavgnn.loggers import MetricLogger
@@ -85,8 +97,13 @@ class Trainer(Recovery, Phases, Updates):
         self.phase_starts = {phase.start: phase for phase in self.phases[1:]}  # each restarts from best.pt
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.dtype == torch.float16)
         self.graphed = self.graph_updates()  # optim.cuda_graphs: the update replayed as one CUDA graph
-        self.optimisers = Optimisers(self.algorithm.networks(self.model), cfg.train.lr, cfg.train.weight_decay,
-                                     cfg.train.grad_clip, capturable=self.graphed is not None)
+        self.optimisers = Optimisers(
+            self.algorithm.networks(self.model),
+            cfg.train.lr,
+            cfg.train.weight_decay,
+            cfg.train.grad_clip,
+            capturable=self.graphed is not None,
+        )
         self.ema = AveragedModel(self.model) if cfg.train.ema_decay > 0 else None
         self.policy = self.ema.module if self.ema is not None else self.model  # evaluated, checkpointed, shipped
         self.state, self.cur = TrainState(best=self.score.worst), CurriculumState()
@@ -104,10 +121,15 @@ class Trainer(Recovery, Phases, Updates):
         self.eager = torch.nn.parallel.DistributedDataParallel(stepper) if self.ctx.enabled else stepper
         self.step_fn = maybe_compile(self.eager, cfg.optim.compile)
         self.state.batch_size = self.state.batch_size or resolve_batch_size(
-            cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), self.work.probe_store, self.device)
+            cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), self.work.probe_store, self.device
+        )
         if self.ctx.enabled:
-            log.info("data parallel: %d processes, global batch %d = %d per rank", self.ctx.world_size,
-                     self.state.batch_size, self.state.batch_size // self.ctx.world_size)
+            log.info(
+                "data parallel: %d processes, global batch %d = %d per rank",
+                self.ctx.world_size,
+                self.state.batch_size,
+                self.state.batch_size // self.ctx.world_size,
+            )
         self.work.restart(self.state.step, self.state.batch_size)
         self.bar = None  # the progress bar while training runs
 
@@ -125,8 +147,9 @@ class Trainer(Recovery, Phases, Updates):
             log.info("starting policy: %s %.4f", self.score.key, val[self.score.key])
         speeds: list[float] = []
         val = dict(state.last_val)  # a run resumed at its end (stopped in its test phase) reports its last validation
-        self.bar = progress(total=cfg.train.steps, initial=state.step, desc="train", unit="step",
-                            disable=not self.ctx.is_main)
+        self.bar = progress(
+            total=cfg.train.steps, initial=state.step, desc="train", unit="step", disable=not self.ctx.is_main
+        )
         self.model.train()
         with StopRequest() as stop:  # SIGINT/SIGTERM: finish the step, write last.pt, raise Interrupted
             tick = time.perf_counter()
@@ -162,15 +185,22 @@ class Trainer(Recovery, Phases, Updates):
                     tick = time.perf_counter()
                 if stopping:
                     self.bar.close()
-                    raise Interrupted(f"interrupted by {stop.requested or 'a signal on another rank'} at step "
-                                      f"{step}: {self.out_dir / LAST} saved", stop.exit_code, saved_step=step)
+                    raise Interrupted(
+                        f"interrupted by {stop.requested or 'a signal on another rank'} at step "
+                        f"{step}: {self.out_dir / LAST} saved",
+                        stop.exit_code,
+                        saved_step=step,
+                    )
         self.bar.close()
         if not (self.out_dir / BEST).exists():
             self.checkpoint(self.out_dir / BEST)
-        perf = {f"perf/{self.work.unit}_per_s": float(np.median(speeds)) if speeds else float("nan"),
-                "perf/peak_mem_mb": peak_memory_mb(self.device)}
-        return TrainResult(self.policy, self.state, self.score, self.out_dir / BEST, self.out_dir / LAST, val, perf,
-                           self.work)
+        perf = {
+            f"perf/{self.work.unit}_per_s": float(np.median(speeds)) if speeds else float("nan"),
+            "perf/peak_mem_mb": peak_memory_mb(self.device),
+        }
+        return TrainResult(
+            self.policy, self.state, self.score, self.out_dir / BEST, self.out_dir / LAST, val, perf, self.work
+        )
 
     def train_step(self, tick: float, stop_seen: bool) -> StepDone | None:
         """One optimiser step, its loss and stats left on the device for the next read; None when a CUDA
@@ -197,8 +227,12 @@ class Trainer(Recovery, Phases, Updates):
         self.updating = False
         self.unread.add(result.logged, result.stats, result.applied)
         done = time.perf_counter()
-        for name, value in (("steps", 1), ("wait", got_batch - tick), ("busy", done - tick),
-                            ("items", self.work.items(batch) * self.ctx.world_size)):
+        for name, value in (
+            ("steps", 1),
+            ("wait", got_batch - tick),
+            ("busy", done - tick),
+            ("items", self.work.items(batch) * self.ctx.world_size),
+        ):
             self.window[name] += value
         self.bar.update(1)
         return StepDone(list(result.stats), result.stop_seen)
@@ -218,11 +252,16 @@ class Trainer(Recovery, Phases, Updates):
         """Log the means since the last log line; returns the window's items (graphs, samples) per second."""
         w, n, speed_key = self.window, self.window["n"], f"perf/{self.work.unit}_per_s"
         mean = (lambda total: total / n) if n else (lambda total: float("nan"))  # n = 0: every step skipped
-        metrics = {"train/loss": mean(w["loss"]), **{f"train/{name}": mean(w[name]) for name in done.stats},
-                   "train/lr": float(self.optimisers.adamw[0].param_groups[0]["lr"]),  # a device tensor with graphs
-                   speed_key: w["items"] / w["busy"], "perf/step_ms": 1000 * w["busy"] / w["steps"],
-                   "perf/data_wait_frac": w["wait"] / w["busy"], "perf/peak_mem_mb": peak_memory_mb(self.device),
-                   **self.work.window_stats()}
+        metrics = {
+            "train/loss": mean(w["loss"]),
+            **{f"train/{name}": mean(w[name]) for name in done.stats},
+            "train/lr": float(self.optimisers.adamw[0].param_groups[0]["lr"]),  # a device tensor with graphs
+            speed_key: w["items"] / w["busy"],
+            "perf/step_ms": 1000 * w["busy"] / w["steps"],
+            "perf/data_wait_frac": w["wait"] / w["busy"],
+            "perf/peak_mem_mb": peak_memory_mb(self.device),
+            **self.work.window_stats(),
+        }
         self.logger.log(metrics, self.state.step)
         self.bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", speed=f"{metrics[speed_key]:.0f}/s")
         self.window = dict.fromkeys(self.window, 0.0)
@@ -245,13 +284,17 @@ class Trainer(Recovery, Phases, Updates):
         value = val[self.score.key]
         state.last_val = {key: float(v) for key, v in val.items()}
         if len(self.sizes) > 1:
-            self.state.lr_scale = curriculum_step(cfg.curriculum, self.cur, 1.0 - value, self.sizes, self.logger,
-                                                  state.step, state.lr_scale)
+            self.state.lr_scale = curriculum_step(
+                cfg.curriculum, self.cur, 1.0 - value, self.sizes, self.logger, state.step, state.lr_scale
+            )
             state.curriculum = asdict(self.cur)
         if val["perf/peak_mem_mb"] > 0.8 * device_memory_mb(self.device):
-            log.warning("peak memory %.0f MB is above 80%% of the device's %.0f MB: lower hardware.batch_size "
-                        "or enable optim.grad_checkpoint / optim.amp", val["perf/peak_mem_mb"],
-                        device_memory_mb(self.device))
+            log.warning(
+                "peak memory %.0f MB is above 80%% of the device's %.0f MB: lower hardware.batch_size "
+                "or enable optim.grad_checkpoint / optim.amp",
+                val["perf/peak_mem_mb"],
+                device_memory_mb(self.device),
+            )
         final_stage = stage == len(self.sizes) - 1  # smaller stages' scores are not comparable with the target's
         if not math.isfinite(value):
             log.warning("validation %s is %s at step %d: best.pt kept as it is", self.score.key, value, state.step)
@@ -284,13 +327,24 @@ class Trainer(Recovery, Phases, Updates):
         if self.ctx.enabled and not self.ctx.is_main and data:  # each rank's own environments and buffer
             save_part(rank_data_path(path, self.ctx.rank), data)
         if self.ctx.is_main:
-            save_checkpoint(path, {
-                "model": self.model.state_dict(), "policy": self.policy.state_dict(),
-                "ema": self.ema.state_dict() if self.ema is not None else None,
-                "optimizer": self.optimisers.state_dict(), "scaler": self.scaler.state_dict(),
-                "algorithm": self.algorithm.state_dict(), "state": asdict(self.state), "rng": rng_state(),
-                "data": data, "window": dict(self.window), "history_rows": self.logger.rows,
-                **self.work.checkpoint_extras()}, self.cfg)
+            save_checkpoint(
+                path,
+                {
+                    "model": self.model.state_dict(),
+                    "policy": self.policy.state_dict(),
+                    "ema": self.ema.state_dict() if self.ema is not None else None,
+                    "optimizer": self.optimisers.state_dict(),
+                    "scaler": self.scaler.state_dict(),
+                    "algorithm": self.algorithm.state_dict(),
+                    "state": asdict(self.state),
+                    "rng": rng_state(),
+                    "data": data,
+                    "window": dict(self.window),
+                    "history_rows": self.logger.rows,
+                    **self.work.checkpoint_extras(),
+                },
+                self.cfg,
+            )
         return None
 
     def restore(self, path: Path) -> None:
@@ -314,8 +368,10 @@ class Trainer(Recovery, Phases, Updates):
             self.cur = CurriculumState(**self.state.curriculum)
             set_rng_state(ckpt["rng"])
         except (KeyError, TypeError, ValueError, RuntimeError) as err:
-            raise CheckpointError(f"checkpoint {path} ({config}): its training counters do not fit this version "
-                                  f"({type(err).__name__}: {err})") from None
+            raise CheckpointError(
+                f"checkpoint {path} ({config}): its training counters do not fit this version "
+                f"({type(err).__name__}: {err})"
+            ) from None
         self.window = {**dict.fromkeys(WINDOW, 0.0), **ckpt.get("window", {})}
         self.window["steps"] = self.window["steps"] or self.window["n"]  # before issue 32: every step was applied
         self.unread = StepStats(self.device, self.window)
@@ -324,4 +380,3 @@ class Trainer(Recovery, Phases, Updates):
 def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
     """Train with ``cfg.algorithm`` in the shared loop (see ``Trainer``)."""
     return Trainer(cfg, out_dir, resume_from).fit(logger)
-

@@ -36,8 +36,9 @@ class Updates:
         otherwise None, said in one line when it was asked for."""
         if not self.cfg.optim.cuda_graphs:
             return None
-        refusal = cuda_graphs_refusal(self.device, self.ctx.enabled, self.scaler.is_enabled(),
-                                      self.cfg.optim.grad_checkpoint)
+        refusal = cuda_graphs_refusal(
+            self.device, self.ctx.enabled, self.scaler.is_enabled(), self.cfg.optim.grad_checkpoint
+        )
         if refusal:
             log.info("optim.cuda_graphs: off (%s): the update launches its kernels one by one", refusal)
             return None
@@ -55,8 +56,11 @@ class Updates:
             except Exception as err:  # noqa: BLE001 - compilation errors surface at the first call
                 if self.step_fn is self.eager or capturing:  # a capture's failure is GraphedUpdate's to handle
                     raise
-                warnings.warn(f"optim.compile: compiled step failed ({type(err).__name__}: {err}); "
-                              "continuing in eager mode", RuntimeWarning)
+                warnings.warn(
+                    f"optim.compile: compiled step failed ({type(err).__name__}: {err}); continuing in eager mode",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
                 self.step_fn = self.eager
                 return self.step_fn(batch, draws)
 
@@ -69,8 +73,9 @@ class Updates:
         loss, logged, stats = out.loss, out.loss.detach(), out.stats
         finite = logged.abs() < math.inf  # isfinite in two ops, not four
         if self.ctx.enabled:
-            loss, logged, stats, finite, stop_seen = distributed.agree_on_step(out.loss, out.weight, out.stats,
-                                                                               stop_seen)
+            loss, logged, stats, finite, stop_seen = distributed.agree_on_step(
+                out.loss, out.weight, out.stats, stop_seen
+            )
             self.scaler.scale(loss).backward()  # DDP reduces the gradients from AccumulateGrad's hooks
         else:
             self.optimisers.backward(self.scaler.scale(loss))
