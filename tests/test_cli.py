@@ -53,6 +53,16 @@ def test_console_script_help_lists_every_mode_and_group(tmp_path) -> None:
     task = next(line for line in lines if line.strip().startswith("task "))
     assert all(option.stem in task for option in (ROOT / "conf" / "task").glob("*.yaml")), task
     assert not (tmp_path / "outputs").exists()
+    # every group a user picks from with its options, as shipped (no internal schema groups)
+    start = next(i for i, line in enumerate(lines) if line.strip() == "== Options of every group ==")
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].strip())
+    listed = {line.split(":")[0].strip(): line.split(":", 1)[1].strip() for line in lines[start + 1 : end]}
+    shipped = {
+        d.name: ", ".join(sorted(p.stem for p in d.glob("*.yaml")))
+        for d in (ROOT / "conf").iterdir()
+        if d.is_dir() and d.name not in ("hydra", "__pycache__")
+    }
+    assert listed == shipped
     # the algorithms: the registry's, each with its module docstring's first line; the default marked
     start = lines.index(next(line for line in lines if line.startswith("== Algorithms")))
     listed = lines[start + 1 : lines.index("", start)]

@@ -233,3 +233,20 @@ def test_run_episodes_scores_one_full_episode_per_environment() -> None:
         total += step.task_reward.sum(1) * alive
         alive &= ~step.done
     torch.testing.assert_close(scores.episode_return, total)
+
+
+@pytest.mark.parametrize("scale", ["side", "range"])
+def test_observed_distances_are_in_the_scale_asked_at_any_swarm_size(scale: str) -> None:
+    """``env.obs_scale``: a UAV's nearest target is observed at its distance over the arena's side (which grows
+    with the swarm) or over the UAVs' largest range (the same at 4 and 64 UAVs: what a policy trained small reads
+    at scale); the UAV's own position stays a share of the arena."""
+    from uavgnn.problem.observation import SELF_FEATURES
+
+    dist = SceneDistribution()
+    for n_uav in (4, 64):
+        env = UAVEnv(EnvSettings(n_uav=n_uav, obs_scale=scale), dist, 2, torch.device("cpu"), seed=0)
+        obs = env.observe()
+        nearest = (env.target_pos[:, None] - env.pos[:, :, None]).norm(dim=-1).min(-1).values  # all open at t=0
+        unit = env.side if scale == "side" else dist.range_max
+        torch.testing.assert_close(obs[..., SELF_FEATURES + 2], nearest / unit)
+        torch.testing.assert_close(obs[..., SELF_FEATURES - 2 : SELF_FEATURES], env.pos / env.side)

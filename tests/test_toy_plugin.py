@@ -63,8 +63,8 @@ def test_a_plug_in_outside_the_package_runs_every_mode(tmp_path, monkeypatch) ->
     assert sources and not [p for p in sources if re.search(r"\btoy\b", p.read_text())]  # no file of uavgnn names it
     lines = run_cli("--help", cwd=tmp_path).stdout.splitlines()  # listed as the built-ins are, with its summary
     assert any(line.split()[:1] == ["toy"] and "REINFORCE" in line for line in lines)
-    options = next(line for line in lines if line.startswith("algorithm: "))  # Hydra's options of the group
-    assert "toy" in options.removeprefix("algorithm: ").split(", ")
+    options = next(line.strip() for line in lines if line.strip().startswith("algorithm: "))  # the group's options
+    assert "toy" in options.removeprefix("algorithm:").strip().split(", ")
     sweep = tmp_path / "sweep"  # one process: a run stopped at step 3, and an uninterrupted one of 6 steps
     run_cli("-m", *TOY, "train.steps=3,6", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     stopped, straight = job_dirs(sweep)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -258,6 +259,24 @@ def register_configs() -> None:
 # hydra.sweep.subdir names a job's folder by its overrides; registered on import, as sweep workers import this
 # module before their job's directory is resolved
 OmegaConf.register_new_resolver("uavgnn.job_dir", run_dir.job_dir_name, replace=True)
+
+
+def group_options() -> str:
+    """Every config group a user picks from and its options, as ``uavgnn --help`` lists them: the shipped
+    ``conf/`` files and the options stored in Hydra's ConfigStore (a plug-in's ``algorithm/<name>``); the schemas
+    stored under ``*/schema`` and Hydra's own groups are not options."""
+    conf = resources.files("uavgnn.conf")
+    options: dict[str, set[str]] = {}
+    for group in (d for d in conf.iterdir() if d.is_dir() and d.name not in ("hydra", "__pycache__")):
+        options[group.name] = {p.name.removesuffix(".yaml") for p in group.iterdir() if p.name.endswith(".yaml")}
+    for group, stored in ConfigStore.instance().repo.items():
+        if isinstance(stored, dict) and group != "hydra":
+            names = {name.removesuffix(".yaml") for name, node in stored.items() if not isinstance(node, dict)}
+            options.setdefault(group, set()).update(names)
+    return "\n".join(f"    {group + ':':<16}{', '.join(sorted(options[group]))}" for group in sorted(options))
+
+
+OmegaConf.register_new_resolver("uavgnn.groups", group_options, replace=True)
 
 # conf/hydra/launcher/joblib.yaml takes the plugin's n_jobs from the hardware preset and is meant to be
 # validated against the plugin's schema of the same name; Hydra 1.3 does that but warns on every compose

@@ -32,6 +32,7 @@ CHOICES = {
     "train.schedule": ("cosine", "plateau"),
     "train.decoder": ("argmax", "greedy"),
     "env.action": ("continuous", "discrete", "goto"),
+    "env.obs_scale": ("side", "range"),
     "hardware.data_on_device": ("auto", "true", "false"),
     "data.source": ("cache", "generated"),
     "curriculum.batch_policy": ("by_scale", "nodes", "fixed"),

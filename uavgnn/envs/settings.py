@@ -39,6 +39,10 @@ class EnvSettings:
     team_weight: float = 0.5  # share of the team's mean reward in each UAV's training reward
     obs_targets: int = 4  # nearest open targets in a UAV's observation
     obs_uavs: int = 3  # nearest other UAVs in a UAV's observation
+    # the length an observation's offsets and distances are measured in: side, the arena's (it grows with the
+    # swarm: a policy trained small misjudges every distance at scale) | range, the UAVs' largest range (task's
+    # range_max: the same at any swarm size)
+    obs_scale: str = "side"
     wind: float = 0.0  # largest hidden wind acceleration of an episode (0: none)
     drag: float = 0.0  # largest hidden per-UAV linear drag coefficient (0: none)
     target: Optional[str] = None  # your own environment: a UAVEnv subclass, module.Class (uavgnn.envs.uav_env.make_env)

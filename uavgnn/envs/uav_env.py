@@ -211,10 +211,11 @@ class UAVEnv:
         """Per-UAV fixed-size observation (E, N, obs_dim): itself (velocity, range, time left, position), its
         nearest open targets (offset, distance, need, value, UAVs nearer to it, present) and UAVs (offset,
         relative velocity, present)."""
-        cfg, side, speed = self.cfg, self.side, self.cfg.max_speed
+        cfg, speed = self.cfg, self.cfg.max_speed
+        unit = self.side if cfg.obs_scale == "side" else self.dist.range_max  # of offsets and distances
         time_left = (1.0 - self.t.float() / cfg.horizon)[:, None, None].expand(-1, self.n_uav, 1)
         own = torch.cat(
-            [self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left, self.pos / side], -1
+            [self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left, self.pos / self.side], -1
         )
         rel_t = self.target_pos[:, None] - self.pos[:, :, None]  # (E, N, M, 2)
         distance = rel_t.norm(dim=-1)  # (E, N, M)
@@ -227,8 +228,8 @@ class UAVEnv:
         ahead = torch.gather(self.uavs_ahead(distance), 2, j).clamp(max=self.dist.need_max)
         targets = torch.stack(
             [
-                *(torch.gather(rel_t, 2, j[..., None].expand(-1, -1, -1, 2)) / side).unbind(-1),
-                d.nan_to_num(posinf=0.0) / side,
+                *(torch.gather(rel_t, 2, j[..., None].expand(-1, -1, -1, 2)) / unit).unbind(-1),
+                d.nan_to_num(posinf=0.0) / unit,
                 gather(self.need).float() / self.dist.need_max,
                 gather(self.value) / (self.dist.value_max * self.dist.need_max),
                 ahead.float() / self.dist.need_max,
@@ -244,7 +245,7 @@ class UAVEnv:
         idx = i[..., None].expand(-1, -1, -1, 2)
         neighbours = torch.cat(
             [
-                torch.gather(rel_u, 2, idx) / side,
+                torch.gather(rel_u, 2, idx) / unit,
                 torch.gather(rel_v, 2, idx) / speed,
                 torch.ones_like(i[..., None], dtype=own.dtype),
             ],
