@@ -909,6 +909,7 @@ def test_cache_verify_lists_only_uavgnn_caches(tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # ~65 s; the default suite keeps the in-process refusals (tests/test_cli.py) for time
 def test_refused_runs_leave_the_run_directory_byte_identical(tmp_path, finished_run, hostile) -> None:
     """Audit 2: a fresh run into a run's directory, or a refused resume, exited 2 but rewrote .hydra/config.yaml
     and overrides.yaml (and mode=compare then showed the new config with the old metrics)."""
@@ -1519,6 +1520,7 @@ def test_a_scene_too_large_for_memory_is_one_line_in_mode_solve(tmp_path) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # ~20 s: left out of the default suite for time
 def test_system_directories_are_refused_as_run_sweep_or_cache_directories(tmp_path) -> None:
     """Audit 10: as root, hydra.run.dir=/etc wrote checkpoints, logs and a picture into /etc."""
     for override, key in (
