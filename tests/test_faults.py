@@ -1037,6 +1037,7 @@ def test_sigterm_to_the_process_group_leaves_no_worker_traceback(tmp_path) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # ~20 s: left out of the default suite for time
 def test_a_fresh_run_refuses_a_directory_of_user_files_and_tidies_only_what_it_made(tmp_path) -> None:
     """A directory holding anyone's files is not a run directory: refused before anything is written; a refused
     run removes the directories it created, never one the user made."""

@@ -74,6 +74,7 @@ def compared(sweep: Path, tmp_path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # ~28 s: left out of the default suite for time (the sweep re-run drills: pytest -m heavy)
 def test_a_refused_sweep_then_the_same_command_with_resume_auto_finishes_with_exit_0(tmp_path) -> None:
     """Audit: a sweep re-run without resume=auto was refused per job (failed-<job>.json); re-run with resume=auto
     it finished every job but still printed "1 of 2 jobs failed ... already holds a run" and exited 1, on every

@@ -19,6 +19,9 @@ from uavgnn.storage import atomic_write
 
 TABLE_WIDTH = 120  # characters: a wider table wraps its headers, then continues in blocks below (format_table)
 GAP = 2  # characters between columns
+# gaps and shares of a reference, shown in percent as the README, the docs, the pictures and mode=compare show them
+# (the rows themselves, in summary.json and eval.json, keep the recorded fractions)
+PERCENT = ("optimality_gap", "gap_ci95", "gap_vs_milp", "planner_gap", "of_planner")
 
 
 def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
@@ -26,9 +29,10 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None =
     A wider table of one row is shown as name/value pairs; of more rows, it breaks its headers after ``_``,
     ``.`` and ``/``; if it still does not fit, its columns continue in further blocks below, each starting
     with the leading columns that tell the rows apart; a long text cell wraps inside its column. Floats get
-    4 significant digits."""
-    columns = list(columns or (rows[0].keys() if rows else []))
-    body = [[_cell(row.get(c)) for c in columns] for row in rows]
+    4 significant digits; the ``PERCENT`` columns are in percent, 2 decimals."""
+    keys = list(columns or (rows[0].keys() if rows else []))
+    body = [[_cell(row.get(c), c in PERCENT) for c in keys] for row in rows]
+    columns = [f"{c} (%)" if c in PERCENT else c for c in keys]
     content = [max((len(line[i]) for line in body), default=0) for i in range(len(columns))]
     if sum(max(len(c), w) for c, w in zip(columns, content)) + GAP * (len(columns) - 1) <= TABLE_WIDTH:
         return _render(columns, body, range(len(columns)))
@@ -79,9 +83,9 @@ def _wrapped_header(name: str, width: int) -> str:
     return "\n".join(line.replace("_ ", "_").replace(". ", ".").replace("/ ", "/") for line in lines)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, percent: bool = False) -> str:
     if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.4g}"
+        return "nan" if math.isnan(value) else f"{100 * value:.2f}" if percent else f"{value:.4g}"
     return "" if value is None else str(value)
 
 
