@@ -10,26 +10,12 @@ import re
 import pytest
 import torch
 from conftest import ROOT, run_cli
+from test_marl_eval import MASAC
 
 from uavgnn.api import SceneDistribution, generate_scenes, load_env_policy, play, solve
 from uavgnn.envs.policies import run_episodes
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.settings import env_settings, scene_distribution
-
-MASAC = [
-    "algorithm=masac",
-    "logger=jsonl",
-    "env.n_envs=8",
-    "env.val_episodes=8",
-    "algorithm.learning_starts=16",
-    "algorithm.buffer_size=512",
-    "model.hidden=16",
-    "algorithm.critic_hidden=16",
-    "hardware.batch_size=32",
-    "train.steps=20",
-    "train.eval_every=10",
-    "train.ckpt_every=10",
-]
 
 
 def readme_example() -> str:

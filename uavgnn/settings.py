@@ -9,7 +9,7 @@ shared groups here (an algorithm's own keys in its own file) and hand them down.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from typing import Any, TypeVar
 
 from omegaconf import Container, OmegaConf
@@ -41,9 +41,7 @@ def typed(cls: type[T], node: Any, absent: Mapping[str, Any] | None = None) -> T
             values[f.name] = OmegaConf.to_container(value, resolve=True) if isinstance(value, Container) else value
         elif absent and f.name in absent:
             values[f.name] = absent[f.name]
-        elif f.default is not MISSING or f.default_factory is not MISSING:
-            continue
-    return cls(**values)
+    return cls(**values)  # the other fields take their defaults
 
 
 def scene_distribution(cfg: Any) -> SceneDistribution:
