@@ -17,7 +17,8 @@ from collections.abc import Callable
 import torch
 from bench_masac import median_time, ops_per_update
 
-from uavgnn.algorithms.mappo import MAPPOAgents, MAPPOSettings, Rollouts, mappo_loss
+from uavgnn.algorithms.mappo import MAPPOAgents, MAPPOSettings, mappo_loss
+from uavgnn.algorithms.mappo_rollouts import Rollouts
 from uavgnn.envs.settings import N_DISCRETE, EnvSettings
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import format_table

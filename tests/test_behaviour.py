@@ -220,7 +220,8 @@ def test_the_environment_and_dynamics_algorithms_keep_their_curves(tmp_path, alg
     got = {
         "val": [(r["step"], r[metric]) for r in rows if metric in r],
         "loss": [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r],
-        "test": [tuple(r[c] for c in columns) for r in test],
+        # the decentralised planner's row came after the recording (issue 64)
+        "test": [tuple(r[c] for c in columns) for r in test if r.get("method") != "decentralised planner"],
     }
     assert same(got["val"], want["val"]) and same(got["loss"], want["loss"]), got
     assert len(got["test"]) == len(want["test"]) and all(

@@ -166,7 +166,13 @@ def test_coma_trains_and_is_compared_with_the_planner(tmp_path: Path) -> None:
     out = tmp_path / "run"
     run_train(compose_coma("train.steps=4", "train.eval_every=4", "train.ckpt_every=4"), out)
     summary = json.loads((out / "summary.json").read_text())
-    assert [r["method"] for r in summary["test"]] == ["coma", "scripted planner", "nearest target", "random"]
+    assert [r["method"] for r in summary["test"]] == [
+        "coma",
+        "scripted planner",
+        "decentralised planner",
+        "nearest target",
+        "random",
+    ]
     assert (out / "trajectories.png").stat().st_size > 0
 
 
@@ -211,10 +217,12 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
     assert [(r["method"], r["actions"]) for r in rows] == [
         (f"masac seed 0 ({tmp_path.name})", "continuous"),
         ("scripted planner", "continuous"),
+        ("decentralised planner", "continuous"),
         ("nearest target", "continuous"),
         ("random", "continuous"),
         (f"coma seed 3 ({tmp_path.name})", "goto"),
         ("scripted planner", "goto"),
+        ("decentralised planner", "goto"),
         ("nearest target", "goto"),
         ("random", "goto"),
     ]

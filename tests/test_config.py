@@ -134,6 +134,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         assert [r["method"] for r in summary["test"]] == [
             cfg.algorithm.name,
             "scripted planner",
+            "decentralised planner",
             "nearest target",
             "random",
         ]
@@ -263,6 +264,15 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
         (
             ["+eval.shifts.odd={positions:ring}", "eval.shift_sets=[odd]"],
             "eval.shifts.odd: task.positions='ring' is not one of uniform, clustered, mixed",
+        ),
+        (["eval.disruption_sets=[failures,nope]"], "eval.disruption_sets: nope not defined in eval.disruptions"),
+        (
+            ["+eval.disruptions.typo={failure:0.5}", "eval.disruption_sets=[typo]"],
+            "eval.disruptions.typo: failure is not a disruption",
+        ),
+        (
+            ["+eval.disruptions.bad={comm_drop:1.0}", "eval.disruption_sets=[bad]"],
+            r"eval.disruptions.bad.comm_drop=1.0 must be in \[0, 1\)",
         ),
         (["task=mixed", "algorithm=masac", "model=mlp"], "task=mixed with algorithm=masac"),
         (["eval.decoder=guided"], "the model-guided MILP is a row of its own in every test table"),

@@ -4,6 +4,7 @@ mode=eval on its checkpoint, the graph actor at other swarm sizes)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -15,7 +16,8 @@ from hydra import compose, initialize_config_dir
 from torch.distributions import Categorical, Normal
 
 from uavgnn.algorithms import check_config, register_configs
-from uavgnn.algorithms.mappo import MAPPOAgents, MAPPOSettings, Rollouts, gae, mappo_loss
+from uavgnn.algorithms.mappo import MAPPOAgents, MAPPOSettings, mappo_loss
+from uavgnn.algorithms.mappo_rollouts import Rollouts, TaughtRollouts, gae
 from uavgnn.errors import ConfigError
 
 
@@ -202,11 +204,62 @@ def test_a_resumed_mappo_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> 
         ("model=tcn", "model=tcn with algorithm=mappo: its actor is"),
         ("algorithm.critic=graph", "algorithm.critic=graph with model=mlp: a graph critic reads observation graphs"),
         ("algorithm.critic=global", "algorithm.critic='global': expected state or graph"),
+        ("algorithm.teacher=oracle", "algorithm.teacher='oracle': expected none or planner"),
+        ("algorithm.teacher=planner", "algorithm.teacher=planner with env.action=continuous: the planner's actions"),
     ],
 )
 def test_mappo_settings_are_checked_before_any_work(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         check_config(compose_mappo(override))
+
+
+def test_the_teacher_term_is_the_weighted_log_likelihood_of_the_planners_feasible_actions_per_sample() -> None:
+    """``teacher=planner`` adds -w log pi(u* | o) over every live (episode, step, agent), u* feasible, each episode
+    with its own weight w: the loss minus the plain rollouts' loss equals that sum, one sample at a time."""
+    agents = agents_for(continuous=False)
+    r = random_rollouts(agents)
+    g = torch.Generator().manual_seed(5)
+    teacher = torch.randint(0, agents.s.n_actions, r.action.shape, generator=g)
+    weight = torch.tensor([1.0, 0.5, 0.0, 2.0], dtype=torch.float64)
+    taught = TaughtRollouts(*(getattr(r, f) for f in r.__dataclass_fields__), teacher, weight)
+    extra = mappo_loss(agents, taught, 0.2, 0.01)[0] - mappo_loss(agents, r, 0.2, 0.01)[0]
+    terms = []
+    for e, k, i in itertools.product(range(len(r)), range(r.obs.shape[1]), range(agents.s.n_agents)):
+        if r.mask[e, k] > 0:
+            u = int(teacher[e, k, i])
+            out = agents.actor(torch.cat([r.obs[e, k, i], torch.eye(agents.s.n_agents, dtype=torch.float64)[i]]))
+            logp = Categorical(logits=out.masked_fill(~r.avail[e, k, i], -math.inf)).log_prob(torch.tensor(u))
+            terms.append(-weight[e] * logp if r.avail[e, k, i, u] else torch.zeros((), dtype=torch.float64))
+    torch.testing.assert_close(extra, torch.stack(terms).mean())
+
+
+def test_a_resumed_mappo_run_taught_by_the_planner_repeats_the_uninterrupted_one(tmp_path) -> None:
+    """The teacher's actions and weights are part of the saved collection."""
+    resume_is_exact(
+        lambda *o: compose_mappo("env=goto", "algorithm.teacher=planner", "algorithm.teacher_updates=8", *o),
+        tmp_path,
+        half=6,
+    )
+
+
+def test_a_run_across_swarm_sizes_flies_each_drawn_size_and_resumes_exactly(tmp_path) -> None:
+    """``env.train_sizes``: each collection one size, drawn from (seed, step), as many UAVs as n_uav's; the
+    environments of every size flown come back from ``last.pt``."""
+    graph = ("model=tiny", "model.hidden=16", "env=goto", "algorithm.critic=graph", "env.train_sizes=[4,8]")
+    a, _ = resume_is_exact(lambda *o: compose_mappo(*graph, *o), tmp_path, half=6)
+    flown = {int(n) for n in a["data"]["swarm_envs"]}
+    assert flown == {8}  # 4 is env.n_uav's, saved as "env"
+    saved = a["data"]["swarm_envs"][8]["tensors"]["pos"]
+    assert saved.shape == (4, 8, 2)  # 2 minibatches of 4 episodes of 4 UAVs: 4 episodes of 8 UAVs
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [("env.train_sizes=[4,8]",), ("model=tiny", "env.train_sizes=[4,8]"), ("algorithm=coma", "env.train_sizes=[4]")],
+)
+def test_training_across_swarm_sizes_takes_a_graph_actor_and_critic(overrides) -> None:
+    with pytest.raises(ConfigError, match=r"training across swarm sizes takes .*algorithm=mappo with a TransformerGNN"):
+        check_config(compose_mappo(*overrides))
 
 
 def test_the_graph_critic_values_each_uav_from_its_graph_and_the_swarms_mean_at_any_size() -> None:
@@ -242,12 +295,15 @@ def test_a_graph_actor_trained_at_4_uavs_is_evaluated_at_12(tmp_path: Path) -> N
     overrides = ("model=tiny", "env=goto", "algorithm.critic=graph", "train.steps=4", "train.eval_every=4")
     run_train(compose_mappo(*overrides, "train.ckpt_every=4"), run)
     summary = json.loads((run / "summary.json").read_text())
-    assert [r["method"] for r in summary["test"]] == ["mappo", "scripted planner", "nearest target", "random"]
+    methods = ["mappo", "scripted planner", "decentralised planner", "nearest target", "random"]
+    assert [r["method"] for r in summary["test"]] == methods
     out = tmp_path / "eval"
     out.mkdir()
-    run_eval(compose_mappo("mode=eval", f"ckpt={run / 'best.pt'}", "eval.episodes=4", "eval.scales=[12]"), out)
+    overrides = ("eval.episodes=4", "eval.scales=[12]", "eval.disruption_sets=[failures]")
+    run_eval(compose_mappo("mode=eval", f"ckpt={run / 'best.pt'}", *overrides), out)
     report = json.loads((out / "eval.json").read_text())
-    sizes = [(row["n_uav"], row["method"]) for row in report["rows"]]
-    assert sizes == [(n, m) for n in (4, 12) for m in ("mappo", "scripted planner", "nearest target", "random")]
+    sizes = [(row["n_uav"], row["test_set"], row["method"]) for row in report["rows"]]
+    assert sizes == [(n, t, m) for n in (4, 12) for t in ("nominal", "failures") for m in methods]
+    assert (out / "test_sets.png").stat().st_size > 0
     rows = compare_checkpoints([str(run / "best.pt")], episodes=4, horizon=14, device=torch.device("cpu"), n_uav=12)
-    assert rows[0]["return"] == report["rows"][4]["return"]  # the same 12-UAV test episodes, the same policy
+    assert rows[0]["return"] == report["rows"][10]["return"]  # the same 12-UAV test episodes, the same policy

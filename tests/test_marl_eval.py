@@ -4,6 +4,7 @@ dashboard run; ``mode=compare`` over MARL runs. (A checkpoint of another kind: `
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from pathlib import Path
@@ -54,8 +55,9 @@ def check_eval(tmp_path: Path, ckpt: Path) -> None:
     )
     assert "Test episodes: 16 episodes of 4 UAVs, 25 steps" in proc.stdout
     report = json.loads((out / "eval.json").read_text())
-    rows = {row["method"]: row for row in report["rows"]}
-    assert list(rows) == ["masac", "scripted planner", "nearest target", "random"]
+    rows = {row["method"]: row for row in report["rows"] if row["test_set"] == "nominal"}
+    assert list(rows) == ["masac", "scripted planner", "decentralised planner", "nearest target", "random"]
+    assert {row["test_set"] for row in report["rows"]} == {"nominal", *report["test_sets"]}
     assert rows["scripted planner"]["of_planner"] == pytest.approx(1.0)
     policy, config = load_env_policy(ckpt)
     env = make_env(env_settings(config), scene_distribution(config), 16, "cpu", report["seed"])
@@ -66,11 +68,17 @@ def check_eval(tmp_path: Path, ckpt: Path) -> None:
         rows["masac"]["return"] / rows["scripted planner"]["return"], abs=1e-3
     )
     assert rows["masac"]["return_per_uav"] == pytest.approx(rows["masac"]["return"] / 4, abs=1e-4)
+    failures = dataclasses.replace(env_settings(config), **report["test_sets"]["failures"])  # a disrupted set
+    env = make_env(failures, scene_distribution(config), 16, "cpu", report["seed"])
+    env.generator.manual_seed(report["seed"])
+    failed = next(r for r in report["rows"] if r["test_set"] == "failures" and r["method"] == "masac")
+    assert failed["return"] == pytest.approx(float(run_episodes(env, policy).episode_return.mean()), abs=1e-4)
     for picture in ("trajectories.png", "episode.gif"):
         assert (out / picture).stat().st_size > 0
     assert media(next(out.glob("wandb/offline-run-*/run-*.wandb"))) == {
         "eval/episodes": "table-file",
         "eval/trajectories": "image-file",
+        "eval/test_sets": "image-file",
     }
 
 

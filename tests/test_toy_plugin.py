@@ -37,7 +37,7 @@ TOY = [
     "train.warmup_steps=0",
     "logger=jsonl",
 ]
-METHODS = ["toy", "scripted planner", "nearest target", "random"]
+METHODS = ["toy", "scripted planner", "decentralised planner", "nearest target", "random"]
 
 
 def logged(run: Path) -> dict[int, dict[str, float]]:
@@ -85,6 +85,7 @@ def test_a_plug_in_outside_the_package_runs_every_mode(tmp_path, monkeypatch) ->
         f"ckpt='{straight / 'best.pt'}'",
         f"eval.episodes={EPISODES}",
         "eval.scales=[4]",
+        "eval.disruption_sets=[]",
         "hardware.threads=1",
         "logger=none",
         f"hydra.run.dir={tmp_path / 'eval'}",

@@ -22,6 +22,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from uavgnn import run_dir
+from uavgnn.envs.disruptions import TEST_SETS
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.problem.scenes import SceneDistribution
 
@@ -36,6 +37,9 @@ class TaskConfig(SceneDistribution):
 @dataclass
 class EnvConfig(EnvSettings):
     val_episodes: int = 256  # fixed validation episodes (the same for every run), scored against the planner
+    # on-policy training across swarm sizes: each collection flies one of these sizes (drawn from the seed and the
+    # step), as many episodes as hold the UAVs of n_uav's collection; []: n_uav only. Validation stays at n_uav.
+    train_sizes: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -205,6 +209,9 @@ class EvalConfig:
     # shifted test sets at the training size: name -> task fields changed from task=uniform's defaults
     shifts: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in SHIFTS.items()})
     shift_sets: list[str] = field(default_factory=lambda: list(SHIFTS))  # the eval.shifts sets to run ([]: none)
+    # an environment policy's disrupted test sets, beside the nominal one at every size: name -> env fields changed
+    disruptions: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in TEST_SETS.items()})
+    disruption_sets: list[str] = field(default_factory=lambda: list(TEST_SETS))  # the ones to run ([]: none)
 
 
 @dataclass

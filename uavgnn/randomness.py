@@ -18,7 +18,8 @@ import hashlib
 import torch
 
 STREAMS = {
-    "environment": "the training environments' scenes and resets (per rank)",
+    "environment": "the training environments' scenes and resets (per rank; step: a further swarm size's)",
+    "swarm_size": "the swarm size of an on-policy collection (env.train_sizes)",
     "exploration": "actions sampled while collecting experience (per rank)",
     "replay": "which stored transitions a step's batch holds",
     "minibatch_order": "the order of an on-policy collection's episodes, per pass over it",

@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from uavgnn.envs import disruptions
 from uavgnn.errors import ConfigError
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.storage import system_path_problem
@@ -119,8 +120,13 @@ RANGES: dict[str, Range] = {
         for key in ("collision_radius", "appear_steps", "collision_penalty", "exhausted_penalty", "approach_reward")
     },
     "env.team_weight": UNIT,
+    "env.train_sizes": AT_LEAST_1,
     "env.wind": NON_NEGATIVE,
     "env.drag": NON_NEGATIVE,
+    "env.failures": UNIT,
+    "env.comm_radius": NON_NEGATIVE,
+    "env.comm_drop": Range(0, 1, high_open=True),
+    "env.target_speed": NON_NEGATIVE,
     "curriculum.advance_threshold": UNIT,
     "curriculum.performance_threshold": UNIT,
     **{
@@ -267,6 +273,7 @@ def validate(cfg) -> None:
         raise ConfigError(f"model.hidden={cfg.model.hidden} must be divisible by model.heads={cfg.model.heads}")
     check_task(cfg)
     check_shifts(cfg)
+    check_disruptions(cfg)
 
 
 def check_task(cfg) -> None:
@@ -278,6 +285,28 @@ def check_task(cfg) -> None:
     ):
         if OmegaConf.select(cfg, low) > OmegaConf.select(cfg, high):
             raise ConfigError(f"{low}={OmegaConf.select(cfg, low)} exceeds {high}={OmegaConf.select(cfg, high)}")
+
+
+def check_disruptions(cfg) -> None:
+    """Every disrupted test set run (``eval.disruption_sets``) is defined in ``eval.disruptions`` and changes only
+    disruption fields of the environment, to valid values."""
+    missing = [name for name in cfg.eval.disruption_sets if name not in cfg.eval.disruptions]
+    if missing:
+        raise ConfigError(
+            f"eval.disruption_sets: {', '.join(missing)} not defined in eval.disruptions (defined: "
+            f"{', '.join(cfg.eval.disruptions)}); add one with +eval.disruptions.NAME={{failures:0.5}}"
+        )
+    for name in cfg.eval.disruption_sets:
+        change = cfg.eval.disruptions[name]
+        unknown = sorted(set(change) - set(disruptions.FIELDS))
+        if unknown:
+            raise ConfigError(
+                f"eval.disruptions.{name}: {', '.join(unknown)} is not a disruption (one of "
+                f"{', '.join(disruptions.FIELDS)})"
+            )
+        for key, value in change.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value not in RANGES[f"env.{key}"]:
+                raise ConfigError(f"eval.disruptions.{name}.{key}={_shown(value)} {RANGES[f'env.{key}']}")
 
 
 def check_shifts(cfg) -> None:

@@ -2,8 +2,8 @@
 
 - Validation: fixed episodes against the scripted planner (``PlannerValidation``); ``val/planner_gap``
   (minimised) selects ``best.pt``.
-- Test phase: the best policy against the scripted planner, nearest targets and random actions on fixed
-  test episodes, with ``trajectories.png``, ``episode.gif`` and ``learning_curve.png``.
+- Test phase: the best policy against the scripted planner (central and decentralised), nearest targets and random
+  actions on fixed test episodes, with ``trajectories.png``, ``episode.gif`` and ``learning_curve.png``.
 - Checkpoints are environment policies: ``load_env_policy`` plays one back (``algorithm.rollout_policy`` of
   the dynamics model, ``compare_checkpoints``).
 """
@@ -18,7 +18,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from uavgnn.algorithms import describe, require, stored_config
+from uavgnn.algorithms import algorithms, describe, require, stored_config
 from uavgnn.algorithms.base import SHARE, ZERO_UP, Algorithm, Compared, Curve, Score, write_results
 from uavgnn.checkpoints import load_checkpoint, load_weights
 from uavgnn.console import echo
@@ -65,11 +65,35 @@ class EnvPolicy(Algorithm):
                 f"task=mixed with algorithm={cls.name}: the environment has one scene size and square "
                 "for all its envs; use task=uniform or task=clustered"
             )
+        if cfg.env.train_sizes and not cls.any_swarm_size(cfg):
+            raise ConfigError(
+                f"env.train_sizes={list(cfg.env.train_sizes)} with algorithm={cls.name}: training across swarm "
+                "sizes takes on-policy episodes and networks of any number of UAVs: "
+                + ", ".join(
+                    f"algorithm={a.name} with {a.across_sizes}"
+                    for a in algorithms().values()
+                    if getattr(a, "across_sizes", None)
+                )
+            )
 
     def env_run(self) -> EnvRun:
         """What its workload reads of the run (the ``env``, ``task`` and ``hardware`` groups)."""
         cfg = self.cfg
-        return EnvRun(env_settings(cfg), scene_distribution(cfg), cfg.seed, cfg.env.val_episodes, loading(cfg))
+        return EnvRun(
+            env_settings(cfg),
+            scene_distribution(cfg),
+            cfg.seed,
+            cfg.env.val_episodes,
+            loading(cfg),
+            tuple(cfg.env.train_sizes),
+        )
+
+    across_sizes: str | None = None  # what it takes to train across swarm sizes (env.train_sizes); None: it cannot
+
+    @classmethod
+    def any_swarm_size(cls, cfg: Any) -> bool:
+        """Whether ``cfg`` trains it across swarm sizes (``across_sizes`` says what that takes): never by default."""
+        return False
 
     @staticmethod
     def is_mlp(cfg: Any) -> bool:
@@ -121,7 +145,7 @@ def compare_checkpoints(
     paths: list[str], episodes: int, horizon: int, device: torch.device, seed: int = TEST_SEED, n_uav: int | None = None
 ) -> list[dict[str, Any]]:
     """Environment policies, whatever their action mode, on the same scenes and horizon: each mode's
-    checkpoints next to the scripted planner, nearest targets and random actions in that mode
+    checkpoints next to the scripted planners, nearest targets and random actions in that mode
     (``of_planner``: the share of that mode's planner). The checkpoints must share the UAV count and scenes;
     ``n_uav`` plays them on swarms of another size (graph actors only: one set of weights for any size)."""
     by_mode: dict[str, tuple[EnvSettings, SceneDistribution, dict[str, Policy]]] = {}

@@ -16,6 +16,11 @@ and value, then ``data_passes`` passes of ``minibatches`` updates:
   L_V    = mean of (V_t - norm(G^lambda_t))^2         value normalisation: the critic predicts returns scaled by
                                                       running statistics (a debiased moving average over
                                                       collections, summed over ranks under ``torchrun``)
+  L_T    = -w mean of log pi(u*_t | o_t)              ``teacher=planner``: the central scripted planner's action
+                                                      u*_t on the collected steps (it sees everything; the
+                                                      policy its observation: DAgger's states, learning by
+                                                      cheating's teacher), w falling linearly to 0 over
+                                                      ``teacher_updates``: then PPO alone takes it on
 
 ``r`` is each UAV's training reward (``env.team_weight`` mixes in the team's). Actor and critic have an
 optimiser each (``networks``). Every tensor is (episodes, steps, agents, ...): no loop over agents or steps.
@@ -34,8 +39,7 @@ from torch import nn
 from uavgnn import distributed
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
-from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
-from uavgnn.envs.rl_workload import EnvRun
+from uavgnn.algorithms.mappo_rollouts import MAPPOWorkload, Rollouts, TaughtRollouts
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.errors import ConfigError
@@ -62,16 +66,6 @@ class MAPPOSettings:
     value_norm_decay: float  # 0: no value normalisation
     graph_actor: tuple[int, int, int, int] | None = None  # (obs_targets, obs_uavs, heads, ffn_mult): shared GNN actor
     graph_critic: bool = False  # V_i over UAV i's observation graph and the swarm's mean (``GraphCritic``)
-
-
-@dataclass
-class Rollouts(Episodes):
-    """On-policy episodes with what the collecting policy saw of them (``action``: u for continuous actions)."""
-
-    logp: torch.Tensor  # (B, T, N) log-probability of the action under the collecting policy
-    value: torch.Tensor  # (B, T, N) its value estimate, denormalised
-    advantage: torch.Tensor  # (B, T, N) GAE
-    returns: torch.Tensor  # (B, T, N) lambda-returns: the critic's targets
 
 
 class MAPPOAgents(nn.Module):
@@ -187,17 +181,6 @@ class MAPPOAgents(nn.Module):
         self.return_moments.mul_(decay).add_((1 - decay) * batch)
 
 
-def gae(
-    reward: torch.Tensor, done: torch.Tensor, value: torch.Tensor, gamma: float, lam: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(advantages, lambda-returns), each (B, T, N), of episodes' rewards (B, T, N), ends (B, T) and values
-    (B, T, N): GAE's sum of discounted TD errors is the lambda-return minus the value, and the lambda-returns
-    come for every step at once (``td_lambda_targets``). No bootstrap past the last step: episodes end there."""
-    next_value = torch.cat([value[:, 1:], torch.zeros_like(value[:, :1])], 1)
-    returns = td_lambda_targets(reward, done, next_value, gamma, lam)
-    return returns - value, returns
-
-
 def mappo_loss(
     agents: MAPPOAgents, batch: Rollouts, clip: float, entropy_coef: float
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -207,7 +190,8 @@ def mappo_loss(
     mean = (batch.advantage * weight).sum() / count
     std = (((batch.advantage - mean).pow(2) * weight).sum() / count).sqrt()
     advantage = (batch.advantage - mean) / (std + 1e-8)
-    logp, entropy = agents.log_prob(batch.obs, batch.avail, batch.action)
+    out = agents.head(batch.obs, batch.avail)
+    logp, entropy = agents.scored(out, batch.avail, batch.action)
     log_ratio = logp - batch.logp
     ratio = log_ratio.exp()
     surrogate = torch.minimum(ratio * advantage, ratio.clamp(1 - clip, 1 + clip) * advantage)
@@ -215,6 +199,7 @@ def mappo_loss(
     return_mean, return_std = agents.return_scale()
     value = agents.value(batch.state, batch.obs)
     critic_loss = ((value - (batch.returns - return_mean) / return_std).pow(2) * weight).sum() / count
+    imitation = teacher_loss(out, batch, weight, count) if isinstance(batch, TaughtRollouts) else None
     with torch.no_grad():
         stats = {
             "actor_loss": actor_loss.detach(),
@@ -224,42 +209,19 @@ def mappo_loss(
             "clip_fraction": (((ratio - 1).abs() > clip) * weight).sum() / count,
             "value": (batch.value * weight).sum() / count,
         }
-    return actor_loss + critic_loss, stats
+    if imitation is None:
+        return actor_loss + critic_loss, stats
+    return actor_loss + critic_loss + imitation, {**stats, "teacher_loss": imitation.detach()}
 
 
-class MAPPOWorkload(EpisodeWorkload):
-    """On-policy episodes that keep each step's log-probability and value, and their advantages."""
-
-    episodes_type = Rollouts
-
-    def __init__(
-        self,
-        run: EnvRun,
-        model: nn.Module,
-        device: torch.device,
-        batch_size: int,
-        minibatches: int,
-        gamma: float,
-        gae_lambda: float,
-    ) -> None:
-        super().__init__(run, model, device, batch_size, minibatches)
-        self.gamma, self.gae_lambda = gamma, gae_lambda
-
-    def act(
-        self, obs: torch.Tensor, state: torch.Tensor, avail: torch.Tensor
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        agents = unwrap(self.model)
-        action, logp = agents.sample(obs, avail, self.env.generator)
-        return agents.to_env(action), {"action": action, "logp": logp, "value": agents.value(state, obs)}
-
-    def finish(self, columns: dict[str, torch.Tensor]) -> Rollouts:
-        """GAE and the lambda-returns of the collection; the value normaliser then moves toward the returns."""
-        agents = unwrap(self.model)
-        mean, std = agents.return_scale()
-        value = columns.pop("value") * std + mean
-        advantage, returns = gae(columns["reward"], columns["done"], value, self.gamma, self.gae_lambda)
-        agents.observe_returns(returns, columns["mask"])
-        return Rollouts(**columns, value=value, advantage=advantage, returns=returns)
+def teacher_loss(
+    logits: torch.Tensor, batch: TaughtRollouts, weight: torch.Tensor, count: torch.Tensor
+) -> torch.Tensor:
+    """The weighted negative log-likelihood of the teacher's actions (those feasible for the policy)."""
+    teacher = batch.teacher_action[..., None]
+    feasible = batch.avail.gather(-1, teacher).squeeze(-1)
+    logp = logits.log_softmax(-1).gather(-1, teacher).squeeze(-1).masked_fill(~feasible, 0.0)
+    return -(logp * weight * batch.teacher_weight[:, None, None]).sum() / count
 
 
 @dataclass
@@ -276,6 +238,11 @@ class MAPPOConfig(AlgorithmConfig):
     # state: V_i(global state, o_i, id_i), an MLP whose input grows with the swarm | graph: V_i over UAV i's
     # observation graph and the swarm's mean embedding, any swarm size (with a TransformerGNN size as model)
     critic: str = "state"
+    # none | planner: imitate the central scripted planner's actions on the collected steps as well (it sees
+    # everything, the policy its observation; discrete or goto actions), with a weight falling to 0
+    teacher: str = "none"
+    teacher_coef: float = ranged(1.0, NON_NEGATIVE)  # the imitation loss's weight at the start
+    teacher_updates: int = ranged(1000, AT_LEAST_1)  # updates over which that weight falls linearly to 0
     minibatches: int = ranged(4, AT_LEAST_1)  # minibatches of hardware.batch_size episodes per collection
     data_passes: int = ranged(5, AT_LEAST_1)  # passes (PPO epochs) over each collection
 
@@ -303,8 +270,21 @@ class MAPPO(EnvPolicy):
                 "algorithm.critic=graph with model=mlp: a graph critic reads observation graphs, as the graph "
                 "actor does; use a TransformerGNN size (model=tiny...)"
             )
+        if cfg.algorithm.teacher not in ("none", "planner"):
+            raise ConfigError(f"algorithm.teacher={cfg.algorithm.teacher!r}: expected none or planner")
+        if cfg.algorithm.teacher == "planner" and cfg.env.action == "continuous":
+            raise ConfigError(
+                "algorithm.teacher=planner with env.action=continuous: the planner's actions are imitated as "
+                "categories; use env.action=goto or discrete"
+            )
         if cfg.hardware.batch_size == "auto":
             raise ConfigError("algorithm=mappo: hardware.batch_size is episodes per minibatch; give a number, not auto")
+
+    across_sizes = "a TransformerGNN size as model and algorithm.critic=graph"
+
+    @classmethod
+    def any_swarm_size(cls, cfg: Any) -> bool:
+        return not cls.is_mlp(cfg) and cfg.algorithm.critic == "graph"
 
     @classmethod
     def build_model(cls, cfg: Any) -> MAPPOAgents:
@@ -334,8 +314,16 @@ class MAPPO(EnvPolicy):
 
     def workload(self, model: nn.Module) -> MAPPOWorkload:
         alg = self.cfg.algorithm
+        teacher = (alg.teacher_coef, alg.teacher_updates) if alg.teacher == "planner" else None
         return MAPPOWorkload(
-            self.env_run(), model, self.device, self.cfg.hardware.batch_size, alg.minibatches, alg.gamma, alg.gae_lambda
+            self.env_run(),
+            model,
+            self.device,
+            self.cfg.hardware.batch_size,
+            alg.minibatches,
+            alg.gamma,
+            alg.gae_lambda,
+            teacher,
         )
 
     def cadence(self) -> Cadence:

@@ -7,7 +7,15 @@ from typing import Any
 
 import torch
 
-from uavgnn.envs.policies import EpisodeScores, Policy, nearest_target, random_policy, run_episodes, scripted_planner
+from uavgnn.envs.policies import (
+    EpisodeScores,
+    Policy,
+    decentralised_planner,
+    nearest_target,
+    random_policy,
+    run_episodes,
+    scripted_planner,
+)
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import make_env
 from uavgnn.problem.scenes import SceneDistribution
@@ -62,11 +70,13 @@ def compare_policies(
     device: torch.device,
     seed: int = TEST_SEED,
 ) -> tuple[list[dict[str, Any]], dict[str, EpisodeScores]]:
-    """Every policy (plus the scripted planner, nearest targets and random actions) on the same ``episodes`` episodes:
+    """Every policy (plus the scripted planner, central and decentralised, nearest targets and random actions) on the
+    same ``episodes`` episodes:
     table rows (return mean and std, completion, collisions, share of the planner's return) and the scores."""
     policies = {
         **policies,
         "scripted planner": scripted_planner,
+        "decentralised planner": decentralised_planner,
         "nearest target": nearest_target,
         "random": random_policy,
     }

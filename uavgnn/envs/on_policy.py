@@ -14,6 +14,7 @@ the greedy policy against the scripted planner (``PlannerValidation``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -78,23 +79,37 @@ class EpisodeWorkload(RLWorkload):
         super().__init__(run, model, device)
         ctx = distributed.context()
         self.rank, self.world_size, self.minibatches = ctx.rank, ctx.world_size, minibatches
-        self.env = self._make_env(batch_size)
+        self.batch_size = batch_size
+        self.envs: dict[int, UAVEnv] = {}  # one per swarm size flown (``run.train_sizes``), made when first drawn
+        self.env = self._env_of(self.settings.n_uav)
         self.episodes: Episodes | None = None
         self.collected_at = 0  # the step of the current collection
 
-    def _n_envs(self, batch_size: int) -> int:
-        """This rank's share of the episodes of one collection: every minibatch of the global ``batch_size``."""
-        return max(1, batch_size // self.world_size) * self.minibatches
+    def _n_envs(self, batch_size: int, n_uav: int) -> int:
+        """This rank's share of the episodes of one collection: every minibatch of the global ``batch_size``, fewer
+        episodes of a larger swarm (as many UAVs as ``env.n_uav``'s)."""
+        per_minibatch = max(1, batch_size // self.world_size) * self.settings.n_uav
+        return max(1, per_minibatch // n_uav) * self.minibatches
 
-    def _make_env(self, batch_size: int) -> UAVEnv:
-        return make_env(
-            self.settings,
-            self.dist,
-            self._n_envs(batch_size),
-            self.device,
-            seed=stream_seed(self.seed, "environment", rank=self.rank),
-            count_key="hardware.batch_size x algorithm.minibatches",
-        )
+    def _env_of(self, n_uav: int) -> UAVEnv:
+        """The environments of swarm size ``n_uav`` (each size its own seeded stream; ``env.n_uav``'s as before)."""
+        if n_uav not in self.envs:
+            self.envs[n_uav] = make_env(
+                dataclasses.replace(self.settings, n_uav=n_uav),
+                self.dist,
+                self._n_envs(self.batch_size, n_uav),
+                self.device,
+                seed=stream_seed(self.seed, "environment", 0 if n_uav == self.settings.n_uav else n_uav, self.rank),
+                count_key="hardware.batch_size x algorithm.minibatches",
+            )
+        return self.envs[n_uav]
+
+    def swarm_size(self, step: int) -> int:
+        """The swarm size of the collection at ``step``: drawn from (seed, step) among ``run.train_sizes``."""
+        sizes = self.run.train_sizes
+        if not sizes:
+            return self.settings.n_uav
+        return sizes[int(torch.randint(len(sizes), (), generator=stream(self.seed, "swarm_size", step)))]
 
     # -- the loop's interface -----------------------------------------------------------------------------------
 
@@ -104,8 +119,9 @@ class EpisodeWorkload(RLWorkload):
 
     def restart(self, step: int, batch_size: int) -> None:
         """A new batch size (out-of-memory halving) needs environments to match; episodes are recollected."""
-        if self.env.n_envs != self._n_envs(batch_size):
-            self.env, self.episodes = self._make_env(batch_size), None
+        if self.batch_size != batch_size:
+            self.batch_size, self.envs, self.episodes = batch_size, {}, None
+            self.env = self._env_of(self.settings.n_uav)
 
     def batch(self, step: int, stage: int, batch_size: int) -> Episodes:
         """Minibatch ``step - collected_at`` of the current collection: pass ``// minibatches`` over it, in an
@@ -143,12 +159,12 @@ class EpisodeWorkload(RLWorkload):
 
     @torch.no_grad()
     def collect(self, step: int) -> None:
-        """One episode in every environment with the current (sampling) policy."""
-        env = self.env
+        """One episode in every environment of the step's swarm size with the current (sampling) policy."""
+        env = self.env = self._env_of(self.swarm_size(step))
         obs, state = env.reset()
         alive = torch.ones(env.n_envs, dtype=torch.bool, device=self.device)
         rows: dict[str, list[torch.Tensor]] = {}
-        for _ in range(self.settings.horizon):
+        for _ in range(env.cfg.horizon):
             avail = env.available_actions()
             action, columns = self.act(obs, state, avail)
             outcome = env.step(action)
@@ -172,7 +188,8 @@ class EpisodeWorkload(RLWorkload):
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "env": self.env.state_dict(),
+            "env": self.envs[self.settings.n_uav].state_dict(),
+            "swarm_envs": {n: env.state_dict() for n, env in self.envs.items() if n != self.settings.n_uav},
             "env_steps": self.env_steps,
             "window": self.window_state(),
             "collected_at": self.collected_at,
@@ -182,8 +199,11 @@ class EpisodeWorkload(RLWorkload):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "collected_at" not in state:
             raise ValueError("saved before a collection recorded the step it started at")
-        self.env.load_state_dict(state["env"])
+        self.envs[self.settings.n_uav].load_state_dict(state["env"])
+        for n_uav, saved in state.get("swarm_envs", {}).items():
+            self._env_of(int(n_uav)).load_state_dict(saved)
         self.load_window(state.get("window"))
         self.env_steps, self.collected_at = state["env_steps"], state["collected_at"]
+        self.env = self._env_of(self.swarm_size(self.collected_at))
         if state["episodes"] is not None:
             self.episodes = self.episodes_type(**{k: v.to(self.device) for k, v in state["episodes"].items()})

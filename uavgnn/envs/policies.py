@@ -6,6 +6,9 @@
   flies each assigned UAV straight at its target, slowing to stop inside the
   service radius on its side of the target (not on top of the others);
   unassigned UAVs hover. The bar learned policies are measured against.
+- ``decentralised_planner``: the same greedy assignment run by each UAV on
+  what it observes (the UAVs it hears, its nearest open targets): the
+  planner with the policies' information, the bar under disruptions.
 - ``nearest_target``: every UAV at its nearest open target, flown the same
   way - what a policy that learned no coordination does.
 - ``random_policy``: uniform actions, the floor.
@@ -20,36 +23,55 @@ from dataclasses import dataclass
 
 import torch
 
-from uavgnn.envs.uav_env import UAVEnv, approach_velocity
+from uavgnn.envs.actions import approach_velocity
+from uavgnn.envs.uav_env import UAVEnv
 
 Policy = Callable[[UAVEnv], torch.Tensor]
 
 
 def greedy_assignment(env: UAVEnv) -> torch.Tensor:
-    """(E, N) target index each UAV is sent to (-1: none). Loops over targets (M rounds), batched over envs."""
-    e, n, m = env.n_envs, env.n_uav, env.n_target
-    dist = (env.target_pos[:, None] - env.pos[:, :, None]).norm(dim=-1)  # (E, N, M)
-    reachable = dist <= env.energy[..., None]
-    assignment = torch.full((e, n), -1, dtype=torch.long, device=env.device)
-    open_ = env.visible().clone()
-    need_max = env.dist.need_max
-    ranks = torch.arange(need_max, device=env.device)
-    for _ in range(m):
+    """(E, N) target index each UAV is sent to (-1: none): the central planner's, on everything the env knows."""
+    return greedy_assign(
+        env.pos, env.energy, env.target_pos, env.need, env.value, env.visible(), env.dist.lam, env.dist.need_max
+    )
+
+
+def greedy_assign(
+    pos: torch.Tensor,
+    energy: torch.Tensor,
+    target_pos: torch.Tensor,
+    need: torch.Tensor,
+    value: torch.Tensor,
+    open_: torch.Tensor,
+    lam: float,
+    need_max: int,
+) -> torch.Tensor:
+    """(B, n) target index each UAV is sent to (-1: none) in B problems of n UAVs (positions (B, n, 2), ranges)
+    and m targets (positions (B, m, 2), needs, values, open (B, m)). Loops over targets (m rounds), batched."""
+    b, n = energy.shape
+    dist = (target_pos[:, None] - pos[:, :, None]).norm(dim=-1)  # (B, n, m)
+    reachable = dist <= energy[..., None]
+    assignment = torch.full((b, n), -1, dtype=torch.long, device=energy.device)
+    open_ = open_.clone()
+    ranks = torch.arange(need_max, device=energy.device)
+    rows = torch.arange(b, device=energy.device)
+    for _ in range(open_.shape[1]):
         free = assignment < 0
         d = dist.masked_fill(~(reachable & free[..., None]), float("inf"))
-        nearest, who = d.topk(min(need_max, n), dim=1, largest=False)  # (E, need_max, M) nearest free UAVs
-        taken = ranks[: nearest.shape[1], None] < env.need[:, None]  # (E, need_max, M) the need nearest count
-        travel = torch.where(taken, nearest, torch.zeros_like(nearest)).sum(1)  # (E, M), inf if too few
-        score = (env.value / travel.clamp(min=1e-9)).masked_fill(~open_ | ~torch.isfinite(travel), -1.0)
-        score = score.masked_fill(env.value - env.dist.lam * travel <= 0, -1.0)
-        best_score, best = score.max(1)  # (E,)
+        nearest, who = d.topk(min(need_max, n), dim=1, largest=False)  # (B, need_max, m) nearest free UAVs
+        taken = ranks[: nearest.shape[1], None] < need[:, None]  # (B, need_max, m) the need nearest count
+        travel = torch.where(taken, nearest, torch.zeros_like(nearest)).sum(1)  # (B, m), inf if too few
+        too_few = need > nearest.shape[1]  # fewer UAVs than the need in the problem (n < need_max)
+        score = (value / travel.clamp(min=1e-9)).masked_fill(~open_ | ~torch.isfinite(travel) | too_few, -1.0)
+        score = score.masked_fill(value - lam * travel <= 0, -1.0)
+        best_score, best = score.max(1)  # (B,)
         go = best_score > 0
-        chosen = who[torch.arange(e, device=env.device), :, best]  # (E, need_max)
-        use = taken[torch.arange(e, device=env.device), :, best] & go[:, None]
+        chosen = who[rows, :, best]  # (B, need_max)
+        use = taken[rows, :, best] & go[:, None]
         sent = torch.where(use, best[:, None], -1)  # the target of each chosen UAV, -1 where not sent
         update = torch.full_like(assignment, -1).scatter_reduce_(1, chosen, sent, "amax")
         assignment = torch.where(update >= 0, update, assignment)
-        open_[torch.arange(e, device=env.device), best] &= ~go
+        open_[rows, best] &= ~go
     return assignment
 
 
@@ -78,6 +100,38 @@ def scripted_planner(env: UAVEnv) -> torch.Tensor:
     goal = torch.gather(env.target_pos, 1, assignment.clamp(min=0)[..., None].expand(-1, -1, 2))
     velocity = approach_velocity(env.pos, goal, env.cfg) * (assignment >= 0)[..., None]
     return _to_action(env, velocity)
+
+
+def decentralised_planner(env: UAVEnv) -> torch.Tensor:
+    """Each UAV runs the planner's greedy assignment on what it observes - itself and the UAVs it hears among its
+    ``obs_uavs`` nearest (their positions and ranges), its ``obs_targets`` nearest open targets - and flies at the
+    target it gave itself: the planner with the policies' information."""
+    e, n = env.n_envs, env.n_uav
+    _, j, open_ = env.candidates()  # (E, N, kt)
+    i, heard, _ = env.neighbours()  # (E, N, ku)
+    team = torch.cat([torch.arange(n, device=env.device).expand(e, n)[..., None], i], -1)  # (E, N, 1 + ku)
+    present = torch.cat([torch.ones_like(heard[..., :1]), heard], -1)
+
+    def seen(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:  # (E, K, ...) at (E, N, k) -> (E * N, k, ...)
+        flat = index.flatten(1).view(e, -1, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
+        return torch.gather(x, 1, flat).view(e * n, index.shape[-1], *x.shape[2:])
+
+    energy = seen(env.energy, team).masked_fill(~present.flatten(0, 1), -1.0)  # an absent slot reaches nothing
+    local = greedy_assign(
+        seen(env.pos, team),
+        energy,
+        seen(env.target_pos, j),
+        seen(env.need, j),
+        seen(env.value, j),
+        open_.flatten(0, 1),
+        env.dist.lam,
+        env.dist.need_max,
+    )
+    own = local[:, 0].view(e, n)  # the UAV's own target among its candidates (-1: none)
+    if env.cfg.action == "goto":
+        return own + 1
+    goal = torch.gather(env.target_pos, 1, j.gather(-1, own.clamp(min=0)[..., None]).expand(-1, -1, 2))
+    return _to_action(env, approach_velocity(env.pos, goal, env.cfg) * (own >= 0)[..., None])
 
 
 def nearest_target(env: UAVEnv) -> torch.Tensor:

@@ -31,6 +31,7 @@ class EnvRun:
     seed: int = 0
     val_episodes: int = 256
     loading: Loading = Loading()
+    train_sizes: tuple[int, ...] = ()  # on-policy collections across swarm sizes (``EpisodeWorkload``); (): n_uav
 
 
 class RLWorkload:
@@ -64,7 +65,8 @@ class RLWorkload:
             w["started"] = time.perf_counter()
         w["episodes"] = w["episodes"] + ended.sum()
         w["return"] = w["return"] + (step.episode_return * ended).sum()
-        w["agent_return"] = w["agent_return"] + (step.agent_return * ended[:, None]).sum(0)
+        if step.agent_return.shape[1] == self.settings.n_uav:  # per UAV at the training size only
+            w["agent_return"] = w["agent_return"] + (step.agent_return * ended[:, None]).sum(0)
         w["completion"] = w["completion"] + (step.episode_completion * ended).sum()
         w["collisions"] = w["collisions"] + (step.collisions if live is None else step.collisions * live).sum()
         w["env_steps"] += len(ended)

@@ -45,6 +45,11 @@ class EnvSettings:
     obs_scale: str = "side"
     wind: float = 0.0  # largest hidden wind acceleration of an episode (0: none)
     drag: float = 0.0  # largest hidden per-UAV linear drag coefficient (0: none)
+    # disruptions (uavgnn.envs.disruptions), each off by default: the world the scripted planner does not assume
+    failures: float = 0.0  # chance that a UAV fails during an episode (at a uniform step): it drops out, silent
+    comm_radius: float = 0.0  # a UAV hears (observes) only the UAVs this close (0: every UAV)
+    comm_drop: float = 0.0  # chance that a UAV misses another's message at a step (it is not observed then)
+    target_speed: float = 0.0  # targets drift at this speed (uniform direction, reflected by the arena's walls)
     target: Optional[str] = None  # your own environment: a UAVEnv subclass, module.Class (uavgnn.envs.uav_env.make_env)
 
     def n_targets(self, dist: SceneDistribution) -> int:

@@ -12,6 +12,10 @@ acceleration (magnitude uniform in [0, wind], uniform direction) and each UAV a 
 drag]; a step's disturbance acceleration is ``wind - drag * velocity``. Policies never see them; they are the
 implicit state the dynamics model (``algorithm=dynamics``) must infer from noisy positions and the commands.
 
+Disruptions (``failures``, ``comm_radius``, ``comm_drop``, ``target_speed``; off by default,
+``uavgnn.envs.disruptions``): UAVs that fail and fall silent, observations limited to the UAVs a UAV hears, targets
+that drift - the world the scripted planner does not assume.
+
 Reward of UAV i at a step (``task_reward``, what returns are measured in):
   share of completed values (value / UAVs in the radius, for each target it helped complete)
   - lam * distance travelled - collision_penalty [closer than collision_radius to another UAV]
@@ -30,6 +34,8 @@ from typing import Any
 
 import torch
 
+from uavgnn.envs import actions, disruptions
+from uavgnn.envs.actions import clamp_norm
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.settings import HEADINGS, EnvSettings
 from uavgnn.errors import ConfigError, MemoryBudgetError
@@ -60,20 +66,6 @@ class Step:
     positions: torch.Tensor  # (E, N, 2) UAV positions at the end of the step (before the auto-reset)
     accel: torch.Tensor  # (E, N, 2) the commanded acceleration this step applied (before the disturbance)
     disturbance: torch.Tensor  # (E, N, 2) the hidden disturbance acceleration of this step
-
-
-def _clamp_norm(v: torch.Tensor, max_norm: float) -> torch.Tensor:
-    norm = v.norm(dim=-1, keepdim=True)
-    return v * (max_norm / norm.clamp(min=max_norm))
-
-
-def approach_velocity(pos: torch.Tensor, goal: torch.Tensor, settings: EnvSettings) -> torch.Tensor:
-    """(..., 2) velocity straight at ``goal``, slowing to stop 0.6 service radii short of it (on the UAV's side,
-    not on top of the others serving it): how the scripted planner and the ``goto`` actions fly."""
-    offset = goal - pos
-    distance = offset.norm(dim=-1, keepdim=True)
-    speed = ((distance - 0.6 * settings.service_radius).clamp(min=0.0) / settings.dt).clamp(max=settings.max_speed)
-    return offset / distance.clamp(min=1e-9) * speed
 
 
 class UAVEnv:
@@ -128,13 +120,16 @@ class UAVEnv:
             "drag": (e, n),
         }
         dtypes = {"open": torch.bool, "t": torch.long, "appear_at": torch.long}
-        return {
+        fresh = {
             **drawn,
             **{
                 name: torch.full(shapes[name], value, dtype=dtypes.get(name, torch.float32), device=dev)
                 for name, value in constant.items()
             },
         }
+        if self.cfg.comm_drop > 0:  # redrawn every step (``step``): state, so that a resumed run hears the same
+            fresh["dropped"] = disruptions.message_drops(self.cfg, (e, n, n), self.generator)
+        return fresh
 
     def _fresh(self) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
         """A fresh episode's state: the tensors drawn at random (E, ...), and the values the rest of the state
@@ -170,6 +165,10 @@ class UAVEnv:
             )
         if cfg.drag > 0:
             drawn["drag"] = cfg.drag * torch.rand(e, n, generator=self.generator, device=dev)
+        if cfg.failures > 0:  # the disruptions' state exists only when they are on
+            drawn["fail_at"] = disruptions.failure_steps(cfg, (e, n), self.generator)
+        if cfg.target_speed > 0:
+            drawn["target_vel"] = disruptions.drift_velocities(cfg, (e, m), self.generator)
         return drawn, {name: value for name, value in constant.items() if name not in drawn}
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -210,7 +209,7 @@ class UAVEnv:
     def observe(self) -> torch.Tensor:
         """Per-UAV fixed-size observation (E, N, obs_dim): itself (velocity, range, time left, position), its
         nearest open targets (offset, distance, need, value, UAVs nearer to it, present) and UAVs (offset,
-        relative velocity, present)."""
+        relative velocity, present); with a disruption on, only the UAVs it hears (``neighbours``)."""
         cfg, speed = self.cfg, self.cfg.max_speed
         unit = self.side if cfg.obs_scale == "side" else self.dist.range_max  # of offsets and distances
         time_left = (1.0 - self.t.float() / cfg.horizon)[:, None, None].expand(-1, self.n_uav, 1)
@@ -225,7 +224,13 @@ class UAVEnv:
         def gather(x: torch.Tensor) -> torch.Tensor:  # (E, M) -> (E, N, kt): the targets each UAV sees
             return torch.gather(x[:, None].expand(-1, self.n_uav, -1), 2, j)
 
-        ahead = torch.gather(self.uavs_ahead(distance), 2, j).clamp(max=self.dist.need_max)
+        rel_u = self.pos[:, None] - self.pos[:, :, None]  # (E, N, N, 2): other minus me
+        i, heard_uavs, heard = self.neighbours(rel_u)
+        if heard is not None and disruptions.limits_hearing(cfg):
+            ahead = disruptions.heard_ahead(distance, self.energy > 0, j, heard)
+        else:
+            ahead = torch.gather(self.uavs_ahead(distance), 2, j)
+        ahead = ahead.clamp(max=self.dist.need_max)
         targets = torch.stack(
             [
                 *(torch.gather(rel_t, 2, j[..., None].expand(-1, -1, -1, 2)) / unit).unbind(-1),
@@ -237,20 +242,13 @@ class UAVEnv:
             -1,
         )
         targets = torch.cat([targets * present[..., None], present[..., None].float()], -1)
-        rel_u = self.pos[:, None] - self.pos[:, :, None]  # (E, N, N, 2): other minus me
-        dist_u = rel_u.norm(dim=-1) + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
-        ku = min(cfg.obs_uavs, self.n_uav - 1)
-        _, i = dist_u.topk(ku, dim=-1, largest=False)
+        ku = i.shape[-1]
         rel_v = self.vel[:, None] - self.vel[:, :, None]
         idx = i[..., None].expand(-1, -1, -1, 2)
-        neighbours = torch.cat(
-            [
-                torch.gather(rel_u, 2, idx) / unit,
-                torch.gather(rel_v, 2, idx) / speed,
-                torch.ones_like(i[..., None], dtype=own.dtype),
-            ],
-            -1,
-        )
+        present = torch.ones_like(i[..., None], dtype=own.dtype) if heard is None else heard_uavs[..., None].float()
+        neighbours = torch.cat([torch.gather(rel_u, 2, idx) / unit, torch.gather(rel_v, 2, idx) / speed, present], -1)
+        if heard is not None:
+            neighbours = neighbours * present
         pad_t = cfg.obs_targets - kt
         pad_u = cfg.obs_uavs - ku
         return torch.cat(
@@ -263,6 +261,25 @@ class UAVEnv:
             ],
             -1,
         )
+
+    def down(self) -> torch.Tensor | None:
+        """(E, N) bool: the UAVs that have failed (None: ``failures`` off)."""
+        return self.t[:, None] >= self.fail_at if self.cfg.failures > 0 else None
+
+    def neighbours(self, rel_u: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Each UAV's ``obs_uavs`` nearest UAVs that it hears, nearest first: indices (E, N, ku), which of them
+        exist (bool), and who hears whom (E, N, N; None: every UAV hears every other, with no disruption on);
+        ``rel_u``: the UAVs' offsets (E, N, N, 2) when the caller has them already."""
+        rel_u = self.pos[:, None] - self.pos[:, :, None] if rel_u is None else rel_u
+        gap = rel_u.norm(dim=-1)
+        heard = None
+        if self.cfg.failures > 0 or disruptions.limits_hearing(self.cfg):
+            dropped = self.dropped if self.cfg.comm_drop > 0 else None
+            heard = disruptions.hearing(self.cfg, gap, self.down(), dropped)
+            gap = gap.masked_fill(~heard, float("inf"))
+        gap = gap + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
+        d, i = gap.topk(min(self.cfg.obs_uavs, self.n_uav - 1), dim=-1, largest=False)
+        return i, torch.isfinite(d), heard
 
     def uavs_ahead(self, distance: torch.Tensor) -> torch.Tensor:
         """(E, N, M) how many other UAVs with range left are nearer to each target than this UAV (ties: lower
@@ -290,39 +307,12 @@ class UAVEnv:
     # -- dynamics ----------------------------------------------------------------------------------------------
 
     def velocity_command(self, action: torch.Tensor) -> torch.Tensor:
-        """(E, N, 2) desired velocity of an action: continuous (E, N, 2) in [-1, 1], discrete or goto (E, N)
-        indices (goto: 0 hovers, k flies at the k-th nearest open target; an absent one hovers)."""
-        if self.cfg.action == "continuous":
-            if action.shape != (self.n_envs, self.n_uav, 2):
-                raise ValueError(
-                    f"continuous actions must have shape {(self.n_envs, self.n_uav, 2)}, got {tuple(action.shape)}"
-                )
-            return _clamp_norm(action.clamp(-1.0, 1.0), 1.0) * self.cfg.max_speed
-        if action.shape != (self.n_envs, self.n_uav):
-            raise ValueError(
-                f"{self.cfg.action} actions must have shape {(self.n_envs, self.n_uav)}, got {tuple(action.shape)}"
-            )
-        if self.cfg.action == "discrete":
-            return self.headings[action] * self.cfg.max_speed
-        _, j, present = self.candidates()
-        k = (action - 1).clamp(0, j.shape[-1] - 1)[..., None]  # (E, N, 1)
-        go = (action > 0) & (action <= j.shape[-1]) & present.gather(-1, k).squeeze(-1)
-        goal = torch.gather(self.target_pos, 1, j.gather(-1, k).expand(-1, -1, 2))
-        return approach_velocity(self.pos, goal, self.cfg) * go[..., None]
+        """(E, N, 2) desired velocity of an action (``uavgnn.envs.actions.velocity_command``)."""
+        return actions.velocity_command(self, action)
 
     def available_actions(self) -> torch.Tensor:
-        """(E, N, A) bool: the discrete actions that make sense now - stay always; a heading only for a UAV with
-        energy left whose full-speed step along it stays inside the arena; a goto target only if it exists."""
-        alive = (self.energy > 0)[..., None]
-        if self.cfg.action == "goto":
-            present = self.candidates()[2]
-            pad = present.new_zeros(*present.shape[:2], self.cfg.obs_targets - present.shape[-1])
-            return torch.cat([torch.ones_like(present[..., :1]), present & alive, pad], -1)
-        ahead = self.pos[:, :, None] + self.headings * self.cfg.max_speed * self.cfg.dt  # (E, N, A, 2)
-        inside = ((ahead >= 0) & (ahead <= self.side)).all(-1)
-        avail = inside & alive
-        avail[..., 0] = True
-        return avail
+        """(E, N, A) bool: the discrete actions that make sense now (``uavgnn.envs.actions.available_actions``)."""
+        return actions.available_actions(self)
 
     def target_distance(self) -> torch.Tensor:
         """(E, N, M) distance of every UAV to every target."""
@@ -337,9 +327,10 @@ class UAVEnv:
     def step(self, action: torch.Tensor) -> Step:
         cfg = self.cfg
         before = self.nearest_open_distance()
-        dv = _clamp_norm(self.velocity_command(action) - self.vel, cfg.max_accel * cfg.dt)
+        down = self.down()  # failed UAVs neither serve nor collide
+        dv = clamp_norm(self.velocity_command(action) - self.vel, cfg.max_accel * cfg.dt)
         disturbance = self.wind[:, None] - self.drag[..., None] * self.vel
-        vel = _clamp_norm(self.vel + dv + disturbance * cfg.dt, cfg.max_speed)
+        vel = clamp_norm(self.vel + dv + disturbance * cfg.dt, cfg.max_speed)
         vel = vel * (self.energy > 0)[..., None]  # grounded UAVs stay put
         reach = (vel.norm(dim=-1) * cfg.dt).clamp(min=1e-12)
         vel = vel * (self.energy / reach).clamp(max=1.0)[..., None]  # no flying past the remaining energy
@@ -350,15 +341,21 @@ class UAVEnv:
         energy = self.energy - travel
         self.energy = energy.masked_fill(energy < 1e-6, 0.0)  # float rounding must not leave a sliver of range
         exhausted = had_energy & (self.energy == 0)
+        if cfg.target_speed > 0:
+            self.target_pos, self.target_vel = disruptions.drift(self.target_pos, self.target_vel, self.side, cfg.dt)
 
         visible, distance = self.visible(), self.target_distance()
         within = (distance <= cfg.service_radius) & visible[:, None]  # (E, N, M)
+        if down is not None:
+            within = within & ~down[..., None]
         count = within.sum(1)
         completed = (count >= self.need) & visible
         share = torch.where(completed, self.value / count.clamp(min=1), torch.zeros_like(self.value))
         credit = (within.float() * share[:, None]).sum(-1)
         gap = (self.pos[:, None] - self.pos[:, :, None]).norm(dim=-1)
         gap = gap + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
+        if down is not None:
+            gap = gap.masked_fill(down[:, None] | down[..., None], float("inf"))
         collided = (gap < cfg.collision_radius).any(-1)
         task_reward = (
             credit
@@ -368,6 +365,9 @@ class UAVEnv:
         )
         self.open = self.open & ~completed
         self.t = self.t + 1
+        if down is not None:  # the UAVs that fail now: grounded and silent from the next observation on
+            fallen = self.down()
+            self.energy, self.vel = self.energy.masked_fill(fallen, 0.0), self.vel.masked_fill(fallen[..., None], 0.0)
         self.ret = self.ret + task_reward
         self.n_completed = self.n_completed + completed.sum(1)
         done = (self.t >= cfg.horizon) | ~self.open.any(1)
@@ -380,6 +380,8 @@ class UAVEnv:
         positions = self.pos
         if self.auto_reset:
             self._reset_where(done)
+        if cfg.comm_drop > 0:  # this step's lost messages, for the observation that follows
+            self.dropped = disruptions.message_drops(cfg, tuple(self.dropped.shape), self.generator)
         return Step(
             self.observe(),
             self.global_state(),

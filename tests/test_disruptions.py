@@ -1,0 +1,146 @@
+"""Disruptions of the UAV environment worked by hand (failures, limited communication, moving targets), resumed
+exactly, and the decentralised planner against the central one and against a brute force of what it observes."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+import torch
+from test_env import CPU, one_target_env
+
+from uavgnn.envs.disruptions import drift, heard_ahead
+from uavgnn.envs.policies import decentralised_planner, greedy_assignment, random_policy, scripted_planner
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.problem.scenes import SceneDistribution
+
+NEIGHBOURS = 6 + 7 * 4  # own features, then 4 seen targets of 7: the first neighbour's offset comes next
+SWARM = EnvSettings(n_uav=8, horizon=12, action="goto", obs_targets=4, obs_uavs=3)
+
+
+def test_a_failed_uav_stops_serves_no_more_and_falls_silent() -> None:
+    env = one_target_env(failures=1.0, obs_uavs=1)
+    env.pos = torch.tensor([[[1.1, 0.5], [0.9, 0.5]]])  # both in the target's radius: need 2 met
+    env.fail_at = torch.tensor([[1, 5]])  # UAV 0 fails after the first step
+    env.target_pos = torch.tensor([[[1.0, 0.9]]])  # out of reach for now: the episode goes on
+    assert env.observe()[0, 1, NEIGHBOURS + 4] == 1.0  # UAV 1 observes UAV 0 (present flag)
+    env.step(torch.tensor([[[1.0, 0.0], [0.0, 0.0]]]))
+    assert env.energy[0, 0] == 0 and env.vel[0, 0].abs().sum() == 0  # grounded now
+    assert env.observe()[0, 1, NEIGHBOURS : NEIGHBOURS + 5].abs().sum() == 0  # silent: absent for UAV 1
+    torch.testing.assert_close(env.pos[0], torch.tensor([[1.25, 0.5], [0.9, 0.5]]))
+    env.target_pos = torch.tensor([[[1.075, 0.5]]])  # both 0.175 from it: in the radius again
+    step = env.step(torch.zeros(1, 2, 2))
+    assert step.completed.item() == 0  # UAV 0 no longer serves: the need of 2 is not met
+    assert step.task_reward[0, 0] == 0  # no exhaustion penalty for a failure
+
+
+def test_failures_happen_at_uniform_steps_with_the_chance_asked() -> None:
+    env = UAVEnv(dataclasses.replace(SWARM, failures=0.3), SceneDistribution(), 2000, CPU, seed=0)
+    fails = env.fail_at < SWARM.horizon
+    assert fails.float().mean().item() == pytest.approx(0.3, abs=0.01)
+    assert set(env.fail_at[fails].tolist()) == set(range(1, SWARM.horizon))
+
+
+def test_a_uav_observes_only_the_uavs_in_its_comm_radius() -> None:
+    settings = EnvSettings(n_uav=3, obs_uavs=2, comm_radius=0.5)
+    env = UAVEnv(settings, SceneDistribution(), 1, CPU, seed=0)
+    env.reset()
+    env.pos = torch.tensor([[[0.5, 0.5], [0.9, 0.5], [1.5, 0.5]]])  # 0-1: 0.4, 1-2: 0.6, 0-2: 1.0
+    obs = env.observe()[0]
+    present = obs[:, NEIGHBOURS + 4 :: 5]  # each seen neighbour's present flag
+    torch.testing.assert_close(present, torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]))
+    torch.testing.assert_close(obs[0, NEIGHBOURS : NEIGHBOURS + 2], torch.tensor([0.4, 0.0]) / env.side)
+
+
+def test_the_count_of_nearer_uavs_counts_only_the_ones_heard_by_brute_force() -> None:
+    g = torch.Generator().manual_seed(0)
+    e, n, m, kt = 3, 6, 5, 3
+    distance = torch.rand(e, n, m, generator=g).round(decimals=1)  # ties on purpose
+    live = torch.rand(e, n, generator=g) > 0.2
+    targets = torch.randint(0, m, (e, n, kt), generator=g)
+    heard = torch.rand(e, n, n, generator=g) > 0.4
+    got = heard_ahead(distance, live, targets, heard)
+    inf = float("inf")
+    for b, i, k in itertools.product(range(e), range(n), range(kt)):
+        t = int(targets[b, i, k])
+        mine = float(distance[b, i, t]) if live[b, i] else inf
+        expect = 0
+        for j in range(n):
+            theirs = float(distance[b, j, t]) if live[b, j] else inf
+            if j != i and heard[b, i, j] and (theirs < mine or (theirs == mine and j < i)):
+                expect += 1
+        assert int(got[b, i, k]) == expect
+
+
+def test_lost_messages_are_drawn_each_step_with_the_chance_asked_and_resume_exactly() -> None:
+    settings = dataclasses.replace(SWARM, comm_drop=0.4, failures=0.5, target_speed=0.1)
+    env = UAVEnv(settings, SceneDistribution(), 64, CPU, seed=1)
+    env.reset()
+    first = env.dropped.clone()
+    env.step(random_policy(env))
+    off_diagonal = ~torch.eye(8, dtype=torch.bool)
+    assert env.dropped[:, off_diagonal].float().mean().item() == pytest.approx(0.4, abs=0.02)
+    assert not torch.equal(env.dropped, first)  # a new draw every step
+    saved = env.state_dict()
+    steps = [env.step(random_policy(env)) for _ in range(15)]  # past an auto-reset
+    again = UAVEnv(settings, SceneDistribution(), 64, CPU, seed=7)
+    again.load_state_dict(saved)
+    for step in steps:
+        repeat = again.step(random_policy(again))
+        torch.testing.assert_close(repeat.obs, step.obs)
+        torch.testing.assert_close(repeat.task_reward, step.task_reward)
+
+
+def test_moving_targets_drift_and_bounce_off_the_walls_by_hand() -> None:
+    pos = torch.tensor([[[0.95, 0.5], [0.5, 0.05]]])
+    vel = torch.tensor([[[0.1, 0.0], [0.0, -0.1]]])
+    moved, turned = drift(pos, vel, side=1.0, dt=1.0)
+    torch.testing.assert_close(moved, torch.tensor([[[0.95, 0.5], [0.5, 0.05]]]))  # 1.05 -> 0.95, -0.05 -> 0.05
+    torch.testing.assert_close(turned, torch.tensor([[[-0.1, 0.0], [0.0, 0.1]]]))
+    env = UAVEnv(dataclasses.replace(SWARM, target_speed=0.2), SceneDistribution(), 256, CPU, seed=0)
+    before = env.target_pos.clone()
+    env.step(torch.zeros(256, 8, dtype=torch.long))
+    moved = (env.target_pos - before).norm(dim=-1)
+    inside = ((before > 0.2) & (before < env.side - 0.2)).all(-1)  # away from the walls: a straight 0.2
+    torch.testing.assert_close(moved[inside], torch.full_like(moved[inside], 0.2))
+
+
+def test_with_everything_observed_the_decentralised_planner_is_the_central_one() -> None:
+    """Each UAV seeing every UAV and target solves the central problem (in its own order): the same actions."""
+    settings = EnvSettings(n_uav=6, horizon=10, action="goto", obs_targets=3, obs_uavs=5)
+    env = UAVEnv(settings, SceneDistribution(target_ratio=0.5), 128, CPU, seed=0)
+    env.reset()
+    for _ in range(8):
+        central = scripted_planner(env)
+        torch.testing.assert_close(decentralised_planner(env), central)
+        env.step(central)
+
+
+def test_the_decentralised_planner_plans_on_what_each_uav_observes_by_brute_force() -> None:
+    """Every UAV's action equals the central planner run on a copy of its environment holding only the UAVs it
+    observes (itself first, its heard neighbours) and its candidate targets."""
+    settings = dataclasses.replace(SWARM, comm_radius=1.5, appear_steps=4)
+    env = UAVEnv(settings, SceneDistribution(), 6, CPU, seed=2)
+    env.reset()
+    for _ in range(3):
+        env.step(random_policy(env))
+    actions = decentralised_planner(env)
+    _, j, present = env.candidates()
+    i, heard, _ = env.neighbours()
+    for b, u in itertools.product(range(env.n_envs), range(env.n_uav)):
+        team = [u] + [int(x) for x, h in zip(i[b, u], heard[b, u]) if h]
+        seen = [int(t) for t, p in zip(j[b, u], present[b, u]) if p]
+        if not seen:
+            assert actions[b, u] == 0
+            continue
+        local = UAVEnv(dataclasses.replace(settings, n_uav=len(team)), SceneDistribution(), 1, CPU, seed=0)
+        local.n_target = len(seen)
+        local.pos, local.energy = env.pos[b : b + 1, team], env.energy[b : b + 1, team]
+        local.target_pos, local.need = env.target_pos[b : b + 1, seen], env.need[b : b + 1, seen]
+        local.value = env.value[b : b + 1, seen]
+        local.open = torch.ones(1, len(seen), dtype=torch.bool)
+        local.appear_at, local.t = torch.zeros(1, len(seen), dtype=torch.long), torch.zeros(1, dtype=torch.long)
+        target = int(greedy_assignment(local)[0, 0])
+        assert int(actions[b, u]) == (0 if target < 0 else target + 1)

@@ -1,0 +1,36 @@
+"""benchmarks/swarm_seeds.py: several seeds' mode=eval reports in one table, worked by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+from conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("swarm_seeds", ROOT / "benchmarks" / "swarm_seeds.py")
+swarm_seeds = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(swarm_seeds)
+
+
+def report(policy: float, local: float) -> dict:
+    """One seed's eval.json at 16 UAVs, nominal: the policy's and the decentralised planner's returns (planner 10)."""
+    rows = [
+        {"n_uav": 16, "test_set": "nominal", "method": name, "return": ret, "of_planner": ret / 10}
+        for name, ret in (("mappo", policy), ("scripted planner", 10.0), ("decentralised planner", local))
+    ]
+    return {"algorithm": "mappo", "rows": rows}
+
+
+def test_seeds_are_summarised_per_size_set_and_method_by_hand(tmp_path) -> None:
+    rows = swarm_seeds.seed_rows([report(9.0, 8.0), report(9.5, 7.5), report(8.5, 8.5)])
+    mappo = next(r for r in rows if r["method"] == "mappo")
+    assert (mappo["seeds"], mappo["of_planner_pct"], mappo["std"]) == (3, 90.0, 5.0)
+    half = 4.302653 * 5.0 / math.sqrt(3)  # Student's t, 2 degrees of freedom
+    assert mappo["ci95"] == f"[{90 - half:.1f}, {90 + half:.1f}]"
+    assert mappo["of_decentralised_pct"] == round(100 * (9 / 8 + 9.5 / 7.5 + 8.5 / 8.5) / 3, 1)
+    for seed, values in enumerate(((9.0, 8.0), (9.5, 7.5))):
+        (tmp_path / str(seed)).mkdir()
+        (tmp_path / str(seed) / "eval.json").write_text(json.dumps(report(*values)))
+    assert swarm_seeds.main([str(tmp_path / "0"), str(tmp_path / "1"), "--markdown"]) == 0
+    assert swarm_seeds.main([str(tmp_path / "0"), str(tmp_path / "missing")]) == 2

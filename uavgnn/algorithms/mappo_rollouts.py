@@ -1,0 +1,94 @@
+"""MAPPO's on-policy collections (``algorithm=mappo``): each step's log-probability and value under the collecting
+policy, the teacher's action where it imitates the planner, and the advantages (GAE) of the whole collection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
+from uavgnn.envs.policies import scripted_planner
+from uavgnn.envs.rl_workload import EnvRun
+from uavgnn.runtime import unwrap
+
+
+@dataclass
+class Rollouts(Episodes):
+    """On-policy episodes with what the collecting policy saw of them (``action``: u for continuous actions)."""
+
+    logp: torch.Tensor  # (B, T, N) log-probability of the action under the collecting policy
+    value: torch.Tensor  # (B, T, N) its value estimate, denormalised
+    advantage: torch.Tensor  # (B, T, N) GAE
+    returns: torch.Tensor  # (B, T, N) lambda-returns: the critic's targets
+
+
+@dataclass
+class TaughtRollouts(Rollouts):
+    """Rollouts with the teacher's actions (``teacher=planner``)."""
+
+    teacher_action: torch.Tensor  # (B, T, N) the central planner's action at each step
+    teacher_weight: torch.Tensor  # (B,) the imitation loss's weight when the episode was collected
+
+
+def gae(
+    reward: torch.Tensor, done: torch.Tensor, value: torch.Tensor, gamma: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, lambda-returns), each (B, T, N), of episodes' rewards (B, T, N), ends (B, T) and values
+    (B, T, N): GAE's sum of discounted TD errors is the lambda-return minus the value, and the lambda-returns
+    come for every step at once (``td_lambda_targets``). No bootstrap past the last step: episodes end there."""
+    next_value = torch.cat([value[:, 1:], torch.zeros_like(value[:, :1])], 1)
+    returns = td_lambda_targets(reward, done, next_value, gamma, lam)
+    return returns - value, returns
+
+
+class MAPPOWorkload(EpisodeWorkload):
+    """On-policy episodes that keep each step's log-probability and value, and their advantages."""
+
+    episodes_type = Rollouts
+
+    def __init__(
+        self,
+        run: EnvRun,
+        model: nn.Module,
+        device: torch.device,
+        batch_size: int,
+        minibatches: int,
+        gamma: float,
+        gae_lambda: float,
+        teacher: tuple[float, int] | None = None,
+    ) -> None:
+        """``teacher``: (the imitation loss's first weight, the updates it falls to 0 over), or None."""
+        super().__init__(run, model, device, batch_size, minibatches)
+        self.gamma, self.gae_lambda, self.teacher = gamma, gae_lambda, teacher
+        if teacher is not None:
+            self.episodes_type = TaughtRollouts
+
+    def act(
+        self, obs: torch.Tensor, state: torch.Tensor, avail: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        agents = unwrap(self.model)
+        action, logp = agents.sample(obs, avail, self.env.generator)
+        columns = {"action": action, "logp": logp, "value": agents.value(state, obs)}
+        if self.teacher is not None:  # the planner asked while its word weighs anything (static columns after)
+            columns["teacher_action"] = scripted_planner(self.env) if self.taught > 0 else torch.zeros_like(action)
+        return agents.to_env(action), columns
+
+    def collect(self, step: int) -> None:
+        if self.teacher is not None:  # the imitation loss's weight on this collection: it falls with the step
+            coef, updates = self.teacher
+            self.taught = coef * max(0.0, 1.0 - step / updates)
+        super().collect(step)
+
+    def finish(self, columns: dict[str, torch.Tensor]) -> Rollouts:
+        """GAE and the lambda-returns of the collection; the value normaliser then moves toward the returns."""
+        agents = unwrap(self.model)
+        mean, std = agents.return_scale()
+        value = columns.pop("value") * std + mean
+        advantage, returns = gae(columns["reward"], columns["done"], value, self.gamma, self.gae_lambda)
+        agents.observe_returns(returns, columns["mask"])
+        if self.teacher is None:
+            return Rollouts(**columns, value=value, advantage=advantage, returns=returns)
+        taught = torch.full_like(value[:, 0, 0], self.taught)
+        return TaughtRollouts(**columns, value=value, advantage=advantage, returns=returns, teacher_weight=taught)

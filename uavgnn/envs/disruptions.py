@@ -1,0 +1,84 @@
+"""Disruptions of the UAV environment: the world the scripted planner does not assume (``env`` settings, each off
+by default, each drawn from the environment's seeded generator, so resumable with it).
+
+- ``failures``: each UAV fails during an episode with this chance, at a uniform step in [1, horizon): it stops,
+  serves and collides no more, and drops out of the others' observations (it falls silent).
+- ``comm_radius``, ``comm_drop``: a UAV observes another only within the radius and when that step's message is not
+  lost; what it does not hear is absent from its observation (neighbours, and the count of UAVs nearer to a target).
+- ``target_speed``: every target drifts at this speed in its own uniform direction, reflected by the arena's walls.
+
+Off, none of them draws a number or adds an operation: the seeded streams and results stay as they were.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from uavgnn.envs.settings import EnvSettings
+
+FIELDS = ("failures", "comm_radius", "comm_drop", "target_speed")  # the env settings a disrupted test set changes
+# mode=eval's disrupted test sets (eval.disruptions): the levels in BENCHMARKS.md's MARL table
+TEST_SETS = {
+    "failures": {"failures": 1.0},
+    "comm_radius": {"comm_radius": 0.7},
+    "comm_drop": {"comm_drop": 0.5},
+    "moving_targets": {"target_speed": 0.1},
+}
+
+
+def limits_hearing(settings: EnvSettings) -> bool:
+    """Whether a UAV may not observe every other (a radius or lost messages; failures only silence the fallen)."""
+    return settings.comm_radius > 0 or settings.comm_drop > 0
+
+
+def failure_steps(settings: EnvSettings, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
+    """(E, N) the step at which each UAV fails: uniform in [1, horizon) with chance ``failures``, else horizon
+    (never: an episode ends there)."""
+    device = generator.device
+    fails = torch.rand(shape, generator=generator, device=device) < settings.failures
+    at = torch.randint(1, max(settings.horizon, 2), shape, generator=generator, device=device)
+    return torch.where(fails, at, settings.horizon)
+
+
+def drift_velocities(settings: EnvSettings, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
+    """(E, M, 2) each target's velocity: ``target_speed`` in a uniform direction."""
+    angle = torch.rand(shape, generator=generator, device=generator.device) * 2 * torch.pi
+    return settings.target_speed * torch.stack([angle.cos(), angle.sin()], -1)
+
+
+def drift(pos: torch.Tensor, vel: torch.Tensor, side: float, dt: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Targets (E, M, 2) moved for ``dt``, reflected by the walls of the [0, side]^2 arena: (positions, velocities)."""
+    moved = pos + vel * dt
+    below, above = moved < 0, moved > side
+    moved = torch.where(below, -moved, torch.where(above, 2 * side - moved, moved)).clamp(0.0, side)
+    return moved, torch.where(below | above, -vel, vel)
+
+
+def message_drops(settings: EnvSettings, shape: tuple[int, int, int], generator: torch.Generator) -> torch.Tensor:
+    """(E, N, N) bool: the messages lost this step (UAV i does not hear UAV j)."""
+    return torch.rand(shape, generator=generator, device=generator.device) < settings.comm_drop
+
+
+def hearing(
+    settings: EnvSettings, gap: torch.Tensor, down: torch.Tensor | None, dropped: torch.Tensor | None
+) -> torch.Tensor:
+    """(E, N, N) bool: UAV i hears (observes) UAV j, from their distances ``gap`` (E, N, N), the fallen UAVs
+    ``down`` (E, N) and the lost messages ``dropped`` (E, N, N), each None when that disruption is off."""
+    heard = torch.ones_like(gap, dtype=torch.bool) if settings.comm_radius <= 0 else gap <= settings.comm_radius
+    if down is not None:
+        heard = heard & ~down[:, None, :]
+    return heard if dropped is None else heard & ~dropped
+
+
+def heard_ahead(distance: torch.Tensor, live: torch.Tensor, targets: torch.Tensor, heard: torch.Tensor) -> torch.Tensor:
+    """(E, N, kt) how many UAVs that UAV i hears, with range left, are nearer than it to each of its targets
+    ``targets`` (E, N, kt) (ties: lower index first), from the distances (E, N, M) and the UAVs with range
+    ``live`` (E, N): ``UAVEnv.uavs_ahead`` restricted to what each UAV hears."""
+    e, n, kt = targets.shape
+    d = distance.masked_fill(~live[..., None], float("inf"))
+    mine = torch.gather(d, 2, targets)  # (E, N, kt)
+    theirs = torch.gather(d.transpose(1, 2), 1, targets.reshape(e, n * kt, 1).expand(-1, -1, n)).view(e, n, kt, n)
+    index = torch.arange(n, device=distance.device)
+    tie_first = index[None, :] < index[:, None]  # (N, N): j before i
+    before = (theirs < mine[..., None]) | ((theirs == mine[..., None]) & tie_first[None, :, None, :])
+    return (before & heard[:, :, None, :]).sum(-1)
