@@ -7,9 +7,10 @@ random actions on the same episodes: return (team and per UAV), its spread, comp
 one set of weights for any number of UAVs - zero-shot at every ``eval.scales`` size (episodes per size:
 ``eval.max_total_uavs // n_uav`` at most), on the nominal test set (no disruption, whatever the policy trained in)
 and each disrupted one (``eval.disruption_sets``: UAV failures, limited communication, moving targets;
-``uavgnn.envs.disruptions``), with the central and the decentralised scripted planner. Writes ``eval.json``, ``test_sets.png`` (every method on every test set and size, as
-a share of the central planner's nominal return), ``trajectories.png`` (one episode by each policy) and
-``episode.gif``, and logs the tables and the pictures to the configured dashboard.
+``uavgnn.envs.disruptions``), with the central and the decentralised scripted planner. Writes ``eval.json``,
+``test_sets.png`` (every method on every test set and size, as a share of the central planner's nominal return),
+``trajectories.png`` (one episode by each policy) and ``episode.gif``, and logs the tables and the pictures to the
+configured dashboard.
 """
 
 from __future__ import annotations
