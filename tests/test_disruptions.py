@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 import torch
-from test_env import CPU, one_target_env
+from test_env import CPU, one_target_env, restored_env_repeats
 
 from uavgnn.envs.disruptions import drift, heard_ahead
 from uavgnn.envs.policies import decentralised_planner, greedy_assignment, random_policy, scripted_planner
@@ -83,14 +83,7 @@ def test_lost_messages_are_drawn_each_step_with_the_chance_asked_and_resume_exac
     off_diagonal = ~torch.eye(8, dtype=torch.bool)
     assert env.dropped[:, off_diagonal].float().mean().item() == pytest.approx(0.4, abs=0.02)
     assert not torch.equal(env.dropped, first)  # a new draw every step
-    saved = env.state_dict()
-    steps = [env.step(random_policy(env)) for _ in range(15)]  # past an auto-reset
-    again = UAVEnv(settings, SceneDistribution(), 64, CPU, seed=7)
-    again.load_state_dict(saved)
-    for step in steps:
-        repeat = again.step(random_policy(again))
-        torch.testing.assert_close(repeat.obs, step.obs)
-        torch.testing.assert_close(repeat.task_reward, step.task_reward)
+    restored_env_repeats(env, 15)  # past an auto-reset
 
 
 def test_moving_targets_drift_and_bounce_off_the_walls_by_hand() -> None:

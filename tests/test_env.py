@@ -159,15 +159,23 @@ def test_episodes_auto_reset_and_a_restored_environment_continues_identically() 
     env.reset()
     for _ in range(3):
         env.step(random_policy(env))
-    saved = env.state_dict()
-    first = [env.step(random_policy(env)) for _ in range(4)]
+    first = restored_env_repeats(env, 4)
     assert bool(first[1].done.all()) and int(env.t.max()) == 2  # the horizon reset every env at step 5
-    again = UAVEnv(settings, SceneDistribution(), 8, CPU, seed=99)
+
+
+def restored_env_repeats(env: UAVEnv, steps: int) -> list:
+    """``steps`` random steps of ``env``, and the same steps of another env (another seed) restored from its
+    ``state_dict`` first: checked equal (observations, rewards); the first env's steps."""
+    saved = env.state_dict()
+    first = [env.step(random_policy(env)) for _ in range(steps)]
+    again = UAVEnv(env.cfg, env.dist, env.n_envs, CPU, seed=99)
     again.load_state_dict(saved)
     for step in first:
         repeat = again.step(random_policy(again))
         torch.testing.assert_close(repeat.obs, step.obs)
         torch.testing.assert_close(repeat.reward, step.reward)
+        torch.testing.assert_close(repeat.task_reward, step.task_reward)
+    return first
 
 
 def test_an_ended_episode_is_observed_afresh_or_finally_as_auto_reset_says() -> None:
