@@ -27,7 +27,7 @@ REFERENCES = ("scripted planner", "decentralised planner", "nearest target")
 
 def seed_rows(reports: list[dict]) -> list[dict]:
     """Per (size, test set, method): the seeds' mean and std of ``of_planner`` and its interval, in percent; the
-    policy's rows add its return over the decentralised planner's (mean over seeds)."""
+    policy's rows add its mean return over the decentralised planner's (none where that is not positive)."""
     policy = reports[0]["algorithm"]
     scores: dict[tuple[int, str, str], list[float]] = {}
     returns: dict[tuple[int, str, str], list[float]] = {}
@@ -51,9 +51,9 @@ def seed_rows(reports: list[dict]) -> list[dict]:
             "ci95": "n/a" if interval is None else f"[{interval.low:.1f}, {interval.high:.1f}]",
         }
         if method == policy:
-            local = returns[(n_uav, test_set, "decentralised planner")]
-            ratios = [mine / theirs for mine, theirs in zip(returns[(n_uav, test_set, method)], local)]
-            row["of_decentralised_pct"] = round(100 * statistics.mean(ratios), 1)
+            local = statistics.mean(returns[(n_uav, test_set, "decentralised planner")])  # the same every seed
+            mine = statistics.mean(returns[(n_uav, test_set, method)])
+            row["of_decentralised_pct"] = round(100 * mine / local, 1) if local > 0 else float("nan")
         rows.append(row)
     return rows
 

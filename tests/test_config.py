@@ -267,6 +267,10 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
         ),
         (["eval.disruption_sets=[failures,nope]"], "eval.disruption_sets: nope not defined in eval.disruptions"),
         (
+            ["+eval.disruptions.nominal={failures:0.5}", "eval.disruption_sets=[nominal]"],
+            "'nominal' is the undisrupted",
+        ),
+        (
             ["+eval.disruptions.typo={failure:0.5}", "eval.disruption_sets=[typo]"],
             "eval.disruptions.typo: failure is not a disruption",
         ),

@@ -28,7 +28,7 @@ def test_seeds_are_summarised_per_size_set_and_method_by_hand(tmp_path) -> None:
     assert (mappo["seeds"], mappo["of_planner_pct"], mappo["std"]) == (3, 90.0, 5.0)
     half = 4.302653 * 5.0 / math.sqrt(3)  # Student's t, 2 degrees of freedom
     assert mappo["ci95"] == f"[{90 - half:.1f}, {90 + half:.1f}]"
-    assert mappo["of_decentralised_pct"] == round(100 * (9 / 8 + 9.5 / 7.5 + 8.5 / 8.5) / 3, 1)
+    assert mappo["of_decentralised_pct"] == round(100 * 9.0 / 8.0, 1)  # means: (9 + 9.5 + 8.5) / 3 over 8
     for seed, values in enumerate(((9.0, 8.0), (9.5, 7.5))):
         (tmp_path / str(seed)).mkdir()
         (tmp_path / str(seed) / "eval.json").write_text(json.dumps(report(*values)))

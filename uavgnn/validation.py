@@ -298,6 +298,8 @@ def check_disruptions(cfg) -> None:
         )
     for name in cfg.eval.disruption_sets:
         change = cfg.eval.disruptions[name]
+        if name == "nominal":
+            raise ConfigError("eval.disruption_sets: 'nominal' is the undisrupted test set, always run; name yours")
         unknown = sorted(set(change) - set(disruptions.FIELDS))
         if unknown:
             raise ConfigError(

@@ -62,6 +62,7 @@ class MAPPOWorkload(EpisodeWorkload):
         """``teacher``: (the imitation loss's first weight, the updates it falls to 0 over), or None."""
         super().__init__(run, model, device, batch_size, minibatches)
         self.gamma, self.gae_lambda, self.teacher = gamma, gae_lambda, teacher
+        self.taught = 0.0  # the imitation loss's weight on the current collection (``collect``)
         if teacher is not None:
             self.episodes_type = TaughtRollouts
 

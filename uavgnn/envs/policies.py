@@ -8,7 +8,7 @@
   unassigned UAVs hover. The bar learned policies are measured against.
 - ``decentralised_planner``: the same greedy assignment run by each UAV on
   what it observes (the UAVs it hears, its nearest open targets): the
-  planner with the policies' information, the bar under disruptions.
+  planner with what each UAV observes, the bar under disruptions.
 - ``nearest_target``: every UAV at its nearest open target, flown the same
   way - what a policy that learned no coordination does.
 - ``random_policy``: uniform actions, the floor.
@@ -105,7 +105,9 @@ def scripted_planner(env: UAVEnv) -> torch.Tensor:
 def decentralised_planner(env: UAVEnv) -> torch.Tensor:
     """Each UAV runs the planner's greedy assignment on what it observes - itself and the UAVs it hears among its
     ``obs_uavs`` nearest (their positions and ranges), its ``obs_targets`` nearest open targets - and flies at the
-    target it gave itself: the planner with the policies' information."""
+    target it gave itself: the planner with what each UAV observes, plus the ranges of the UAVs it hears (which their
+    messages would carry; the policies' observations hold their offsets and velocities, and the count of UAVs with
+    range nearer to each target)."""
     e, n = env.n_envs, env.n_uav
     _, j, open_ = env.candidates()  # (E, N, kt)
     i, heard, _ = env.neighbours()  # (E, N, ku)

@@ -55,6 +55,7 @@ class RLWorkload:
             "collisions": zero,
             "env_time": 0.0,
             "env_steps": 0,
+            "agent_steps": 0,
             "started": None,
         }
 
@@ -65,11 +66,12 @@ class RLWorkload:
             w["started"] = time.perf_counter()
         w["episodes"] = w["episodes"] + ended.sum()
         w["return"] = w["return"] + (step.episode_return * ended).sum()
-        if step.agent_return.shape[1] == self.settings.n_uav:  # per UAV at the training size only
+        if not self.run.train_sizes:  # per UAV: of one swarm size only
             w["agent_return"] = w["agent_return"] + (step.agent_return * ended[:, None]).sum(0)
         w["completion"] = w["completion"] + (step.episode_completion * ended).sum()
         w["collisions"] = w["collisions"] + (step.collisions if live is None else step.collisions * live).sum()
         w["env_steps"] += len(ended)
+        w["agent_steps"] += len(ended) * step.agent_return.shape[1]
         self.env_steps += len(ended)
 
     def window_state(self) -> dict[str, Any]:
@@ -86,7 +88,11 @@ class RLWorkload:
         check_tensors("log window", {k: saved.get(k) for k in tensors}, {k: v.shape for k, v in tensors.items()})
         self._window = {
             **empty,
-            **{k: (saved[k].to(self.device) if k in tensors else saved[k]) for k in empty if k != "started"},
+            **{
+                k: (saved[k].to(self.device) if k in tensors else saved.get(k, v))
+                for k, v in empty.items()
+                if k != "started"
+            },
         }
 
     def collected(self) -> None:
@@ -103,19 +109,19 @@ class RLWorkload:
         stats = {
             "train/env_steps": float(self.env_steps),
             "perf/env_steps_per_s": w["env_steps"] / max(w["env_time"], 1e-9),
-            "perf/agent_steps_per_s": w["env_steps"] * self.settings.n_uav / max(w["env_time"], 1e-9),
+            "perf/agent_steps_per_s": w["agent_steps"] / max(w["env_time"], 1e-9),
             "train/collisions_per_env_step": float(w["collisions"]) / max(w["env_steps"], 1),
         }
         if episodes > 0:
-            agent = (w["agent_return"] / episodes).tolist()
+            agent = (w["agent_return"] / episodes).tolist()  # zeros across swarm sizes: left out below
             stats.update(
                 {
                     "train/episode_return": float(w["return"]) / episodes,
                     "train/completion_rate": float(w["completion"]) / episodes,
-                    "train/agent_return_min": min(agent),
-                    "train/agent_return_max": max(agent),
                 }
             )
+        if episodes > 0 and not self.run.train_sizes:
+            stats.update({"train/agent_return_min": min(agent), "train/agent_return_max": max(agent)})
             if len(agent) <= MAX_AGENTS_LOGGED:
                 stats.update({f"train/agent_return/{i}": value for i, value in enumerate(agent)})
         return stats

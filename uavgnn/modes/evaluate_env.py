@@ -76,13 +76,15 @@ def run_env_eval(cfg: Config, out_dir: Path) -> dict[str, Any]:
     policy, config = load_env_policy(cfg.ckpt, "mode=eval ckpt", device)
     trained, dist = env_settings(config), scene_distribution(config)
     name, rows, sets = config.algorithm.name, [], test_sets(cfg)
+    flown = {trained.n_uav, *config.env.get("train_sizes", [])}  # the sizes it trained at: not zero-shot there
     for n_uav in swarm_sizes(cfg, config):
         episodes = max(1, min(cfg.eval.episodes, cfg.eval.max_total_uavs // n_uav))
         size_rows, nominal = [], None
         for test_set, change in sets.items():
             settings = dataclasses.replace(trained, n_uav=n_uav, **{**NOMINAL, **change})
             set_rows, set_scores = compare_policies({name: policy}, settings, dist, episodes, device)
-            nominal = nominal or next(r["return"] for r in set_rows if r["method"] == "scripted planner")
+            if test_set == "nominal":
+                nominal = next(r["return"] for r in set_rows if r["method"] == "scripted planner")
             for row in set_rows:
                 row.update(
                     n_uav=n_uav,
@@ -97,7 +99,7 @@ def run_env_eval(cfg: Config, out_dir: Path) -> dict[str, Any]:
         echo(
             f"Test episodes: {count(episodes, 'episode')} of {count(n_uav, 'UAV')}, {trained.horizon} steps "
             f"({trained.name} environment, {dist.positions} scenes), {name} from {cfg.ckpt}"
-            f"{'' if n_uav == trained.n_uav else ' (zero-shot: trained at ' + str(trained.n_uav) + ')'}\n"
+            f"{'' if n_uav in flown else ' (zero-shot: trained at ' + ', '.join(map(str, sorted(flown))) + ')'}\n"
             + format_table(size_rows, COLUMNS)
         )
     echo(
