@@ -119,8 +119,10 @@ class EpisodeWorkload(RLWorkload):
 
     def restart(self, step: int, batch_size: int) -> None:
         """A new batch size (out-of-memory halving) needs environments to match; episodes are recollected."""
-        if self.batch_size != batch_size:
-            self.batch_size, self.envs, self.episodes = batch_size, {}, None
+        same = self._n_envs(batch_size, self.settings.n_uav) == self.envs[self.settings.n_uav].n_envs
+        self.batch_size = batch_size  # every size's count follows the training size's: all change or none
+        if not same:
+            self.envs, self.episodes = {}, None
             self.env = self._env_of(self.settings.n_uav)
 
     def batch(self, step: int, stage: int, batch_size: int) -> Episodes:
