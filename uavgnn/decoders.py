@@ -232,23 +232,25 @@ def fixed_round_greedy(
     first = torch.searchsorted(sorted_target, sorted_target)  # where each position's target starts
     position = torch.empty_like(edge).scatter_(0, by_target, edge)  # each edge's position in that order
     edge_need, zero = need[cand_target_node], torch.zeros(1, dtype=torch.long, device=dev)
-    no_node, none = torch.zeros(n, dtype=torch.bool, device=dev), torch.full((n,), c, dtype=torch.long, device=dev)
+    # the 'any of' reductions in int32 (CUDA's scatter_reduce has no bool kernel)
+    no_node, none = torch.zeros(n, dtype=torch.int32, device=dev), torch.full((n,), c, dtype=torch.long, device=dev)
     possible = cand_logp > float("-inf")  # a candidate of probability 0 (padding) is never proposed
     alive, held = possible, torch.zeros(c, dtype=torch.bool, device=dev)
     closed = need > 0  # targets not reopened yet
-    edge_scene, no_scene = scene[cand_uav], torch.zeros(n_scenes, dtype=torch.bool, device=dev)
+    edge_scene, no_scene = scene[cand_uav], torch.zeros(n_scenes, dtype=torch.int32, device=dev)
     for last in [False] * (rounds - 1) + [True]:
-        busy = no_node.scatter_reduce(0, cand_uav, held, "amax")[cand_uav]  # per edge: its UAV holds one
+        busy = (no_node.scatter_reduce(0, cand_uav, held.int(), "amax") > 0)[cand_uav]  # per edge: its UAV holds one
         best = none.scatter_reduce(0, cand_uav, torch.where(alive & ~busy, uav_rank, unranked), "amin")
         proposed = uav_rank == best[cand_uav]  # each free UAV's most likely live candidate
-        proposing_scene = no_scene.scatter_reduce(0, edge_scene, proposed, "amax")
+        proposing_scene = no_scene.scatter_reduce(0, edge_scene, proposed.int(), "amax") > 0
         proposing, playing = proposing_scene[edge_scene], held | proposed
         ahead = torch.cat([zero, playing[by_target].cumsum(0)])  # contenders up to each position, by target
         kept = playing & ((ahead[1:] - ahead[first])[position] <= edge_need)
         count = torch.zeros(n, dtype=torch.long, device=dev).index_add_(0, cand_target_node, held.long())
         short = count * (need - count) > 0
         short_edge = short[cand_target_node]
-        quiet = ~(proposing_scene | no_scene.scatter_reduce(0, edge_scene, short_edge, "amax"))  # nothing to close
+        shorts_scene = no_scene.scatter_reduce(0, edge_scene, short_edge.int(), "amax") > 0
+        quiet = ~(proposing_scene | shorts_scene)  # nothing to close
         closing = short_edge & ~proposing
         retry = closed & (count == 0) & quiet[scene]
         again = retry[cand_target_node] & possible & ~(alive | busy)

@@ -207,7 +207,7 @@ class Dynamics(Algorithm):
         return StepOutput(
             data + self.lambda_physics * physics,
             {"data_loss": data.detach(), "physics_loss": physics.detach()},
-            torch.tensor(float(len(batch) * (w - b)), device=batch.x.device),
+            torch.full((), float(len(batch) * (w - b)), device=batch.x.device),  # a fill, not a host copy: capturable
         )
 
     def test(self, result: Any, out_dir: Path, logger: Any) -> float:

@@ -144,9 +144,10 @@ class GraphedUpdate:
         except RuntimeError as err:
             if isinstance(err, torch.cuda.OutOfMemoryError):
                 raise
-            return self._give_up(err, batch, draws, stop_seen)
+            failure = err
         finally:
             torch.cuda.set_sync_debug_mode("default")
+        return self._give_up(failure, batch, draws, stop_seen)  # eager again, without the check
 
     def _give_up(self, err: BaseException, batch: Any, draws: Any, stop_seen: bool) -> Any:
         """The update cannot be a graph: say why once, then run this step and every later one eagerly."""

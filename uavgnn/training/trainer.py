@@ -104,7 +104,8 @@ class Trainer(Recovery, Phases, Updates):
             cfg.train.grad_clip,
             capturable=self.graphed is not None,
         )
-        self.ema = AveragedModel(self.model) if cfg.train.ema_decay > 0 else None
+        # its counter on the weights' device (torch puts it on the CPU otherwise: a CUDA step would mix devices)
+        self.ema = AveragedModel(self.model, self.device) if cfg.train.ema_decay > 0 else None
         self.policy = self.ema.module if self.ema is not None else self.model  # evaluated, checkpointed, shipped
         self.state, self.cur = TrainState(best=self.score.worst), CurriculumState()
         self.window = dict.fromkeys(WINDOW, 0.0)  # sums since the last log line (saved in last.pt: exact after resume)
