@@ -1,15 +1,16 @@
 """What the model's decision of one scene costs (issue 61, item 3): aten ops and host-sync ops of the staged
-decision, with its greedy decodes as the loop (the CPU's default) and in fixed-shape rounds (what ``decode`` runs
-on a GPU), and of the forward that scores the scene, at several sizes; and the whole decision's time
-(``solve_with_model``: graph, relaxation, forward, decision) beside lap's and mcf's on the same scene, the three
-alternated ``--repeats`` times, as ratios.
+decision, with its greedy decodes as the loop (the CPU's default), in all their fixed-shape rounds (a training
+step's) and in rounds read back every ``CHECK_EVERY`` (what ``decode`` runs on a GPU), and of the forward that
+scores the scene, at several sizes; and the whole decision's time (``solve_with_model``: graph, relaxation,
+forward, decision) beside lap's and mcf's on the same scene, the three alternated ``--repeats`` times, as ratios.
+
 
     .venv/bin/python benchmarks/bench_decision_ops.py                          # 1,024 and 4,096 UAVs, the CPU
     .venv/bin/python benchmarks/bench_decision_ops.py --sizes 1024 16384 --device cuda   # on a GPU: real waits
 
 Each op but a view is a kernel launch on a GPU; each sync op makes the host wait for the device. The pretrained
 policy scores one uniform scene (``score_scene``: graph, relaxation, forward, balancing), then
-``decoders.staged_decode`` decides it both ways; both decisions are checked equal (the rounds converged).
+``decoders.staged_decode`` decides it the three ways; the decisions are checked equal (the rounds converged).
 Milliseconds are medians of ``--repeats`` on the device given; the machine is noisy, the ratios are what count.
 """
 
@@ -22,7 +23,7 @@ import time
 import torch
 
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.decoders import SYNC_FREE_ROUNDS, staged_decode
+from uavgnn.decoders import CHECK_EVERY, SYNC_FREE_ROUNDS, staged_decode
 from uavgnn.inference.scene import score_scene, solve_with_model
 from uavgnn.perf import OpCounter
 from uavgnn.problem.generator import generate_scenes
@@ -59,11 +60,15 @@ def main() -> None:
             score_scene(model, scene, graph, device)
         batch, keep = scores.batch, scores.keep
         uav, target = batch.cand_index[0, keep], batch.cand_index[1, keep]
-        ways = {"loop (CPU)": None, f"{SYNC_FREE_ROUNDS} fixed rounds (GPU)": SYNC_FREE_ROUNDS}
+        ways = {
+            "loop (CPU)": (None, 0),
+            f"{SYNC_FREE_ROUNDS} fixed rounds": (SYNC_FREE_ROUNDS, 0),
+            f"rounds read back every {CHECK_EVERY} (GPU)": (SYNC_FREE_ROUNDS, CHECK_EVERY),
+        }
         decided = {}
-        for name, rounds in ways.items():
+        for name, (rounds, check_every) in ways.items():
 
-            def decide(rounds: int | None = rounds) -> torch.Tensor:
+            def decide(rounds: int | None = rounds, check_every: int = check_every) -> torch.Tensor:
                 return staged_decode(
                     scores.cand_logp,
                     scores.idle_logp,
@@ -73,6 +78,7 @@ def main() -> None:
                     model.balancing,
                     rounds,
                     (batch.batch, batch.num_graphs),
+                    check_every,
                 )
 
             with OpCounter() as counted:
@@ -114,10 +120,10 @@ def main() -> None:
                     "x_lap": statistics.median(values) / lap_s,
                 }
             )
-        same = torch.equal(*decided.values())
+        loop, *rounds_ways = decided.values()
+        same = all(torch.equal(loop, other) for other in rounds_ways)
         print(
-            f"{n_uav} UAVs: the two decisions are {'equal' if same else 'DIFFERENT (rounds did not converge)'}",
-            flush=True,
+            f"{n_uav} UAVs: the decisions are {'equal' if same else 'DIFFERENT (rounds did not converge)'}", flush=True
         )
     print(format_table(rows, ["n_uav", "part", "ops", "syncs", "ms", "x_lap"]))
 

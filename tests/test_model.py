@@ -92,6 +92,8 @@ def test_greedy_decoder_matches_a_plain_python_reference(store, seed) -> None:
     assert {u: t for u, t in enumerate(choice.tolist()) if t >= 0} == expected
     fixed, converged = fixed_round_greedy(cand_logp, uav, target, batch.need, batch.batch, batch.num_graphs, 48)
     assert bool(converged) and torch.equal(fixed, choice)
+    early, stopped = fixed_round_greedy(cand_logp, uav, target, batch.need, batch.batch, batch.num_graphs, 48, 3)
+    assert bool(stopped) and torch.equal(early, choice)  # stopped at a fixed point read back every 3 rounds
 
 
 def test_the_fixed_round_greedy_says_when_it_stopped_short_and_stays_feasible(store) -> None:

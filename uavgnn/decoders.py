@@ -29,8 +29,9 @@
   It reads nothing but the policy and the needs (no distance, no value): a decoder, not a repair pass. On the
   validation scenes of the one-round pipeline, 20 stages take the gap from 1.35 / 2.27 / 2.18% to 1.08 / 1.76
   / 1.75% at 16 / 256 / 1,024 UAVs (BENCHMARKS.md, issue 33 part 9).
-  On a GPU (``decode`` on CUDA) every greedy decode of the stages runs in ``SYNC_FREE_ROUNDS`` fixed-shape
-  rounds (``fixed_round_greedy``): nothing in the stages waits on a host read.
+  On a GPU (``decode`` on CUDA) every greedy decode of the stages runs in at most ``SYNC_FREE_ROUNDS``
+  fixed-shape rounds (``fixed_round_greedy``), the host reading whether they converged every ``CHECK_EVERY``:
+  a few host reads instead of one per loop pass, and the launches converging takes instead of all the rounds'.
 
 - ``sample``: the best, by the true reward J, of ``samples`` assignments per
   scene: sample 0 is the model's decision (greedy or staged), the others run the greedy
@@ -65,6 +66,8 @@ DECODERS = ("argmax", "greedy", "sample")
 STAGE_ITERS = 10  # balancing rounds after a stage: the policy was balanced before it (on validation, as good as 50)
 SYNC_FREE_ROUNDS = 64  # fixed-shape rounds of each greedy decode of the staged decision on a GPU (35 sufficed at
 #                        256 UAVs, BENCHMARKS.md, issue 32 part 3; a decode left unconverged drops its partial targets)
+CHECK_EVERY = 4  # a decision on a GPU reads back every 4 rounds whether its decode converged and stops there: each
+#                  round is ~60 kernel launches, and most decodes converge long before 64 rounds (BENCHMARKS.md)
 
 
 def _rank_within(group: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
@@ -163,17 +166,20 @@ def staged_decode(
     balancing: Balancing,
     rounds: int | None = None,
     scene: tuple[torch.Tensor, int] | None = None,
+    check_every: int = 0,
 ) -> torch.Tensor:
     """The model's decision target by target, the surest first (module docstring): chosen target node per node.
     With ``rounds`` (a GPU: ``decode``) every greedy decode inside is ``fixed_round_greedy``'s, that many rounds,
-    over ``scene`` (each node's scene, how many): nothing in the stages reads the device back; a target a decode
-    that did not converge leaves partial is dropped at the end (its UAVs idle), so the decision stays one a target
-    pays for."""
+    over ``scene`` (each node's scene, how many), stopping early at a fixed point read back every ``check_every``
+    rounds (0: never read back); a target a decode that did not converge leaves partial is dropped at the end (its
+    UAVs idle), so the decision stays one a target pays for."""
     n, dev, stages = need.numel(), need.device, balancing.stages
     if rounds is None:
         decide = lambda logp: greedy_decode(logp, cand_uav, cand_target_node, need)  # noqa: E731
     else:
-        decide = lambda logp: fixed_round_greedy(logp, cand_uav, cand_target_node, need, *scene, rounds)[0]  # noqa: E731
+        decide = lambda logp: fixed_round_greedy(  # noqa: E731
+            logp, cand_uav, cand_target_node, need, *scene, rounds, check_every
+        )[0]
     rebalancing = replace(balancing, iters=min(balancing.iters, STAGE_ITERS))
     decided = torch.full((n,), -1, dtype=torch.long, device=dev)
     gone = torch.zeros(n, dtype=torch.bool, device=dev)  # UAVs and targets decided in an earlier stage
@@ -206,9 +212,12 @@ def fixed_round_greedy(
     scene: torch.Tensor,
     n_scenes: int,
     rounds: int,
+    check_every: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``greedy_decode`` as ``rounds`` rounds of fixed-shape masked tensor ops, for a training step the host
-    does not wait on: (chosen target node per node (-1 idle), whether it converged (a device bool)).
+    does not wait on: (chosen target node per node (-1 idle), whether it converged (a device bool)). With
+    ``check_every`` > 0 (a decision, not a captured step) the host reads every that many rounds whether the last
+    round changed anything and stops there: the same result, in the launches converging takes.
 
     One round does what one pass of ``greedy_decode``'s loop does, with every branch computed and the one that
     applies selected on the device, scene by scene (``scene``: each node's, of ``n_scenes``; scenes share no
@@ -238,7 +247,8 @@ def fixed_round_greedy(
     alive, held = possible, torch.zeros(c, dtype=torch.bool, device=dev)
     closed = need > 0  # targets not reopened yet
     edge_scene, no_scene = scene[cand_uav], torch.zeros(n_scenes, dtype=torch.int32, device=dev)
-    for last in [False] * (rounds - 1) + [True]:
+    for r in range(1, rounds + 1):
+        check = r == rounds or (check_every > 0 and r % check_every == 0)
         busy = (no_node.scatter_reduce(0, cand_uav, held.int(), "amax") > 0)[cand_uav]  # per edge: its UAV holds one
         best = none.scatter_reduce(0, cand_uav, torch.where(alive & ~busy, uav_rank, unranked), "amin")
         proposed = uav_rank == best[cand_uav]  # each free UAV's most likely live candidate
@@ -254,11 +264,13 @@ def fixed_round_greedy(
         closing = short_edge & ~proposing
         retry = closed & (count == 0) & quiet[scene]
         again = retry[cand_target_node] & possible & ~(alive | busy)
-        if last:  # a round that changes nothing: the decode is at its fixed point
+        if check:  # a round that changes nothing: the decode is at its fixed point
             still = proposing.any() | closing.any() | again.any()
         held = torch.where(proposing, kept, held & ~closing)
         alive = torch.where(proposing, alive & (kept | ~playing), (alive & ~closing) | again)
         closed = closed & ~retry
+        if check and r < rounds and not bool(still):  # a host read, every check_every rounds: at a fixed point
+            break
     choice = torch.full((n,), -1, dtype=torch.long, device=dev).scatter_reduce(
         0, cand_uav, torch.where(held, cand_target_node, -1), "amax"
     )
@@ -354,7 +366,7 @@ def _decode(
     if method == "argmax":
         choice = argmax_decode(cand_logp, idle_logp, cand_uav, cand_target_node)
     elif method in ("greedy", "sample"):
-        rounds = SYNC_FREE_ROUNDS if cand_logp.is_cuda else None  # a GPU: the stages never wait on a host read
+        rounds = SYNC_FREE_ROUNDS if cand_logp.is_cuda else None  # a GPU: fixed rounds, a host read every 4
         choice = staged_decode(
             cand_logp,
             idle_logp,
@@ -364,6 +376,7 @@ def _decode(
             balancing,
             rounds,
             (batch.batch, batch.num_graphs),
+            CHECK_EVERY,
         )
         if method == "sample":
             return sample_decode(batch, cand_logp, keep, scenes, samples, decided=choice)
