@@ -4,7 +4,6 @@ step's) and in rounds read back every ``CHECK_EVERY`` (what ``decode`` runs on a
 scores the scene, at several sizes; and the whole decision's time (``solve_with_model``: graph, relaxation,
 forward, decision) beside lap's and mcf's on the same scene, the three alternated ``--repeats`` times, as ratios.
 
-
     .venv/bin/python benchmarks/bench_decision_ops.py                          # 1,024 and 4,096 UAVs, the CPU
     .venv/bin/python benchmarks/bench_decision_ops.py --sizes 1024 16384 --device cuda   # on a GPU: real waits
 
