@@ -11,7 +11,8 @@ import torch
 from test_env import CPU, one_target_env, restored_env_repeats
 
 from uavgnn.envs.disruptions import drift, heard_ahead
-from uavgnn.envs.policies import decentralised_planner, greedy_assignment, random_policy, scripted_planner
+from uavgnn.envs.policies import decentralised_planner, greedy_assignment, random_policy, run_episodes, scripted_planner
+from uavgnn.envs.render import completed_targets, plot_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.problem.scenes import SceneDistribution
@@ -98,6 +99,22 @@ def test_moving_targets_drift_and_bounce_off_the_walls_by_hand() -> None:
     moved = (env.target_pos - before).norm(dim=-1)
     inside = ((before > 0.2) & (before < env.side - 0.2)).all(-1)  # away from the walls: a straight 0.2
     torch.testing.assert_close(moved[inside], torch.full_like(moved[inside], 0.2))
+
+
+def test_an_episodes_picture_has_the_targets_where_they_were_at_each_step(tmp_path) -> None:
+    """Moving targets in the recorded episode: a track per target from its start, one drift step apart; the
+    targets the picture calls completed are the ones the environment completed (each step against where the
+    targets were then), and the picture draws the tracks."""
+    env = UAVEnv(dataclasses.replace(SWARM, target_speed=0.1), SceneDistribution(), 64, CPU, seed=1, auto_reset=True)
+    scores = run_episodes(env, scripted_planner)
+    assert scores.targets.shape == (scores.trajectory.shape[0], env.n_target, 2)
+    hops = (scores.targets[1:] - scores.targets[:-1]).norm(dim=-1)
+    inside = ((scores.targets[:-1] > 0.1) & (scores.targets[:-1] < env.side - 0.1)).all(-1)
+    torch.testing.assert_close(hops[inside], torch.full_like(hops[inside], 0.1))
+    done = completed_targets(scores, SWARM.service_radius)
+    assert int(done.sum()) == round(float(scores.completion[0]) * env.n_target) > 0
+    png = plot_episodes({"scripted planner": scores}, SWARM.service_radius, tmp_path / "moving.png")
+    assert png.stat().st_size > 0
 
 
 def test_with_everything_observed_the_decentralised_planner_is_the_central_one() -> None:

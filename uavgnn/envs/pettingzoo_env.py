@@ -72,6 +72,7 @@ class UAVParallelEnv(ParallelEnv):
         self.env = make_env(settings, dist, 1, torch.device("cpu"), seed, auto_reset=False)
         self._state = np.zeros(settings.state_dim(dist), dtype=np.float32)
         self._path = [self.env.pos[0].clone()]  # the UAVs' positions since the episode began, for render()
+        self._target_path = [self.env.target_pos[0].clone()]  # and the targets' (they move with target_speed)
         self._observation_space = spaces.Box(-np.inf, np.inf, (settings.obs_dim(),), np.float32)
         self._action_space = (
             spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -100,7 +101,7 @@ class UAVParallelEnv(ParallelEnv):
         if seed is not None:
             self.env = make_env(self.settings, self.dist, 1, torch.device("cpu"), seed, auto_reset=False)
         obs, state = self.env.reset()
-        self._path = [self.env.pos[0].clone()]
+        self._path, self._target_path = [self.env.pos[0].clone()], [self.env.target_pos[0].clone()]
         self.agents = self.possible_agents[:]
         self._state = state[0].numpy()
         return self._per_agent(obs[0]), {agent: {} for agent in self.agents}
@@ -112,6 +113,7 @@ class UAVParallelEnv(ParallelEnv):
         action = self._checked_actions(actions)
         step = self.env.step(action[None])
         self._path.append(step.positions[0].clone())
+        self._target_path.append(step.target_positions[0].clone())
         self._state = step.state[0].numpy()
         done = bool(step.done[0])
         completed = bool(step.episode_completion[0] >= 1.0)  # else the horizon ended it
@@ -143,7 +145,7 @@ class UAVParallelEnv(ParallelEnv):
         scores = EpisodeScores(
             *(torch.zeros(1) for _ in range(3)),
             torch.stack(self._path),
-            self.env.target_pos[0].clone(),
+            torch.stack(self._target_path),
             self.env.need[0].clone(),
         )
         fig = Figure(figsize=(4.5, 4.5), dpi=80)

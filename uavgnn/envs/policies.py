@@ -161,7 +161,7 @@ class EpisodeScores:
     completion: torch.Tensor  # (E,) share of targets completed
     collisions: torch.Tensor  # (E,) UAV-steps in a collision
     trajectory: torch.Tensor  # (T + 1, N, 2) positions of environment 0's episode, for pictures
-    targets: torch.Tensor  # (M, 2) environment 0's target positions
+    targets: torch.Tensor  # (T + 1, M, 2) its targets' positions at the same steps (they move with target_speed)
     need: torch.Tensor  # (M,) their needs
 
     def summary(self) -> dict[str, float]:
@@ -177,11 +177,10 @@ class EpisodeScores:
 def run_episodes(env: UAVEnv, policy: Policy) -> EpisodeScores:
     """One full episode in every environment (from a reset); returns each episode's scores."""
     env.reset()
-    targets, need = env.target_pos[0].cpu(), env.need[0].cpu()
-    e = env.n_envs
+    need, e = env.need[0].cpu(), env.n_envs
     finished = torch.zeros(e, dtype=torch.bool, device=env.device)
     ret, completion, collisions = (torch.zeros(e, device=env.device) for _ in range(3))
-    path = [env.pos[0].clone()]
+    path, targets = [env.pos[0].clone()], [env.target_pos[0].clone()]
     for _ in range(env.cfg.horizon):
         step = env.step(policy(env))
         live = ~finished
@@ -190,5 +189,6 @@ def run_episodes(env: UAVEnv, policy: Policy) -> EpisodeScores:
         completion = torch.where(live & step.done, step.episode_completion, completion)
         if not finished[0]:
             path.append(step.positions[0].clone())
+            targets.append(step.target_positions[0].clone())
         finished |= step.done
-    return EpisodeScores(ret, completion, collisions, torch.stack(path).cpu(), targets, need)
+    return EpisodeScores(ret, completion, collisions, torch.stack(path).cpu(), torch.stack(targets).cpu(), need)

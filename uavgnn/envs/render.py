@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from uavgnn.envs.policies import EpisodeScores
 from uavgnn.storage import pyplot, replacing, save_figure
 
 
 def completed_targets(scores: EpisodeScores, service_radius: float):
-    """(M,) bool: targets that had ``need`` UAVs within the radius at some step of the recorded episode."""
-    within = (scores.trajectory[:, :, None] - scores.targets[None, None]).norm(dim=-1) <= service_radius
+    """(M,) bool: targets that had ``need`` UAVs within the radius at some step of the recorded episode (each step
+    against where the targets were at that step)."""
+    within = (scores.trajectory[:, :, None] - scores.targets[:, None]).norm(dim=-1) <= service_radius
     return (within.sum(1) >= scores.need).any(0)
 
 
 def _draw(ax, scores: EpisodeScores, service_radius: float, upto: int | None = None) -> None:
-    path = scores.trajectory[: (upto or len(scores.trajectory))]
+    steps = upto or len(scores.trajectory)
+    path, targets = scores.trajectory[:steps], scores.targets[:steps]
     from matplotlib.patches import Circle  # the axes exist already: no pyplot needed here
 
     done = completed_targets(scores, service_radius)
     for i in range(path.shape[1]):
         ax.plot(path[:, i, 0], path[:, i, 1], lw=1.2, marker=".", ms=3, label=f"UAV {i}" if i < 8 else None)
     ax.scatter(*path[0].T, marker="^", c="k", s=30, zorder=3, label="start")
-    for j, (x, y) in enumerate(scores.targets.tolist()):
+    if not torch.equal(targets[0], targets[-1]):  # moving targets: their tracks, dotted, to where they are now
+        for j in range(targets.shape[1]):
+            ax.plot(targets[:, j, 0], targets[:, j, 1], ls=":", lw=1.0, c="tab:red", label="target" if j == 0 else None)
+    for j, (x, y) in enumerate(targets[-1].tolist()):
         ax.add_patch(Circle((x, y), service_radius, color="tab:red", alpha=0.35 if done[j] else 0.1))
         ax.annotate(f"need {int(scores.need[j])}", (x, y), fontsize=7, ha="center", va="center")
     ax.set_aspect("equal")
@@ -39,9 +47,8 @@ def plot_episodes(panels: dict[str, EpisodeScores], service_radius: float, path:
         _draw(ax, scores, service_radius)
         ax.set_title(f"{name}: return {float(scores.episode_return[0]):.2f}", fontsize=10)
     axes[0][0].legend(fontsize=7, loc="best")
-    fig.suptitle(
-        "UAV trajectories on one test episode (circles: targets' service radius, filled = completed)", fontsize=10
-    )
+    title = "UAV trajectories on one test episode (circles: targets' service radius, filled = completed)"
+    fig.suptitle(textwrap.fill(title, 50 * len(panels)), fontsize=10)  # one panel: two lines, not cut
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
@@ -54,20 +61,14 @@ def episode_gif(scores: EpisodeScores, service_radius: float, path: Path, fps: i
     from matplotlib.animation import FuncAnimation, PillowWriter
 
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
-    xs, ys = scores.trajectory[..., 0], scores.trajectory[..., 1]
-    pad = service_radius
+    every = torch.cat([scores.trajectory.flatten(0, 1), scores.targets.flatten(0, 1)])  # UAVs and targets, any step
+    low, high = every.min(0).values - service_radius, every.max(0).values + service_radius
 
     def frame(t: int) -> None:
         ax.clear()
         _draw(ax, scores, service_radius, upto=t + 1)
-        ax.set_xlim(
-            float(xs.min().clamp(max=scores.targets[:, 0].min())) - pad,
-            float(xs.max().clamp(min=scores.targets[:, 0].max())) + pad,
-        )
-        ax.set_ylim(
-            float(ys.min().clamp(max=scores.targets[:, 1].min())) - pad,
-            float(ys.max().clamp(min=scores.targets[:, 1].max())) + pad,
-        )
+        ax.set_xlim(float(low[0]), float(high[0]))
+        ax.set_ylim(float(low[1]), float(high[1]))
         ax.set_title(f"step {t}")
 
     with replacing(path) as tmp:

@@ -64,6 +64,7 @@ class Step:
     agent_return: torch.Tensor  # (E, N) each UAV's task return of the episode so far
     episode_completion: torch.Tensor  # (E,) share of the episode's targets completed so far
     positions: torch.Tensor  # (E, N, 2) UAV positions at the end of the step (before the auto-reset)
+    target_positions: torch.Tensor  # (E, M, 2) target positions at the end of the step (they move with target_speed)
     accel: torch.Tensor  # (E, N, 2) the commanded acceleration this step applied (before the disturbance)
     disturbance: torch.Tensor  # (E, N, 2) the hidden disturbance acceleration of this step
 
@@ -377,7 +378,7 @@ class UAVEnv:
         shaped = task_reward + cfg.approach_reward * (before - after)
         reward = (1 - cfg.team_weight) * shaped + cfg.team_weight * shaped.mean(1, keepdim=True)
         agent_return, episode_completion = self.ret.clone(), self.n_completed / self.n_target
-        positions = self.pos
+        positions, target_positions = self.pos, self.target_pos  # an auto-reset makes new tensors: no copy
         if self.auto_reset:
             self._reset_where(done)
         if cfg.comm_drop > 0:  # this step's lost messages, for the observation that follows
@@ -394,6 +395,7 @@ class UAVEnv:
             agent_return,
             episode_completion,
             positions,
+            target_positions,
             dv / cfg.dt,
             disturbance,
         )
