@@ -178,6 +178,17 @@ def restored_env_repeats(env: UAVEnv, steps: int) -> list:
     return first
 
 
+def test_an_environment_saved_on_another_kind_of_device_is_refused_in_one_line() -> None:
+    """A CUDA generator's state is 16 bytes (Philox), a CPU's 5,056: a CPU run given a GPU run's environment
+    names what does not fit instead of failing inside torch."""
+    env = UAVEnv(EnvSettings(n_uav=4), SceneDistribution(), 2, CPU, seed=0)
+    saved = env.state_dict()
+    cuda_like = {**saved, "generator": torch.zeros(16, dtype=torch.uint8)}
+    with pytest.raises(ValueError, match="^the environment: its random stream was saved on another kind of device"):
+        env.load_state_dict(cuda_like)
+    env.load_state_dict(saved)  # its own state still loads
+
+
 def test_an_ended_episode_is_observed_afresh_or_finally_as_auto_reset_says() -> None:
     """At the horizon every episode ends. With auto-reset the step's observation is the next episode's first (time
     left 1, the fresh scene's targets; what the policy acts on next), without it the ended episode's last (time

@@ -257,11 +257,43 @@ def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
     env = UAVEnv(settings, SceneDistribution(), 2, torch.device("cpu"), seed=0)
     obs, _ = env.reset()
     graph = observation_graph(obs, 4, 2)
-    assert graph.num_nodes == 2 * 3 * (1 + 4 + 2) and graph.ego.tolist() == [0, 7, 14, 21, 28, 35]
-    assert graph.edge_index.shape[1] == 6 * (2 + 2)  # two present targets, two neighbours; empty slots: no edge
-    assert set(graph.edge_index[1].tolist()) == set(graph.ego.tolist())  # every edge points at a UAV node
+    sink = 2 * 3 * (1 + 4 + 2)  # after every row's nodes: where the empty slots' edges go
+    assert graph.num_nodes == sink + 1 and graph.ego.tolist() == [0, 7, 14, 21, 28, 35]
+    assert graph.edge_index.shape[1] == 6 * (4 + 2)  # a slot, an edge: the same edges whatever is seen
+    to_uavs = graph.edge_index[1] != sink
+    assert int(to_uavs.sum()) == 6 * (2 + 2)  # two present targets, two neighbours; the empty slots feed the sink
+    assert set(graph.edge_index[1, to_uavs].tolist()) == set(graph.ego.tolist())  # the others point at a UAV node
     first = graph.edge_index[:, graph.edge_index[1] == 0]  # UAV 0 of env 0: its target slots are nodes 1, 2
-    torch.testing.assert_close(graph.edge_attr[: first.shape[1]][0], obs[0, 0, 6:8])  # relative target position
+    assert first[0].tolist() == [1, 2, 5, 6]  # its two seen targets and two neighbours
+    torch.testing.assert_close(graph.edge_attr[0], obs[0, 0, 6:8])  # relative target position
+
+
+def test_the_graph_actor_reads_only_what_each_uav_sees() -> None:
+    """Its UAVs' outputs equal those on the graph that has only the present slots' edges (the sink changes nothing
+    a UAV reads), and building the graph reads nothing back (no mask selection: a host sync on a GPU)."""
+    from torch_geometric.data import Data
+
+    from uavgnn.envs.settings import EnvSettings
+    from uavgnn.envs.uav_env import UAVEnv
+    from uavgnn.models.graph_actor import GraphActor
+    from uavgnn.perf import OpCounter
+    from uavgnn.problem.observation import observation_graph
+    from uavgnn.problem.scenes import SceneDistribution
+
+    settings = EnvSettings(n_uav=5, obs_targets=4, obs_uavs=3, comm_radius=0.8)  # slots empty for both reasons
+    obs, _ = UAVEnv(settings, SceneDistribution(target_ratio=0.5), 3, torch.device("cpu"), seed=2).reset()
+    torch.manual_seed(0)
+    actor = GraphActor(4, 3, 2, hidden=16, heads=2, layers=2, ffn_mult=2).eval()
+    with OpCounter() as counted:
+        graph = observation_graph(obs, 4, 3)
+    keep = graph.edge_index[1] != graph.num_nodes - 1
+    assert counted.syncs == 0 and 0 < int(keep.sum()) < keep.numel()
+    only_seen = Data(x=graph.x, edge_index=graph.edge_index[:, keep], edge_attr=graph.edge_attr[keep])
+    h = actor.encode(only_seen.x)
+    for layer in actor.layers:
+        h = layer(h, only_seen.edge_index, only_seen.edge_attr)
+    expected = actor.head(actor.norm(h[graph.ego])).view(3, 5, 2)
+    torch.testing.assert_close(actor(obs), expected)
 
 
 def test_the_shared_graph_actor_treats_every_uav_alike_and_runs_on_any_swarm_size() -> None:

@@ -3,10 +3,11 @@ import pytest
 import torch
 
 from uavgnn.data.store import GraphStore
-from uavgnn.decoders import decode, fixed_round_greedy, greedy_decode
+from uavgnn.decoders import CHECK_EVERY, decode, fixed_round_greedy, greedy_decode, perturbed_greedy
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import choice_log_probs, imitation_loss
 from uavgnn.models.policy import policy_log_probs
+from uavgnn.perf import OpCounter
 from uavgnn.problem.metrics import assignment_metrics
 
 
@@ -202,6 +203,10 @@ def test_sample_decoder_is_the_best_of_its_samples_by_true_reward(store) -> None
     assert many.mean() <= store.objective.numpy().mean() + 1e-9  # never above the MILP optimum
     with pytest.raises(ValueError, match="decoder=sample with repair=False needs the batch's scenes"):
         decode("sample", batch, cand_logp, idle_logp, keep)
+    loop = perturbed_greedy(batch, cand_logp, keep, 8, generator=torch.Generator().manual_seed(1))
+    with OpCounter() as counted:  # what a GPU runs: every sample's decode in fixed rounds, read back every 4
+        rounds = perturbed_greedy(batch, cand_logp, keep, 8, generator=torch.Generator().manual_seed(1), rounds=64)
+    assert torch.equal(rounds, loop) and 0 < counted.syncs <= 64 // CHECK_EVERY
 
 
 def test_repair_fills_or_drops_partial_targets_by_hand(hand_scene) -> None:

@@ -99,6 +99,20 @@ SMALL = {  # each algorithm at its smallest (the benchmark's configurations, shr
         "hardware.batch_size=4",
         "algorithm.minibatches=2",
     ],
+    "mappo_swarm": [
+        "experiment=swarm",
+        "env.n_uav=6",
+        "env.n_envs=4",
+        "env.val_episodes=4",
+        "hardware.batch_size=4",
+        "algorithm.minibatches=2",
+        "algorithm.critic=graph",
+        "algorithm.critic_hidden=16",
+        "algorithm.critic_layers=1",
+        "env.failures=0.5",
+        "env.comm_drop=0.3",
+        "env.target_speed=0.05",
+    ],  # the graph actor and critic, the planner teaching, every disruption on
     "dynamics": ["experiment=debug", "algorithm=dynamics"],
 }
 

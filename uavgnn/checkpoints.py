@@ -82,20 +82,22 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
+    """The generators as saved; the states are host tensors whatever device the checkpoint was loaded onto, and
+    the CUDA ones go to as many GPUs as this machine has."""
+    torch.set_rng_state(state["torch"].cpu())
     saved = state["numpy"]
     np.random.set_state(
         {
             "bit_generator": "MT19937",
             "has_gauss": saved["has_gauss"],
             "gauss": saved["gauss"],
-            "state": {"key": saved["key"].numpy().astype(np.uint32), "pos": saved["pos"]},
+            "state": {"key": saved["key"].cpu().numpy().astype(np.uint32), "pos": saved["pos"]},
         }
     )
     version, words, gauss = state["python"]
     random.setstate((version, tuple(words), gauss))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([cuda.cpu() for cuda in state["cuda"][: torch.cuda.device_count()]])
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any], cfg: Any) -> None:

@@ -198,10 +198,15 @@ def staged_decode(
             *choice_log_probs(left, idle_logp, cand_uav), cand_uav, cand_target_node, need, rebalancing
         )
     choice = torch.where(decided >= 0, decided, decide(cand_logp))
-    if rounds is None:
-        return choice
-    count = torch.zeros(n, dtype=torch.long, device=dev).index_add(0, choice.clamp(min=0), (choice >= 0).long())
-    return torch.where((choice >= 0) & (count[choice.clamp(min=0)] < need[choice.clamp(min=0)]), -1, choice)
+    return choice if rounds is None else without_partial_targets(choice, need)
+
+
+def without_partial_targets(choice: torch.Tensor, need: torch.Tensor) -> torch.Tensor:
+    """``choice`` with the UAVs of a target left short of its need idle: what a decode in rounds that did not
+    converge may leave, made a decision every target it serves pays for."""
+    target = choice.clamp(min=0)
+    count = torch.zeros(need.numel(), dtype=torch.long, device=need.device).index_add(0, target, (choice >= 0).long())
+    return torch.where((choice >= 0) & (count[target] < need[target]), -1, choice)
 
 
 def fixed_round_greedy(
@@ -290,21 +295,30 @@ def perturbed_greedy(
     samples: int,
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
+    rounds: int | None = None,
 ) -> torch.Tensor:
     """``samples`` greedy decodes of every scene, (samples, num_nodes) chosen target nodes (-1 idle):
     row 0 on the log-probabilities themselves (the greedy decode), the others on Gumbel-perturbed ones.
-    All rows run as one greedy decode of the batch replicated ``samples`` times."""
+    All rows run as one greedy decode of the batch replicated ``samples`` times; with ``rounds`` (a GPU) in at
+    most that many fixed rounds read back every ``CHECK_EVERY``, as the staged decision's."""
     cand_uav, cand_target_node = batch.cand_index[0, keep], batch.cand_index[1, keep]
     n, c = batch.num_nodes, cand_uav.numel()
     shift = torch.arange(samples, device=cand_uav.device).repeat_interleave(c) * n
     gumbel = gumbel_noise(samples * c, generator, cand_logp.device) * temperature
     gumbel[:c] = 0.0  # row 0: the greedy decode itself, so the best of the rows is never worse than greedy
-    choice = greedy_decode(
+    args = (
         cand_logp.detach().repeat(samples) + gumbel,
         cand_uav.repeat(samples) + shift,
         cand_target_node.repeat(samples) + shift,
         batch.need.repeat(samples),
-    ).view(samples, n)
+    )
+    if rounds is None:
+        choice = greedy_decode(*args).view(samples, n)
+    else:  # each sample's scenes are scenes of their own
+        sample = torch.arange(samples, device=cand_uav.device)[:, None] * batch.num_graphs
+        scene = (batch.batch[None] + sample).reshape(-1)
+        rows = fixed_round_greedy(*args, scene, samples * batch.num_graphs, rounds, CHECK_EVERY)[0]
+        choice = without_partial_targets(rows, args[3]).view(samples, n)
     offsets = (torch.arange(samples, device=choice.device) * n)[:, None]
     return torch.where(choice >= 0, choice - offsets, choice)
 
@@ -323,7 +337,8 @@ def sample_decode(
     of them ``decided`` when given (the model's own decision, e.g. staged) instead of the plain greedy decode;
     ``scenes`` are the batch's, for J."""
     gen = torch.Generator(device=cand_logp.device).manual_seed(seed)
-    choice = perturbed_greedy(batch, cand_logp, keep, samples, temperature, gen)
+    rounds = SYNC_FREE_ROUNDS if cand_logp.is_cuda else None  # a GPU: fixed rounds, a host read every 4
+    choice = perturbed_greedy(batch, cand_logp, keep, samples, temperature, gen, rounds)
     if decided is not None:
         choice[0] = decided
     per_sample = [split_assignments(batch, choice[s]) for s in range(samples)]

@@ -201,7 +201,7 @@ def agree_on_step(
         torch.stack(
             [
                 (~torch.isfinite(own)).to(torch.float64),
-                torch.tensor(float(stop_seen), dtype=torch.float64, device=device),
+                torch.full((), float(stop_seen), dtype=torch.float64, device=device),  # a fill: no host copy
                 n,
                 torch.nan_to_num(own) * n,
                 *(v.detach().to(torch.float64) * n for v in stats.values()),

@@ -62,3 +62,15 @@ def stream(
 ) -> torch.Generator:
     """A generator on ``device`` for stream ``purpose`` at ``step`` on ``rank`` (see ``stream_seed``)."""
     return torch.Generator(device=device).manual_seed(stream_seed(seed, purpose, step, rank))
+
+
+def restore_stream(generator: torch.Generator, state: torch.Tensor, what: str) -> None:
+    """``generator.set_state(state)``, or one line when the state is another kind of device's: a CPU's stream
+    and a CUDA one have different states, so a run resumes on the kind of device it ran on."""
+    state = state.cpu()
+    if state.numel() != generator.get_state().numel():
+        raise ValueError(
+            f"{what}: its random stream was saved on another kind of device than this run's "
+            f"{generator.device.type}; resume it on the kind of device it ran on"
+        )
+    generator.set_state(state)

@@ -271,7 +271,7 @@ class MASAC(EnvPolicy):
         self, model: nn.Module, batch: Transitions, draws: tuple[torch.Tensor, torch.Tensor]
     ) -> StepOutput:
         loss, stats, td = masac_loss(unwrap(model), batch, *draws)
-        return StepOutput(loss, stats, torch.tensor(float(len(batch))), feedback=td)
+        return StepOutput(loss, stats, torch.full((), float(len(batch)), device=batch.obs.device), feedback=td)
 
     def networks(self, model: nn.Module) -> list[Network]:
         """Critics at ``train.lr``, actors and temperatures at their own multiples of it; each its own clip."""

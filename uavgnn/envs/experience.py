@@ -35,7 +35,7 @@ from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.rl_workload import EnvRun, RLWorkload
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.uav_env import make_env
-from uavgnn.randomness import stream, stream_seed
+from uavgnn.randomness import restore_stream, stream, stream_seed
 from uavgnn.runtime import keep_on_device, unwrap
 
 
@@ -193,7 +193,7 @@ class Experience(RLWorkload):
                 raise ValueError(f"the batch drawn ahead: slots beyond the replay buffer's {len(self.buffer)}")
         self.load_window(state.get("window"))
         if "exploration" in state:  # saved before named streams: the continuation draws this version's stream
-            self.exploration.set_state(state["exploration"].cpu())
+            restore_stream(self.exploration, state["exploration"], "the exploration noise")
         self.obs, self.state = state["obs"].to(self.device), state["state"].to(self.device)
         self.env_steps = state["env_steps"]
         self.ahead = None

@@ -44,6 +44,7 @@ from uavgnn.plugins import import_named
 from uavgnn.problem.observation import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.randomness import restore_stream
 
 
 @dataclass
@@ -409,7 +410,7 @@ class UAVEnv:
         check_tensors("environment state", state["tensors"], {name: getattr(self, name).shape for name in self._names})
         for name, value in state["tensors"].items():
             setattr(self, name, value.to(self.device))
-        self.generator.set_state(state["generator"].cpu())
+        restore_stream(self.generator, state["generator"], "the environment")
 
 
 def make_env(

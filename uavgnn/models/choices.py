@@ -100,7 +100,8 @@ def imitation_loss(
     Returns (loss, accuracy of the argmax choice, number of covered UAVs).
     """
     label_logp = torch.zeros_like(idle_logp).index_add(0, cand_uav, torch.where(cand_label, cand_logp, 0.0))
-    has_label = torch.zeros_like(busy).index_add(0, cand_uav, cand_label)
+    # counted in floats: CUDA's index_add on bools keeps one write (the CPU's is an 'or')
+    has_label = torch.zeros_like(idle_logp).index_add(0, cand_uav, cand_label.to(idle_logp.dtype)) > 0
     covered = is_uav & (~busy | has_label)
     n = covered.sum()
     target_logp = masked_mean(torch.where(busy, label_logp, idle_logp), covered, n)

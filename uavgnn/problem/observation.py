@@ -6,15 +6,18 @@ The graph is built from that observation, so the replay
 buffer stores one tensor per UAV and a graph actor rebuilds its graphs on the
 fly: one node per UAV (its own features), one per seen target and per seen
 neighbour, edges from each seen entity to the UAV carrying their relative
-position. Absent slots (fewer open targets than ``obs_targets``) get no edge.
+position. An absent slot's edge (fewer open targets than ``obs_targets``, a neighbour not heard) goes to a sink
+node after the last row instead, which no UAV reads: every graph of a shape has the same edges, and building it
+reads nothing back from the device (a mask's selection would, three times a forward).
 Node features share one width: each type's features, zero-padded, plus a
 one-hot of the type.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
-from torch_geometric.data import Data
 
 SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES = 6, 7, 5  # per UAV: its own, per seen target, per seen UAV
 NODE_TYPES = 3  # the UAV itself, a seen target, a seen UAV
@@ -22,8 +25,23 @@ GRAPH_NODE_FEATURES = max(SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURE
 GRAPH_EDGE_FEATURES = 2  # relative position (x, y) of the seen entity, in square sides
 
 
-def observation_graph(obs: torch.Tensor, obs_targets: int, obs_uavs: int) -> Data:
-    """One graph over every observation row of ``obs`` (..., obs_dim); ``ego`` indexes each row's UAV node."""
+class ObservationGraph(NamedTuple):
+    """The graph of ``observation_graph``, in PyG's layout; a plain tuple, not a PyG ``Data`` (whose attribute
+    setters ``torch.compile`` cannot trace: a graph break a forward)."""
+
+    x: torch.Tensor  # (num_nodes, GRAPH_NODE_FEATURES)
+    edge_index: torch.Tensor  # (2, rows * k): source, destination
+    edge_attr: torch.Tensor  # (rows * k, GRAPH_EDGE_FEATURES)
+    ego: torch.Tensor  # (rows,) each row's UAV node
+
+    @property
+    def num_nodes(self) -> int:
+        return self.x.shape[0]
+
+
+def observation_graph(obs: torch.Tensor, obs_targets: int, obs_uavs: int) -> ObservationGraph:
+    """One graph over every observation row of ``obs`` (..., obs_dim); ``ego`` indexes each row's UAV node, the
+    last node is the sink of the absent slots' edges."""
     x = obs.reshape(-1, obs.shape[-1])
     rows, k = x.shape[0], obs_targets + obs_uavs
     own = x[:, :SELF_FEATURES]
@@ -38,14 +56,13 @@ def observation_graph(obs: torch.Tensor, obs_targets: int, obs_uavs: int) -> Dat
 
     nodes = torch.cat([node(own, 0)[:, None], node(targets, 1), node(uavs, 2)], 1)  # (rows, 1 + k, F)
     present = torch.cat([targets[..., -1], uavs[..., -1]], 1) > 0  # (rows, k): the observation's present flags
-    ego = torch.arange(rows, device=x.device) * (k + 1)
-    src = (ego[:, None] + 1 + torch.arange(k, device=x.device))[present]
-    dst = ego[:, None].expand(rows, k)[present]
-    relative = torch.cat([targets[..., :2], uavs[..., :2]], 1)[present]
-    return Data(
-        x=nodes.reshape(-1, GRAPH_NODE_FEATURES),
-        edge_index=torch.stack([src, dst]),
-        edge_attr=relative,
-        ego=ego,
-        num_nodes=rows * (k + 1),
+    ego, sink = torch.arange(rows, device=x.device) * (k + 1), rows * (k + 1)
+    src = ego[:, None] + 1 + torch.arange(k, device=x.device)
+    dst = torch.where(present, ego[:, None], sink)
+    relative = torch.cat([targets[..., :2], uavs[..., :2]], 1)
+    return ObservationGraph(
+        torch.cat([nodes.reshape(-1, GRAPH_NODE_FEATURES), nodes.new_zeros(1, GRAPH_NODE_FEATURES)]),
+        torch.stack([src.reshape(-1), dst.reshape(-1)]),
+        relative.reshape(-1, GRAPH_EDGE_FEATURES),
+        ego,
     )

@@ -42,8 +42,8 @@ class Phases:
         module's docstring)."""
         best = self.out_dir / BEST
         main = self.ctx.is_main
-        weights = distributed.broadcast_from_main(
-            load_checkpoint(best, self.device)["policy"] if main and best.exists() else None
+        weights = distributed.broadcast_from_main(  # from the host: other ranks would unpickle them onto cuda:0
+            load_checkpoint(best, "cpu")["policy"] if main and best.exists() else None
         )
         if weights is not None:
             load_weights(self.model, weights, best, f"the best policy before phase {phase.name}")
