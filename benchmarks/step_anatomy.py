@@ -1,6 +1,6 @@
 """Step anatomy of every algorithm: aten ops and host-sync ops per training step between two log points.
 
-    .venv/bin/python benchmarks/step_anatomy.py                       # all five, a table
+    .venv/bin/python benchmarks/step_anatomy.py                       # every configuration, a table
     .venv/bin/python benchmarks/step_anatomy.py --only masac --trace  # where each sync op comes from
     .venv/bin/python benchmarks/step_anatomy.py --only coma --by-function  # the ops each function asks for
     .venv/bin/python benchmarks/step_anatomy.py hardware.device=cuda  # extra overrides for every run
@@ -34,6 +34,7 @@ ALGORITHMS = {  # issue 32's configurations
     "masac": ["experiment=debug", "algorithm=masac"],
     "coma": ["experiment=coma"],
     "mappo": ["experiment=debug", "algorithm=mappo"],
+    "swarm": ["experiment=swarm"],  # MAPPO's graph actor, the planner teaching (issue 64)
     "dynamics": ["experiment=debug", "algorithm=dynamics"],
 }
 ISSUE_32 = {
