@@ -1,8 +1,9 @@
 """What the model's decision of one scene costs (issue 61, item 3): aten ops and host-sync ops of the staged
-decision, with its greedy decodes as the loop (the CPU's default), in all their fixed-shape rounds (a training
-step's) and in rounds read back every ``CHECK_EVERY`` (what ``decode`` runs on a GPU), and of the forward that
-scores the scene, at several sizes; and the whole decision's time (``solve_with_model``: graph, relaxation,
-forward, decision) beside lap's and mcf's on the same scene, the three alternated ``--repeats`` times, as ratios.
+decision, with its greedy decodes as the loop (the CPU's default), in all 64 fixed-shape rounds (a GPU's decision
+before it read back) and in rounds read back every ``CHECK_EVERY`` (what ``decode`` runs on a GPU), and of the
+forward that scores the scene, at several sizes; and the whole decision's time (``solve_with_model``: graph,
+relaxation, forward, decision) beside lap's and mcf's on the same scene, the three alternated ``--repeats``
+times, as ratios.
 
     .venv/bin/python benchmarks/bench_decision_ops.py                          # 1,024 and 4,096 UAVs, the CPU
     .venv/bin/python benchmarks/bench_decision_ops.py --sizes 1024 16384 --device cuda   # on a GPU: real waits

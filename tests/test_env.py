@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import torch
 
+from uavgnn.checkpoints import load_weights
 from uavgnn.envs.evaluation import compare_policies
 from uavgnn.envs.policies import random_policy, run_episodes, scripted_planner
 from uavgnn.envs.render import episode_gif, plot_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.errors import CheckpointError
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
@@ -184,8 +186,10 @@ def test_an_environment_saved_on_another_kind_of_device_is_refused_in_one_line()
     env = UAVEnv(EnvSettings(n_uav=4), SceneDistribution(), 2, CPU, seed=0)
     saved = env.state_dict()
     cuda_like = {**saved, "generator": torch.zeros(16, dtype=torch.uint8)}
-    with pytest.raises(ValueError, match="^the environment: its random stream was saved on another kind of device"):
+    with pytest.raises(CheckpointError, match="^the environment's random stream was saved on another kind of device"):
         env.load_state_dict(cuda_like)
+    with pytest.raises(CheckpointError, match=r"^checkpoint last.pt \(a MAPPO run\): the environment's random stream"):
+        load_weights(env, cuda_like, "last.pt", "a MAPPO run")  # as a resume says it: the file, then the advice
     env.load_state_dict(saved)  # its own state still loads
 
 

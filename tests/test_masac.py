@@ -257,11 +257,10 @@ def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
     env = UAVEnv(settings, SceneDistribution(), 2, torch.device("cpu"), seed=0)
     obs, _ = env.reset()
     graph = observation_graph(obs, 4, 2)
-    sink = 2 * 3 * (1 + 4 + 2)  # after every row's nodes: where the empty slots' edges go
-    assert graph.num_nodes == sink + 1 and graph.ego.tolist() == [0, 7, 14, 21, 28, 35]
+    assert graph.num_nodes == 2 * 3 * (1 + 4 + 2) and graph.ego.tolist() == [0, 7, 14, 21, 28, 35]
     assert graph.edge_index.shape[1] == 6 * (4 + 2)  # a slot, an edge: the same edges whatever is seen
-    to_uavs = graph.edge_index[1] != sink
-    assert int(to_uavs.sum()) == 6 * (2 + 2)  # two present targets, two neighbours; the empty slots feed the sink
+    to_uavs = graph.edge_index[1] != graph.edge_index[0]
+    assert int(to_uavs.sum()) == 6 * (2 + 2)  # two present targets, two neighbours; an empty slot loops on itself
     assert set(graph.edge_index[1, to_uavs].tolist()) == set(graph.ego.tolist())  # the others point at a UAV node
     first = graph.edge_index[:, graph.edge_index[1] == 0]  # UAV 0 of env 0: its target slots are nodes 1, 2
     assert first[0].tolist() == [1, 2, 5, 6]  # its two seen targets and two neighbours
@@ -269,8 +268,9 @@ def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
 
 
 def test_the_graph_actor_reads_only_what_each_uav_sees() -> None:
-    """Its UAVs' outputs equal those on the graph that has only the present slots' edges (the sink changes nothing
-    a UAV reads), and building the graph reads nothing back (no mask selection: a host sync on a GPU)."""
+    """Its UAVs' outputs equal those on the graph that has only the present slots' edges (the empty slots' loops
+    change nothing a UAV reads), and building the graph reads nothing back (no mask selection: a host sync on a
+    GPU)."""
     from torch_geometric.data import Data
 
     from uavgnn.envs.settings import EnvSettings
@@ -286,7 +286,7 @@ def test_the_graph_actor_reads_only_what_each_uav_sees() -> None:
     actor = GraphActor(4, 3, 2, hidden=16, heads=2, layers=2, ffn_mult=2).eval()
     with OpCounter() as counted:
         graph = observation_graph(obs, 4, 3)
-    keep = graph.edge_index[1] != graph.num_nodes - 1
+    keep = graph.edge_index[1] != graph.edge_index[0]
     assert counted.syncs == 0 and 0 < int(keep.sum()) < keep.numel()
     only_seen = Data(x=graph.x, edge_index=graph.edge_index[:, keep], edge_attr=graph.edge_attr[keep])
     h = actor.encode(only_seen.x)

@@ -204,7 +204,7 @@ def test_sample_decoder_is_the_best_of_its_samples_by_true_reward(store) -> None
     with pytest.raises(ValueError, match="decoder=sample with repair=False needs the batch's scenes"):
         decode("sample", batch, cand_logp, idle_logp, keep)
     loop = perturbed_greedy(batch, cand_logp, keep, 8, generator=torch.Generator().manual_seed(1))
-    with OpCounter() as counted:  # what a GPU runs: every sample's decode in fixed rounds, read back every 4
+    with OpCounter() as counted:  # what a GPU runs: every sample's decode in fixed rounds, read back every CHECK_EVERY
         rounds = perturbed_greedy(batch, cand_logp, keep, 8, generator=torch.Generator().manual_seed(1), rounds=64)
     assert torch.equal(rounds, loop) and 0 < counted.syncs <= 64 // CHECK_EVERY
 

@@ -1,15 +1,18 @@
 """What only CUDA can check besides the CUDA graphs (``tests/test_cuda_graphs.py``): runs resumed on the GPU (the
-checkpoint's random states come back onto the device), and a loss whose reductions CUDA runs with other kernels
-than the CPU. Left out by default; ``pytest -m gpu tests/test_on_cuda.py -n 0`` on a GPU machine."""
+checkpoint's random states come back onto the device), a loss whose reductions CUDA runs with other kernels than
+the CPU, and decisions whose decodes run in fixed rounds there. Left out by default; ``pytest -m gpu
+tests/test_on_cuda.py -n 0`` on a GPU machine."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from conftest import straight_and_resumed
 from test_step_anatomy import compose_small
 
-from uavgnn.models.choices import choice_log_probs, imitation_loss
+from uavgnn.decoders import decode
+from uavgnn.models.choices import Balancing, choice_log_probs, imitation_loss
 
 
 @pytest.mark.gpu
@@ -46,3 +49,22 @@ def test_the_imitation_loss_on_cuda_is_the_cpus(labelled_store) -> None:
     assert int(cuda_covered) == int(covered) > 0
     torch.testing.assert_close(cuda_loss, loss, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(cuda_acc, acc)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [1, 5])
+def test_a_decision_on_cuda_is_the_cpus(labelled_store, stages) -> None:
+    """``decode`` on CUDA runs its greedy decodes in fixed rounds read back every ``CHECK_EVERY`` (the CPU: the
+    loop): the same assignments, with a few host reads."""
+    batch = labelled_store.gather(torch.arange(len(labelled_store)))
+    keep = batch.cand_rank < 8
+    gen = torch.Generator().manual_seed(stages)
+    cand_logp, idle_logp = choice_log_probs(
+        torch.randn(int(keep.sum()), generator=gen),
+        torch.randn(batch.num_nodes, generator=gen),
+        batch.cand_index[0, keep],
+    )
+    balancing = Balancing(10, 0.65, stages)
+    cpu = decode("greedy", batch, cand_logp, idle_logp, keep, balancing=balancing)
+    cuda = decode("greedy", batch.to("cuda"), cand_logp.cuda(), idle_logp.cuda(), keep.cuda(), balancing=balancing)
+    assert all(np.array_equal(a, b) for a, b in zip(cpu, cuda)) and len(cpu) == batch.num_graphs

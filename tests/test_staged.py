@@ -109,9 +109,9 @@ def test_staged_decisions_are_feasible_and_the_sampled_ones_no_worse(labelled_st
 
 @pytest.mark.parametrize("balancing", [Balancing(0, 1.0, 3), Balancing(10, 0.65, 5)])
 def test_the_staged_decision_in_fixed_rounds_reads_nothing_back_and_decides_the_same(labelled_store, balancing) -> None:
-    """Every greedy decode of the stages in fixed-shape rounds (a training step's, and on CUDA ``decode``'s, which
-    reads back every ``CHECK_EVERY`` rounds whether they converged). Enough rounds give the loop's decision; no host
-    read inside, or only the checks (``OpCounter``); too few rounds still leave no target partial."""
+    """Every greedy decode of the stages in fixed-shape rounds (all of them, or as ``decode`` runs them on CUDA,
+    reading back every ``CHECK_EVERY`` rounds whether they converged). Enough rounds give the loop's decision; no
+    host read inside, or only the checks (``OpCounter``); too few rounds still leave no target partial."""
     batch = labelled_store.gather(torch.arange(len(labelled_store)))
     keep = batch.cand_rank < 6
     uav, target = batch.cand_index[0, keep], batch.cand_index[1, keep]
@@ -125,7 +125,9 @@ def test_the_staged_decision_in_fixed_rounds_reads_nothing_back_and_decides_the_
     with OpCounter() as counted:
         fixed = staged_decode(cand_logp, idle_logp, uav, target, batch.need, balancing, 64, scene)
     assert torch.equal(fixed, loop) and counted.syncs == 0, counted.counts
-    with OpCounter() as checked:  # what decode runs on CUDA: the rounds stop at their fixed point, read every 4
+    with (
+        OpCounter() as checked
+    ):  # what decode runs on CUDA: the rounds stop at their fixed point, read every CHECK_EVERY
         early = staged_decode(cand_logp, idle_logp, uav, target, batch.need, balancing, 64, scene, CHECK_EVERY)
     reads = checked.counts["aten::_local_scalar_dense"]
     assert torch.equal(early, loop) and 0 < reads == checked.syncs <= balancing.stages * 64 // CHECK_EVERY

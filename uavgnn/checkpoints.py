@@ -292,6 +292,8 @@ def load_weights(
     version changed the networks' inputs)."""
     try:
         module.load_state_dict(state)
+    except CheckpointError as err:  # what the part itself found, with its own advice
+        raise CheckpointError(f"checkpoint {path} ({description}): {err}") from None
     except (RuntimeError, TypeError, AttributeError, KeyError, ValueError, IndexError) as err:
         lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
         detail = (lines[1] if len(lines) > 1 else lines[0] if lines else type(err).__name__)[:200]

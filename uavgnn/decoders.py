@@ -66,8 +66,14 @@ DECODERS = ("argmax", "greedy", "sample")
 STAGE_ITERS = 10  # balancing rounds after a stage: the policy was balanced before it (on validation, as good as 50)
 SYNC_FREE_ROUNDS = 64  # fixed-shape rounds of each greedy decode of the staged decision on a GPU (35 sufficed at
 #                        256 UAVs, BENCHMARKS.md, issue 32 part 3; a decode left unconverged drops its partial targets)
-CHECK_EVERY = 4  # a decision on a GPU reads back every 4 rounds whether its decode converged and stops there: each
-#                  round is ~60 kernel launches, and most decodes converge long before 64 rounds (BENCHMARKS.md)
+CHECK_EVERY = 4  # a decision on a GPU reads back every that many rounds whether its decode converged and stops
+#                  there: a round is ~60 kernel launches, and most decodes converge long before 64 (BENCHMARKS.md)
+
+
+def decision_rounds(t: torch.Tensor) -> int | None:
+    """How a decision's greedy decodes run where ``t`` lives: on a GPU in at most ``SYNC_FREE_ROUNDS`` fixed
+    rounds (read back every ``CHECK_EVERY``: pass it as ``check_every``), on a CPU as the loop (None)."""
+    return SYNC_FREE_ROUNDS if t.is_cuda else None
 
 
 def _rank_within(group: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
@@ -252,6 +258,7 @@ def fixed_round_greedy(
     alive, held = possible, torch.zeros(c, dtype=torch.bool, device=dev)
     closed = need > 0  # targets not reopened yet
     edge_scene, no_scene = scene[cand_uav], torch.zeros(n_scenes, dtype=torch.int32, device=dev)
+    still = torch.ones((), dtype=torch.bool, device=dev)  # no round run (rounds 0): not converged
     for r in range(1, rounds + 1):
         check = r == rounds or (check_every > 0 and r % check_every == 0)
         busy = (no_node.scatter_reduce(0, cand_uav, held.int(), "amax") > 0)[cand_uav]  # per edge: its UAV holds one
@@ -337,8 +344,7 @@ def sample_decode(
     of them ``decided`` when given (the model's own decision, e.g. staged) instead of the plain greedy decode;
     ``scenes`` are the batch's, for J."""
     gen = torch.Generator(device=cand_logp.device).manual_seed(seed)
-    rounds = SYNC_FREE_ROUNDS if cand_logp.is_cuda else None  # a GPU: fixed rounds, a host read every 4
-    choice = perturbed_greedy(batch, cand_logp, keep, samples, temperature, gen, rounds)
+    choice = perturbed_greedy(batch, cand_logp, keep, samples, temperature, gen, decision_rounds(cand_logp))
     if decided is not None:
         choice[0] = decided
     per_sample = [split_assignments(batch, choice[s]) for s in range(samples)]
@@ -381,7 +387,6 @@ def _decode(
     if method == "argmax":
         choice = argmax_decode(cand_logp, idle_logp, cand_uav, cand_target_node)
     elif method in ("greedy", "sample"):
-        rounds = SYNC_FREE_ROUNDS if cand_logp.is_cuda else None  # a GPU: fixed rounds, a host read every 4
         choice = staged_decode(
             cand_logp,
             idle_logp,
@@ -389,7 +394,7 @@ def _decode(
             cand_target_node,
             batch.need,
             balancing,
-            rounds,
+            decision_rounds(cand_logp),
             (batch.batch, batch.num_graphs),
             CHECK_EVERY,
         )

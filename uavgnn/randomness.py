@@ -17,6 +17,8 @@ import hashlib
 
 import torch
 
+from uavgnn.errors import CheckpointError
+
 STREAMS = {
     "environment": "the training environments' scenes and resets (per rank; step: a further swarm size's)",
     "swarm_size": "the swarm size of an on-policy collection (env.train_sizes)",
@@ -69,8 +71,8 @@ def restore_stream(generator: torch.Generator, state: torch.Tensor, what: str) -
     and a CUDA one have different states, so a run resumes on the kind of device it ran on."""
     state = state.cpu()
     if state.numel() != generator.get_state().numel():
-        raise ValueError(
-            f"{what}: its random stream was saved on another kind of device than this run's "
-            f"{generator.device.type}; resume it on the kind of device it ran on"
+        raise CheckpointError(
+            f"{what}'s random stream was saved on another kind of device than this run's "
+            f"{generator.device.type}: resume it on the kind of device it ran on"
         )
     generator.set_state(state)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch
 
-from uavgnn.decoders import fixed_round_greedy, greedy_decode
+from uavgnn.decoders import CHECK_EVERY, decision_rounds, fixed_round_greedy, greedy_decode
 from uavgnn.models.policy import graph_log_probs, message_graph, reads_relaxation
 from uavgnn.problem.graphs import assignment_features
 from uavgnn.runtime import unwrap
@@ -32,11 +32,13 @@ def policy_rounds(
     dense_max_nodes: int = 0,
     greedy_rounds: int | None = None,
     grad_every_round: bool = True,
+    check_every: int = 0,
 ) -> list[Policy]:
     """The policy (``models.policy.policy_log_probs``) of every round, the first unrefined; ``rounds``: the
     refinements to run (None: the model's own ``refine_rounds``; 0 gives the one plain pass). Between rounds the
     assignment is the greedy decode, by ``greedy_decode``'s loop or, with ``greedy_rounds``, in that many
-    fixed-shape rounds (``fixed_round_greedy``: no host sync). Without ``grad_every_round`` only the last round
+    fixed-shape rounds (``fixed_round_greedy``: no host sync; with ``check_every``, a read every that many rounds
+    to stop at the fixed point). Without ``grad_every_round`` only the last round
     records gradients. The rounds share one ``MessageGraph``: the edges are assembled once."""
     rounds = getattr(unwrap(model), "refine_rounds", 0) if rounds is None else rounds
     policies: list[Policy] = []
@@ -59,6 +61,7 @@ def policy_rounds(
                     batch.batch,
                     batch.num_graphs,
                     greedy_rounds,
+                    check_every,
                 )[0]
             assignment = assignment_features(batch.need, choice)
     return policies
@@ -73,5 +76,19 @@ def refined_log_probs(
     greedy_rounds: int | None = None,
     rounds: int | None = None,
 ) -> Policy:
-    """The last round's policy (``policy_rounds``), earlier rounds without gradients: what the model decides."""
-    return policy_rounds(model, batch, k, rounds, max_edges, dense_max_nodes, greedy_rounds, grad_every_round=False)[-1]
+    """The last round's policy (``policy_rounds``), earlier rounds without gradients: what the model decides.
+    Without ``greedy_rounds`` the decodes between rounds run as a decision's do where the batch lives (on a GPU
+    in fixed rounds read back every ``CHECK_EVERY``: ``decision_rounds``)."""
+    check_every = CHECK_EVERY if greedy_rounds is None else 0
+    greedy_rounds = decision_rounds(batch.need) if greedy_rounds is None else greedy_rounds
+    return policy_rounds(
+        model,
+        batch,
+        k,
+        rounds,
+        max_edges,
+        dense_max_nodes,
+        greedy_rounds,
+        grad_every_round=False,
+        check_every=check_every,
+    )[-1]

@@ -6,9 +6,9 @@ The graph is built from that observation, so the replay
 buffer stores one tensor per UAV and a graph actor rebuilds its graphs on the
 fly: one node per UAV (its own features), one per seen target and per seen
 neighbour, edges from each seen entity to the UAV carrying their relative
-position. An absent slot's edge (fewer open targets than ``obs_targets``, a neighbour not heard) goes to a sink
-node after the last row instead, which no UAV reads: every graph of a shape has the same edges, and building it
-reads nothing back from the device (a mask's selection would, three times a forward).
+position. An absent slot's edge (fewer open targets than ``obs_targets``, a neighbour not heard) is a loop on its
+own node instead, which no UAV reads (no edge leaves an absent slot for a UAV): every graph of a shape has the same
+edges, and building it reads nothing back from the device (a mask's selection would, three times a forward).
 Node features share one width: each type's features, zero-padded, plus a
 one-hot of the type.
 """
@@ -40,8 +40,7 @@ class ObservationGraph(NamedTuple):
 
 
 def observation_graph(obs: torch.Tensor, obs_targets: int, obs_uavs: int) -> ObservationGraph:
-    """One graph over every observation row of ``obs`` (..., obs_dim); ``ego`` indexes each row's UAV node, the
-    last node is the sink of the absent slots' edges."""
+    """One graph over every observation row of ``obs`` (..., obs_dim); ``ego`` indexes each row's UAV node."""
     x = obs.reshape(-1, obs.shape[-1])
     rows, k = x.shape[0], obs_targets + obs_uavs
     own = x[:, :SELF_FEATURES]
@@ -56,12 +55,12 @@ def observation_graph(obs: torch.Tensor, obs_targets: int, obs_uavs: int) -> Obs
 
     nodes = torch.cat([node(own, 0)[:, None], node(targets, 1), node(uavs, 2)], 1)  # (rows, 1 + k, F)
     present = torch.cat([targets[..., -1], uavs[..., -1]], 1) > 0  # (rows, k): the observation's present flags
-    ego, sink = torch.arange(rows, device=x.device) * (k + 1), rows * (k + 1)
+    ego = torch.arange(rows, device=x.device) * (k + 1)
     src = ego[:, None] + 1 + torch.arange(k, device=x.device)
-    dst = torch.where(present, ego[:, None], sink)
+    dst = torch.where(present, ego[:, None], src)  # an absent slot: a loop on its own node
     relative = torch.cat([targets[..., :2], uavs[..., :2]], 1)
     return ObservationGraph(
-        torch.cat([nodes.reshape(-1, GRAPH_NODE_FEATURES), nodes.new_zeros(1, GRAPH_NODE_FEATURES)]),
+        nodes.reshape(-1, GRAPH_NODE_FEATURES),
         torch.stack([src.reshape(-1), dst.reshape(-1)]),
         relative.reshape(-1, GRAPH_EDGE_FEATURES),
         ego,
