@@ -106,7 +106,7 @@ GRAPHED = [
     graphed(name)
     for name, algorithm in algorithms().items()  # the package's: SMALL has each
     if algorithm.__module__.startswith("uavgnn.")
-]
+] + ["mappo_swarm"]  # the graph actor and critic, the teacher's term, the disruptions
 
 
 @pytest.mark.gpu  # needs CUDA: pytest -m gpu tests/test_cuda_graphs.py on a GPU machine
