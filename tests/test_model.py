@@ -115,6 +115,8 @@ def test_the_fixed_round_greedy_says_when_it_stopped_short_and_stays_feasible(st
         verdicts.append(bool(converged))
         assert not converged or torch.equal(choice, exact)
     assert verdicts[0] is False and verdicts[-1] is True
+    none, converged = fixed_round_greedy(cand_logp, uav, target, batch.need, batch.batch, batch.num_graphs, 0)
+    assert not converged and bool((none == -1).all())  # no round run: nobody assigned, and not a fixed point
     assert verdicts == sorted(verdicts)  # once at its fixed point, it stays there
 
 
