@@ -113,14 +113,14 @@ class RLWorkload:
             "train/collisions_per_env_step": float(w["collisions"]) / max(w["env_steps"], 1),
         }
         if episodes > 0:
-            agent = (w["agent_return"] / episodes).tolist()  # zeros across swarm sizes: left out below
             stats.update(
                 {
                     "train/episode_return": float(w["return"]) / episodes,
                     "train/completion_rate": float(w["completion"]) / episodes,
                 }
             )
-        if episodes > 0 and not self.run.train_sizes:
+        if episodes > 0 and not self.run.train_sizes:  # per UAV: of one swarm size only
+            agent = (w["agent_return"] / episodes).tolist()
             stats.update({"train/agent_return_min": min(agent), "train/agent_return_max": max(agent)})
             if len(agent) <= MAX_AGENTS_LOGGED:
                 stats.update({f"train/agent_return/{i}": value for i, value in enumerate(agent)})
