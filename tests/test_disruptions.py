@@ -10,6 +10,7 @@ import pytest
 import torch
 from test_env import CPU, one_target_env, restored_env_repeats
 
+from uavgnn.envs.actions import approach_velocity, intercept_point
 from uavgnn.envs.disruptions import drift, heard_ahead
 from uavgnn.envs.policies import decentralised_planner, greedy_assignment, random_policy, run_episodes, scripted_planner
 from uavgnn.envs.render import completed_targets, plot_episodes
@@ -99,6 +100,51 @@ def test_moving_targets_drift_and_bounce_off_the_walls_by_hand() -> None:
     moved = (env.target_pos - before).norm(dim=-1)
     inside = ((before > 0.2) & (before < env.side - 0.2)).all(-1)  # away from the walls: a straight 0.2
     torch.testing.assert_close(moved[inside], torch.full_like(moved[inside], 0.2))
+
+
+def test_the_meeting_point_with_a_moving_target_by_hand() -> None:
+    """Head-on: 1 away closing at 0.1 + 0.3 meets at t = 2.5; across: |(0.3, 0.15 t)| = 0.3 t at t = 2 / sqrt(3);
+    towards a wall: 0.8 + 0.2 t = 0.3 t at t = 8, 2.5 along the straight track, which the walls of the unit arena
+    fold back to 0.5 (off the east wall at t = 0.5, the west one at 5.5); a target at rest, or as fast as the UAV
+    (exactly, or within the rounding of a cosine), is flown at where it is."""
+    pos = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.1, 0.5], [0.0, 0.0]])
+    goal = torch.tensor([[1.0, 0.0], [0.3, 0.0], [0.5, 0.5], [1.0, 0.0], [0.9, 0.5], [0.5, 0.5]])
+    angle = torch.tensor(1.0)
+    vel = torch.tensor([[-0.1, 0.0], [0.0, 0.15], [0.0, 0.0], [0.0, 0.3], [0.2, 0.0], [0.0, 0.0]])
+    vel[5] = 0.3 * torch.stack([angle.cos(), angle.sin()])
+    t = 2 / 3**0.5
+    expected = torch.tensor([[0.75, 0.0], [0.3, 0.15 * t], [0.5, 0.5], [1.0, 0.0], [0.5, 0.5], [0.5, 0.5]])
+    torch.testing.assert_close(intercept_point(pos, goal, vel, max_speed=0.3, side=1.0), expected)
+
+
+def chase(action: str) -> UAVEnv:
+    """A UAV 1 behind a target's track (need 1), the target moving away across it at 0.25 (the UAV's top speed
+    0.3); the other UAV far off. Side 5.48: the target meets no wall for 17 steps."""
+    settings = EnvSettings(n_uav=2, horizon=20, action=action, approach_reward=0.0, team_weight=0.0, target_speed=0.25)
+    env = UAVEnv(settings, SceneDistribution(density=0.1), 1, CPU, seed=0, auto_reset=False)
+    env.reset()
+    env.pos, env.energy = torch.tensor([[[1.0, 1.0], [5.0, 5.0]]]), torch.tensor([[5.0, 5.0]])
+    env.target_pos, env.target_vel = torch.tensor([[[2.0, 1.0]]]), torch.tensor([[[0.0, 0.25]]])
+    env.need, env.value = torch.tensor([[1]]), torch.tensor([[2.0]])
+    return env
+
+
+def test_goto_catches_a_target_moving_at_five_sixths_of_its_speed() -> None:
+    """The goto action heads for the meeting point: |(1, 0.25 t)| = 0.3 t at t = 6.03, (2, 2.508), so its first
+    step (0.15 from rest, the acceleration limit) is along (1, 1.508); it serves the target at step 7. Flown at
+    where the target is (the approach the goto actions had before), the UAV trails it out of the radius."""
+    env = chase("goto")
+    t = (1 / (0.3**2 - 0.25**2)) ** 0.5
+    heading = torch.tensor([1.0, 0.25 * t])
+    first = env.step(torch.tensor([[1, 0]]))
+    torch.testing.assert_close(first.positions[0, 0], torch.tensor([1.0, 1.0]) + 0.15 * heading / heading.norm())
+    completed = [env.step(torch.tensor([[1, 0]])).completed.item() for _ in range(6)]
+    assert completed == [0.0] * 5 + [1.0]
+    pursuit = chase("continuous")
+    for _ in range(16):
+        command = approach_velocity(pursuit.pos, pursuit.target_pos.expand(-1, 2, -1), pursuit.cfg)
+        command[0, 1] = 0.0
+        assert pursuit.step(command / pursuit.cfg.max_speed).completed.item() == 0
 
 
 def test_an_episodes_picture_has_the_targets_where_they_were_at_each_step(tmp_path) -> None:

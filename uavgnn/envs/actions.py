@@ -2,7 +2,7 @@
 
 - continuous: a velocity in [-1, 1]^2 (times the top speed);
 - discrete: stay, or one of 8 headings at the top speed;
-- goto: stay, or fly at the k-th nearest open target (``approach_velocity``: how the scripted planners fly too).
+- goto: stay, or fly at the k-th nearest open target (``fly_at``: how the scripted planners fly too).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class Acting(Protocol):
     pos: torch.Tensor  # (E, N, 2)
     energy: torch.Tensor  # (E, N)
     target_pos: torch.Tensor  # (E, M, 2)
+    target_vel: torch.Tensor  # (E, M, 2), only with settings.target_speed > 0
 
     def candidates(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
@@ -37,11 +38,46 @@ def clamp_norm(v: torch.Tensor, max_norm: float) -> torch.Tensor:
 
 def approach_velocity(pos: torch.Tensor, goal: torch.Tensor, settings: EnvSettings) -> torch.Tensor:
     """(..., 2) velocity straight at ``goal``, slowing to stop 0.6 service radii short of it (on the UAV's side,
-    not on top of the others serving it): how the scripted planner and the ``goto`` actions fly."""
+    not on top of the others serving it)."""
     offset = goal - pos
     distance = offset.norm(dim=-1, keepdim=True)
     speed = ((distance - 0.6 * settings.service_radius).clamp(min=0.0) / settings.dt).clamp(max=settings.max_speed)
     return offset / distance.clamp(min=1e-9) * speed
+
+
+def meeting_time(pos: torch.Tensor, goal: torch.Tensor, goal_vel: torch.Tensor, max_speed: float) -> torch.Tensor:
+    """(...) the earliest t with |goal + goal_vel t - pos| = max_speed t: when a UAV at ``pos`` flying straight at
+    ``max_speed`` meets a target at ``goal`` moving at ``goal_vel`` (walls aside); 0 for a target as fast as the
+    UAV or faster (not within float rounding of slower: t stays bounded)."""
+    offset = goal - pos
+    a = (goal_vel * goal_vel).sum(-1) - max_speed**2  # < 0: the UAV is faster
+    b = 2 * (offset * goal_vel).sum(-1)
+    c = (offset * offset).sum(-1)
+    t = (-b - (b * b - 4 * a * c).clamp(min=0.0).sqrt()) / (2 * a).clamp(max=-1e-12)
+    return torch.where(a < -1e-6 * max_speed**2, t, torch.zeros_like(t))
+
+
+def intercept_point(
+    pos: torch.Tensor, goal: torch.Tensor, goal_vel: torch.Tensor, max_speed: float, side: float
+) -> torch.Tensor:
+    """(..., 2) where a UAV at ``pos`` meets a target at ``goal`` moving at ``goal_vel`` in the [0, side]^2 arena:
+    the target's straight track at the ``meeting_time``, folded back by the walls as
+    ``uavgnn.envs.disruptions.drift`` reflects it (the folded point is no farther from the UAV, so it is there by
+    then). A target at rest, or one as fast as the UAV or faster, is flown at where it is."""
+    t = meeting_time(pos, goal, goal_vel, max_speed)
+    track = (goal + goal_vel * t[..., None]).remainder(2 * side)
+    return torch.where(track > side, 2 * side - track, track)
+
+
+def fly_at(env: Acting, target: torch.Tensor) -> torch.Tensor:
+    """(E, N, 2) velocity of each UAV flying at its target, an (E, N) index (any valid one where it has none:
+    the caller masks): straight at where it meets a moving target (``intercept_point``), stopping short of it
+    (``approach_velocity``). How the ``goto`` actions and every scripted planner fly."""
+    index = target[..., None].expand(-1, -1, 2)
+    goal = torch.gather(env.target_pos, 1, index)
+    if env.cfg.target_speed > 0:
+        goal = intercept_point(env.pos, goal, torch.gather(env.target_vel, 1, index), env.cfg.max_speed, env.side)
+    return approach_velocity(env.pos, goal, env.cfg)
 
 
 def velocity_command(env: Acting, action: torch.Tensor) -> torch.Tensor:
@@ -62,8 +98,7 @@ def velocity_command(env: Acting, action: torch.Tensor) -> torch.Tensor:
     _, j, present = env.candidates()
     k = (action - 1).clamp(0, j.shape[-1] - 1)[..., None]  # (E, N, 1)
     go = (action > 0) & (action <= j.shape[-1]) & present.gather(-1, k).squeeze(-1)
-    goal = torch.gather(env.target_pos, 1, j.gather(-1, k).expand(-1, -1, 2))
-    return approach_velocity(env.pos, goal, env.cfg) * go[..., None]
+    return fly_at(env, j.gather(-1, k).squeeze(-1)) * go[..., None]
 
 
 def available_actions(env: Acting) -> torch.Tensor:

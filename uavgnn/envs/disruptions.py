@@ -22,7 +22,7 @@ TEST_SETS = {
     "failures": {"failures": 1.0},
     "comm_radius": {"comm_radius": 0.7},
     "comm_drop": {"comm_drop": 0.5},
-    "moving_targets": {"target_speed": 0.1},
+    "moving_targets": {"target_speed": 0.26},
 }
 
 

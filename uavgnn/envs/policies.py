@@ -3,9 +3,11 @@
 - ``scripted_planner``: re-plans every step with a batched greedy assignment
   (the targets by value per travel of their ``need`` nearest free UAVs that
   can still reach them, as ``uavgnn.solvers.greedy`` does for one scene) and
-  flies each assigned UAV straight at its target, slowing to stop inside the
+  flies each assigned UAV straight at its target (where it meets it, when
+  targets move: ``uavgnn.envs.actions.fly_at``), slowing to stop inside the
   service radius on its side of the target (not on top of the others);
-  unassigned UAVs hover. The bar learned policies are measured against.
+  unassigned UAVs hover. The bar learned policies are measured against. Its
+  assignment assumes targets at rest (distances now, not at the meeting).
 - ``decentralised_planner``: the same greedy assignment run by each UAV on
   what it observes (the UAVs it hears, its nearest open targets): the
   planner with what each UAV observes, the bar under disruptions.
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from uavgnn.envs.actions import approach_velocity
+from uavgnn.envs.actions import fly_at
 from uavgnn.envs.uav_env import UAVEnv
 
 Policy = Callable[[UAVEnv], torch.Tensor]
@@ -45,11 +47,14 @@ def greedy_assign(
     open_: torch.Tensor,
     lam: float,
     need_max: int,
+    pair_travel: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(B, n) target index each UAV is sent to (-1: none) in B problems of n UAVs (positions (B, n, 2), ranges)
-    and m targets (positions (B, m, 2), needs, values, open (B, m)). Loops over targets (m rounds), batched."""
+    and m targets (positions (B, m, 2), needs, values, open (B, m)); ``pair_travel`` (B, n, m): what each UAV-target
+    pair costs, if not the straight distance (a planner that knows more passes its own). Loops over targets (m
+    rounds), batched."""
+    dist = (target_pos[:, None] - pos[:, :, None]).norm(dim=-1) if pair_travel is None else pair_travel
     b, n = energy.shape
-    dist = (target_pos[:, None] - pos[:, :, None]).norm(dim=-1)  # (B, n, m)
     reachable = dist <= energy[..., None]
     assignment = torch.full((b, n), -1, dtype=torch.long, device=energy.device)
     open_ = open_.clone()
@@ -84,7 +89,7 @@ def _to_action(env: UAVEnv, velocity: torch.Tensor) -> torch.Tensor:
     return score.argmax(-1)
 
 
-def _goto_action(env: UAVEnv, assignment: torch.Tensor) -> torch.Tensor:
+def goto_action(env: UAVEnv, assignment: torch.Tensor) -> torch.Tensor:
     """(E, N) goto action naming each UAV's assigned target among its candidates (0: hover, also when the
     target is not among its ``obs_targets`` nearest)."""
     _, j, present = env.candidates()
@@ -96,10 +101,8 @@ def _goto_action(env: UAVEnv, assignment: torch.Tensor) -> torch.Tensor:
 def scripted_planner(env: UAVEnv) -> torch.Tensor:
     assignment = greedy_assignment(env)
     if env.cfg.action == "goto":
-        return _goto_action(env, assignment)
-    goal = torch.gather(env.target_pos, 1, assignment.clamp(min=0)[..., None].expand(-1, -1, 2))
-    velocity = approach_velocity(env.pos, goal, env.cfg) * (assignment >= 0)[..., None]
-    return _to_action(env, velocity)
+        return goto_action(env, assignment)
+    return _to_action(env, fly_at(env, assignment.clamp(min=0)) * (assignment >= 0)[..., None])
 
 
 def decentralised_planner(env: UAVEnv) -> torch.Tensor:
@@ -132,8 +135,8 @@ def decentralised_planner(env: UAVEnv) -> torch.Tensor:
     own = local[:, 0].view(e, n)  # the UAV's own target among its candidates (-1: none)
     if env.cfg.action == "goto":
         return own + 1
-    goal = torch.gather(env.target_pos, 1, j.gather(-1, own.clamp(min=0)[..., None]).expand(-1, -1, 2))
-    return _to_action(env, approach_velocity(env.pos, goal, env.cfg) * (own >= 0)[..., None])
+    goal = j.gather(-1, own.clamp(min=0)[..., None]).squeeze(-1)
+    return _to_action(env, fly_at(env, goal) * (own >= 0)[..., None])
 
 
 def nearest_target(env: UAVEnv) -> torch.Tensor:
@@ -141,8 +144,7 @@ def nearest_target(env: UAVEnv) -> torch.Tensor:
     _, j, present = env.candidates()
     if env.cfg.action == "goto":
         return present[..., 0].long()
-    goal = torch.gather(env.target_pos, 1, j[..., :1].expand(-1, -1, 2))
-    return _to_action(env, approach_velocity(env.pos, goal, env.cfg) * present[..., :1])
+    return _to_action(env, fly_at(env, j[..., 0]) * present[..., :1])
 
 
 def random_policy(env: UAVEnv, generator: torch.Generator | None = None) -> torch.Tensor:
