@@ -45,14 +45,16 @@ ROOT = Path(__file__).resolve().parents[1] / "uavgnn"
 EXACT_UP_TO = 16  # UAVs: the per-step MILP of every episode is seconds here, minutes at 64
 
 
+def central_told(env: UAVEnv, energy: torch.Tensor, pair_travel: torch.Tensor | None = None) -> torch.Tensor:
+    """The central planner's goto actions with the UAVs' ranges and the pairs' travel it is told."""
+    args = (env.target_pos, env.need, env.value, env.visible(), env.dist.lam, env.dist.need_max, pair_travel)
+    return goto_action(env, greedy_assign(env.pos, energy, *args))
+
+
 def told_failures(env: UAVEnv) -> torch.Tensor:
     """The central planner told when each UAV fails: a UAV is sent only where it arrives before that."""
     flight = (env.fail_at - env.t[:, None]).clamp(min=0) * env.cfg.max_speed * env.cfg.dt
-    energy = torch.minimum(env.energy, flight)
-    a = greedy_assign(
-        env.pos, energy, env.target_pos, env.need, env.value, env.visible(), env.dist.lam, env.dist.need_max
-    )
-    return goto_action(env, a)
+    return central_told(env, torch.minimum(env.energy, flight))
 
 
 def told_motion(env: UAVEnv) -> torch.Tensor:
@@ -60,11 +62,12 @@ def told_motion(env: UAVEnv) -> torch.Tensor:
     distance now where the target is too fast to meet)."""
     pos, target_pos = env.pos[:, :, None], env.target_pos[:, None]
     meet = meeting_time(pos, target_pos, env.target_vel[:, None], env.cfg.max_speed)  # (E, N, M)
-    travel = torch.where(meet > 0, env.cfg.max_speed * meet, (target_pos - pos).norm(dim=-1))
-    a = greedy_assign(
-        env.pos, env.energy, env.target_pos, env.need, env.value, env.visible(), env.dist.lam, env.dist.need_max, travel
+    return central_told(
+        env, env.energy, torch.where(meet > 0, env.cfg.max_speed * meet, (target_pos - pos).norm(dim=-1))
     )
-    return goto_action(env, a)
+
+
+TOLD = {"failures": told_failures, "target_speed": told_motion}  # a disruption's env field -> its told planner
 
 
 def exact_planner(env: UAVEnv) -> torch.Tensor:
@@ -101,9 +104,8 @@ def size_rows(settings: EnvSettings, dist: SceneDistribution, sets: dict, episod
         world = dataclasses.replace(settings, **change)
         central = mean_return(world, dist, episodes, scripted_planner)
         nominal = central if nominal is None else nominal
-        told = {"failures": told_failures, "target_speed": told_motion}
         others = {"decentralised": decentralised_planner}
-        others |= {f"told {field}": told[field] for field in change if field in told}
+        others |= {f"told {field}": TOLD[field] for field in change if field in TOLD}
         if settings.n_uav <= EXACT_UP_TO:
             others["exact every step"] = exact_planner
         shares = {key: mean_return(world, dist, episodes, policy) / central for key, policy in others.items()}
