@@ -278,6 +278,11 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
             ["+eval.disruptions.bad={comm_drop:1.0}", "eval.disruption_sets=[bad]"],
             r"eval.disruptions.bad.comm_drop=1.0 must be in \[0, 1\)",
         ),
+        (
+            ["+eval.disruptions.late={appear_steps:-1}", "eval.disruption_sets=[late]"],
+            "eval.disruptions.late.appear_steps=-1 must be >= 0",
+        ),
+        (["env.disrupted_share=0"], r"env.disrupted_share=0.0 must be in \(0, 1\]"),
         (["task=mixed", "algorithm=masac", "model=mlp"], "task=mixed with algorithm=masac"),
         (["eval.decoder=guided"], "the model-guided MILP is a row of its own in every test table"),
     ],
@@ -285,6 +290,11 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
 def test_shifted_test_sets_and_mixed_scenes_are_validated(overrides, message) -> None:
     with pytest.raises(ConfigError, match=message):
         check_config(compose_cfg(*overrides))
+
+
+def test_a_test_set_of_late_targets_is_valid() -> None:
+    """When targets appear is a test set's field too (the nominal set keeps the trained one)."""
+    check_config(compose_cfg("+eval.disruptions.late={appear_steps:40}", "eval.disruption_sets=[late,failures]"))
 
 
 def test_default_shifted_test_sets_are_all_run_and_valid() -> None:

@@ -88,6 +88,23 @@ def test_lost_messages_are_drawn_each_step_with_the_chance_asked_and_resume_exac
     restored_env_repeats(env, 15)  # past an auto-reset
 
 
+def test_a_share_of_the_episodes_is_disrupted_and_the_rest_are_nominal() -> None:
+    """``disrupted_share``: each episode has every disruption on or none (no failure, targets at rest, every UAV
+    heard), drawn again at each reset and resumed exactly."""
+    settings = dataclasses.replace(SWARM, failures=1.0, comm_radius=0.3, target_speed=0.2, disrupted_share=0.3)
+    env = UAVEnv(settings, SceneDistribution(), 500, CPU, seed=0)
+    calm = env.calm.clone()
+    assert calm.float().mean().item() == pytest.approx(0.7, abs=0.05)
+    assert (env.target_vel[calm] == 0).all() and (env.fail_at[calm] == SWARM.horizon).all()
+    speed = env.target_vel[~calm].norm(dim=-1)
+    torch.testing.assert_close(speed, torch.full_like(speed, 0.2))
+    assert (env.fail_at[~calm] < SWARM.horizon).all()  # failures=1.0: every UAV of a disrupted episode fails
+    _, _, heard = env.neighbours()
+    assert heard[calm].all() and not heard[~calm].all()  # the radius cuts only the disrupted episodes
+    restored = restored_env_repeats(env, SWARM.horizon + 1)  # past the auto-reset: drawn again
+    assert restored[-1].obs.shape[0] == 500 and not torch.equal(env.calm, calm)
+
+
 def test_moving_targets_drift_and_bounce_off_the_walls_by_hand() -> None:
     pos = torch.tensor([[[0.95, 0.5], [0.5, 0.05]]])
     vel = torch.tensor([[[0.1, 0.0], [0.0, -0.1]]])

@@ -161,7 +161,7 @@ def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
     assert not any("model=tiny" in t or "model=small" in t for t in tags)  # model:tiny says it once
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # 21 s; by default in test_faults: a joblib sweep killed and resumed, a sweep with failed jobs
 def test_multirun_joblib_and_a_failing_job(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # as a user's shell has it: the sweep splits the cores
     sweep = tmp_path / "sweep"
@@ -202,7 +202,7 @@ def test_multirun_joblib_and_a_failing_job(tmp_path, monkeypatch) -> None:
     assert status == {"0-model.hidden:32": ("32", "ok"), "1-model.hidden:-1": ("-1", "failed")}
 
 
-@pytest.mark.heavy  # an optional sweeper plugin; the basic and joblib multiruns run by default
+@pytest.mark.heavy  # an optional sweeper plugin; the basic launcher's and joblib's sweeps run by default
 def test_optuna_search_minimises_the_returned_gap(tmp_path) -> None:
     sweep = tmp_path / "search"
     run_cli(

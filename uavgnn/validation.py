@@ -127,6 +127,7 @@ RANGES: dict[str, Range] = {
     "env.comm_radius": NON_NEGATIVE,
     "env.comm_drop": Range(0, 1, high_open=True),
     "env.target_speed": NON_NEGATIVE,
+    "env.disrupted_share": Range(0, 1, low_open=True),
     "curriculum.advance_threshold": UNIT,
     "curriculum.performance_threshold": UNIT,
     **{
@@ -300,11 +301,11 @@ def check_disruptions(cfg) -> None:
         change = cfg.eval.disruptions[name]
         if name == "nominal":
             raise ConfigError("eval.disruption_sets: 'nominal' is the undisrupted test set, always run; name yours")
-        unknown = sorted(set(change) - set(disruptions.FIELDS))
+        unknown = sorted(set(change) - set(disruptions.SET_FIELDS))
         if unknown:
             raise ConfigError(
                 f"eval.disruptions.{name}: {', '.join(unknown)} is not a disruption (one of "
-                f"{', '.join(disruptions.FIELDS)})"
+                f"{', '.join(disruptions.SET_FIELDS)})"
             )
         for key, value in change.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value not in RANGES[f"env.{key}"]:

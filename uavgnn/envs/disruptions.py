@@ -6,6 +6,8 @@ by default, each drawn from the environment's seeded generator, so resumable wit
 - ``comm_radius``, ``comm_drop``: a UAV observes another only within the radius and when that step's message is not
   lost; what it does not hear is absent from its observation (neighbours, and the count of UAVs nearer to a target).
 - ``target_speed``: every target drifts at this speed in its own uniform direction, reflected by the arena's walls.
+- ``disrupted_share``: below 1, each episode has the disruptions on with this chance (``calm`` the others), so that
+  one policy trains for the nominal and the disrupted world at once.
 
 Off, none of them draws a number or adds an operation: the seeded streams and results stay as they were.
 """
@@ -16,7 +18,9 @@ import torch
 
 from uavgnn.envs.settings import EnvSettings
 
-FIELDS = ("failures", "comm_radius", "comm_drop", "target_speed")  # the env settings a disrupted test set changes
+FIELDS = ("failures", "comm_radius", "comm_drop", "target_speed")  # the disruptions: off in the nominal test set
+# what a test set may change: a disruption, or when targets appear (the nominal set keeps the trained appear_steps)
+SET_FIELDS = (*FIELDS, "appear_steps")
 # mode=eval's disrupted test sets (eval.disruptions): the levels in BENCHMARKS.md's MARL table
 TEST_SETS = {
     "failures": {"failures": 1.0},
@@ -29,6 +33,28 @@ TEST_SETS = {
 def limits_hearing(settings: EnvSettings) -> bool:
     """Whether a UAV may not observe every other (a radius or lost messages; failures only silence the fallen)."""
     return settings.comm_radius > 0 or settings.comm_drop > 0
+
+
+def any_on(settings: EnvSettings) -> bool:
+    """Whether any disruption is on."""
+    return any(getattr(settings, name) > 0 for name in FIELDS)
+
+
+def calm_episodes(
+    settings: EnvSettings, drawn: dict[str, torch.Tensor], generator: torch.Generator
+) -> dict[str, torch.Tensor]:
+    """With ``disrupted_share`` below 1, what changes in a fresh episode's ``drawn`` state: ``calm`` (E,) bool, the
+    episodes without the disruptions, and there no failure and targets at rest (every UAV heard:
+    ``UAVEnv.neighbours``); nothing when every episode has them."""
+    if settings.disrupted_share >= 1 or not any_on(settings):
+        return {}
+    calm = torch.rand(drawn["pos"].shape[0], generator=generator, device=generator.device) >= settings.disrupted_share
+    changed = {"calm": calm}
+    if "fail_at" in drawn:
+        changed["fail_at"] = drawn["fail_at"].masked_fill(calm[:, None], settings.horizon)
+    if "target_vel" in drawn:
+        changed["target_vel"] = drawn["target_vel"].masked_fill(calm[:, None, None], 0.0)
+    return changed
 
 
 def failure_steps(settings: EnvSettings, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:

@@ -171,6 +171,7 @@ class UAVEnv:
             drawn["fail_at"] = disruptions.failure_steps(cfg, (e, n), self.generator)
         if cfg.target_speed > 0:
             drawn["target_vel"] = disruptions.drift_velocities(cfg, (e, m), self.generator)
+        drawn.update(disruptions.calm_episodes(cfg, drawn, self.generator))  # the nominal share of the episodes
         return drawn, {name: value for name, value in constant.items() if name not in drawn}
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -278,6 +279,8 @@ class UAVEnv:
         if self.cfg.failures > 0 or disruptions.limits_hearing(self.cfg):
             dropped = self.dropped if self.cfg.comm_drop > 0 else None
             heard = disruptions.hearing(self.cfg, gap, self.down(), dropped)
+            if self.cfg.disrupted_share < 1:  # a calm episode hears every UAV
+                heard = heard | self.calm[:, None, None]
             gap = gap.masked_fill(~heard, float("inf"))
         gap = gap + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
         d, i = gap.topk(min(self.cfg.obs_uavs, self.n_uav - 1), dim=-1, largest=False)

@@ -63,7 +63,8 @@ def swarm_sizes(cfg: Config, config: Any) -> list[int]:
     return sorted({trained, *cfg.eval.scales})
 
 
-NOMINAL = {name: 0.0 for name in disruptions.FIELDS}  # every test set starts from no disruption (whatever trained)
+# every test set starts from no disruption, in every episode (whatever trained)
+NOMINAL = {**{name: 0.0 for name in disruptions.FIELDS}, "disrupted_share": 1.0}
 
 
 def test_sets(cfg: Config) -> dict[str, dict[str, Any]]:
