@@ -36,6 +36,7 @@ from uavgnn.envs.policies import (
 )
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env
+from uavgnn.modes.evaluate_env import NOMINAL
 from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.report import format_table
 from uavgnn.settings import env_settings, scene_distribution
@@ -101,7 +102,7 @@ def size_rows(settings: EnvSettings, dist: SceneDistribution, sets: dict, episod
     """One row per test set at ``settings.n_uav`` UAVs: returns as shares of the central planner's there."""
     nominal, rows = None, []
     for name, change in sets.items():
-        world = dataclasses.replace(settings, **change)
+        world = dataclasses.replace(settings, **{**NOMINAL, **change})  # all nominal or all disrupted
         central = mean_return(world, dist, episodes, scripted_planner)
         nominal = central if nominal is None else nominal
         others = {"decentralised": decentralised_planner}

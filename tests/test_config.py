@@ -282,6 +282,10 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
             ["+eval.disruptions.late={appear_steps:-1}", "eval.disruption_sets=[late]"],
             "eval.disruptions.late.appear_steps=-1 must be >= 0",
         ),
+        (
+            ["+eval.disruptions.late={appear_steps:40.5}", "eval.disruption_sets=[late]"],
+            "eval.disruptions.late.appear_steps=40.5 must be a whole number of steps",
+        ),
         (["env.disrupted_share=0"], r"env.disrupted_share=0.0 must be in \(0, 1\]"),
         (["task=mixed", "algorithm=masac", "model=mlp"], "task=mixed with algorithm=masac"),
         (["eval.decoder=guided"], "the model-guided MILP is a row of its own in every test table"),

@@ -310,6 +310,10 @@ def check_disruptions(cfg) -> None:
         for key, value in change.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value not in RANGES[f"env.{key}"]:
                 raise ConfigError(f"eval.disruptions.{name}.{key}={_shown(value)} {RANGES[f'env.{key}']}")
+            if key == "appear_steps" and not isinstance(value, int):
+                raise ConfigError(
+                    f"eval.disruptions.{name}.appear_steps={_shown(value)} must be a whole number of steps"
+                )
 
 
 def check_shifts(cfg) -> None:

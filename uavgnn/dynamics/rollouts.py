@@ -94,8 +94,11 @@ def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, 
 
 def rollout_key(spec: RolloutSpec, settings: EnvSettings, dist: SceneDistribution, policy_id: str) -> dict[str, Any]:
     """Every field that changes a split's content (your own environment's path and source code too; without
-    one, the fields as they were before ``env.target`` existed, so the caches built then still match)."""
+    one, the fields as they were before ``env.target`` existed, and ``disrupted_share`` only below 1, so the caches
+    built before them still match)."""
     env = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("name", "n_envs", "target")}
+    if settings.disrupted_share >= 1:
+        del env["disrupted_share"]
     if settings.target is not None:
         env.update(target=settings.target, target_source=source_digest(env_class(settings.target)))
     return {
