@@ -284,7 +284,7 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
         ),
         (
             ["+eval.disruptions.late={appear_steps:40.5}", "eval.disruption_sets=[late]"],
-            "eval.disruptions.late.appear_steps=40.5 must be a whole number of steps",
+            "eval.disruptions.late.appear_steps=40.5 must be a whole number",
         ),
         (["env.disrupted_share=0"], r"env.disrupted_share=0.0 must be in \(0, 1\]"),
         (["task=mixed", "algorithm=masac", "model=mlp"], "task=mixed with algorithm=masac"),

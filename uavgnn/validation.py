@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from uavgnn.envs import disruptions
+from uavgnn.envs.settings import EnvSettings
 from uavgnn.errors import ConfigError
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.storage import system_path_problem
@@ -310,10 +311,8 @@ def check_disruptions(cfg) -> None:
         for key, value in change.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value not in RANGES[f"env.{key}"]:
                 raise ConfigError(f"eval.disruptions.{name}.{key}={_shown(value)} {RANGES[f'env.{key}']}")
-            if key == "appear_steps" and not isinstance(value, int):
-                raise ConfigError(
-                    f"eval.disruptions.{name}.appear_steps={_shown(value)} must be a whole number of steps"
-                )
+            if isinstance(getattr(EnvSettings, key), int) and not isinstance(value, int):  # a count of steps
+                raise ConfigError(f"eval.disruptions.{name}.{key}={_shown(value)} must be a whole number")
 
 
 def check_shifts(cfg) -> None:
