@@ -40,7 +40,7 @@ def update(n: int, b: int, t: int, graph: bool, device: torch.device) -> Callabl
             128,
             2,
             0.99,
-            (env.obs_targets, env.obs_uavs, 1, 2) if graph else None,
+            (env.layout(), 1, 2) if graph else None,
         )
     )
     agents = agents.to(device)

@@ -4,6 +4,8 @@ set's level (``eval.disruptions``).
 
 - failures: the planner told every UAV's failure step (a UAV's range is capped at what it flies before it fails);
 - moving targets: the planner that costs each UAV-target pair by where they meet (it flies there already);
+- late targets (``--appear-steps``, with ``env.goto_home=true``): the planner whose idle UAVs fly home, spread out
+  for the targets still to appear (the home action a policy may learn);
 - at 16 UAVs, every set: the exact assignment (the MILP) re-solved every step in place of the greedy one.
 
 The issue's second floor asks a policy to reach ``max(1, 1.1 x the decentralised planner)`` of the central planner
@@ -12,6 +14,7 @@ being told what the planner lacks is worth less than that, the policy must also 
 with everything known.
 
     .venv/bin/python benchmarks/privileged_planners.py --sizes 16 64 256 --episodes 32
+    .venv/bin/python benchmarks/privileged_planners.py --appear-steps 40 env.goto_home=true
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from uavgnn.envs.policies import (
     decentralised_planner,
     goto_action,
     greedy_assign,
+    planner_going_home,
     run_episodes,
     scripted_planner,
 )
@@ -107,6 +111,8 @@ def size_rows(settings: EnvSettings, dist: SceneDistribution, sets: dict, episod
         nominal = central if nominal is None else nominal
         others = {"decentralised": decentralised_planner}
         others |= {f"told {field}": TOLD[field] for field in change if field in TOLD}
+        if settings.goto_home:
+            others["home when idle"] = planner_going_home
         if settings.n_uav <= EXACT_UP_TO:
             others["exact every step"] = exact_planner
         shares = {key: mean_return(world, dist, episodes, policy) / central for key, policy in others.items()}
@@ -127,6 +133,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--appear-steps", type=int, help="a late-targets set too: targets appear over these steps")
     parser.add_argument("overrides", nargs="*", help="config overrides (experiment=swarm is applied first)")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -135,6 +142,8 @@ def main() -> None:
         cfg = compose("config", overrides=["experiment=swarm", *args.overrides])
     settings, dist = env_settings(cfg), scene_distribution(cfg)
     sets = {"nominal": {}, **{name: dict(cfg.eval.disruptions[name]) for name in ("failures", "moving_targets")}}
+    if args.appear_steps:
+        sets["late_targets"] = {"appear_steps": args.appear_steps}
     rows = []
     for n_uav in args.sizes:
         rows += size_rows(dataclasses.replace(settings, n_uav=n_uav), dist, sets, args.episodes)

@@ -19,10 +19,11 @@ import statistics
 import sys
 from pathlib import Path
 
+from uavgnn.envs.evaluation import IDLE_HOME
 from uavgnn.modes.intervals import mean_interval
 from uavgnn.report import format_table
 
-REFERENCES = ("scripted planner", "decentralised planner", "nearest target")
+REFERENCES = ("scripted planner", "decentralised planner", IDLE_HOME, "nearest target")
 
 
 def seed_rows(reports: list[dict]) -> list[dict]:

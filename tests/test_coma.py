@@ -231,6 +231,11 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
     other = checkpoint("six.pt", compose_coma("env=goto", "env.n_uav=6"))
     with pytest.raises(CheckpointError, match="six.pt: trained on 6 UAVs .* not the same episodes"):
         compare_checkpoints([coma, other], episodes=4, horizon=3, device=torch.device("cpu"))
+    seeing = checkpoint("seeing.pt", compose_coma("env=goto", "env.goto_home=true"))
+    with pytest.raises(
+        CheckpointError, match="seeing.pt: its UAVs observe .*self_features=8.* not what the other goto"
+    ):
+        compare_checkpoints([coma, seeing], episodes=4, horizon=3, device=torch.device("cpu"))
     with pytest.raises(CheckpointError, match="coma.pt: model=mlp flies the 4 UAVs it was trained for .* not 6"):
         compare_checkpoints([coma], episodes=4, horizon=3, device=torch.device("cpu"), n_uav=6)
     older = torch.load(masac, weights_only=True)  # as saved before the critics read the UAV's own observation

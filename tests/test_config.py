@@ -287,6 +287,7 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
             "eval.disruptions.late.appear_steps=40.5 must be a whole number",
         ),
         (["env.disrupted_share=0"], r"env.disrupted_share=0.0 must be in \(0, 1\]"),
+        (["env.goto_home=true"], "env.goto_home=true: the home action is a goto action; env.action is continuous"),
         (["task=mixed", "algorithm=masac", "model=mlp"], "task=mixed with algorithm=masac"),
         (["eval.decoder=guided"], "the model-guided MILP is a row of its own in every test table"),
     ],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -83,6 +85,49 @@ def test_goto_actions_fly_at_the_named_candidate_target_and_brake_by_hand() -> N
     torch.testing.assert_close(step.positions, torch.tensor([[[0.9, 0.5], [1.5, 1.5]]]))
     env.energy[0, 0] = 0.0
     assert env.available_actions()[0, 0].tolist() == [True, False, False, False, False]  # grounded: hover only
+
+
+def test_the_home_action_flies_a_uav_back_to_where_it_started_by_hand() -> None:
+    """``goto_home``: the last goto action flies back to the start (accelerating from rest like any command),
+    which the UAV observes as an offset after its position (its graph node too); a grounded UAV cannot take it;
+    resumed exactly."""
+    from uavgnn.problem.observation import SELF_FEATURES, observation_graph
+
+    env = one_target_env(action="goto", goto_home=True)  # actions: hover, 4 candidates, home
+    env.home = torch.tensor([[[0.5, 0.5], [1.5, 0.5]]])  # UAV 0 is home; UAV 1 1.0 north of it
+    assert env.available_actions().tolist() == [[[True, True, False, False, False, True]] * 2]
+    step = env.step(torch.tensor([[0, 5]]))
+    torch.testing.assert_close(step.positions, torch.tensor([[[0.5, 0.5], [1.5, 1.35]]]))  # accel 0.15 from rest
+    step = env.step(torch.tensor([[0, 5]]))  # 0.85 to go: full speed 0.3
+    torch.testing.assert_close(step.positions, torch.tensor([[[0.5, 0.5], [1.5, 1.05]]]))
+    own = env.observe()[0, :, SELF_FEATURES : SELF_FEATURES + 2]
+    torch.testing.assert_close(own, torch.tensor([[0.0, 0.0], [0.0, -0.55]]) / env.side)
+    env.energy[0, 1] = 0.0
+    assert env.available_actions()[0, 1].tolist() == [True, False, False, False, False, False]  # grounded
+    settings = EnvSettings(n_uav=8, horizon=6, action="goto", goto_home=True)
+    wider = UAVEnv(settings, SceneDistribution(), 4, CPU, seed=0)
+    graph, obs = observation_graph(wider.observe(), settings.layout()), wider.observe()
+    torch.testing.assert_close(graph.x[graph.ego, : SELF_FEATURES + 2], obs[..., : SELF_FEATURES + 2].flatten(0, 1))
+    restored_env_repeats(wider, 8)  # past an auto-reset
+
+
+def test_with_the_home_action_the_tables_add_the_planner_sending_idle_uavs_home() -> None:
+    """``planner_going_home``: the central planner's action, or home for a UAV with range it leaves hovering; its
+    row joins every test table of an environment with the home action (and only there)."""
+    from uavgnn.envs.policies import planner_going_home
+
+    settings = EnvSettings(n_uav=8, horizon=10, action="goto", goto_home=True, appear_steps=8)
+    env = UAVEnv(settings, SceneDistribution(), 32, CPU, seed=1)
+    env.energy[0, :2] = 0.0  # grounded: they hover
+    planner, going_home = scripted_planner(env), planner_going_home(env)
+    for e, n in itertools.product(range(32), range(8)):
+        idle = planner[e, n] == 0 and env.energy[e, n] > 0
+        assert going_home[e, n] == (settings.obs_targets + 1 if idle else planner[e, n])
+    assert (going_home == settings.obs_targets + 1).any() and (going_home[0, :2] == 0).all()
+    rows, _ = compare_policies({}, settings, SceneDistribution(), 16, CPU)
+    assert [r["method"] for r in rows][:3] == ["scripted planner", "decentralised planner", "planner, idle home"]
+    rows, _ = compare_policies({}, dataclasses.replace(settings, goto_home=False), SceneDistribution(), 16, CPU)
+    assert "planner, idle home" not in [r["method"] for r in rows]
 
 
 def test_the_planner_flies_the_same_episodes_with_goto_actions_as_with_velocities() -> None:

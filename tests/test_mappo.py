@@ -4,6 +4,7 @@ mode=eval on its checkpoint, the graph actor at other swarm sizes)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -234,12 +235,33 @@ def test_the_teacher_term_is_the_weighted_log_likelihood_of_the_planners_feasibl
 
 
 def test_a_resumed_mappo_run_taught_by_the_planner_repeats_the_uninterrupted_one(tmp_path) -> None:
-    """The teacher's actions and weights are part of the saved collection."""
-    resume_is_exact(
-        lambda *o: compose_mappo("env=goto", "algorithm.teacher=planner", "algorithm.teacher_updates=8", *o),
-        tmp_path,
-        half=6,
-    )
+    """The teacher's actions and weights are part of the saved collection (with the home action: the UAVs' starts
+    are part of the saved environments)."""
+    taught = ("env=goto", "env.goto_home=true", "algorithm.teacher=planner", "algorithm.teacher_updates=8")
+    resume_is_exact(lambda *o: compose_mappo(*taught, *o), tmp_path, half=6)
+
+
+def test_where_the_planner_hovers_going_home_agrees_with_it() -> None:
+    """``env.goto_home``: the planner has no home action, so its hover teaches nothing against going home; every
+    other action of the planner is taught as it is (and everything without the home action)."""
+    from uavgnn.algorithms.mappo_rollouts import planner_teaching
+    from uavgnn.envs.policies import scripted_planner
+    from uavgnn.envs.settings import EnvSettings
+    from uavgnn.envs.uav_env import UAVEnv
+    from uavgnn.problem.scenes import SceneDistribution
+
+    settings = EnvSettings(n_uav=8, action="goto", goto_home=True)
+    env = UAVEnv(settings, SceneDistribution(), 16, torch.device("cpu"), seed=0)
+    planner, home = scripted_planner(env), settings.obs_targets + 1
+    action = torch.randint(0, settings.action_dim(), planner.shape, generator=torch.Generator().manual_seed(0))
+    taught = planner_teaching(env, action)
+    for e, n in itertools.product(range(16), range(8)):
+        hovers_home = planner[e, n] == 0 and action[e, n] == home
+        assert taught[e, n] == (home if hovers_home else planner[e, n])
+    assert ((planner == 0) & (action == home)).any() and ((planner == 0) & (action != home)).any()
+    assert (planner > 0).any()
+    plain = UAVEnv(dataclasses.replace(settings, goto_home=False), SceneDistribution(), 16, torch.device("cpu"), seed=0)
+    assert torch.equal(planner_teaching(plain, action.clamp(max=settings.obs_targets)), scripted_planner(plain))
 
 
 def test_a_run_across_swarm_sizes_flies_each_drawn_size_and_resumes_exactly(tmp_path) -> None:
@@ -266,11 +288,12 @@ def test_the_graph_critic_values_each_uav_from_its_graph_and_the_swarms_mean_at_
     """``GraphCritic`` batched over episodes and UAVs equals the per-UAV computation by hand, with the same
     weights at 3 and 9 UAVs, and permuting the UAVs permutes their values."""
     from uavgnn.models.graph_actor import GraphCritic
-    from uavgnn.problem.observation import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES, SELF_FEATURES
+    from uavgnn.problem.observation import SEEN_TARGET_FEATURES, SELF_FEATURES, ObservationLayout
 
     torch.manual_seed(0)
-    critic = GraphCritic(obs_targets=3, obs_uavs=2, hidden=16, heads=2, layers=1, ffn_mult=2).double().eval()
-    obs_dim = SELF_FEATURES + 3 * SEEN_TARGET_FEATURES + 2 * NEIGHBOUR_FEATURES
+    layout = ObservationLayout(obs_targets=3, obs_uavs=2)
+    critic = GraphCritic(layout, hidden=16, heads=2, layers=1, ffn_mult=2).double().eval()
+    obs_dim = layout.obs_dim
     for n in (3, 9):
         obs = torch.randn(2, n, obs_dim, dtype=torch.float64)
         obs[..., SELF_FEATURES + SEEN_TARGET_FEATURES - 1] = 1.0  # the first target seen, the others as drawn

@@ -256,7 +256,7 @@ def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
     settings = EnvSettings(n_uav=3, obs_targets=4, obs_uavs=2)  # 3 UAVs see 2 targets (ratio 0.5) and 2 UAVs
     env = UAVEnv(settings, SceneDistribution(), 2, torch.device("cpu"), seed=0)
     obs, _ = env.reset()
-    graph = observation_graph(obs, 4, 2)
+    graph = observation_graph(obs, settings.layout())
     assert graph.num_nodes == 2 * 3 * (1 + 4 + 2) and graph.ego.tolist() == [0, 7, 14, 21, 28, 35]
     assert graph.edge_index.shape[1] == 6 * (4 + 2)  # a slot, an edge: the same edges whatever is seen
     to_uavs = graph.edge_index[1] != graph.edge_index[0]
@@ -283,9 +283,9 @@ def test_the_graph_actor_reads_only_what_each_uav_sees() -> None:
     settings = EnvSettings(n_uav=5, obs_targets=4, obs_uavs=3, comm_radius=0.8)  # slots empty for both reasons
     obs, _ = UAVEnv(settings, SceneDistribution(target_ratio=0.5), 3, torch.device("cpu"), seed=2).reset()
     torch.manual_seed(0)
-    actor = GraphActor(4, 3, 2, hidden=16, heads=2, layers=2, ffn_mult=2).eval()
+    actor = GraphActor(settings.layout(), 2, hidden=16, heads=2, layers=2, ffn_mult=2).eval()
     with OpCounter() as counted:
-        graph = observation_graph(obs, 4, 3)
+        graph = observation_graph(obs, settings.layout())
     keep = graph.edge_index[1] != graph.edge_index[0]
     assert counted.syncs == 0 and 0 < int(keep.sum()) < keep.numel()
     only_seen = Data(x=graph.x, edge_index=graph.edge_index[:, keep], edge_attr=graph.edge_attr[keep])
@@ -304,7 +304,7 @@ def test_the_shared_graph_actor_treats_every_uav_alike_and_runs_on_any_swarm_siz
     small = EnvSettings(n_uav=4)
     agents = MASACAgents(
         MASACSettings(
-            4, small.obs_dim(), small.state_dim(SceneDistribution()), 2, 32, 2, 32, 2, 0.95, 0.2, (4, 3, 2, 2)
+            4, small.obs_dim(), small.state_dim(SceneDistribution()), 2, 32, 2, 32, 2, 0.95, 0.2, (small.layout(), 2, 2)
         )
     )
     env = UAVEnv(EnvSettings(n_uav=64), SceneDistribution(), 3, torch.device("cpu"), seed=1)

@@ -236,6 +236,8 @@ def validate(cfg) -> None:
             "mode=solve with task=folder: it solves one scene (task=file task.file=PATH); a folder's "
             "test scenes are scored by mode=eval ckpt=... task=folder"
         )
+    if cfg.env.goto_home and cfg.env.action != "goto":
+        raise ConfigError(f"env.goto_home=true: the home action is a goto action; env.action is {cfg.env.action}")
     problem = system_path_problem(cfg.data.cache_dir)
     if problem:
         raise ConfigError(

@@ -167,7 +167,14 @@ def compare_checkpoints(
                 f"{first[1]} UAVs of {first[2]}: not the same episodes"
             )
         label = f"{config.algorithm.name} seed {config.seed} ({Path(path).parent.name})"
-        by_mode.setdefault(settings.action, (settings, dist, {}))[2][label] = policy
+        group = by_mode.setdefault(settings.action, (settings, dist, {}))
+        sees, seen_by_group = (settings.layout(), settings.obs_scale), (group[0].layout(), group[0].obs_scale)
+        if sees != seen_by_group:  # one environment observes for every policy of a group
+            raise CheckpointError(
+                f"{path}: its UAVs observe {sees}, not what the other {settings.action} checkpoints' UAVs observe "
+                f"{seen_by_group}: score each with mode=eval (the same test episodes)"
+            )
+        group[2][label] = policy
     rows = []
     for mode, (settings, dist, policies) in by_mode.items():
         mode_rows, _ = compare_policies(policies, settings, dist, episodes, device, seed)

@@ -46,6 +46,7 @@ from uavgnn.errors import ConfigError
 from uavgnn.models.agent_stack import MLPConfig, mlp_net
 from uavgnn.models.graph_actor import GraphActor, GraphCritic
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
+from uavgnn.problem.observation import ObservationLayout
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.runtime import unwrap
 from uavgnn.settings import env_settings, scene_distribution
@@ -64,7 +65,7 @@ class MAPPOSettings:
     critic_hidden: int
     critic_layers: int
     value_norm_decay: float  # 0: no value normalisation
-    graph_actor: tuple[int, int, int, int] | None = None  # (obs_targets, obs_uavs, heads, ffn_mult): shared GNN actor
+    graph_actor: tuple[ObservationLayout, int, int] | None = None  # (layout, heads, ffn_mult): shared GNN actor
     graph_critic: bool = False  # V_i over UAV i's observation graph and the swarm's mean (``GraphCritic``)
 
 
@@ -80,13 +81,13 @@ class MAPPOAgents(nn.Module):
         if s.graph_actor is None:
             self.actor: nn.Module = mlp_net(s.obs_dim + s.n_agents, s.hidden, s.layers, outputs)
         else:
-            kt, ku, heads, ffn_mult = s.graph_actor
-            self.actor = GraphActor(kt, ku, outputs, s.hidden, heads, s.layers, ffn_mult)
+            layout, heads, ffn_mult = s.graph_actor
+            self.actor = GraphActor(layout, outputs, s.hidden, heads, s.layers, ffn_mult)
         # the Gaussian's log-std per action dimension; none for categorical actions (DDP wants every parameter used)
         self.log_std = nn.Parameter(torch.zeros(s.n_actions)) if s.continuous else None
         if s.graph_critic:
-            kt, ku, heads, ffn_mult = s.graph_actor
-            self.critic: nn.Module = GraphCritic(kt, ku, s.critic_hidden, heads, s.critic_layers, ffn_mult)
+            layout, heads, ffn_mult = s.graph_actor
+            self.critic: nn.Module = GraphCritic(layout, s.critic_hidden, heads, s.critic_layers, ffn_mult)
         else:
             self.critic = mlp_net(s.state_dim + s.obs_dim + s.n_agents, s.critic_hidden, s.critic_layers, 1)
         self.register_buffer("return_moments", torch.zeros(3))  # weight, mean, mean of squares (debiased by weight)
@@ -289,7 +290,7 @@ class MAPPO(EnvPolicy):
     @classmethod
     def build_model(cls, cfg: Any) -> MAPPOAgents:
         env, dist, alg = env_settings(cfg), scene_distribution(cfg), cfg.algorithm
-        graph = None if cls.is_mlp(cfg) else (env.obs_targets, env.obs_uavs, cfg.model.heads, cfg.model.ffn_mult)
+        graph = None if cls.is_mlp(cfg) else (env.layout(), cfg.model.heads, cfg.model.ffn_mult)
         return MAPPOAgents(
             MAPPOSettings(
                 env.n_uav,

@@ -11,6 +11,7 @@ from torch import nn
 from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
 from uavgnn.envs.policies import scripted_planner
 from uavgnn.envs.rl_workload import EnvRun
+from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.runtime import unwrap
 
 
@@ -22,6 +23,16 @@ class Rollouts(Episodes):
     value: torch.Tensor  # (B, T, N) its value estimate, denormalised
     advantage: torch.Tensor  # (B, T, N) GAE
     returns: torch.Tensor  # (B, T, N) lambda-returns: the critic's targets
+
+
+def planner_teaching(env: UAVEnv, action: torch.Tensor) -> torch.Tensor:
+    """(E, N) the central planner's actions, to imitate. It has no home action (``env.goto_home``), so where it
+    hovers, a UAV whose ``action`` went home agrees with it: imitation teaches where to fly, and leaves waiting or
+    going home to PPO (imitating the hover would teach never to go home)."""
+    taught = scripted_planner(env)
+    if not env.cfg.goto_home:
+        return taught
+    return torch.where((taught == 0) & (action == env.cfg.obs_targets + 1), action, taught)
 
 
 @dataclass
@@ -73,7 +84,9 @@ class MAPPOWorkload(EpisodeWorkload):
         action, logp = agents.sample(obs, avail, self.env.generator)
         columns = {"action": action, "logp": logp, "value": agents.value(state, obs)}
         if self.teacher is not None:  # the planner asked while its word weighs anything (static columns after)
-            columns["teacher_action"] = scripted_planner(self.env) if self.taught > 0 else torch.zeros_like(action)
+            columns["teacher_action"] = (
+                planner_teaching(self.env, action) if self.taught > 0 else torch.zeros_like(action)
+            )
         return agents.to_env(action), columns
 
     def collect(self, step: int) -> None:

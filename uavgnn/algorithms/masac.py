@@ -46,6 +46,7 @@ from uavgnn.errors import ConfigError
 from uavgnn.models.agent_stack import AgentStack, MLPConfig, mlp_net
 from uavgnn.models.graph_actor import GraphActor
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
+from uavgnn.problem.observation import ObservationLayout
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.randomness import stream
 from uavgnn.runtime import lerp_all_, unwrap
@@ -84,7 +85,7 @@ class MASACSettings:
     critic_layers: int
     gamma: float
     init_alpha: float
-    graph_actor: tuple[int, int, int, int] | None = None  # (obs_targets, obs_uavs, heads, ffn_mult): shared GNN actor
+    graph_actor: tuple[ObservationLayout, int, int] | None = None  # (layout, heads, ffn_mult): shared GNN actor
 
 
 class MASACAgents(nn.Module):
@@ -99,8 +100,8 @@ class MASACAgents(nn.Module):
         if s.graph_actor is None:  # per-agent weights, stacked
             self.actors: nn.Module = AgentStack(lambda: mlp_net(s.obs_dim, s.hidden, s.layers, 2 * a), n)
         else:  # one graph-Transformer shared by every agent
-            kt, ku, heads, ffn_mult = s.graph_actor
-            self.actors = GraphActor(kt, ku, 2 * a, s.hidden, heads, s.layers, ffn_mult)
+            layout, heads, ffn_mult = s.graph_actor
+            self.actors = GraphActor(layout, 2 * a, s.hidden, heads, s.layers, ffn_mult)
         self.critics = AgentStack(
             lambda: mlp_net(s.state_dim + s.obs_dim + n * a, s.critic_hidden, s.critic_layers, 1), 2 * n
         )
@@ -228,7 +229,7 @@ class MASAC(EnvPolicy):
     @classmethod
     def build_model(cls, cfg: Any) -> MASACAgents:
         env, dist, alg = env_settings(cfg), scene_distribution(cfg), cfg.algorithm
-        graph = None if cls.is_mlp(cfg) else (env.obs_targets, env.obs_uavs, cfg.model.heads, cfg.model.ffn_mult)
+        graph = None if cls.is_mlp(cfg) else (env.layout(), cfg.model.heads, cfg.model.ffn_mult)
         return MASACAgents(
             MASACSettings(
                 env.n_uav,

@@ -92,13 +92,17 @@ def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, 
     return out
 
 
+ADDED_SINCE = {"disrupted_share": 1.0, "goto_home": False}  # env fields newer than the first caches
+
+
 def rollout_key(spec: RolloutSpec, settings: EnvSettings, dist: SceneDistribution, policy_id: str) -> dict[str, Any]:
     """Every field that changes a split's content (your own environment's path and source code too; without
-    one, the fields as they were before ``env.target`` existed, and ``disrupted_share`` only below 1, so the caches
-    built before them still match)."""
+    one, the fields as they were before ``env.target`` existed, and the fields added since only away from their
+    defaults, so the caches built before them still match)."""
     env = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("name", "n_envs", "target")}
-    if settings.disrupted_share >= 1:
-        del env["disrupted_share"]
+    for name, default in ADDED_SINCE.items():
+        if env[name] == default:
+            del env[name]
     if settings.target is not None:
         env.update(target=settings.target, target_source=source_digest(env_class(settings.target)))
     return {

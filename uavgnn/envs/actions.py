@@ -2,7 +2,8 @@
 
 - continuous: a velocity in [-1, 1]^2 (times the top speed);
 - discrete: stay, or one of 8 headings at the top speed;
-- goto: stay, or fly at the k-th nearest open target (``fly_at``: how the scripted planners fly too).
+- goto: stay, or fly at the k-th nearest open target (``fly_at``: how the scripted planners fly too); with
+  ``goto_home`` a last action flies the UAV back to where it started.
 """
 
 from __future__ import annotations
@@ -26,8 +27,17 @@ class Acting(Protocol):
     energy: torch.Tensor  # (E, N)
     target_pos: torch.Tensor  # (E, M, 2)
     target_vel: torch.Tensor  # (E, M, 2), only with settings.target_speed > 0
+    home: torch.Tensor  # (E, N, 2) where each UAV started, only with settings.goto_home
 
     def candidates(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+
+def check_mode(settings: EnvSettings) -> None:
+    """A ``ValueError`` naming the setting, for an action mode this module does not know (before any state)."""
+    if settings.action not in ("continuous", "discrete", "goto"):
+        raise ValueError(f"env.action: unknown action mode {settings.action!r} (expected continuous, discrete or goto)")
+    if settings.goto_home and settings.action != "goto":
+        raise ValueError(f"env.goto_home: the home action is a goto action; env.action is {settings.action}")
 
 
 def clamp_norm(v: torch.Tensor, max_norm: float) -> torch.Tensor:
@@ -82,7 +92,8 @@ def fly_at(env: Acting, target: torch.Tensor) -> torch.Tensor:
 
 def velocity_command(env: Acting, action: torch.Tensor) -> torch.Tensor:
     """(E, N, 2) desired velocity of an action: continuous (E, N, 2) in [-1, 1], discrete or goto (E, N)
-    indices (goto: 0 hovers, k flies at the k-th nearest open target; an absent one hovers)."""
+    indices (goto: 0 hovers, k flies at the k-th nearest open target, an absent one hovers; the last, with
+    ``goto_home``, flies back to where the UAV started)."""
     if env.cfg.action == "continuous":
         if action.shape != (env.n_envs, env.n_uav, 2):
             raise ValueError(
@@ -98,7 +109,11 @@ def velocity_command(env: Acting, action: torch.Tensor) -> torch.Tensor:
     _, j, present = env.candidates()
     k = (action - 1).clamp(0, j.shape[-1] - 1)[..., None]  # (E, N, 1)
     go = (action > 0) & (action <= j.shape[-1]) & present.gather(-1, k).squeeze(-1)
-    return fly_at(env, j.gather(-1, k).squeeze(-1)) * go[..., None]
+    velocity = fly_at(env, j.gather(-1, k).squeeze(-1)) * go[..., None]
+    if env.cfg.goto_home:
+        home = (action == env.cfg.obs_targets + 1)[..., None]
+        velocity = torch.where(home, approach_velocity(env.pos, env.home, env.cfg), velocity)
+    return velocity
 
 
 def available_actions(env: Acting) -> torch.Tensor:
@@ -108,7 +123,8 @@ def available_actions(env: Acting) -> torch.Tensor:
     if env.cfg.action == "goto":
         present = env.candidates()[2]
         pad = present.new_zeros(*present.shape[:2], env.cfg.obs_targets - present.shape[-1])
-        return torch.cat([torch.ones_like(present[..., :1]), present & alive, pad], -1)
+        home = [alive] if env.cfg.goto_home else []
+        return torch.cat([torch.ones_like(present[..., :1]), present & alive, pad, *home], -1)
     ahead = env.pos[:, :, None] + env.headings * env.cfg.max_speed * env.cfg.dt  # (E, N, A, 2)
     inside = ((ahead >= 0) & (ahead <= env.side)).all(-1)
     avail = inside & alive

@@ -12,6 +12,7 @@ from uavgnn.envs.policies import (
     Policy,
     decentralised_planner,
     nearest_target,
+    planner_going_home,
     random_policy,
     run_episodes,
     scripted_planner,
@@ -22,6 +23,7 @@ from uavgnn.problem.scenes import SceneDistribution
 
 TEST_SEED = 3_000_017  # test episodes: fixed, disjoint from validation's
 VAL_SEED = 2_000_003  # validation episodes do not depend on the run's seed: every run is scored on the same ones
+IDLE_HOME = "planner, idle home"  # the central planner sending idle UAVs home: a row only with env.goto_home
 
 
 class PlannerValidation:
@@ -70,13 +72,14 @@ def compare_policies(
     device: torch.device,
     seed: int = TEST_SEED,
 ) -> tuple[list[dict[str, Any]], dict[str, EpisodeScores]]:
-    """Every policy (plus the scripted planner, central and decentralised, nearest targets and random actions) on the
-    same ``episodes`` episodes:
+    """Every policy (plus the scripted planner, central and decentralised, the central one sending idle UAVs home
+    where they have that action, nearest targets and random actions) on the same ``episodes`` episodes:
     table rows (return mean and std, completion, collisions, share of the planner's return) and the scores."""
     policies = {
         **policies,
         "scripted planner": scripted_planner,
         "decentralised planner": decentralised_planner,
+        **({IDLE_HOME: planner_going_home} if settings.goto_home else {}),
         "nearest target": nearest_target,
         "random": random_policy,
     }

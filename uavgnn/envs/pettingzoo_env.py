@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from uavgnn.envs.policies import EpisodeScores
-from uavgnn.envs.settings import N_DISCRETE, EnvSettings
+from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import make_env
 from uavgnn.problem.scenes import SceneDistribution
 
@@ -77,7 +77,7 @@ class UAVParallelEnv(ParallelEnv):
         self._action_space = (
             spaces.Box(-1.0, 1.0, (2,), np.float32)
             if settings.action == "continuous"
-            else spaces.Discrete(N_DISCRETE if settings.action == "discrete" else 1 + settings.obs_targets)
+            else spaces.Discrete(settings.action_dim())
         )
 
     def observation_space(self, agent: str) -> spaces.Box:
@@ -85,7 +85,7 @@ class UAVParallelEnv(ParallelEnv):
 
     def action_space(self, agent: str) -> spaces.Space:
         """Continuous: a velocity command in [-1, 1]^2; discrete: stay or one of 8 headings; goto: stay or the
-        k-th nearest open target (the same object every call, as PettingZoo asks)."""
+        k-th nearest open target (then home, with goto_home; the same object every call, as PettingZoo asks)."""
         return self._action_space
 
     @property

@@ -11,6 +11,8 @@
 - ``decentralised_planner``: the same greedy assignment run by each UAV on
   what it observes (the UAVs it hears, its nearest open targets): the
   planner with what each UAV observes, the bar under disruptions.
+- ``planner_going_home``: the central planner whose idle UAVs take the home action (``env.goto_home``): what
+  that action is worth to a planner with a simple rule, beside what a policy learns to do with it.
 - ``nearest_target``: every UAV at its nearest open target, flown the same
   way - what a policy that learned no coordination does.
 - ``random_policy``: uniform actions, the floor.
@@ -137,6 +139,14 @@ def decentralised_planner(env: UAVEnv) -> torch.Tensor:
         return own + 1
     goal = j.gather(-1, own.clamp(min=0)[..., None]).squeeze(-1)
     return _to_action(env, fly_at(env, goal) * (own >= 0)[..., None])
+
+
+def planner_going_home(env: UAVEnv) -> torch.Tensor:
+    """The central planner's goto actions, where its UAVs with range and nothing to do fly back to where they
+    started (``env.goto_home``): spread out again for targets still to appear."""
+    action = scripted_planner(env)
+    idle = (action == 0) & (env.energy > 0)
+    return torch.where(idle, env.cfg.obs_targets + 1, action)
 
 
 def nearest_target(env: UAVEnv) -> torch.Tensor:

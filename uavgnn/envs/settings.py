@@ -8,7 +8,7 @@ from typing import Optional
 
 import torch
 
-from uavgnn.problem.observation import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES, SELF_FEATURES
+from uavgnn.problem.observation import HOME_FEATURES, SELF_FEATURES, ObservationLayout
 from uavgnn.problem.scenes import SceneDistribution
 
 # Discrete actions: stay, then 8 headings counter-clockwise from east.
@@ -27,6 +27,9 @@ class EnvSettings:
     n_envs: int = 64  # environments stepped together
     horizon: int = 25  # steps per episode
     action: str = "continuous"  # continuous: velocity in [-1, 1]^2 | discrete: stay, 8 headings | goto: stay, a target
+    # goto actions end with one more: fly back to where the UAV started (spread out again, for targets still to
+    # appear); the UAV then observes the way there too
+    goto_home: bool = False
     dt: float = 1.0  # seconds per step
     max_speed: float = 0.3  # distance per second
     max_accel: float = 0.15  # change of velocity per second
@@ -56,15 +59,20 @@ class EnvSettings:
     def n_targets(self, dist: SceneDistribution) -> int:
         return dist.n_targets(self.n_uav)
 
+    def layout(self) -> ObservationLayout:
+        """What a UAV's observation holds (``uavgnn.problem.observation``): the graph actor and critic are sized
+        by it (a UAV with a home action observes the way home too)."""
+        return ObservationLayout(self.obs_targets, self.obs_uavs, SELF_FEATURES + HOME_FEATURES * self.goto_home)
+
     def obs_dim(self) -> int:
-        return SELF_FEATURES + SEEN_TARGET_FEATURES * self.obs_targets + NEIGHBOUR_FEATURES * self.obs_uavs
+        return self.layout().obs_dim
 
     def state_dim(self, dist: SceneDistribution) -> int:
         return UAV_FEATURES * self.n_uav + TARGET_FEATURES * self.n_targets(dist) + 1
 
     def action_dim(self) -> int:
         """Continuous: 2 velocity components; discrete, goto: the number of actions."""
-        return {"continuous": 2, "discrete": N_DISCRETE}.get(self.action, 1 + self.obs_targets)
+        return {"continuous": 2, "discrete": N_DISCRETE}.get(self.action, 1 + self.obs_targets + self.goto_home)
 
     def bytes_per_env(self, dist: SceneDistribution) -> int:
         """Peak memory of one environment while it is stepped: UAV-target distances and the observations

@@ -85,10 +85,7 @@ class UAVEnv:
     ) -> None:
         """``count_key``: the setting ``n_envs`` came from, named if the environments cannot fit in memory;
         ``auto_reset``: an ended episode starts afresh inside ``step`` (else it stays ended until ``reset``)."""
-        if settings.action not in ("continuous", "discrete", "goto"):
-            raise ValueError(
-                f"env.action: unknown action mode {settings.action!r} (expected continuous, discrete or goto)"
-            )
+        actions.check_mode(settings)
         check_fits(
             f"{count_key}={n_envs}: {n_envs:,} environments of {settings.n_uav} UAVs",
             n_envs * settings.bytes_per_env(dist),
@@ -167,6 +164,8 @@ class UAVEnv:
             )
         if cfg.drag > 0:
             drawn["drag"] = cfg.drag * torch.rand(e, n, generator=self.generator, device=dev)
+        if cfg.goto_home:  # where each UAV started: where its home action flies it back to
+            drawn["home"] = scenes.uav_pos.clone()
         if cfg.failures > 0:  # the disruptions' state exists only when they are on
             drawn["fail_at"] = disruptions.failure_steps(cfg, (e, n), self.generator)
         if cfg.target_speed > 0:
@@ -216,8 +215,9 @@ class UAVEnv:
         cfg, speed = self.cfg, self.cfg.max_speed
         unit = self.side if cfg.obs_scale == "side" else self.dist.range_max  # of offsets and distances
         time_left = (1.0 - self.t.float() / cfg.horizon)[:, None, None].expand(-1, self.n_uav, 1)
+        home = [(self.home - self.pos) / unit] if cfg.goto_home else []
         own = torch.cat(
-            [self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left, self.pos / self.side], -1
+            [self.vel / speed, self.energy[..., None] / self.dist.range_max, time_left, self.pos / self.side, *home], -1
         )
         rel_t = self.target_pos[:, None] - self.pos[:, :, None]  # (E, N, M, 2)
         distance = rel_t.norm(dim=-1)  # (E, N, M)

@@ -14,16 +14,16 @@ import torch
 from torch import nn
 
 from uavgnn.models.transformer_gnn import GraphTransformerLayer, mlp
-from uavgnn.problem.observation import GRAPH_EDGE_FEATURES, GRAPH_NODE_FEATURES, observation_graph
+from uavgnn.problem.observation import GRAPH_EDGE_FEATURES, ObservationLayout, observation_graph
 
 
 class GraphActor(nn.Module):
     def __init__(
-        self, obs_targets: int, obs_uavs: int, outputs: int, hidden: int, heads: int, layers: int, ffn_mult: int
+        self, layout: ObservationLayout, outputs: int, hidden: int, heads: int, layers: int, ffn_mult: int
     ) -> None:
         super().__init__()
-        self.obs_targets, self.obs_uavs = obs_targets, obs_uavs
-        self.encode = nn.Linear(GRAPH_NODE_FEATURES, hidden)
+        self.layout = layout
+        self.encode = nn.Linear(layout.node_features, hidden)
         self.layers = nn.ModuleList(
             GraphTransformerLayer(hidden, heads, 0.0, ffn_mult, edge_dim=GRAPH_EDGE_FEATURES) for _ in range(layers)
         )
@@ -31,7 +31,7 @@ class GraphActor(nn.Module):
         self.head = mlp([hidden, hidden, outputs])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        graph = observation_graph(obs, self.obs_targets, self.obs_uavs)
+        graph = observation_graph(obs, self.layout)
         h = self.encode(graph.x)
         for layer in self.layers:
             h = layer(h, graph.edge_index, graph.edge_attr)
@@ -43,9 +43,9 @@ class GraphCritic(nn.Module):
     size (a critic over the global state grows with it and cannot follow a graph actor to larger swarms).
     (..., N, obs_dim) in, (..., N) out."""
 
-    def __init__(self, obs_targets: int, obs_uavs: int, hidden: int, heads: int, layers: int, ffn_mult: int) -> None:
+    def __init__(self, layout: ObservationLayout, hidden: int, heads: int, layers: int, ffn_mult: int) -> None:
         super().__init__()
-        self.embed = GraphActor(obs_targets, obs_uavs, hidden, hidden, heads, layers, ffn_mult)
+        self.embed = GraphActor(layout, hidden, hidden, heads, layers, ffn_mult)
         self.head = mlp([2 * hidden, hidden, 1])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:

@@ -20,16 +20,35 @@ from typing import NamedTuple
 import torch
 
 SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES = 6, 7, 5  # per UAV: its own, per seen target, per seen UAV
+HOME_FEATURES = 2  # the offset (x, y) to where the UAV started, with ``env.goto_home``
 NODE_TYPES = 3  # the UAV itself, a seen target, a seen UAV
-GRAPH_NODE_FEATURES = max(SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES) + NODE_TYPES
 GRAPH_EDGE_FEATURES = 2  # relative position (x, y) of the seen entity, in square sides
+
+
+class ObservationLayout(NamedTuple):
+    """How many targets and UAVs a UAV observes, and the width of its own features (the way home is optional, so
+    the networks' widths follow the environment's settings)."""
+
+    obs_targets: int
+    obs_uavs: int
+    self_features: int = SELF_FEATURES
+
+    @property
+    def obs_dim(self) -> int:
+        """The width of the flat observation, what an MLP actor and the replay buffers are sized by."""
+        return self.self_features + SEEN_TARGET_FEATURES * self.obs_targets + NEIGHBOUR_FEATURES * self.obs_uavs
+
+    @property
+    def node_features(self) -> int:
+        """The width of every node of ``observation_graph``: the widest type's features plus the type's one-hot."""
+        return max(self.self_features, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES) + NODE_TYPES
 
 
 class ObservationGraph(NamedTuple):
     """The graph of ``observation_graph``, in PyG's layout; a plain tuple, not a PyG ``Data`` (whose attribute
     setters ``torch.compile`` cannot trace: a graph break a forward)."""
 
-    x: torch.Tensor  # (num_nodes, GRAPH_NODE_FEATURES)
+    x: torch.Tensor  # (num_nodes, ObservationLayout.node_features)
     edge_index: torch.Tensor  # (2, rows * k): source, destination
     edge_attr: torch.Tensor  # (rows * k, GRAPH_EDGE_FEATURES)
     ego: torch.Tensor  # (rows,) each row's UAV node
@@ -39,16 +58,17 @@ class ObservationGraph(NamedTuple):
         return self.x.shape[0]
 
 
-def observation_graph(obs: torch.Tensor, obs_targets: int, obs_uavs: int) -> ObservationGraph:
+def observation_graph(obs: torch.Tensor, layout: ObservationLayout) -> ObservationGraph:
     """One graph over every observation row of ``obs`` (..., obs_dim); ``ego`` indexes each row's UAV node."""
     x = obs.reshape(-1, obs.shape[-1])
-    rows, k = x.shape[0], obs_targets + obs_uavs
-    own = x[:, :SELF_FEATURES]
-    targets = x[:, SELF_FEATURES : SELF_FEATURES + SEEN_TARGET_FEATURES * obs_targets].view(rows, obs_targets, -1)
-    uavs = x[:, SELF_FEATURES + SEEN_TARGET_FEATURES * obs_targets :].view(rows, obs_uavs, NEIGHBOUR_FEATURES)
+    obs_targets, obs_uavs, own_width = layout
+    rows, k, seen = x.shape[0], obs_targets + obs_uavs, own_width + SEEN_TARGET_FEATURES * obs_targets
+    own = x[:, :own_width]
+    targets = x[:, own_width:seen].view(rows, obs_targets, SEEN_TARGET_FEATURES)
+    uavs = x[:, seen:].view(rows, obs_uavs, NEIGHBOUR_FEATURES)
 
     def node(features: torch.Tensor, kind: int) -> torch.Tensor:
-        pad = GRAPH_NODE_FEATURES - NODE_TYPES - features.shape[-1]
+        pad = layout.node_features - NODE_TYPES - features.shape[-1]
         onehot = features.new_zeros(*features.shape[:-1], NODE_TYPES)
         onehot[..., kind] = 1.0
         return torch.cat([features, features.new_zeros(*features.shape[:-1], pad), onehot], -1)
@@ -60,7 +80,7 @@ def observation_graph(obs: torch.Tensor, obs_targets: int, obs_uavs: int) -> Obs
     dst = torch.where(present, ego[:, None], src)  # an absent slot: a loop on its own node
     relative = torch.cat([targets[..., :2], uavs[..., :2]], 1)
     return ObservationGraph(
-        nodes.reshape(-1, GRAPH_NODE_FEATURES),
+        nodes.reshape(-1, layout.node_features),
         torch.stack([src.reshape(-1), dst.reshape(-1)]),
         relative.reshape(-1, GRAPH_EDGE_FEATURES),
         ego,
