@@ -93,7 +93,7 @@ def fly_at(env: Acting, target: torch.Tensor) -> torch.Tensor:
 def velocity_command(env: Acting, action: torch.Tensor) -> torch.Tensor:
     """(E, N, 2) desired velocity of an action: continuous (E, N, 2) in [-1, 1], discrete or goto (E, N)
     indices (goto: 0 hovers, k flies at the k-th nearest open target, an absent one hovers; the last, with
-    ``goto_home``, flies back to where the UAV started)."""
+    ``goto_home``, flies back to where the UAV started, stopping as short of it as of a target)."""
     if env.cfg.action == "continuous":
         if action.shape != (env.n_envs, env.n_uav, 2):
             raise ValueError(
