@@ -32,7 +32,7 @@ def planner_teaching(env: UAVEnv, action: torch.Tensor) -> torch.Tensor:
     taught = scripted_planner(env)
     if not env.cfg.goto_home:
         return taught
-    return torch.where((taught == 0) & (action == env.cfg.obs_targets + 1), action, taught)
+    return torch.where((taught == 0) & (action == env.cfg.home_action()), action, taught)
 
 
 @dataclass

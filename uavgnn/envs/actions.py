@@ -111,7 +111,7 @@ def velocity_command(env: Acting, action: torch.Tensor) -> torch.Tensor:
     go = (action > 0) & (action <= j.shape[-1]) & present.gather(-1, k).squeeze(-1)
     velocity = fly_at(env, j.gather(-1, k).squeeze(-1)) * go[..., None]
     if env.cfg.goto_home:
-        home = (action == env.cfg.obs_targets + 1)[..., None]
+        home = (action == env.cfg.home_action())[..., None]
         velocity = torch.where(home, approach_velocity(env.pos, env.home, env.cfg), velocity)
     return velocity
 

@@ -146,7 +146,7 @@ def planner_going_home(env: UAVEnv) -> torch.Tensor:
     started (``env.goto_home``): spread out again for targets still to appear."""
     action = scripted_planner(env)
     idle = (action == 0) & (env.energy > 0)
-    return torch.where(idle, env.cfg.obs_targets + 1, action)
+    return torch.where(idle, env.cfg.home_action(), action)
 
 
 def nearest_target(env: UAVEnv) -> torch.Tensor:

@@ -70,6 +70,10 @@ class EnvSettings:
     def state_dim(self, dist: SceneDistribution) -> int:
         return UAV_FEATURES * self.n_uav + TARGET_FEATURES * self.n_targets(dist) + 1
 
+    def home_action(self) -> int:
+        """The index of the goto home action (``goto_home``): after stay and the ``obs_targets`` targets."""
+        return 1 + self.obs_targets
+
     def action_dim(self) -> int:
         """Continuous: 2 velocity components; discrete, goto: the number of actions."""
         return {"continuous": 2, "discrete": N_DISCRETE}.get(self.action, 1 + self.obs_targets + self.goto_home)
