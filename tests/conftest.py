@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,11 +79,58 @@ def hand_scene() -> Scene:
     )
 
 
+class WarmProgram:
+    """This worker's ``tests/warm_program.py``: started once, in the background, with the environment the tests
+    start from; it forks a child per run, each as a fresh ``python run.py`` after the imports."""
+
+    process: subprocess.Popen[str] | None = None
+    # read as an interpreter starts (the plug-ins found on the path, OpenMP's threads): a run whose value differs
+    # from the warm program's gets a fresh interpreter
+    STARTUP = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONWARNINGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    started: dict[str, str | None] = {}
+    lock = threading.Lock()  # one run at a time through its pipe
+
+    @classmethod
+    def fits(cls) -> bool:
+        """Whether a run now would start as the warm program did."""
+        return all(os.environ.get(name) == cls.started.get(name) for name in cls.STARTUP)
+
+    @classmethod
+    def run(cls, argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+        with cls.lock, tempfile.TemporaryDirectory() as folder:
+            if cls.process is None or cls.process.poll() is not None:
+                cls.start()
+            out, err = Path(folder, "stdout"), Path(folder, "stderr")
+            request = {"argv": argv, "cwd": str(cwd), "env": dict(os.environ), "timeout": timeout}
+            cls.process.stdin.write(json.dumps({**request, "stdout": str(out), "stderr": str(err)}) + "\n")
+            cls.process.stdin.flush()
+            answer = json.loads(cls.process.stdout.readline())
+            args = [sys.executable, str(ROOT / "run.py"), *argv]
+            if answer["timed_out"]:
+                raise subprocess.TimeoutExpired(args, timeout, out.read_text(), err.read_text())
+            return subprocess.CompletedProcess(args, answer["returncode"], out.read_text(), err.read_text())
+
+    @classmethod
+    def start(cls) -> None:
+        cls.started = {name: os.environ.get(name) for name in cls.STARTUP}
+        script = Path(__file__).parent / "warm_program.py"
+        cls.process = subprocess.Popen(
+            [sys.executable, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    WarmProgram.start()  # its imports overlap this worker's first tests
+
+
 def run_cli(*overrides: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run ``python run.py`` for real (Hydra and all) in ``cwd``."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *overrides], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
+    """Run ``python run.py`` for real (Hydra and all) in ``cwd``: forked from this worker's warm program, or in a
+    new interpreter where the environment that an interpreter reads as it starts differs from the warm one's."""
+    if WarmProgram.started and not WarmProgram.fits():
+        argv = [sys.executable, str(ROOT / "run.py"), *overrides]
+        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
+    else:
+        proc = WarmProgram.run(list(overrides), cwd, 600)
     if check and proc.returncode != 0:
         raise AssertionError(f"run.py {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc

@@ -105,6 +105,32 @@ def test_a_share_of_the_episodes_is_disrupted_and_the_rest_are_nominal() -> None
     assert restored[-1].obs.shape[0] == 500 and not torch.equal(env.calm, calm)
 
 
+def test_one_disruption_a_disrupted_episode_and_late_targets_only_there() -> None:
+    """``one_disruption``: a disrupted episode has exactly one kind on (failures, hearing, moving or late targets),
+    each about as often; late targets appear over ``late_appear_steps``, the others' over ``appear_steps``."""
+    settings = dataclasses.replace(
+        SWARM, failures=1.0, comm_radius=0.3, target_speed=0.2, appear_steps=3, late_appear_steps=12
+    )
+    settings = dataclasses.replace(settings, disrupted_share=0.8, one_disruption=True)
+    env = UAVEnv(settings, SceneDistribution(), 2000, CPU, seed=0)
+    _, _, heard = env.neighbours()
+    on = torch.stack(
+        [
+            (env.fail_at < settings.horizon).any(1),
+            ~heard.flatten(1).all(1),  # a radius of 0.3 cuts some pair in every scene
+            env.target_vel.norm(dim=-1).gt(0).all(1),
+            env.appear_at.ge(settings.appear_steps).any(1),  # some targets later than appear_steps
+        ],
+        1,
+    )
+    assert on.sum(1).le(1).all()
+    assert env.appear_at[~on[:, 3]].lt(settings.appear_steps).all() and env.appear_at.lt(12).all()
+    share = on.float().mean(0)
+    torch.testing.assert_close(share, torch.full((4,), 0.2), atol=0.03, rtol=0)
+    assert on.any(1).float().mean().item() == pytest.approx(0.8, abs=0.03)
+    restored_env_repeats(env, SWARM.horizon + 1)  # past the auto-reset: drawn again, resumed exactly
+
+
 def test_moving_targets_drift_and_bounce_off_the_walls_by_hand() -> None:
     pos = torch.tensor([[[0.95, 0.5], [0.5, 0.05]]])
     vel = torch.tensor([[[0.1, 0.0], [0.0, -0.1]]])

@@ -205,13 +205,17 @@ def test_a_resumed_mappo_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> 
         ("model=tcn", "model=tcn with algorithm=mappo: its actor is"),
         ("algorithm.critic=graph", "algorithm.critic=graph with model=mlp: a graph critic reads observation graphs"),
         ("algorithm.critic=global", "algorithm.critic='global': expected state or graph"),
-        ("algorithm.teacher=oracle", "algorithm.teacher='oracle': expected none or planner"),
+        ("algorithm.teacher=oracle", "algorithm.teacher='oracle': expected none, planner or planner_home"),
         ("algorithm.teacher=planner", "algorithm.teacher=planner with env.action=continuous: the planner's actions"),
+        (
+            "env=goto algorithm.teacher=planner_home",
+            "algorithm.teacher=planner_home without env.goto_home: its idle UAVs fly home",
+        ),
     ],
 )
 def test_mappo_settings_are_checked_before_any_work(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        check_config(compose_mappo(override))
+        check_config(compose_mappo(*override.split()))
 
 
 def test_the_teacher_term_is_the_weighted_log_likelihood_of_the_planners_feasible_actions_per_sample() -> None:
@@ -260,6 +264,8 @@ def test_where_the_planner_hovers_going_home_agrees_with_it() -> None:
         assert taught[e, n] == (home if hovers_home else planner[e, n])
     assert ((planner == 0) & (action == home)).any() and ((planner == 0) & (action != home)).any()
     assert (planner > 0).any()
+    idle_home = planner_teaching(env, action, idle_home=True)  # teacher=planner_home: idle UAVs with range fly home
+    assert torch.equal(idle_home, torch.where((planner == 0) & (env.energy > 0), home, planner))
     plain = UAVEnv(dataclasses.replace(settings, goto_home=False), SceneDistribution(), 16, torch.device("cpu"), seed=0)
     assert torch.equal(planner_teaching(plain, action.clamp(max=settings.obs_targets)), scripted_planner(plain))
 

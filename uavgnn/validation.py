@@ -128,6 +128,7 @@ RANGES: dict[str, Range] = {
     "env.comm_radius": NON_NEGATIVE,
     "env.comm_drop": Range(0, 1, high_open=True),
     "env.target_speed": NON_NEGATIVE,
+    "env.late_appear_steps": NON_NEGATIVE,
     "env.disrupted_share": Range(0, 1, low_open=True),
     "curriculum.advance_threshold": UNIT,
     "curriculum.performance_threshold": UNIT,

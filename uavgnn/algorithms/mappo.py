@@ -39,7 +39,7 @@ from torch import nn
 from uavgnn import distributed
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
-from uavgnn.algorithms.mappo_rollouts import MAPPOWorkload, Rollouts, TaughtRollouts
+from uavgnn.algorithms.mappo_rollouts import MAPPOWorkload, Rollouts, TaughtRollouts, Teacher
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.errors import ConfigError
@@ -240,7 +240,8 @@ class MAPPOConfig(AlgorithmConfig):
     # observation graph and the swarm's mean embedding, any swarm size (with a TransformerGNN size as model)
     critic: str = "state"
     # none | planner: imitate the central scripted planner's actions on the collected steps as well (it sees
-    # everything, the policy its observation; discrete or goto actions), with a weight falling to 0
+    # everything, the policy its observation; discrete or goto actions), with a weight falling to 0 |
+    # planner_home: the same planner, its idle UAVs flying home (env.goto_home)
     teacher: str = "none"
     teacher_coef: float = ranged(1.0, NON_NEGATIVE)  # the imitation loss's weight at the start
     teacher_updates: int = ranged(1000, AT_LEAST_1)  # updates over which that weight falls linearly to 0
@@ -271,12 +272,18 @@ class MAPPO(EnvPolicy):
                 "algorithm.critic=graph with model=mlp: a graph critic reads observation graphs, as the graph "
                 "actor does; use a TransformerGNN size (model=tiny...)"
             )
-        if cfg.algorithm.teacher not in ("none", "planner"):
-            raise ConfigError(f"algorithm.teacher={cfg.algorithm.teacher!r}: expected none or planner")
-        if cfg.algorithm.teacher == "planner" and cfg.env.action == "continuous":
+        teacher = cfg.algorithm.teacher
+        if teacher not in ("none", "planner", "planner_home"):
+            raise ConfigError(f"algorithm.teacher={teacher!r}: expected none, planner or planner_home")
+        if teacher != "none" and cfg.env.action == "continuous":
             raise ConfigError(
-                "algorithm.teacher=planner with env.action=continuous: the planner's actions are imitated as "
+                f"algorithm.teacher={teacher} with env.action=continuous: the planner's actions are imitated as "
                 "categories; use env.action=goto or discrete"
+            )
+        if teacher == "planner_home" and not cfg.env.goto_home:
+            raise ConfigError(
+                "algorithm.teacher=planner_home without env.goto_home: its idle UAVs fly home, an action the "
+                "environment has only with env.goto_home=true"
             )
         if cfg.hardware.batch_size == "auto":
             raise ConfigError("algorithm=mappo: hardware.batch_size is episodes per minibatch; give a number, not auto")
@@ -315,7 +322,11 @@ class MAPPO(EnvPolicy):
 
     def workload(self, model: nn.Module) -> MAPPOWorkload:
         alg = self.cfg.algorithm
-        teacher = (alg.teacher_coef, alg.teacher_updates) if alg.teacher == "planner" else None
+        teacher = (
+            None
+            if alg.teacher == "none"
+            else Teacher(alg.teacher_coef, alg.teacher_updates, idle_home=alg.teacher == "planner_home")
+        )
         return MAPPOWorkload(
             self.env_run(),
             model,

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
-from uavgnn.envs.policies import scripted_planner
+from uavgnn.envs.policies import planner_going_home, scripted_planner
 from uavgnn.envs.rl_workload import EnvRun
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.runtime import unwrap
@@ -25,14 +25,27 @@ class Rollouts(Episodes):
     returns: torch.Tensor  # (B, T, N) lambda-returns: the critic's targets
 
 
-def planner_teaching(env: UAVEnv, action: torch.Tensor) -> torch.Tensor:
-    """(E, N) the central planner's actions, to imitate. It has no home action (``env.goto_home``), so where it
-    hovers, a UAV whose ``action`` went home agrees with it: imitation teaches where to fly, and leaves waiting or
-    going home to PPO (imitating the hover would teach never to go home)."""
+def planner_teaching(env: UAVEnv, action: torch.Tensor, idle_home: bool = False) -> torch.Tensor:
+    """(E, N) the central planner's actions, to imitate. ``idle_home``: its idle UAVs fly home
+    (``planner_going_home``, ``teacher=planner_home``). Otherwise it has no home action (``env.goto_home``), so
+    where it hovers, a UAV whose ``action`` went home agrees with it: imitation teaches where to fly, and leaves
+    waiting or going home to PPO (imitating the hover would teach never to go home)."""
+    if idle_home:
+        return planner_going_home(env)
     taught = scripted_planner(env)
     if not env.cfg.goto_home:
         return taught
     return torch.where((taught == 0) & (action == env.cfg.home_action()), action, taught)
+
+
+@dataclass(frozen=True)
+class Teacher:
+    """The imitation of the central planner (``algorithm.teacher``): its loss's first weight, the updates that
+    weight falls to 0 over, and whether the planner's idle UAVs fly home."""
+
+    coef: float
+    updates: int
+    idle_home: bool = False
 
 
 @dataclass
@@ -68,9 +81,9 @@ class MAPPOWorkload(EpisodeWorkload):
         minibatches: int,
         gamma: float,
         gae_lambda: float,
-        teacher: tuple[float, int] | None = None,
+        teacher: Teacher | None = None,
     ) -> None:
-        """``teacher``: (the imitation loss's first weight, the updates it falls to 0 over), or None."""
+        """``teacher``: the planner imitated on the collected steps, or None."""
         super().__init__(run, model, device, batch_size, minibatches)
         self.gamma, self.gae_lambda, self.teacher = gamma, gae_lambda, teacher
         self.taught = 0.0  # the imitation loss's weight on the current collection (``collect``)
@@ -85,14 +98,15 @@ class MAPPOWorkload(EpisodeWorkload):
         columns = {"action": action, "logp": logp, "value": agents.value(state, obs)}
         if self.teacher is not None:  # the planner asked while its word weighs anything (static columns after)
             columns["teacher_action"] = (
-                planner_teaching(self.env, action) if self.taught > 0 else torch.zeros_like(action)
+                planner_teaching(self.env, action, self.teacher.idle_home)
+                if self.taught > 0
+                else torch.zeros_like(action)
             )
         return agents.to_env(action), columns
 
     def collect(self, step: int) -> None:
         if self.teacher is not None:  # the imitation loss's weight on this collection: it falls with the step
-            coef, updates = self.teacher
-            self.taught = coef * max(0.0, 1.0 - step / updates)
+            self.taught = self.teacher.coef * max(0.0, 1.0 - step / self.teacher.updates)
         super().collect(step)
 
     def finish(self, columns: dict[str, torch.Tensor]) -> Rollouts:

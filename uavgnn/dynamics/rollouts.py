@@ -92,7 +92,8 @@ def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, 
     return out
 
 
-ADDED_SINCE = {"disrupted_share": 1.0, "goto_home": False}  # env fields newer than the first caches
+# env fields newer than the first caches
+ADDED_SINCE = {"disrupted_share": 1.0, "goto_home": False, "late_appear_steps": 0, "one_disruption": False}
 
 
 def rollout_key(spec: RolloutSpec, settings: EnvSettings, dist: SceneDistribution, policy_id: str) -> dict[str, Any]:

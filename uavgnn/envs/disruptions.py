@@ -6,8 +6,11 @@ by default, each drawn from the environment's seeded generator, so resumable wit
 - ``comm_radius``, ``comm_drop``: a UAV observes another only within the radius and when that step's message is not
   lost; what it does not hear is absent from its observation (neighbours, and the count of UAVs nearer to a target).
 - ``target_speed``: every target drifts at this speed in its own uniform direction, reflected by the arena's walls.
+- ``late_appear_steps``: targets appear over this many steps instead of ``appear_steps`` (late targets).
 - ``disrupted_share``: below 1, each episode has the disruptions on with this chance (``calm`` the others), so that
   one policy trains for the nominal and the disrupted world at once.
+- ``one_disruption``: each disrupted episode has one of the disruptions on, drawn uniformly (a radius and lost
+  messages count as one: hearing), so that one policy trains for each world alone as it is tested.
 
 Off, none of them draws a number or adds an operation: the seeded streams and results stay as they were.
 """
@@ -18,7 +21,11 @@ import torch
 
 from uavgnn.envs.settings import EnvSettings
 
-FIELDS = ("failures", "comm_radius", "comm_drop", "target_speed")  # the disruptions: off in the nominal test set
+# the disruptions: off in the nominal test set
+FIELDS = ("failures", "comm_radius", "comm_drop", "target_speed", "late_appear_steps")
+# what one_disruption draws one of: the fields each kind of disruption turns on
+KINDS = {"failures": ("failures",), "hearing": ("comm_radius", "comm_drop"), "moving": ("target_speed",)}
+KINDS["late"] = ("late_appear_steps",)
 # what a test set may change: a disruption, or when targets appear (the nominal set keeps the trained appear_steps)
 SET_FIELDS = (*FIELDS, "appear_steps")
 # mode=eval's disrupted test sets (eval.disruptions): the levels in BENCHMARKS.md's MARL table
@@ -27,6 +34,7 @@ TEST_SETS = {
     "comm_radius": {"comm_radius": 0.7},
     "comm_drop": {"comm_drop": 0.5},
     "moving_targets": {"target_speed": 0.26},
+    "late_targets": {"late_appear_steps": 40},
 }
 
 
@@ -35,26 +43,48 @@ def limits_hearing(settings: EnvSettings) -> bool:
     return settings.comm_radius > 0 or settings.comm_drop > 0
 
 
-def any_on(settings: EnvSettings) -> bool:
-    """Whether any disruption is on."""
-    return any(getattr(settings, name) > 0 for name in FIELDS)
+def kinds_on(settings: EnvSettings) -> list[str]:
+    """The kinds of disruption on (``KINDS``)."""
+    return [kind for kind, fields in KINDS.items() if any(getattr(settings, name) > 0 for name in fields)]
+
+
+def mixed(settings: EnvSettings) -> bool:
+    """Whether episodes differ in which disruptions are on (``calm_episodes``)."""
+    kinds = kinds_on(settings)
+    return bool(kinds) and (settings.disrupted_share < 1 or (settings.one_disruption and len(kinds) > 1))
 
 
 def calm_episodes(
     settings: EnvSettings, drawn: dict[str, torch.Tensor], generator: torch.Generator
 ) -> dict[str, torch.Tensor]:
-    """With ``disrupted_share`` below 1, what changes in a fresh episode's ``drawn`` state: ``calm`` (E,) bool, the
-    episodes without the disruptions, and there no failure and targets at rest (every UAV heard:
-    ``UAVEnv.neighbours``); nothing when every episode has them."""
-    if settings.disrupted_share >= 1 or not any_on(settings):
+    """Where episodes differ in their disruptions (``mixed``), what changes in a fresh episode's ``drawn`` state:
+    ``calm`` (E,) bool, the episodes that hear every UAV (``UAVEnv.neighbours``), and in the episodes without each
+    other disruption no failure, targets at rest, targets appearing over ``appear_steps``; nothing otherwise."""
+    if not mixed(settings):
         return {}
-    calm = torch.rand(drawn["pos"].shape[0], generator=generator, device=generator.device) >= settings.disrupted_share
-    changed = {"calm": calm}
+    e, device, kinds = drawn["pos"].shape[0], generator.device, kinds_on(settings)
+    calm = torch.rand(e, generator=generator, device=device) >= settings.disrupted_share
+    if settings.one_disruption:
+        kind = torch.randint(0, len(kinds), (e,), generator=generator, device=device)
+        off = {name: calm | (kind != i) for i, name in enumerate(kinds)}
+    else:
+        off = dict.fromkeys(kinds, calm)
+    changed = {"calm": off.get("hearing", calm)}
     if "fail_at" in drawn:
-        changed["fail_at"] = drawn["fail_at"].masked_fill(calm[:, None], settings.horizon)
+        changed["fail_at"] = drawn["fail_at"].masked_fill(off["failures"][:, None], settings.horizon)
     if "target_vel" in drawn:
-        changed["target_vel"] = drawn["target_vel"].masked_fill(calm[:, None, None], 0.0)
+        changed["target_vel"] = drawn["target_vel"].masked_fill(off["moving"][:, None, None], 0.0)
+    if settings.late_appear_steps > 0:
+        early = appear_steps(settings.appear_steps, drawn["appear_at"].shape, generator)
+        changed["appear_at"] = torch.where(off["late"][:, None], early, drawn["appear_at"])
     return changed
+
+
+def appear_steps(steps: int, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
+    """(E, M) the step at which each target appears: uniform in [0, steps) (0: all at the start)."""
+    if steps <= 0:
+        return torch.zeros(shape, dtype=torch.long, device=generator.device)
+    return torch.randint(0, steps, shape, generator=generator, device=generator.device)
 
 
 def failure_steps(settings: EnvSettings, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:

@@ -153,8 +153,9 @@ class UAVEnv:
             "wind": 0.0,
             "drag": 0.0,
         }
-        if cfg.appear_steps > 0:
-            drawn["appear_at"] = torch.randint(0, cfg.appear_steps, (e, m), generator=self.generator, device=dev)
+        if cfg.appear_steps > 0 or cfg.late_appear_steps > 0:
+            steps = cfg.late_appear_steps or cfg.appear_steps
+            drawn["appear_at"] = disruptions.appear_steps(int(steps), (e, m), self.generator)
         if cfg.wind > 0:
             angle = torch.rand(e, generator=self.generator, device=dev) * 2 * torch.pi
             drawn["wind"] = (
@@ -279,7 +280,7 @@ class UAVEnv:
         if self.cfg.failures > 0 or disruptions.limits_hearing(self.cfg):
             dropped = self.dropped if self.cfg.comm_drop > 0 else None
             heard = disruptions.hearing(self.cfg, gap, self.down(), dropped)
-            if self.cfg.disrupted_share < 1:  # a calm episode hears every UAV
+            if disruptions.mixed(self.cfg):  # a calm episode hears every UAV
                 heard = heard | self.calm[:, None, None]
             gap = gap.masked_fill(~heard, float("inf"))
         gap = gap + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))

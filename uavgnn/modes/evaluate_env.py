@@ -64,7 +64,7 @@ def swarm_sizes(cfg: Config, config: Any) -> list[int]:
 
 
 # every test set starts from no disruption, in every episode (whatever trained)
-NOMINAL = {**{name: 0.0 for name in disruptions.FIELDS}, "disrupted_share": 1.0}
+NOMINAL = {**{name: 0 for name in disruptions.FIELDS}, "disrupted_share": 1.0, "one_disruption": False}
 
 
 def test_sets(cfg: Config) -> dict[str, dict[str, Any]]:
