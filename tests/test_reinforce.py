@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import torch
+from conftest import run_cli
 
-from tests.conftest import run_cli
 from uavgnn.algorithms.reinforce import advantages, policy_samples, reinforce_loss, rollout_noise, rollout_rewards
 from uavgnn.data.store import GraphStore
 from uavgnn.decoders import split_assignments
@@ -226,9 +226,9 @@ def test_init_from_a_missing_checkpoint_or_another_architecture_fails_naming_it(
 
 
 def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> None:
+    from conftest import ROOT
     from hydra import compose, initialize_config_dir
 
-    from tests.conftest import ROOT
     from uavgnn.algorithms import check_config, register_configs
     from uavgnn.errors import ConfigError
 
@@ -251,9 +251,9 @@ def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> 
 )
 def test_too_few_rollouts_for_the_baseline_are_refused_before_any_work(overrides, message) -> None:
     """samples - 1 rollouts are drawn: the others' mean needs two of them, the greedy rollout one."""
+    from conftest import ROOT
     from hydra import compose, initialize_config_dir
 
-    from tests.conftest import ROOT
     from uavgnn.algorithms import check_config, register_configs
     from uavgnn.errors import ConfigError
 

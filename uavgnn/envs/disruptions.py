@@ -6,7 +6,7 @@ by default, each drawn from the environment's seeded generator, so resumable wit
 - ``comm_radius``, ``comm_drop``: a UAV observes another only within the radius and when that step's message is not
   lost; what it does not hear is absent from its observation (neighbours, and the count of UAVs nearer to a target).
 - ``target_speed``: every target drifts at this speed in its own uniform direction, reflected by the arena's walls.
-- ``late_appear_steps``: targets appear over this many steps instead of ``appear_steps`` (late targets).
+- ``late_appear_steps``: targets appear over this many steps (the episode at most) instead of ``appear_steps``.
 - ``disrupted_share``: below 1, each episode has the disruptions on with this chance (``calm`` the others), so that
   one policy trains for the nominal and the disrupted world at once.
 - ``one_disruption``: each disrupted episode has one of the disruptions on, drawn uniformly (a radius and lost
@@ -116,14 +116,22 @@ def message_drops(settings: EnvSettings, shape: tuple[int, int, int], generator:
 
 
 def hearing(
-    settings: EnvSettings, gap: torch.Tensor, down: torch.Tensor | None, dropped: torch.Tensor | None
+    settings: EnvSettings,
+    gap: torch.Tensor,
+    down: torch.Tensor | None,
+    dropped: torch.Tensor | None,
+    calm: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(E, N, N) bool: UAV i hears (observes) UAV j, from their distances ``gap`` (E, N, N), the fallen UAVs
-    ``down`` (E, N) and the lost messages ``dropped`` (E, N, N), each None when that disruption is off."""
+    ``down`` (E, N), the lost messages ``dropped`` (E, N, N) and the episodes whose hearing is not disrupted
+    ``calm`` (E,), each None when that disruption (or the mix, ``mixed``) is off. A fallen UAV is silent even in an
+    episode whose hearing is calm (with ``one_disruption``, a failures episode)."""
     heard = torch.ones_like(gap, dtype=torch.bool) if settings.comm_radius <= 0 else gap <= settings.comm_radius
-    if down is not None:
-        heard = heard & ~down[:, None, :]
-    return heard if dropped is None else heard & ~dropped
+    if dropped is not None:
+        heard = heard & ~dropped
+    if calm is not None:
+        heard = heard | calm[:, None, None]
+    return heard if down is None else heard & ~down[:, None, :]
 
 
 def heard_ahead(distance: torch.Tensor, live: torch.Tensor, targets: torch.Tensor, heard: torch.Tensor) -> torch.Tensor:

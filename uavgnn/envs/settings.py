@@ -53,7 +53,7 @@ class EnvSettings:
     comm_radius: float = 0.0  # a UAV hears (observes) only the UAVs this close (0: every UAV)
     comm_drop: float = 0.0  # chance that a UAV misses another's message at a step (it is not observed then)
     target_speed: float = 0.0  # targets drift at this speed (uniform direction, reflected by the arena's walls)
-    late_appear_steps: int = 0  # late targets: they appear over this many steps, not appear_steps (0: off)
+    late_appear_steps: int = 0  # late targets: they appear over this many steps (the episode at most), not appear_steps
     disrupted_share: float = 1.0  # share of the episodes with the disruptions on (the rest nominal)
     one_disruption: bool = False  # each disrupted episode has one of the disruptions on, drawn uniformly
     target: Optional[str] = None  # your own environment: a UAVEnv subclass, module.Class (uavgnn.envs.uav_env.make_env)

@@ -154,7 +154,7 @@ class UAVEnv:
             "drag": 0.0,
         }
         if cfg.appear_steps > 0 or cfg.late_appear_steps > 0:
-            steps = cfg.late_appear_steps or cfg.appear_steps
+            steps = min(cfg.late_appear_steps, cfg.horizon) or cfg.appear_steps  # late: within the episode
             drawn["appear_at"] = disruptions.appear_steps(int(steps), (e, m), self.generator)
         if cfg.wind > 0:
             angle = torch.rand(e, generator=self.generator, device=dev) * 2 * torch.pi
@@ -279,9 +279,8 @@ class UAVEnv:
         heard = None
         if self.cfg.failures > 0 or disruptions.limits_hearing(self.cfg):
             dropped = self.dropped if self.cfg.comm_drop > 0 else None
-            heard = disruptions.hearing(self.cfg, gap, self.down(), dropped)
-            if disruptions.mixed(self.cfg):  # a calm episode hears every UAV
-                heard = heard | self.calm[:, None, None]
+            calm = self.calm if disruptions.mixed(self.cfg) else None  # a calm episode hears every UAV
+            heard = disruptions.hearing(self.cfg, gap, self.down(), dropped, calm)
             gap = gap.masked_fill(~heard, float("inf"))
         gap = gap + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
         d, i = gap.topk(min(self.cfg.obs_uavs, self.n_uav - 1), dim=-1, largest=False)
