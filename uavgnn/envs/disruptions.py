@@ -24,8 +24,12 @@ from uavgnn.envs.settings import EnvSettings
 # the disruptions: off in the nominal test set
 FIELDS = ("failures", "comm_radius", "comm_drop", "target_speed", "late_appear_steps")
 # what one_disruption draws one of: the fields each kind of disruption turns on
-KINDS = {"failures": ("failures",), "hearing": ("comm_radius", "comm_drop"), "moving": ("target_speed",)}
-KINDS["late"] = ("late_appear_steps",)
+KINDS = {
+    "failures": ("failures",),
+    "hearing": ("comm_radius", "comm_drop"),
+    "moving": ("target_speed",),
+    "late": ("late_appear_steps",),
+}
 # what a test set may change: a disruption, or when targets appear (the nominal set keeps the trained appear_steps)
 SET_FIELDS = (*FIELDS, "appear_steps")
 # mode=eval's disrupted test sets (eval.disruptions): the levels in BENCHMARKS.md's MARL table
