@@ -4,8 +4,8 @@ set's level (``eval.disruptions``).
 
 - failures: the planner told every UAV's failure step (a UAV's range is capped at what it flies before it fails);
 - moving targets: the planner that costs each UAV-target pair by where they meet (it flies there already);
-- late targets (``--appear-steps``, with ``env.goto_home=true``): the planner whose idle UAVs fly home, spread out
-  for the targets still to appear (the home action a policy may learn);
+- late targets: with ``env.goto_home=true``, the planner whose idle UAVs fly home, spread out for the targets
+  still to appear (the home action a policy may learn);
 - at 16 UAVs, every set: the exact assignment (the MILP) re-solved every step in place of the greedy one.
 
 The issue's second floor asks a policy to reach ``max(1, 1.1 x the decentralised planner)`` of the central planner
@@ -14,7 +14,7 @@ being told what the planner lacks is worth less than that, the policy must also 
 with everything known.
 
     .venv/bin/python benchmarks/privileged_planners.py --sizes 16 64 256 --episodes 32
-    .venv/bin/python benchmarks/privileged_planners.py --appear-steps 40 env.goto_home=true
+    .venv/bin/python benchmarks/privileged_planners.py env.goto_home=true
 """
 
 from __future__ import annotations
@@ -133,7 +133,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--episodes", type=int, default=32)
-    parser.add_argument("--appear-steps", type=int, help="a late-targets set too: targets appear over these steps")
     parser.add_argument("overrides", nargs="*", help="config overrides (experiment=swarm is applied first)")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -141,9 +140,8 @@ def main() -> None:
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=["experiment=swarm", *args.overrides])
     settings, dist = env_settings(cfg), scene_distribution(cfg)
-    sets = {"nominal": {}, **{name: dict(cfg.eval.disruptions[name]) for name in ("failures", "moving_targets")}}
-    if args.appear_steps:
-        sets["late_targets"] = {"appear_steps": args.appear_steps}
+    disrupted = ("failures", "moving_targets", "late_targets")
+    sets = {"nominal": {}, **{name: dict(cfg.eval.disruptions[name]) for name in disrupted}}
     rows = []
     for n_uav in args.sizes:
         rows += size_rows(dataclasses.replace(settings, n_uav=n_uav), dist, sets, args.episodes)

@@ -79,12 +79,12 @@ def calm_episodes(
     if "target_vel" in drawn:
         changed["target_vel"] = drawn["target_vel"].masked_fill(off["moving"][:, None, None], 0.0)
     if settings.late_appear_steps > 0:
-        early = appear_steps(settings.appear_steps, drawn["appear_at"].shape, generator)
+        early = appear_at(settings.appear_steps, drawn["appear_at"].shape, generator)
         changed["appear_at"] = torch.where(off["late"][:, None], early, drawn["appear_at"])
     return changed
 
 
-def appear_steps(steps: int, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
+def appear_at(steps: int, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
     """(E, M) the step at which each target appears: uniform in [0, steps) (0: all at the start)."""
     if steps <= 0:
         return torch.zeros(shape, dtype=torch.long, device=generator.device)

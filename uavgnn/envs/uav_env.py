@@ -155,7 +155,7 @@ class UAVEnv:
         }
         if cfg.appear_steps > 0 or cfg.late_appear_steps > 0:
             steps = min(cfg.late_appear_steps, cfg.horizon) or cfg.appear_steps  # late: within the episode
-            drawn["appear_at"] = disruptions.appear_steps(int(steps), (e, m), self.generator)
+            drawn["appear_at"] = disruptions.appear_at(int(steps), (e, m), self.generator)
         if cfg.wind > 0:
             angle = torch.rand(e, generator=self.generator, device=dev) * 2 * torch.pi
             drawn["wind"] = (
@@ -279,7 +279,7 @@ class UAVEnv:
         heard = None
         if self.cfg.failures > 0 or disruptions.limits_hearing(self.cfg):
             dropped = self.dropped if self.cfg.comm_drop > 0 else None
-            calm = self.calm if disruptions.mixed(self.cfg) else None  # a calm episode hears every UAV
+            calm = self.calm if "calm" in self._names else None  # mixed episodes: a calm one hears every UAV
             heard = disruptions.hearing(self.cfg, gap, self.down(), dropped, calm)
             gap = gap.masked_fill(~heard, float("inf"))
         gap = gap + torch.diag(torch.full((self.n_uav,), float("inf"), device=self.device))
