@@ -12,7 +12,14 @@ from test_env import CPU, one_target_env, restored_env_repeats
 
 from uavgnn.envs.actions import approach_velocity, intercept_point
 from uavgnn.envs.disruptions import drift, heard_ahead
-from uavgnn.envs.policies import decentralised_planner, greedy_assignment, random_policy, run_episodes, scripted_planner
+from uavgnn.envs.policies import (
+    decentralised_planner,
+    greedy_assignment,
+    planner_going_home,
+    random_policy,
+    run_episodes,
+    scripted_planner,
+)
 from uavgnn.envs.render import completed_targets, plot_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
@@ -129,6 +136,31 @@ def test_one_disruption_a_disrupted_episode_and_late_targets_only_there() -> Non
     torch.testing.assert_close(share, torch.full((4,), 0.2), atol=0.03, rtol=0)
     assert on.any(1).float().mean().item() == pytest.approx(0.8, abs=0.03)
     restored_env_repeats(env, SWARM.horizon + 1)  # past the auto-reset: drawn again, resumed exactly
+
+
+def test_each_seen_targets_velocity_is_observed_and_idle_uavs_go_home_only_where_targets_rest() -> None:
+    """``obs_target_velocity``: a seen target's features end with its velocity (in UAV top speeds) before the
+    present flag, zero where targets rest, and nothing else moves; ``planner_going_home(at_rest=True)`` is the
+    planner sending idle UAVs home in the episodes at rest and the plain planner among moving targets."""
+    mixed = dataclasses.replace(SWARM, goto_home=True, target_speed=0.2, disrupted_share=0.5)
+    seeing = dataclasses.replace(mixed, obs_target_velocity=True)
+    env, plain = (UAVEnv(s, SceneDistribution(), 64, CPU, seed=3) for s in (seeing, mixed))
+    obs, without = env.observe(), plain.observe()
+    assert obs.shape[-1] == seeing.obs_dim() == without.shape[-1] + 2 * SWARM.obs_targets
+    own, width = 6 + 2, 7 + 2  # the way home; a seen target's 7 features and its velocity
+    _, j, present = env.candidates()
+    for e, n, k in itertools.product(range(64), range(8), range(SWARM.obs_targets)):
+        seen = obs[e, n, own + k * width : own + (k + 1) * width]
+        velocity = env.target_vel[e, j[e, n, k]] / SWARM.max_speed if present[e, n, k] else torch.zeros(2)
+        torch.testing.assert_close(seen[6:8], velocity)
+        torch.testing.assert_close(torch.cat([seen[:6], seen[8:]]), without[e, n, own + k * 7 : own + (k + 1) * 7])
+    resting = UAVEnv(dataclasses.replace(seeing, target_speed=0.0), SceneDistribution(), 8, CPU, seed=3).observe()
+    assert (resting[..., own : own + width * SWARM.obs_targets].view(8, 8, -1, width)[..., 6:8] == 0).all()
+    moving = env.target_vel.flatten(1).ne(0).any(1)
+    assert moving.any() and (~moving).any()
+    going, home = planner_going_home(env, at_rest=True), planner_going_home(env)
+    assert torch.equal(going[moving], scripted_planner(env)[moving]) and torch.equal(going[~moving], home[~moving])
+    assert (home[moving] == seeing.home_action()).any()  # the rule without at_rest sends some home there
 
 
 def test_moving_targets_drift_and_bounce_off_the_walls_by_hand() -> None:

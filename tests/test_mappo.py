@@ -205,11 +205,18 @@ def test_a_resumed_mappo_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> 
         ("model=tcn", "model=tcn with algorithm=mappo: its actor is"),
         ("algorithm.critic=graph", "algorithm.critic=graph with model=mlp: a graph critic reads observation graphs"),
         ("algorithm.critic=global", "algorithm.critic='global': expected state or graph"),
-        ("algorithm.teacher=oracle", "algorithm.teacher='oracle': expected none, planner or planner_home"),
+        (
+            "algorithm.teacher=oracle",
+            "algorithm.teacher='oracle': expected none, planner, planner_home or planner_home_at_rest",
+        ),
         ("algorithm.teacher=planner", "algorithm.teacher=planner with env.action=continuous: the planner's actions"),
         (
             "env=goto algorithm.teacher=planner_home",
             "algorithm.teacher=planner_home without env.goto_home: its idle UAVs fly home",
+        ),
+        (
+            "env=goto algorithm.teacher=planner_home_at_rest",
+            "algorithm.teacher=planner_home_at_rest without env.goto_home: its idle UAVs fly home",
         ),
     ],
 )

@@ -241,7 +241,8 @@ class MAPPOConfig(AlgorithmConfig):
     critic: str = "state"
     # none | planner: imitate the central scripted planner's actions on the collected steps as well (it sees
     # everything, the policy its observation; discrete or goto actions), with a weight falling to 0 |
-    # planner_home: the same planner, its idle UAVs flying home (env.goto_home)
+    # planner_home: the same planner, its idle UAVs flying home (env.goto_home) | planner_home_at_rest: they fly
+    # home only in the episodes whose targets do not move (with env.obs_target_velocity the policy can tell)
     teacher: str = "none"
     teacher_coef: float = ranged(1.0, NON_NEGATIVE)  # the imitation loss's weight at the start
     teacher_updates: int = ranged(1000, AT_LEAST_1)  # updates over which that weight falls linearly to 0
@@ -273,16 +274,18 @@ class MAPPO(EnvPolicy):
                 "actor does; use a TransformerGNN size (model=tiny...)"
             )
         teacher = cfg.algorithm.teacher
-        if teacher not in ("none", "planner", "planner_home"):
-            raise ConfigError(f"algorithm.teacher={teacher!r}: expected none, planner or planner_home")
+        if teacher not in ("none", "planner", "planner_home", "planner_home_at_rest"):
+            raise ConfigError(
+                f"algorithm.teacher={teacher!r}: expected none, planner, planner_home or planner_home_at_rest"
+            )
         if teacher != "none" and cfg.env.action == "continuous":
             raise ConfigError(
                 f"algorithm.teacher={teacher} with env.action=continuous: the planner's actions are imitated as "
                 "categories; use env.action=goto or discrete"
             )
-        if teacher == "planner_home" and not cfg.env.goto_home:
+        if teacher.startswith("planner_home") and not cfg.env.goto_home:
             raise ConfigError(
-                "algorithm.teacher=planner_home without env.goto_home: its idle UAVs fly home, an action the "
+                f"algorithm.teacher={teacher} without env.goto_home: its idle UAVs fly home, an action the "
                 "environment has only with env.goto_home=true"
             )
         if cfg.hardware.batch_size == "auto":
@@ -325,7 +328,12 @@ class MAPPO(EnvPolicy):
         teacher = (
             None
             if alg.teacher == "none"
-            else Teacher(alg.teacher_coef, alg.teacher_updates, idle_home=alg.teacher == "planner_home")
+            else Teacher(
+                alg.teacher_coef,
+                alg.teacher_updates,
+                idle_home=alg.teacher.startswith("planner_home"),
+                at_rest=alg.teacher == "planner_home_at_rest",
+            )
         )
         return MAPPOWorkload(
             self.env_run(),

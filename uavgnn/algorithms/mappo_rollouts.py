@@ -25,13 +25,14 @@ class Rollouts(Episodes):
     returns: torch.Tensor  # (B, T, N) lambda-returns: the critic's targets
 
 
-def planner_teaching(env: UAVEnv, action: torch.Tensor, idle_home: bool = False) -> torch.Tensor:
+def planner_teaching(env: UAVEnv, action: torch.Tensor, idle_home: bool = False, at_rest: bool = False) -> torch.Tensor:
     """(E, N) the central planner's actions, to imitate. ``idle_home``: its idle UAVs fly home
-    (``planner_going_home``, ``teacher=planner_home``). Otherwise it has no home action (``env.goto_home``), so
+    (``planner_going_home``, ``teacher=planner_home``; with ``at_rest`` only where the targets do not move,
+    ``teacher=planner_home_at_rest``). Otherwise it has no home action (``env.goto_home``), so
     where it hovers, a UAV whose ``action`` went home agrees with it: imitation teaches where to fly, and leaves
     waiting or going home to PPO (imitating the hover would teach never to go home)."""
     if idle_home:
-        return planner_going_home(env)
+        return planner_going_home(env, at_rest)
     taught = scripted_planner(env)
     if not env.cfg.goto_home:
         return taught
@@ -41,11 +42,12 @@ def planner_teaching(env: UAVEnv, action: torch.Tensor, idle_home: bool = False)
 @dataclass(frozen=True)
 class Teacher:
     """The imitation of the central planner (``algorithm.teacher``): its loss's first weight, the updates that
-    weight falls to 0 over, and whether the planner's idle UAVs fly home."""
+    weight falls to 0 over, and whether the planner's idle UAVs fly home (everywhere, or where targets rest)."""
 
     coef: float
     updates: int
     idle_home: bool = False
+    at_rest: bool = False
 
 
 @dataclass
@@ -98,7 +100,7 @@ class MAPPOWorkload(EpisodeWorkload):
         columns = {"action": action, "logp": logp, "value": agents.value(state, obs)}
         if self.teacher is not None:  # the planner asked while its word weighs anything (static columns after)
             columns["teacher_action"] = (
-                planner_teaching(self.env, action, self.teacher.idle_home)
+                planner_teaching(self.env, action, self.teacher.idle_home, self.teacher.at_rest)
                 if self.taught > 0
                 else torch.zeros_like(action)
             )

@@ -93,7 +93,13 @@ def simulate(settings: EnvSettings, dist: SceneDistribution, spec: RolloutSpec, 
 
 
 # env fields newer than the first caches
-ADDED_SINCE = {"disrupted_share": 1.0, "goto_home": False, "late_appear_steps": 0, "one_disruption": False}
+ADDED_SINCE = {
+    "disrupted_share": 1.0,
+    "goto_home": False,
+    "late_appear_steps": 0,
+    "one_disruption": False,
+    "obs_target_velocity": False,
+}
 
 
 def rollout_key(spec: RolloutSpec, settings: EnvSettings, dist: SceneDistribution, policy_id: str) -> dict[str, Any]:

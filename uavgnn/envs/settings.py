@@ -8,7 +8,13 @@ from typing import Optional
 
 import torch
 
-from uavgnn.problem.observation import HOME_FEATURES, SELF_FEATURES, ObservationLayout
+from uavgnn.problem.observation import (
+    HOME_FEATURES,
+    SEEN_TARGET_FEATURES,
+    SELF_FEATURES,
+    TARGET_VELOCITY_FEATURES,
+    ObservationLayout,
+)
 from uavgnn.problem.scenes import SceneDistribution
 
 # Discrete actions: stay, then 8 headings counter-clockwise from east.
@@ -42,6 +48,9 @@ class EnvSettings:
     team_weight: float = 0.5  # share of the team's mean reward in each UAV's training reward
     obs_targets: int = 4  # nearest open targets in a UAV's observation
     obs_uavs: int = 3  # nearest other UAVs in a UAV's observation
+    # each seen target's velocity in the observation too (in UAV top speeds; zero where targets rest), so that a
+    # policy trained among resting and moving targets can tell the two worlds apart
+    obs_target_velocity: bool = False
     # the length an observation's offsets and distances are measured in: side, the arena's (it grows with the
     # swarm: a policy trained small misjudges every distance at scale) | range, the UAVs' largest range (task's
     # range_max: the same at any swarm size)
@@ -64,7 +73,12 @@ class EnvSettings:
     def layout(self) -> ObservationLayout:
         """What a UAV's observation holds (``uavgnn.problem.observation``): the graph actor and critic are sized
         by it (a UAV with a home action observes the way home too)."""
-        return ObservationLayout(self.obs_targets, self.obs_uavs, SELF_FEATURES + HOME_FEATURES * self.goto_home)
+        return ObservationLayout(
+            self.obs_targets,
+            self.obs_uavs,
+            SELF_FEATURES + HOME_FEATURES * self.goto_home,
+            SEEN_TARGET_FEATURES + TARGET_VELOCITY_FEATURES * self.obs_target_velocity,
+        )
 
     def obs_dim(self) -> int:
         return self.layout().obs_dim

@@ -41,7 +41,7 @@ from uavgnn.envs.settings import HEADINGS, EnvSettings
 from uavgnn.errors import ConfigError, MemoryBudgetError
 from uavgnn.memory import check_fits
 from uavgnn.plugins import import_named
-from uavgnn.problem.observation import NEIGHBOUR_FEATURES, SEEN_TARGET_FEATURES
+from uavgnn.problem.observation import NEIGHBOUR_FEATURES
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.randomness import restore_stream
@@ -210,9 +210,10 @@ class UAVEnv:
         return d, j, torch.isfinite(d)
 
     def observe(self) -> torch.Tensor:
-        """Per-UAV fixed-size observation (E, N, obs_dim): itself (velocity, range, time left, position), its
-        nearest open targets (offset, distance, need, value, UAVs nearer to it, present) and UAVs (offset,
-        relative velocity, present); with a disruption on, only the UAVs it hears (``neighbours``)."""
+        """Per-UAV fixed-size observation (E, N, obs_dim): itself (velocity, range, time left, position, the way
+        home with ``goto_home``), its nearest open targets (offset, distance, need, value, UAVs nearer to it, velocity
+        with ``obs_target_velocity``, present) and UAVs (offset, relative velocity, present); with a disruption on,
+        only the UAVs it hears (``neighbours``)."""
         cfg, speed = self.cfg, self.cfg.max_speed
         unit = self.side if cfg.obs_scale == "side" else self.dist.range_max  # of offsets and distances
         time_left = (1.0 - self.t.float() / cfg.horizon)[:, None, None].expand(-1, self.n_uav, 1)
@@ -235,6 +236,13 @@ class UAVEnv:
         else:
             ahead = torch.gather(self.uavs_ahead(distance), 2, j)
         ahead = ahead.clamp(max=self.dist.need_max)
+        moving = (  # the targets' velocities, observed with obs_target_velocity (zero where none moves)
+            ()
+            if not cfg.obs_target_velocity
+            else self.target_vel.unbind(-1)
+            if cfg.target_speed > 0
+            else (torch.zeros_like(self.value),) * 2
+        )
         targets = torch.stack(
             [
                 *(torch.gather(rel_t, 2, j[..., None].expand(-1, -1, -1, 2)) / unit).unbind(-1),
@@ -242,6 +250,7 @@ class UAVEnv:
                 gather(self.need).float() / self.dist.need_max,
                 gather(self.value) / (self.dist.value_max * self.dist.need_max),
                 ahead.float() / self.dist.need_max,
+                *[gather(v) / speed for v in moving],
             ],
             -1,
         )
@@ -259,7 +268,7 @@ class UAVEnv:
             [
                 own,
                 targets.flatten(2),
-                own.new_zeros(*own.shape[:2], SEEN_TARGET_FEATURES * pad_t),
+                own.new_zeros(*own.shape[:2], targets.shape[-1] * pad_t),
                 neighbours.flatten(2),
                 own.new_zeros(*own.shape[:2], NEIGHBOUR_FEATURES * pad_u),
             ],

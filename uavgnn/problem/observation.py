@@ -21,27 +21,29 @@ import torch
 
 SELF_FEATURES, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES = 6, 7, 5  # per UAV: its own, per seen target, per seen UAV
 HOME_FEATURES = 2  # the offset (x, y) to where the UAV started, with ``env.goto_home``
+TARGET_VELOCITY_FEATURES = 2  # a seen target's velocity (x, y), with ``env.obs_target_velocity``
 NODE_TYPES = 3  # the UAV itself, a seen target, a seen UAV
 GRAPH_EDGE_FEATURES = 2  # relative position (x, y) of the seen entity, in square sides
 
 
 class ObservationLayout(NamedTuple):
-    """How many targets and UAVs a UAV observes, and the width of its own features (the way home is optional, so
-    the networks' widths follow the environment's settings)."""
+    """How many targets and UAVs a UAV observes, and the width of its own features and of a seen target's (the way
+    home and the targets' velocities are optional, so the networks' widths follow the environment's settings)."""
 
     obs_targets: int
     obs_uavs: int
     self_features: int = SELF_FEATURES
+    target_features: int = SEEN_TARGET_FEATURES
 
     @property
     def obs_dim(self) -> int:
         """The width of the flat observation, what an MLP actor and the replay buffers are sized by."""
-        return self.self_features + SEEN_TARGET_FEATURES * self.obs_targets + NEIGHBOUR_FEATURES * self.obs_uavs
+        return self.self_features + self.target_features * self.obs_targets + NEIGHBOUR_FEATURES * self.obs_uavs
 
     @property
     def node_features(self) -> int:
         """The width of every node of ``observation_graph``: the widest type's features plus the type's one-hot."""
-        return max(self.self_features, SEEN_TARGET_FEATURES, NEIGHBOUR_FEATURES) + NODE_TYPES
+        return max(self.self_features, self.target_features, NEIGHBOUR_FEATURES) + NODE_TYPES
 
 
 class ObservationGraph(NamedTuple):
@@ -61,10 +63,10 @@ class ObservationGraph(NamedTuple):
 def observation_graph(obs: torch.Tensor, layout: ObservationLayout) -> ObservationGraph:
     """One graph over every observation row of ``obs`` (..., obs_dim); ``ego`` indexes each row's UAV node."""
     x = obs.reshape(-1, obs.shape[-1])
-    obs_targets, obs_uavs, own_width = layout
-    rows, k, seen = x.shape[0], obs_targets + obs_uavs, own_width + SEEN_TARGET_FEATURES * obs_targets
+    obs_targets, obs_uavs, own_width, target_width = layout
+    rows, k, seen = x.shape[0], obs_targets + obs_uavs, own_width + target_width * obs_targets
     own = x[:, :own_width]
-    targets = x[:, own_width:seen].view(rows, obs_targets, SEEN_TARGET_FEATURES)
+    targets = x[:, own_width:seen].view(rows, obs_targets, target_width)
     uavs = x[:, seen:].view(rows, obs_uavs, NEIGHBOUR_FEATURES)
 
     def node(features: torch.Tensor, kind: int) -> torch.Tensor:
