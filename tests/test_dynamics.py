@@ -415,3 +415,6 @@ def test_a_masac_checkpoint_can_fly_the_rollouts(tmp_path) -> None:
     assert len(policy_id) == 64  # the checkpoint's SHA-256 names it in the cache key
     with pytest.raises(CheckpointError, match="needs an environment policy for 8 UAVs with"):
         make_algorithm(compose_dynamics(tmp_path, flown_by, "env.n_uav=8"), torch.device("cpu")).rollout_policy()
+    for seeing in ("env.obs_target_velocity=true", "env.obs_scale=range"):  # other widths or units than it read
+        with pytest.raises(CheckpointError, match="its UAVs observe .* this run's environment gives"):
+            make_algorithm(compose_dynamics(tmp_path, flown_by, seeing), torch.device("cpu")).rollout_policy()

@@ -242,7 +242,7 @@ class MAPPOConfig(AlgorithmConfig):
     # none | planner: imitate the central scripted planner's actions on the collected steps as well (it sees
     # everything, the policy its observation; discrete or goto actions), with a weight falling to 0 |
     # planner_home: the same planner, its idle UAVs flying home (env.goto_home) | planner_home_at_rest: they fly
-    # home only in the episodes whose targets do not move (with env.obs_target_velocity the policy can tell)
+    # home only in the episodes whose targets do not move (env.obs_target_velocity shows it where a target is seen)
     teacher: str = "none"
     teacher_coef: float = ranged(1.0, NON_NEGATIVE)  # the imitation loss's weight at the start
     teacher_updates: int = ranged(1000, AT_LEAST_1)  # updates over which that weight falls linearly to 0

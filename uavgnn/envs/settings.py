@@ -49,7 +49,7 @@ class EnvSettings:
     obs_targets: int = 4  # nearest open targets in a UAV's observation
     obs_uavs: int = 3  # nearest other UAVs in a UAV's observation
     # each seen target's velocity in the observation too (in UAV top speeds; zero where targets rest), so that a
-    # policy trained among resting and moving targets can tell the two worlds apart
+    # policy trained among resting and moving targets can tell the two worlds apart wherever it sees a target
     obs_target_velocity: bool = False
     # the length an observation's offsets and distances are measured in: side, the arena's (it grows with the
     # swarm: a policy trained small misjudges every distance at scale) | range, the UAVs' largest range (task's
