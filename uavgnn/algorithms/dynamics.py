@@ -194,8 +194,8 @@ class Dynamics(Algorithm):
                 f"{config.algorithm.name} with env.n_uav={config.env.n_uav}, "
                 f"env.action={config.env.action}"
             )
-        sees, given = (env_settings(config).layout(), config.env.obs_scale), (settings.layout(), settings.obs_scale)
-        if sees != given:  # the observation's width and units: its networks would misread this run's
+        sees, given = env_settings(config).observation(), settings.observation()
+        if sees != given:  # its networks would misread this run's observations
             raise CheckpointError(
                 f"algorithm.rollout_policy={name}: its UAVs observe {sees}, this run's environment gives {given}: "
                 "set the env keys it was trained with"

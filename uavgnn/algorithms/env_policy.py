@@ -168,7 +168,7 @@ def compare_checkpoints(
             )
         label = f"{config.algorithm.name} seed {config.seed} ({Path(path).parent.name})"
         group = by_mode.setdefault(settings.action, (settings, dist, {}))
-        sees, seen_by_group = (settings.layout(), settings.obs_scale), (group[0].layout(), group[0].obs_scale)
+        sees, seen_by_group = settings.observation(), group[0].observation()
         if sees != seen_by_group:  # one environment observes for every policy of a group
             raise CheckpointError(
                 f"{path}: its UAVs observe {sees}, not what the other {settings.action} checkpoints' UAVs observe "
