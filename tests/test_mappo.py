@@ -218,7 +218,6 @@ def test_a_resumed_mappo_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> 
             "env=goto algorithm.teacher=planner_home_at_rest",
             "algorithm.teacher=planner_home_at_rest without env.goto_home: its idle UAVs fly home",
         ),
-        ("algorithm.teacher_floor=0.3", "algorithm.teacher_floor=0.3 with algorithm.teacher=none: the floor is"),
     ],
 )
 def test_mappo_settings_are_checked_before_any_work(override: str, message: str) -> None:
@@ -251,30 +250,6 @@ def test_a_resumed_mappo_run_taught_by_the_planner_repeats_the_uninterrupted_one
     are part of the saved environments)."""
     taught = ("env=goto", "env.goto_home=true", "algorithm.teacher=planner", "algorithm.teacher_updates=8")
     resume_is_exact(lambda *o: compose_mappo(*taught, *o), tmp_path, half=6)
-
-
-def test_the_teacher_floor_keeps_the_imitation_in_the_episodes_whose_targets_rest() -> None:
-    """``teacher_floor``: the imitation's weight falls linearly (1 - step / teacher_updates) in every episode, and
-    never under the floor in those whose targets do not move; the planner is still asked once the fall is over."""
-    from uavgnn.algorithms.mappo import MAPPO
-
-    cfg = compose_mappo(
-        "env=goto",
-        "env.goto_home=true",
-        "env.target_speed=0.2",
-        "env.disrupted_share=0.5",
-        "algorithm.teacher=planner_home_at_rest",
-        "algorithm.teacher_updates=4",
-        "algorithm.teacher_floor=0.3",
-    )
-    work = MAPPO(cfg, torch.device("cpu")).workload(MAPPO.build_model(cfg))
-    for step, falling in ((1, 0.75), (3, 0.25), (6, 0.0)):
-        work.collect(step)
-        rest = [bool((v == 0).all()) for v in work.env.target_vel]  # each episode's targets, as drawn
-        assert 0 < sum(rest) < len(rest)
-        expected = [max(falling, 0.3) if r else falling for r in rest]
-        torch.testing.assert_close(work.episodes.teacher_weight, torch.tensor(expected, dtype=torch.float32))
-    assert (work.episodes.teacher_action[torch.tensor(rest)] > 0).any()
 
 
 def test_where_the_planner_hovers_going_home_agrees_with_it() -> None:

@@ -246,9 +246,6 @@ class MAPPOConfig(AlgorithmConfig):
     teacher: str = "none"
     teacher_coef: float = ranged(1.0, NON_NEGATIVE)  # the imitation loss's weight at the start
     teacher_updates: int = ranged(1000, AT_LEAST_1)  # updates over which that weight falls linearly to 0
-    # the weight never falls under this in the episodes whose targets do not move (0: it falls to 0 everywhere):
-    # with planner_home_at_rest, its rule for resting targets kept through PPO, which improves the moving ones
-    teacher_floor: float = ranged(0.0, NON_NEGATIVE)
     minibatches: int = ranged(4, AT_LEAST_1)  # minibatches of hardware.batch_size episodes per collection
     data_passes: int = ranged(5, AT_LEAST_1)  # passes (PPO epochs) over each collection
 
@@ -280,11 +277,6 @@ class MAPPO(EnvPolicy):
         if teacher not in ("none", "planner", "planner_home", "planner_home_at_rest"):
             raise ConfigError(
                 f"algorithm.teacher={teacher!r}: expected none, planner, planner_home or planner_home_at_rest"
-            )
-        if teacher == "none" and cfg.algorithm.teacher_floor > 0:
-            raise ConfigError(
-                f"algorithm.teacher_floor={cfg.algorithm.teacher_floor} with algorithm.teacher=none: the floor is "
-                "the imitation's weight kept where targets rest; choose a teacher (planner_home_at_rest...)"
             )
         if teacher != "none" and cfg.env.action == "continuous":
             raise ConfigError(
@@ -341,7 +333,6 @@ class MAPPO(EnvPolicy):
                 alg.teacher_updates,
                 idle_home=alg.teacher.startswith("planner_home"),
                 at_rest=alg.teacher == "planner_home_at_rest",
-                floor=alg.teacher_floor,
             )
         )
         return MAPPOWorkload(

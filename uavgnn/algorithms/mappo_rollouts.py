@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
-from uavgnn.envs.policies import planner_going_home, scripted_planner, targets_at_rest
+from uavgnn.envs.policies import planner_going_home, scripted_planner
 from uavgnn.envs.rl_workload import EnvRun
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.runtime import unwrap
@@ -42,18 +42,12 @@ def planner_teaching(env: UAVEnv, action: torch.Tensor, idle_home: bool = False,
 @dataclass(frozen=True)
 class Teacher:
     """The imitation of the central planner (``algorithm.teacher``): its loss's first weight, the updates that
-    weight falls to 0 over, whether the planner's idle UAVs fly home (everywhere, or where targets rest), and the
-    weight it keeps in the episodes whose targets rest (``teacher_floor``: what it taught there is not unlearned)."""
+    weight falls to 0 over, and whether the planner's idle UAVs fly home (everywhere, or where targets rest)."""
 
     coef: float
     updates: int
     idle_home: bool = False
     at_rest: bool = False
-    floor: float = 0.0
-
-    def weight(self, step: int) -> float:
-        """The imitation loss's weight on the collection at ``step``: it falls linearly to 0."""
-        return self.coef * max(0.0, 1.0 - step / self.updates)
 
 
 @dataclass
@@ -61,7 +55,7 @@ class TaughtRollouts(Rollouts):
     """Rollouts with the teacher's actions (``teacher=planner``)."""
 
     teacher_action: torch.Tensor  # (B, T, N) the central planner's action at each step
-    teacher_weight: torch.Tensor  # (B,) the imitation loss's weight on each episode when it was collected
+    teacher_weight: torch.Tensor  # (B,) the imitation loss's weight when the episode was collected
 
 
 def gae(
@@ -107,14 +101,14 @@ class MAPPOWorkload(EpisodeWorkload):
         if self.teacher is not None:  # the planner asked while its word weighs anything (static columns after)
             columns["teacher_action"] = (
                 planner_teaching(self.env, action, self.teacher.idle_home, self.teacher.at_rest)
-                if self.taught > 0 or self.teacher.floor > 0
+                if self.taught > 0
                 else torch.zeros_like(action)
             )
         return agents.to_env(action), columns
 
     def collect(self, step: int) -> None:
         if self.teacher is not None:  # the imitation loss's weight on this collection: it falls with the step
-            self.taught = self.teacher.weight(step)
+            self.taught = self.teacher.coef * max(0.0, 1.0 - step / self.teacher.updates)
         super().collect(step)
 
     def finish(self, columns: dict[str, torch.Tensor]) -> Rollouts:
@@ -127,6 +121,4 @@ class MAPPOWorkload(EpisodeWorkload):
         if self.teacher is None:
             return Rollouts(**columns, value=value, advantage=advantage, returns=returns)
         taught = torch.full_like(value[:, 0, 0], self.taught)
-        if self.teacher.floor > self.taught:  # the floor where the targets rest (a tensor op: no host sync)
-            taught = torch.where(targets_at_rest(self.env), self.teacher.floor, taught)
         return TaughtRollouts(**columns, value=value, advantage=advantage, returns=returns, teacher_weight=taught)

@@ -147,16 +147,9 @@ def planner_going_home(env: UAVEnv, at_rest: bool = False) -> torch.Tensor:
     whose targets do not move (among moving targets going home costs more than it spreads: BENCHMARKS.md)."""
     action = scripted_planner(env)
     idle = (action == 0) & (env.energy > 0)
-    if at_rest:
-        idle = idle & targets_at_rest(env)[:, None]
+    if at_rest and env.cfg.target_speed > 0:
+        idle = idle & (env.target_vel == 0).flatten(1).all(1)[:, None]
     return torch.where(idle, env.cfg.home_action(), action)
-
-
-def targets_at_rest(env: UAVEnv) -> torch.Tensor:
-    """(E,) bool: the episodes whose targets do not move (all of them without ``env.target_speed``)."""
-    if env.cfg.target_speed == 0:
-        return torch.ones(env.n_envs, dtype=torch.bool, device=env.device)
-    return (env.target_vel == 0).flatten(1).all(1)
 
 
 def nearest_target(env: UAVEnv) -> torch.Tensor:
