@@ -15,6 +15,7 @@ with everything known.
 
     .venv/bin/python benchmarks/privileged_planners.py --sizes 16 64 256 --episodes 32
     .venv/bin/python benchmarks/privileged_planners.py env.goto_home=true
+    .venv/bin/python benchmarks/privileged_planners.py --sizes 16 --speeds 0.1 0.2 0.28 0.3   # other levels
 """
 
 from __future__ import annotations
@@ -133,6 +134,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument(
+        "--speeds", type=float, nargs="*", default=[], help="moving targets at these speeds too (a set each)"
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides (experiment=swarm is applied first)")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -142,6 +146,7 @@ def main() -> None:
     settings, dist = env_settings(cfg), scene_distribution(cfg)
     disrupted = ("failures", "moving_targets", "late_targets")
     sets = {"nominal": {}, **{name: dict(cfg.eval.disruptions[name]) for name in disrupted}}
+    sets |= {f"targets at {speed}": {"target_speed": speed} for speed in args.speeds}
     rows = []
     for n_uav in args.sizes:
         rows += size_rows(dataclasses.replace(settings, n_uav=n_uav), dist, sets, args.episodes)
