@@ -1,7 +1,8 @@
 """One MARL table over seeds: the ``eval.json`` of ``mode=eval`` on each seed's checkpoint (the same test episodes
 for every seed), per swarm size, test set (nominal and disrupted) and method, the mean +- std of ``of_planner``
 (the share of the central planner's return on that set) with its 95% interval (``uavgnn.modes.intervals``), and
-the policy over the decentralised planner.
+the policy over the decentralised planner, and each method's collisions per UAV in an episode (steps a UAV spent
+closer than the collision radius to another: the penalty that grows with the swarm).
 
     for s in 0 1 2; do
       .venv/bin/python run.py experiment=swarm seed=$s hydra.run.dir=outputs/swarm_s$s
@@ -32,11 +33,13 @@ def seed_rows(reports: list[dict]) -> list[dict]:
     policy = reports[0]["algorithm"]
     scores: dict[tuple[int, str, str], list[float]] = {}
     returns: dict[tuple[int, str, str], list[float]] = {}
+    collisions: dict[tuple[int, str, str], list[float]] = {}
     for report in reports:
         for row in report["rows"]:
             key = (row["n_uav"], row.get("test_set", "nominal"), row["method"])
             scores.setdefault(key, []).append(100 * row["of_planner"])
             returns.setdefault(key, []).append(row["return"])
+            collisions.setdefault(key, []).append(row["collisions"] / row["n_uav"])
     rows = []
     for (n_uav, test_set, method), values in scores.items():
         if method not in (policy, *REFERENCES):
@@ -50,6 +53,7 @@ def seed_rows(reports: list[dict]) -> list[dict]:
             "of_planner_pct": round(statistics.mean(values), 1),
             "std": round(statistics.stdev(values), 1) if len(values) > 1 else float("nan"),
             "ci95": "n/a" if interval is None else f"[{interval.low:.1f}, {interval.high:.1f}]",
+            "collisions_per_uav": round(statistics.mean(collisions[(n_uav, test_set, method)]), 2),
         }
         if method == policy:
             local = statistics.mean(returns[(n_uav, test_set, "decentralised planner")])  # the same every seed
@@ -69,7 +73,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no eval.json in {', '.join(missing)}: run mode=eval ckpt=<run>/best.pt there first", file=sys.stderr)
         return 2
     rows = seed_rows([json.loads((d / "eval.json").read_text()) for d in args.evals])
-    columns = ["n_uav", "test_set", "method", "seeds", "of_planner_pct", "std", "ci95", "of_decentralised_pct"]
+    columns = [
+        "n_uav",
+        "test_set",
+        "method",
+        "seeds",
+        "of_planner_pct",
+        "std",
+        "ci95",
+        "of_decentralised_pct",
+        "collisions_per_uav",
+    ]
     if args.markdown:
         print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
         for row in rows:

@@ -13,22 +13,29 @@ swarm_seeds = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(swarm_seeds)
 
 
-def report(policy: float, local: float) -> dict:
-    """One seed's eval.json at 16 UAVs, nominal: the policy's and the decentralised planner's returns (planner 10)."""
+def report(policy: float, local: float, collisions: float = 32.0) -> dict:
+    """One seed's eval.json at 16 UAVs, nominal: the policy's and the decentralised planner's returns (planner 10),
+    the policy's collisions (16 for the planners)."""
     rows = [
-        {"n_uav": 16, "test_set": "nominal", "method": name, "return": ret, "of_planner": ret / 10}
-        for name, ret in (("mappo", policy), ("scripted planner", 10.0), ("decentralised planner", local))
+        {"n_uav": 16, "test_set": "nominal", "method": name, "return": ret, "of_planner": ret / 10, "collisions": hit}
+        for name, ret, hit in (
+            ("mappo", policy, collisions),
+            ("scripted planner", 10.0, 16.0),
+            ("decentralised planner", local, 16.0),
+        )
     ]
     return {"algorithm": "mappo", "rows": rows}
 
 
 def test_seeds_are_summarised_per_size_set_and_method_by_hand(tmp_path) -> None:
-    rows = swarm_seeds.seed_rows([report(9.0, 8.0), report(9.5, 7.5), report(8.5, 8.5)])
+    rows = swarm_seeds.seed_rows([report(9.0, 8.0, 8.0), report(9.5, 7.5, 16.0), report(8.5, 8.5, 24.0)])
     mappo = next(r for r in rows if r["method"] == "mappo")
     assert (mappo["seeds"], mappo["of_planner_pct"], mappo["std"]) == (3, 90.0, 5.0)
     half = 4.302653 * 5.0 / math.sqrt(3)  # Student's t, 2 degrees of freedom
     assert mappo["ci95"] == f"[{90 - half:.1f}, {90 + half:.1f}]"
     assert mappo["of_decentralised_pct"] == round(100 * 9.0 / 8.0, 1)  # means: (9 + 9.5 + 8.5) / 3 over 8
+    assert mappo["collisions_per_uav"] == 1.0  # (8 + 16 + 24) / 3 collisions over 16 UAVs
+    assert next(r for r in rows if r["method"] == "scripted planner")["collisions_per_uav"] == 1.0
     for seed, values in enumerate(((9.0, 8.0), (9.5, 7.5))):
         (tmp_path / str(seed)).mkdir()
         (tmp_path / str(seed) / "eval.json").write_text(json.dumps(report(*values)))
