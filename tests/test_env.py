@@ -181,6 +181,26 @@ def test_collisions_and_running_out_of_range_are_penalised() -> None:
     torch.testing.assert_close(step.task_reward, torch.tensor([[-0.2, -0.2]]))
 
 
+def test_the_collision_hint_charges_a_uav_its_own_collisions_in_training_only_by_hand() -> None:
+    """``collision_hint``: the team's mean spreads a collision over the swarm; the hint charges the colliding UAVs
+    in full, in the training reward only (returns, in the task's reward, are unchanged)."""
+    settings = EnvSettings(n_uav=3, n_envs=1, approach_reward=0.0, team_weight=1.0, collision_penalty=0.2)
+    rewards = {}
+    for hint in (0.0, 0.3):
+        env = UAVEnv(
+            dataclasses.replace(settings, collision_hint=hint), SceneDistribution(target_ratio=1 / 3), 1, CPU, seed=0
+        )
+        env.reset()
+        env.pos = torch.tensor([[[0.5, 0.5], [0.52, 0.5], [1.5, 1.5]]])  # UAVs 0 and 1 0.02 apart: they collide
+        env.vel, env.target_pos = torch.zeros(1, 3, 2), torch.tensor([[[1.0, 1.5]]])  # nobody serves the target
+        step = env.step(torch.zeros(1, 3, 2))
+        torch.testing.assert_close(step.task_reward, torch.tensor([[-0.2, -0.2, 0.0]]))
+        rewards[hint] = step.reward
+    team = -0.4 / 3  # the team's mean of the task reward, each UAV's training reward without the hint
+    torch.testing.assert_close(rewards[0.0], torch.full((1, 3), team))
+    torch.testing.assert_close(rewards[0.3], torch.tensor([[team - 0.3, team - 0.3, team]]))
+
+
 def test_a_batch_of_environments_steps_like_each_environment_alone() -> None:
     dist, settings = SceneDistribution(), EnvSettings(n_uav=5, n_envs=6, appear_steps=3)
     batch = UAVEnv(settings, dist, 6, CPU, seed=1)

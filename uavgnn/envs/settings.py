@@ -46,6 +46,9 @@ class EnvSettings:
     exhausted_penalty: float = 0.5
     approach_reward: float = 0.5  # weight of the progress-to-nearest-target hint (training reward only)
     team_weight: float = 0.5  # share of the team's mean reward in each UAV's training reward
+    # training reward only: a UAV in a collision loses this much more, its own after the team's mix (the team's
+    # collision penalty reaches each UAV divided by the swarm size)
+    collision_hint: float = 0.0
     obs_targets: int = 4  # nearest open targets in a UAV's observation
     obs_uavs: int = 3  # nearest other UAVs in a UAV's observation
     # each seen target's velocity in the observation too (in UAV top speeds; zero where targets rest), so that a

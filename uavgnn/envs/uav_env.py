@@ -22,7 +22,8 @@ Reward of UAV i at a step (``task_reward``, what returns are measured in):
   - exhausted_penalty [its energy ran out this step].
 The training reward adds ``approach_reward`` * (progress towards the nearest open target), a potential-based hint
 (it sums to the same value over every episode from one start, so the best policy is unchanged); and mixes in the
-team: ``(1 - team_weight) r_i + team_weight * mean_j r_j``.
+team: ``(1 - team_weight) r_i + team_weight * mean_j r_j``; less ``collision_hint`` for a UAV in a collision,
+its own (in the team's mean a collision reaches each UAV divided by the swarm size).
 
 Everything is tensor algebra over (E, N, M): no Python loop over environments or UAVs.
 """
@@ -389,7 +390,9 @@ class UAVEnv:
         # episode it sums to Phi's start value whatever the UAVs do, so it cannot change which policy is best
         after = torch.where(done[:, None], torch.zeros_like(before), self.nearest_open_distance(distance))
         shaped = task_reward + cfg.approach_reward * (before - after)
-        reward = (1 - cfg.team_weight) * shaped + cfg.team_weight * shaped.mean(1, keepdim=True)
+        mixed = (1 - cfg.team_weight) * shaped + cfg.team_weight * shaped.mean(1, keepdim=True)
+        # a UAV's own collisions, not diluted by the team's mean (no ops when off)
+        reward = mixed - cfg.collision_hint * collided.float() if cfg.collision_hint > 0 else mixed
         agent_return, episode_completion = self.ret.clone(), self.n_completed / self.n_target
         positions, target_positions = self.pos, self.target_pos  # an auto-reset makes new tensors: no copy
         if self.auto_reset:
