@@ -118,8 +118,14 @@ RANGES: dict[str, Range] = {
     **{f"env.{key}": POSITIVE for key in ("dt", "max_speed", "max_accel", "service_radius")},
     **{
         f"env.{key}": NON_NEGATIVE
-        for key in ("collision_radius", "appear_steps", "collision_penalty", "exhausted_penalty")
-        + ("approach_reward", "collision_hint")
+        for key in (
+            "collision_radius",
+            "appear_steps",
+            "collision_penalty",
+            "exhausted_penalty",
+            "approach_reward",
+            "collision_hint",
+        )
     },
     "env.team_weight": UNIT,
     "env.train_sizes": AT_LEAST_1,
