@@ -201,6 +201,35 @@ def test_the_collision_hint_charges_a_uav_its_own_collisions_in_training_only_by
     torch.testing.assert_close(rewards[0.3], torch.tensor([[team - 0.3, team - 0.3, team]]))
 
 
+def test_reachable_targets_leaves_out_the_targets_beyond_a_uavs_range_by_hand() -> None:
+    """``reachable_targets``: a UAV with range 1.0 at (0, 0), targets at distances 0.5, 2.0 and 0.8 (all open):
+    its candidates are the two within range, nearest first; the goto action of the third slot is unavailable and
+    the slot is absent from its observation. Without the setting all three are candidates, nearest first."""
+    settings = EnvSettings(n_uav=1, n_envs=1, action="goto", obs_targets=3)
+    got = {}
+    for reachable in (False, True):
+        env = UAVEnv(
+            dataclasses.replace(settings, reachable_targets=reachable),
+            SceneDistribution(target_ratio=3.0),
+            1,
+            CPU,
+            seed=0,
+        )
+        env.reset()
+        env.pos, env.energy = torch.zeros(1, 1, 2), torch.ones(1, 1)
+        env.target_pos = torch.tensor([[[0.5, 0.0], [0.0, 2.0], [0.0, 0.8]]])
+        distance, index, present = env.candidates()
+        got[reachable] = (index[0, 0].tolist(), present[0, 0].tolist(), env.available_actions()[0, 0].tolist())
+        if reachable:
+            layout = settings.layout()
+            width = layout.target_features
+            slots = env.observe()[0, 0, layout.self_features : layout.self_features + 3 * width].view(3, width)
+            assert slots[:, -1].tolist() == [1.0, 1.0, 0.0] and slots[2].abs().sum() == 0  # the last: absent
+            torch.testing.assert_close(distance[0, 0, :2], torch.tensor([0.5, 0.8]))
+    assert got[False] == ([0, 2, 1], [True, True, True], [True, True, True, True])
+    assert got[True][:2] == ([0, 2, 1], [True, True, False]) and got[True][2] == [True, True, True, False]
+
+
 def test_a_batch_of_environments_steps_like_each_environment_alone() -> None:
     dist, settings = SceneDistribution(), EnvSettings(n_uav=5, n_envs=6, appear_steps=3)
     batch = UAVEnv(settings, dist, 6, CPU, seed=1)

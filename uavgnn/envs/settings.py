@@ -54,6 +54,9 @@ class EnvSettings:
     # each seen target's velocity in the observation too (in UAV top speeds; zero where targets rest), so that a
     # policy trained among resting and moving targets can tell the two worlds apart wherever it sees a target
     obs_target_velocity: bool = False
+    # a UAV's candidate targets (observed, and what its goto actions name) only those within its range left: in a
+    # large swarm the nearest open targets are mostly ones it cannot reach or others serve, unlike in a small one
+    reachable_targets: bool = False
     # the length an observation's offsets and distances are measured in: side, the arena's (it grows with the
     # swarm: a policy trained small misjudges every distance at scale) | range, the UAVs' largest range (task's
     # range_max: the same at any swarm size)

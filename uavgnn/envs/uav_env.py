@@ -202,11 +202,12 @@ class UAVEnv:
         return self.open & (self.appear_at <= self.t[:, None])
 
     def candidates(self, distance: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Each UAV's ``obs_targets`` nearest visible open targets, nearest first (what it observes and what the
-        ``goto`` actions 1.. name): distances and target indices (E, N, kt), and which of those exist (bool);
-        ``distance``: ``target_distance()`` when the caller has it already."""
+        """Each UAV's ``obs_targets`` nearest visible open targets (with ``reachable_targets``: within its range
+        left), nearest first (what it observes and what the ``goto`` actions 1.. name): distances and target indices
+        (E, N, kt), and which of those exist (bool); ``distance``: ``target_distance()`` when the caller has it."""
         d = self.target_distance() if distance is None else distance
-        dist_t = d.masked_fill(~self.visible()[:, None], float("inf"))
+        out = ~self.visible()[:, None]  # not candidates: unseen, and with reachable_targets out of range
+        dist_t = d.masked_fill(out | (d > self.energy[..., None]) if self.cfg.reachable_targets else out, float("inf"))
         d, j = dist_t.topk(min(self.cfg.obs_targets, self.n_target), dim=-1, largest=False)
         return d, j, torch.isfinite(d)
 
@@ -351,11 +352,10 @@ class UAVEnv:
         vel = vel * (self.energy / reach).clamp(max=1.0)[..., None]  # no flying past the remaining energy
         new_pos = (self.pos + vel * cfg.dt).clamp(0.0, self.side)
         travel = (new_pos - self.pos).norm(dim=-1)
-        had_energy = self.energy > 0
         self.pos, self.vel = new_pos, (new_pos - self.pos) / cfg.dt
         energy = self.energy - travel
+        exhausted = (self.energy > 0) & (energy < 1e-6)
         self.energy = energy.masked_fill(energy < 1e-6, 0.0)  # float rounding must not leave a sliver of range
-        exhausted = had_energy & (self.energy == 0)
         if cfg.target_speed > 0:
             self.target_pos, self.target_vel = disruptions.drift(self.target_pos, self.target_vel, self.side, cfg.dt)
 
