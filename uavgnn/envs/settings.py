@@ -89,10 +89,10 @@ class EnvSettings:
     def obs_dim(self) -> int:
         return self.layout().obs_dim
 
-    def observation(self) -> tuple[ObservationLayout, str]:
-        """What a policy's networks read: the layout and the unit of distances (``obs_scale``). A policy flies
-        only an environment that gives the same."""
-        return self.layout(), self.obs_scale
+    def observation(self) -> tuple[ObservationLayout, str, bool]:
+        """What a policy's networks read: the layout, the unit of distances (``obs_scale``) and whether its targets
+        are only those in range (``reachable_targets``). A policy flies only an environment that gives the same."""
+        return self.layout(), self.obs_scale, self.reachable_targets
 
     def state_dim(self, dist: SceneDistribution) -> int:
         return UAV_FEATURES * self.n_uav + TARGET_FEATURES * self.n_targets(dist) + 1
