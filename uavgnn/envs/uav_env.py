@@ -206,8 +206,10 @@ class UAVEnv:
         left), nearest first (what it observes and what the ``goto`` actions 1.. name): distances and target indices
         (E, N, kt), and which of those exist (bool); ``distance``: ``target_distance()`` when the caller has it."""
         d = self.target_distance() if distance is None else distance
-        out = ~self.visible()[:, None]  # not candidates: unseen, and with reachable_targets out of range
-        dist_t = d.masked_fill(out | (d > self.energy[..., None]) if self.cfg.reachable_targets else out, float("inf"))
+        unseen = ~self.visible()[:, None]  # not candidates, and with reachable_targets those out of range
+        dist_t = d.masked_fill(
+            unseen | (d > self.energy[..., None]) if self.cfg.reachable_targets else unseen, float("inf")
+        )
         d, j = dist_t.topk(min(self.cfg.obs_targets, self.n_target), dim=-1, largest=False)
         return d, j, torch.isfinite(d)
 
