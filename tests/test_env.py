@@ -201,6 +201,32 @@ def test_the_collision_hint_charges_a_uav_its_own_collisions_in_training_only_by
     torch.testing.assert_close(rewards[0.3], torch.tensor([[team - 0.3, team - 0.3, team]]))
 
 
+def test_the_collision_hint_at_rest_charges_only_where_the_targets_rest_by_hand() -> None:
+    """``collision_hint_at_rest``: two episodes with the same collision (UAVs 0 and 1 0.02 apart), the first's
+    target at rest, the second's moving: the hint charges the colliding UAVs of the first only; without the
+    setting, of both. The task's reward is the same in all four."""
+    settings = EnvSettings(n_uav=3, n_envs=2, approach_reward=0.0, team_weight=1.0, collision_penalty=0.2)
+    team, rewards = -0.4 / 3, {}
+    for at_rest in (False, True):
+        env = UAVEnv(
+            dataclasses.replace(settings, collision_hint=0.3, target_speed=0.2, collision_hint_at_rest=at_rest),
+            SceneDistribution(target_ratio=1 / 3),
+            2,
+            CPU,
+            seed=0,
+        )
+        env.reset()
+        env.pos = torch.tensor([[[0.5, 0.5], [0.52, 0.5], [1.5, 1.5]]]).repeat(2, 1, 1)
+        env.vel, env.target_pos = torch.zeros(2, 3, 2), torch.tensor([[[1.0, 1.5]], [[1.0, 1.5]]])
+        env.target_vel = torch.tensor([[[0.0, 0.0]], [[0.0, 0.2]]])  # nobody serves the target either way
+        step = env.step(torch.zeros(2, 3, 2))
+        torch.testing.assert_close(step.task_reward, torch.tensor([[-0.2, -0.2, 0.0]]).repeat(2, 1))
+        rewards[at_rest] = step.reward
+    charged = torch.tensor([[team - 0.3, team - 0.3, team]])
+    torch.testing.assert_close(rewards[False], charged.repeat(2, 1))
+    torch.testing.assert_close(rewards[True], torch.cat([charged, torch.full((1, 3), team)]))
+
+
 def test_reachable_targets_leaves_out_the_targets_beyond_a_uavs_range_by_hand() -> None:
     """``reachable_targets``: a UAV with range 1.0 at (0, 0), targets at distances 0.5, 2.0 and 0.8 (all open):
     its candidates are the two within range, nearest first; the goto action of the third slot is unavailable and

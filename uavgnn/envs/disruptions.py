@@ -114,6 +114,16 @@ def drift(pos: torch.Tensor, vel: torch.Tensor, side: float, dt: float) -> tuple
     return moved, torch.where(below | above, -vel, vel)
 
 
+def hinted_collisions(settings: EnvSettings, collided: torch.Tensor, target_vel: torch.Tensor | None) -> torch.Tensor:
+    """(E, N) float: the collisions ``collision_hint`` charges - each UAV's ``collided`` (E, N), with
+    ``collision_hint_at_rest`` only in the episodes whose targets rest (``target_vel`` (E, M, 2) all zero there;
+    None: no target moves)."""
+    hit = collided.float()
+    if settings.collision_hint_at_rest and target_vel is not None:
+        hit = hit * (target_vel == 0).all(-1).all(-1, keepdim=True)
+    return hit
+
+
 def message_drops(settings: EnvSettings, shape: tuple[int, int, int], generator: torch.Generator) -> torch.Tensor:
     """(E, N, N) bool: the messages lost this step (UAV i does not hear UAV j)."""
     return torch.rand(shape, generator=generator, device=generator.device) < settings.comm_drop

@@ -49,6 +49,9 @@ class EnvSettings:
     # training reward only: a UAV in a collision loses this much more, its own after the team's mix (the team's
     # collision penalty reaches each UAV divided by the swarm size)
     collision_hint: float = 0.0
+    # the hint only in the episodes whose targets rest: among moving targets a UAV taught to avoid the others goes
+    # home, where it costs (a policy tells the worlds apart with obs_target_velocity)
+    collision_hint_at_rest: bool = False
     obs_targets: int = 4  # nearest open targets in a UAV's observation
     obs_uavs: int = 3  # nearest other UAVs in a UAV's observation
     # each seen target's velocity in the observation too (in UAV top speeds; zero where targets rest), so that a

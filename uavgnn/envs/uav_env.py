@@ -23,7 +23,8 @@ Reward of UAV i at a step (``task_reward``, what returns are measured in):
 The training reward adds ``approach_reward`` * (progress towards the nearest open target), a potential-based hint
 (it sums to the same value over every episode from one start, so the best policy is unchanged); and mixes in the
 team: ``(1 - team_weight) r_i + team_weight * mean_j r_j``; less ``collision_hint`` for a UAV in a collision,
-its own (in the team's mean a collision reaches each UAV divided by the swarm size).
+its own (in the team's mean a collision reaches each UAV divided by the swarm size; with ``collision_hint_at_rest``
+only where targets rest).
 
 Everything is tensor algebra over (E, N, M): no Python loop over environments or UAVs.
 """
@@ -394,7 +395,13 @@ class UAVEnv:
         shaped = task_reward + cfg.approach_reward * (before - after)
         mixed = (1 - cfg.team_weight) * shaped + cfg.team_weight * shaped.mean(1, keepdim=True)
         # a UAV's own collisions, not diluted by the team's mean (no ops when off)
-        reward = mixed - cfg.collision_hint * collided.float() if cfg.collision_hint > 0 else mixed
+        reward = (
+            mixed
+            - cfg.collision_hint
+            * disruptions.hinted_collisions(cfg, collided, self.target_vel if cfg.target_speed > 0 else None)
+            if cfg.collision_hint > 0
+            else mixed
+        )
         agent_return, episode_completion = self.ret.clone(), self.n_completed / self.n_target
         positions, target_positions = self.pos, self.target_pos  # an auto-reset makes new tensors: no copy
         if self.auto_reset:
