@@ -5,7 +5,8 @@ set's level (``eval.disruptions``).
 - failures: the planner told every UAV's failure step (a UAV's range is capped at what it flies before it fails);
 - moving targets: the planner that costs each UAV-target pair by where they meet (it flies there already);
 - late targets: with ``env.goto_home=true``, the planner whose idle UAVs fly home, spread out for the targets
-  still to appear (the home action a policy may learn);
+  still to appear (the home action a policy may learn), and the decentralised planner under the same rule (the
+  rule on a policy's information);
 - at 16 UAVs, every set: the exact assignment (the MILP) re-solved every step in place of the greedy one.
 
 The issue's second floor asks a policy to reach ``max(1, 1.1 x the decentralised planner)`` of the central planner
@@ -15,6 +16,7 @@ with everything known.
 
     .venv/bin/python benchmarks/privileged_planners.py --sizes 16 64 256 --episodes 32
     .venv/bin/python benchmarks/privileged_planners.py env.goto_home=true
+    .venv/bin/python benchmarks/privileged_planners.py --sizes 16 --episodes 256 --exact-up-to 0 env.goto_home=true
     .venv/bin/python benchmarks/privileged_planners.py --sizes 16 --speeds 0.1 0.2 0.28 0.3   # other levels
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -48,7 +51,6 @@ from uavgnn.settings import env_settings, scene_distribution
 from uavgnn.solvers import solve_milp
 
 ROOT = Path(__file__).resolve().parents[1] / "uavgnn"
-EXACT_UP_TO = 16  # UAVs: the per-step MILP of every episode is seconds here, minutes at 64
 
 
 def central_told(env: UAVEnv, energy: torch.Tensor, pair_travel: torch.Tensor | None = None) -> torch.Tensor:
@@ -103,8 +105,11 @@ def mean_return(settings: EnvSettings, dist: SceneDistribution, episodes: int, p
     return run_episodes(env, policy).episode_return.mean().item()
 
 
-def size_rows(settings: EnvSettings, dist: SceneDistribution, sets: dict, episodes: int) -> list[dict]:
-    """One row per test set at ``settings.n_uav`` UAVs: returns as shares of the central planner's there."""
+def size_rows(
+    settings: EnvSettings, dist: SceneDistribution, sets: dict, episodes: int, exact_up_to: int
+) -> list[dict]:
+    """One row per test set at ``settings.n_uav`` UAVs: returns as shares of the central planner's there (the exact
+    planner up to ``exact_up_to`` UAVs)."""
     nominal, rows = None, []
     for name, change in sets.items():
         world = dataclasses.replace(settings, **{**NOMINAL, **change})  # all nominal or all disrupted
@@ -114,7 +119,8 @@ def size_rows(settings: EnvSettings, dist: SceneDistribution, sets: dict, episod
         others |= {f"told {field}": TOLD[field] for field in change if field in TOLD}
         if settings.goto_home:
             others["home when idle"] = planner_going_home
-        if settings.n_uav <= EXACT_UP_TO:
+            others["decentralised, home when idle"] = partial(planner_going_home, planner=decentralised_planner)
+        if settings.n_uav <= exact_up_to:
             others["exact every step"] = exact_planner
         shares = {key: mean_return(world, dist, episodes, policy) / central for key, policy in others.items()}
         rows.append(
@@ -137,6 +143,9 @@ def main() -> None:
     parser.add_argument(
         "--speeds", type=float, nargs="*", default=[], help="moving targets at these speeds too (a set each)"
     )
+    parser.add_argument(
+        "--exact-up-to", type=int, default=16, help="UAVs: the per-step MILP of every episode (seconds at 16 here)"
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides (experiment=swarm is applied first)")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -149,7 +158,7 @@ def main() -> None:
     sets |= {f"targets at {speed}": {"target_speed": speed} for speed in args.speeds}
     rows = []
     for n_uav in args.sizes:
-        rows += size_rows(dataclasses.replace(settings, n_uav=n_uav), dist, sets, args.episodes)
+        rows += size_rows(dataclasses.replace(settings, n_uav=n_uav), dist, sets, args.episodes, args.exact_up_to)
         print(f"{n_uav} UAVs: done", flush=True)
     print(format_table(rows, list(dict.fromkeys(key for row in rows for key in row))))
 

@@ -131,10 +131,12 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         return
     if algorithms()[cfg.algorithm.name].produces == ENV_POLICY:  # what the plug-in declares, not its name
         assert summary["steps"] == 4 and summary["best_val_planner_gap"] == pytest.approx(gap)
+        idle_home = ["planner, idle home"] if cfg.env.goto_home else []  # the rule's row beside a home action
         assert [r["method"] for r in summary["test"]] == [
             cfg.algorithm.name,
             "scripted planner",
             "decentralised planner",
+            *idle_home,
             "nearest target",
             "random",
         ]
@@ -235,6 +237,17 @@ def test_the_schema_defaults_are_the_composed_default_config() -> None:
     for path in CONF.glob("*/default.yaml"):
         lines = [line for line in path.read_text().splitlines() if line and not line.startswith(("#", " "))]
         assert all("#" in line for line in lines), path
+
+
+def test_the_disrupted_swarm_preset_is_the_recipe_benchmarks_measured() -> None:
+    """experiment=swarm_disrupted quotes BENCHMARKS.md's reachrt figures: it must stay that run's command."""
+    reachrt = (
+        "env.goto_home=true env.target_speed=0.26 env.late_appear_steps=40 env.one_disruption=true "
+        "env.disrupted_share=0.67 env.reachable_targets=true env.collision_hint=0.1 env.collision_hint_at_rest=true "
+        "env.obs_target_velocity=true algorithm.teacher=planner_home_at_rest train.steps=3500 train.eval_every=100"
+    )
+    assert compose_cfg("experiment=swarm_disrupted") == compose_cfg("experiment=swarm", *reachrt.split())
+    assert compose_cfg("experiment=swarm_disrupted") != compose_cfg("experiment=swarm")
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "env").glob("*.yaml")))

@@ -12,7 +12,7 @@ import torch
 
 from uavgnn.checkpoints import load_weights
 from uavgnn.envs.evaluation import compare_policies
-from uavgnn.envs.policies import random_policy, run_episodes, scripted_planner
+from uavgnn.envs.policies import decentralised_planner, random_policy, run_episodes, scripted_planner
 from uavgnn.envs.render import episode_gif, plot_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
@@ -124,6 +124,11 @@ def test_with_the_home_action_the_tables_add_the_planner_sending_idle_uavs_home(
         idle = planner[e, n] == 0 and env.energy[e, n] > 0
         assert going_home[e, n] == (settings.obs_targets + 1 if idle else planner[e, n])
     assert (going_home == settings.obs_targets + 1).any() and (going_home[0, :2] == 0).all()
+    local, local_home = decentralised_planner(env), planner_going_home(env, planner=decentralised_planner)
+    for e, n in itertools.product(range(32), range(8)):  # the same rule on the decentralised planner
+        idle = local[e, n] == 0 and env.energy[e, n] > 0
+        assert local_home[e, n] == (settings.obs_targets + 1 if idle else local[e, n])
+    assert (local_home == settings.obs_targets + 1).any()
     rows, _ = compare_policies({}, settings, SceneDistribution(), 16, CPU)
     assert [r["method"] for r in rows][:3] == ["scripted planner", "decentralised planner", "planner, idle home"]
     rows, _ = compare_policies({}, dataclasses.replace(settings, goto_home=False), SceneDistribution(), 16, CPU)
