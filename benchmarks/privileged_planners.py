@@ -144,7 +144,10 @@ def main() -> None:
         "--speeds", type=float, nargs="*", default=[], help="moving targets at these speeds too (a set each)"
     )
     parser.add_argument(
-        "--exact-up-to", type=int, default=16, help="UAVs: the per-step MILP of every episode (seconds at 16 here)"
+        "--exact-up-to",
+        type=int,
+        default=16,
+        help="UAVs: the per-step MILP of every episode (seconds at 16 here, minutes at 64)",
     )
     parser.add_argument("overrides", nargs="*", help="config overrides (experiment=swarm is applied first)")
     args = parser.parse_args()

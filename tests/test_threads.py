@@ -114,6 +114,7 @@ def test_a_gpu_preset_without_a_gpu_and_a_compiled_step_say_so_once(monkeypatch,
         (["hardware=high_mem", "experiment=debug", "hardware.batch_size=512"], 512, False),  # a key typed: it wins
         (["experiment=debug"], 16, False),  # no hardware chosen: nothing replaced
         (["hardware=high_mem"], 512, False),  # experiment=dev sets no hardware key
+        (["hardware=high_mem", "experiment=swarm_disrupted"], 16, True),  # set by experiment=swarm, which it includes
     ],
 )
 def test_an_experiment_over_an_explicit_hardware_preset_says_what_it_replaced(overrides, batch_size, said) -> None:
@@ -131,8 +132,9 @@ def test_an_experiment_over_an_explicit_hardware_preset_says_what_it_replaced(ov
         note = replaced_hardware(cfg, cfg.hydra.runtime.choices, list(cfg.hydra.overrides.task))
     assert cfg.hardware.name == ("high_mem" if "hardware=high_mem" in overrides else "cpu")
     assert cfg.hardware.batch_size == batch_size
+    experiment = cfg.hydra.runtime.choices.experiment
     expected = (
-        "experiment=debug sets hardware.batch_size=16 over hardware=high_mem's 512 (sized for the experiment); "
+        f"experiment={experiment} sets hardware.batch_size=16 over hardware=high_mem's 512 (sized for the experiment); "
         "add hardware.batch_size=512 to keep the preset's"
     )
     assert note == (expected if said else None)

@@ -257,6 +257,21 @@ def group_config(group: str, option: str, searchpath: Sequence[str] = ()) -> Dic
     return None
 
 
+def experiment_hardware(experiment: str, searchpath: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The hardware keys an experiment preset sets, its own over those of the presets it includes
+    (``experiment=swarm_disrupted`` takes ``experiment=swarm``'s batch size); None when it is not found."""
+    config = group_config("experiment", experiment, searchpath)
+    if config is None:
+        return None
+    inherited = {
+        key: value
+        for entry in config.get("defaults", [])
+        if isinstance(entry, str) and entry != "_self_" and "/" not in entry  # the same group's presets, in order
+        for key, value in (experiment_hardware(entry, searchpath) or {}).items()
+    }
+    return inherited | dict(config.get("hardware") or {})
+
+
 def replaced_hardware(
     cfg: DictConfig, choices: Mapping[str, Any], overrides: Sequence[str], searchpath: Sequence[str] = ()
 ) -> str | None:
@@ -271,10 +286,9 @@ def replaced_hardware(
     if "hardware" not in given or not hardware or not experiment:
         return None
     preset = group_config("hardware", hardware, searchpath)
-    preset_experiment = group_config("experiment", experiment, searchpath)
-    if preset is None or preset_experiment is None:
+    sets = experiment_hardware(experiment, searchpath)
+    if preset is None or sets is None:
         return None
-    sets = preset_experiment.get("hardware") or {}
     replaced = [
         (key, cfg.hardware[key], preset[key])
         for key in sets

@@ -142,11 +142,10 @@ def decentralised_planner(env: UAVEnv) -> torch.Tensor:
 
 
 def planner_going_home(env: UAVEnv, at_rest: bool = False, planner: Policy = scripted_planner) -> torch.Tensor:
-    """The central planner's goto actions, where its UAVs with range and nothing to do fly back to where they
-    started (``env.goto_home``): spread out again for targets still to appear. ``at_rest``: only in the episodes
-    whose targets do not move (among moving targets going home costs more than it spreads: BENCHMARKS.md).
-    ``planner``: another goto planner under the same rule (the decentralised one: the rule on a policy's
-    information)."""
+    """``planner``'s goto actions (the central planner's by default), where its UAVs with range and nothing to do
+    fly back to where they started (``env.goto_home``): spread out again for targets still to appear. ``at_rest``:
+    only in the episodes whose targets do not move (among moving targets going home costs more than it spreads:
+    BENCHMARKS.md). The decentralised planner as ``planner``: the rule on a policy's information."""
     action = planner(env)
     idle = (action == 0) & (env.energy > 0)
     if at_rest and env.cfg.target_speed > 0:
