@@ -114,13 +114,19 @@ def drift(pos: torch.Tensor, vel: torch.Tensor, side: float, dt: float) -> tuple
     return moved, torch.where(below | above, -vel, vel)
 
 
+def targets_rest(target_vel: torch.Tensor) -> torch.Tensor:
+    """(E, 1) bool: the episodes whose targets do not move (``target_vel`` (E, M, 2) all zero), where going home
+    and the collision hint pay (BENCHMARKS.md)."""
+    return (target_vel == 0).all(-1).all(-1, keepdim=True)
+
+
 def hinted_collisions(settings: EnvSettings, collided: torch.Tensor, target_vel: torch.Tensor | None) -> torch.Tensor:
     """(E, N) float: the collisions ``collision_hint`` charges - each UAV's ``collided`` (E, N), with
     ``collision_hint_at_rest`` only in the episodes whose targets rest (``target_vel`` (E, M, 2) all zero there;
     None: no target moves)."""
     hit = collided.float()
     if settings.collision_hint_at_rest and target_vel is not None:
-        hit = hit * (target_vel == 0).all(-1).all(-1, keepdim=True)
+        hit = hit * targets_rest(target_vel)
     return hit
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from uavgnn.envs.actions import fly_at
+from uavgnn.envs.disruptions import targets_rest
 from uavgnn.envs.uav_env import UAVEnv
 
 Policy = Callable[[UAVEnv], torch.Tensor]
@@ -149,7 +150,7 @@ def planner_going_home(env: UAVEnv, at_rest: bool = False, planner: Policy = scr
     action = planner(env)
     idle = (action == 0) & (env.energy > 0)
     if at_rest and env.cfg.target_speed > 0:
-        idle = idle & (env.target_vel == 0).flatten(1).all(1)[:, None]
+        idle = idle & targets_rest(env.target_vel)
     return torch.where(idle, env.cfg.home_action(), action)
 
 
