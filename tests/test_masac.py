@@ -267,7 +267,23 @@ def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
     torch.testing.assert_close(graph.edge_attr[0], obs[0, 0, 6:8])  # relative target position
 
 
-def test_the_graph_actor_reads_only_what_each_uav_sees() -> None:
+def test_linked_observation_graph_adds_each_seen_uav_to_each_seen_target() -> None:
+    """``env.obs_links``: a hand-made observation, one seen target at (1, 0) and one neighbour at (0, 1), a target
+    slot and a neighbour slot empty: the neighbour -> target carries (1, -1); a pair with an empty end loops on it."""
+    from uavgnn.problem.observation import ObservationLayout, observation_graph
+
+    obs = torch.zeros(1, ObservationLayout(2, 2).obs_dim)
+    obs[0, 6:8], obs[0, 12] = torch.tensor([1.0, 0.0]), 1.0  # target slot 0 (node 1) seen; slot 1 (node 2) empty
+    obs[0, 20:22], obs[0, 24] = torch.tensor([0.0, 1.0]), 1.0  # neighbour slot 0 (node 3) heard; slot 1 (node 4) not
+    graph = observation_graph(obs, ObservationLayout(2, 2, links=True))
+    assert graph.edge_index.T.tolist() == [[1, 0], [2, 2], [3, 0], [4, 4], [3, 1], [2, 2], [4, 4], [2, 2]]
+    assert graph.edge_attr[4].tolist() == [1.0, -1.0]
+    star = observation_graph(obs, ObservationLayout(2, 2))
+    assert torch.equal(star.edge_index, graph.edge_index[:, :4])  # off (the default): the star alone
+
+
+@pytest.mark.parametrize("links", [False, True])
+def test_the_graph_actor_reads_only_what_each_uav_sees(links: bool) -> None:
     """Its UAVs' outputs equal those on the graph that has only the present slots' edges (the empty slots' loops
     change nothing a UAV reads), and building the graph reads nothing back (no mask selection: a host sync on a
     GPU)."""
@@ -280,7 +296,8 @@ def test_the_graph_actor_reads_only_what_each_uav_sees() -> None:
     from uavgnn.problem.observation import observation_graph
     from uavgnn.problem.scenes import SceneDistribution
 
-    settings = EnvSettings(n_uav=5, obs_targets=4, obs_uavs=3, comm_radius=0.8)  # slots empty for both reasons
+    # slots empty for both reasons (fewer targets, neighbours not heard)
+    settings = EnvSettings(n_uav=5, obs_targets=4, obs_uavs=3, comm_radius=0.8, obs_links=links)
     obs, _ = UAVEnv(settings, SceneDistribution(target_ratio=0.5), 3, torch.device("cpu"), seed=2).reset()
     torch.manual_seed(0)
     actor = GraphActor(settings.layout(), 2, hidden=16, heads=2, layers=2, ffn_mult=2).eval()

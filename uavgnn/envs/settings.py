@@ -57,6 +57,9 @@ class EnvSettings:
     # each seen target's velocity in the observation too (in UAV top speeds; zero where targets rest), so that a
     # policy trained among resting and moving targets can tell the two worlds apart wherever it sees a target
     obs_target_velocity: bool = False
+    # the graph actor's observation graph links each seen UAV to each seen target too (the target's offset from it),
+    # so that with model.layers >= 2 a UAV can read which neighbour is nearer to which target (off: a star)
+    obs_links: bool = False
     # a UAV's candidate targets (observed, and what its goto actions name) only those within its range left: in a
     # large swarm the nearest open targets are mostly ones it cannot reach or others serve, unlike in a small one
     reachable_targets: bool = False
@@ -87,6 +90,7 @@ class EnvSettings:
             self.obs_uavs,
             SELF_FEATURES + HOME_FEATURES * self.goto_home,
             SEEN_TARGET_FEATURES + TARGET_VELOCITY_FEATURES * self.obs_target_velocity,
+            self.obs_links,
         )
 
     def obs_dim(self) -> int:

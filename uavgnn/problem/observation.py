@@ -9,6 +9,8 @@ neighbour, edges from each seen entity to the UAV carrying their relative
 position. An absent slot's edge (fewer open targets than ``obs_targets``, a neighbour not heard) is a loop on its
 own node instead, which no UAV reads (no edge leaves an absent slot for a UAV): every graph of a shape has the same
 edges, and building it reads nothing back from the device (a mask's selection would, three times a forward).
+With ``links`` (``env.obs_links``) each seen UAV also points at each seen target (the target's offset from it), so
+that a second layer can read which neighbour is nearer to which target; a pair with an absent end loops on it.
 Node features share one width: each type's features, zero-padded, plus a
 one-hot of the type.
 """
@@ -34,6 +36,7 @@ class ObservationLayout(NamedTuple):
     obs_uavs: int
     self_features: int = SELF_FEATURES
     target_features: int = SEEN_TARGET_FEATURES
+    links: bool = False  # each seen UAV -> each seen target as well (``observation_graph``)
 
     @property
     def obs_dim(self) -> int:
@@ -51,8 +54,8 @@ class ObservationGraph(NamedTuple):
     setters ``torch.compile`` cannot trace: a graph break a forward)."""
 
     x: torch.Tensor  # (num_nodes, ObservationLayout.node_features)
-    edge_index: torch.Tensor  # (2, rows * k): source, destination
-    edge_attr: torch.Tensor  # (rows * k, GRAPH_EDGE_FEATURES)
+    edge_index: torch.Tensor  # (2, rows * k), and rows * kt * ku more with links: source, destination
+    edge_attr: torch.Tensor  # (edges, GRAPH_EDGE_FEATURES)
     ego: torch.Tensor  # (rows,) each row's UAV node
 
     @property
@@ -63,7 +66,7 @@ class ObservationGraph(NamedTuple):
 def observation_graph(obs: torch.Tensor, layout: ObservationLayout) -> ObservationGraph:
     """One graph over every observation row of ``obs`` (..., obs_dim); ``ego`` indexes each row's UAV node."""
     x = obs.reshape(-1, obs.shape[-1])
-    obs_targets, obs_uavs, own_width, target_width = layout
+    obs_targets, obs_uavs, own_width, target_width = layout[:4]
     rows, k, seen = x.shape[0], obs_targets + obs_uavs, own_width + target_width * obs_targets
     own = x[:, :own_width]
     targets = x[:, own_width:seen].view(rows, obs_targets, target_width)
@@ -80,10 +83,18 @@ def observation_graph(obs: torch.Tensor, layout: ObservationLayout) -> Observati
     ego = torch.arange(rows, device=x.device) * (k + 1)
     src = ego[:, None] + 1 + torch.arange(k, device=x.device)
     dst = torch.where(present, ego[:, None], src)  # an absent slot: a loop on its own node
-    relative = torch.cat([targets[..., :2], uavs[..., :2]], 1)
-    return ObservationGraph(
-        nodes.reshape(-1, layout.node_features),
-        torch.stack([src.reshape(-1), dst.reshape(-1)]),
-        relative.reshape(-1, GRAPH_EDGE_FEATURES),
-        ego,
-    )
+    edge_index = torch.stack([src.reshape(-1), dst.reshape(-1)])
+    relative = torch.cat([targets[..., :2], uavs[..., :2]], 1).reshape(-1, GRAPH_EDGE_FEATURES)
+    if layout.links:  # each seen UAV -> each seen target, carrying the target's offset from that UAV
+        target_node = src[:, None, :obs_targets].expand(-1, obs_uavs, -1)  # (rows, ku, kt)
+        uav_node = src[:, obs_targets:, None].expand(-1, -1, obs_targets)
+        target_seen, uav_seen = present[:, None, :obs_targets], present[:, obs_targets:, None]
+        loop = torch.where(target_seen, uav_node, target_node)  # a pair with an absent end: a loop on that end
+        both = target_seen & uav_seen
+        pairs = torch.stack(
+            [torch.where(both, uav_node, loop).reshape(-1), torch.where(both, target_node, loop).reshape(-1)]
+        )
+        edge_index = torch.cat([edge_index, pairs], 1)
+        offset = targets[:, None, :, :2] - uavs[:, :, None, :2]
+        relative = torch.cat([relative, offset.reshape(-1, GRAPH_EDGE_FEATURES)])
+    return ObservationGraph(nodes.reshape(-1, layout.node_features), edge_index, relative, ego)
