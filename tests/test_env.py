@@ -107,7 +107,7 @@ def test_the_home_action_flies_a_uav_back_to_where_it_started_by_hand() -> None:
     settings = EnvSettings(n_uav=8, horizon=6, action="goto", goto_home=True)
     wider = UAVEnv(settings, SceneDistribution(), 4, CPU, seed=0)
     graph, obs = observation_graph(wider.observe(), settings.layout()), wider.observe()
-    torch.testing.assert_close(graph.x[graph.ego, : SELF_FEATURES + 2], obs[..., : SELF_FEATURES + 2].flatten(0, 1))
+    torch.testing.assert_close(graph.x[:, 0, : SELF_FEATURES + 2], obs[..., : SELF_FEATURES + 2].flatten(0, 1))
     restored_env_repeats(wider, 8)  # past an auto-reset
 
 

@@ -257,60 +257,73 @@ def test_observation_graph_links_each_uav_to_what_it_sees() -> None:
     env = UAVEnv(settings, SceneDistribution(), 2, torch.device("cpu"), seed=0)
     obs, _ = env.reset()
     graph = observation_graph(obs, settings.layout())
-    assert graph.num_nodes == 2 * 3 * (1 + 4 + 2) and graph.ego.tolist() == [0, 7, 14, 21, 28, 35]
-    assert graph.edge_index.shape[1] == 6 * (4 + 2)  # a slot, an edge: the same edges whatever is seen
-    to_uavs = graph.edge_index[1] != graph.edge_index[0]
-    assert int(to_uavs.sum()) == 6 * (2 + 2)  # two present targets, two neighbours; an empty slot loops on itself
-    assert set(graph.edge_index[1, to_uavs].tolist()) == set(graph.ego.tolist())  # the others point at a UAV node
-    first = graph.edge_index[:, graph.edge_index[1] == 0]  # UAV 0 of env 0: its target slots are nodes 1, 2
-    assert first[0].tolist() == [1, 2, 5, 6]  # its two seen targets and two neighbours
-    torch.testing.assert_close(graph.edge_attr[0], obs[0, 0, 6:8])  # relative target position
+    assert graph.x.shape[:2] == (2 * 3, 1 + 4 + 2) and graph.mask.shape == (6, 7, 7)  # the same shape whatever is seen
+    assert not graph.mask[:, 1:].any()  # only the UAV (node 0) receives
+    assert graph.mask[:, 0].nonzero()[:, 1].view(6, 4).tolist() == [[1, 2, 5, 6]] * 6  # 2 seen targets, 2 neighbours
+    torch.testing.assert_close(graph.attr[0, 0, 1], obs[0, 0, 6:8])  # relative target position
+    torch.testing.assert_close(graph.x[:, 0, :6], obs[..., :6].flatten(0, 1))  # the UAV's own features
 
 
 def test_linked_observation_graph_adds_each_seen_uav_to_each_seen_target() -> None:
     """``env.obs_links``: a hand-made observation, one seen target at (1, 0) and one neighbour at (0, 1), a target
-    slot and a neighbour slot empty: the neighbour -> target carries (1, -1); a pair with an empty end loops on it."""
+    slot and a neighbour slot empty: the neighbour -> target carries (1, -1); nothing leaves or enters an empty slot."""
     from uavgnn.problem.observation import ObservationLayout, observation_graph
 
     obs = torch.zeros(1, ObservationLayout(2, 2).obs_dim)
     obs[0, 6:8], obs[0, 12] = torch.tensor([1.0, 0.0]), 1.0  # target slot 0 (node 1) seen; slot 1 (node 2) empty
     obs[0, 20:22], obs[0, 24] = torch.tensor([0.0, 1.0]), 1.0  # neighbour slot 0 (node 3) heard; slot 1 (node 4) not
     graph = observation_graph(obs, ObservationLayout(2, 2, links=True))
-    assert graph.edge_index.T.tolist() == [[1, 0], [2, 2], [3, 0], [4, 4], [3, 1], [2, 2], [4, 4], [2, 2]]
-    assert graph.edge_attr[4].tolist() == [1.0, -1.0]
+    assert graph.mask[0].nonzero().tolist() == [[0, 1], [0, 3], [1, 3]]  # (receiver, sender)
+    assert graph.attr[0, 1, 3].tolist() == [1.0, -1.0] and graph.attr[0, 0, 3].tolist() == [0.0, 1.0]
     star = observation_graph(obs, ObservationLayout(2, 2))
-    assert torch.equal(star.edge_index, graph.edge_index[:, :4])  # off (the default): the star alone
+    assert star.mask[0].nonzero().tolist() == [[0, 1], [0, 3]]  # off (the default): the star alone
 
 
 @pytest.mark.parametrize("links", [False, True])
-def test_the_graph_actor_reads_only_what_each_uav_sees(links: bool) -> None:
-    """Its UAVs' outputs equal those on the graph that has only the present slots' edges (the empty slots' loops
-    change nothing a UAV reads), and building the graph reads nothing back (no mask selection: a host sync on a
-    GPU)."""
-    from torch_geometric.data import Data
-
+def test_the_graph_actor_equals_pyg_layers_on_what_each_uav_sees(links: bool) -> None:
+    """The actor's dense attention (the last layer computing only each UAV's node) equals PyG's ``TransformerConv``
+    run on the edge list of what each UAV sees, in fp64 (the graph's edges themselves: the two tests above);
+    building the graph reads nothing back (a host sync on a GPU), and what an empty slot holds changes nothing."""
     from uavgnn.envs.settings import EnvSettings
     from uavgnn.envs.uav_env import UAVEnv
     from uavgnn.models.graph_actor import GraphActor
     from uavgnn.perf import OpCounter
-    from uavgnn.problem.observation import observation_graph
+    from uavgnn.problem.observation import NEIGHBOUR_FEATURES, observation_graph
     from uavgnn.problem.scenes import SceneDistribution
 
     # slots empty for both reasons (fewer targets, neighbours not heard)
     settings = EnvSettings(n_uav=5, obs_targets=4, obs_uavs=3, comm_radius=0.8, obs_links=links)
+    layout = settings.layout()
     obs, _ = UAVEnv(settings, SceneDistribution(target_ratio=0.5), 3, torch.device("cpu"), seed=2).reset()
+    obs = obs.double()
+    seen = layout.self_features + layout.target_features * layout.obs_targets
+    targets = obs[..., layout.self_features : seen].unflatten(-1, (layout.obs_targets, layout.target_features))
+    uavs = obs[..., seen:].unflatten(-1, (layout.obs_uavs, NEIGHBOUR_FEATURES))
+    targets[0, 0, :, -1] = uavs[0, 0, :, -1] = 0.0  # one UAV sees nothing at all
+    assert (targets[..., -1] == 0).any() and (uavs[..., -1] == 0).any() and (targets[..., -1] == 1).any()
     torch.manual_seed(0)
-    actor = GraphActor(settings.layout(), 2, hidden=16, heads=2, layers=2, ffn_mult=2).eval()
+    actor = GraphActor(layout, 2, hidden=16, heads=2, layers=2, ffn_mult=2).double().eval()
     with OpCounter() as counted:
-        graph = observation_graph(obs, settings.layout())
-    keep = graph.edge_index[1] != graph.edge_index[0]
-    assert counted.syncs == 0 and 0 < int(keep.sum()) < keep.numel()
-    only_seen = Data(x=graph.x, edge_index=graph.edge_index[:, keep], edge_attr=graph.edge_attr[keep])
-    h = actor.encode(only_seen.x)
+        graph = observation_graph(obs, layout)
+    assert counted.syncs == 0
+    rows, nodes, _ = graph.x.shape
+    row, receiver, sender = graph.mask.nonzero().T
+    edge_index = torch.stack([row * nodes + sender, row * nodes + receiver])
+    h = actor.encode(graph.x.reshape(rows * nodes, -1))
     for layer in actor.layers:
-        h = layer(h, only_seen.edge_index, only_seen.edge_attr)
-    expected = actor.head(actor.norm(h[graph.ego])).view(3, 5, 2)
-    torch.testing.assert_close(actor(obs), expected)
+        h = layer(h, edge_index, graph.attr[row, receiver, sender])
+    expected = actor.head(actor.norm(h.view(rows, nodes, -1)[:, 0])).view(3, 5, 2)
+    torch.testing.assert_close(actor(obs), expected, rtol=0, atol=1e-10)
+    noisy = obs.clone()  # every feature of every empty slot but its present flag made noise
+    for part, slots in ((layout.self_features, targets), (seen, uavs)):
+        empty = (slots[..., -1:] == 0).expand_as(slots).clone()
+        empty[..., -1] = False
+        noise = torch.where(empty, torch.rand_like(slots), 0.0).flatten(-2)
+        noisy[..., part : part + noise.shape[-1]] += noise
+    assert not torch.equal(noisy, obs)
+    torch.testing.assert_close(actor(noisy), actor(obs), rtol=0, atol=1e-10)
+    with pytest.raises(ValueError, match="model.layers=0"):  # it would read no neighbour: one clear line
+        GraphActor(layout, 2, hidden=16, heads=2, layers=0, ffn_mult=2)
 
 
 def test_the_shared_graph_actor_treats_every_uav_alike_and_runs_on_any_swarm_size() -> None:

@@ -112,7 +112,9 @@ SMALL = {  # each algorithm at its smallest (the benchmark's configurations, shr
         "env.failures=0.5",
         "env.comm_drop=0.3",
         "env.target_speed=0.05",
-    ],  # the graph actor and critic, the planner teaching, every disruption on
+        "env.obs_links=true",
+        "model.layers=2",
+    ],  # the graph actor (both kinds of its dense layers) and critic, the planner teaching, every disruption on
     "dynamics": ["experiment=debug", "algorithm=dynamics"],
 }
 

@@ -2,9 +2,9 @@
 
 Every UAV runs the same weights over its observation graph
 (``observation_graph``): the UAV attends to the targets and UAVs it sees
-through ``GraphTransformerLayer``s (PyG ``TransformerConv`` with the relative
-positions as edge features) and a head reads its node. One set of weights
-for any number of UAVs, unlike the per-agent MLP actors (``model=mlp``).
+through ``GraphTransformerLayer``s (PyG ``TransformerConv``'s weights with the relative
+positions as edge features, run as dense attention over the graph's fixed nodes: ``dense_attention``) and a head
+reads its node. One set of weights for any number of UAVs, unlike the per-agent MLP actors (``model=mlp``).
 Called like ``AgentStack``: (N, B, obs_dim) in, (N, B, outputs) out.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from uavgnn.models.transformer_gnn import GraphTransformerLayer, mlp
+from uavgnn.models.transformer_gnn import DenseScenes, GraphTransformerLayer, mlp
 from uavgnn.problem.observation import GRAPH_EDGE_FEATURES, ObservationLayout, observation_graph
 
 
@@ -22,7 +22,9 @@ class GraphActor(nn.Module):
         self, layout: ObservationLayout, outputs: int, hidden: int, heads: int, layers: int, ffn_mult: int
     ) -> None:
         super().__init__()
-        self.layout = layout
+        if layers < 1:
+            raise ValueError(f"model.layers={layers}: the graph actor needs at least one layer to read what it sees")
+        self.layout, self.outputs = layout, outputs
         self.encode = nn.Linear(layout.node_features, hidden)
         self.layers = nn.ModuleList(
             GraphTransformerLayer(hidden, heads, 0.0, ffn_mult, edge_dim=GRAPH_EDGE_FEATURES) for _ in range(layers)
@@ -32,10 +34,13 @@ class GraphActor(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         graph = observation_graph(obs, self.layout)
-        h = self.encode(graph.x)
-        for layer in self.layers:
-            h = layer(h, graph.edge_index, graph.edge_attr)
-        return self.head(self.norm(h[graph.ego])).view(*obs.shape[:-1], -1)
+        rows, nodes, _ = graph.x.shape
+        every = DenseScenes(None, graph.mask, graph.attr)
+        ego = DenseScenes(None, graph.mask[:, :1], graph.attr[:, :1])  # the last layer: only the UAV's node is read
+        h = self.encode(graph.x.view(rows * nodes, -1))
+        for i, layer in enumerate(self.layers):
+            h = layer(h, None, None, ego if i == len(self.layers) - 1 else every)
+        return self.head(self.norm(h)).view(*obs.shape[:-1], self.outputs)  # h: (rows, hidden), each row's UAV
 
 
 class GraphCritic(nn.Module):

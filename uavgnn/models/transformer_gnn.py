@@ -51,12 +51,24 @@ def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.GELU) -> MLP:
 class DenseScenes:
     """A batch's message graph laid out scene by scene, for attention as dense masked matmuls of fixed shape.
 
-    Node ``v`` sits in slot ``slot[v]`` of a (graphs, size) grid; ``mask[g, i, j]``: node j of scene g sends
-    to node i; ``attr[g, i, j]``: that edge's features (zeros where there is none)."""
+    Node ``v`` sits in slot ``slot[v]`` of a (graphs, size) grid (None: the nodes are that grid already, as
+    ``observation_graph``'s); ``mask[g, i, j]``: node j of scene g sends to node i; ``attr[g, i, j]``: that
+    edge's features (any finite value where there is none: the mask blocks it). ``receivers`` = ``mask.shape[1]``
+    (< size only with ``slot`` None): only the first ``receivers`` nodes of each scene are computed, the others
+    being read by no one, and attention returns graphs x receivers rows."""
 
-    slot: torch.Tensor  # (num_nodes,)
-    mask: torch.Tensor  # (graphs, size, size) bool
-    attr: torch.Tensor  # (graphs, size, size, edge features)
+    slot: torch.Tensor | None  # (num_nodes,)
+    mask: torch.Tensor  # (graphs, receivers, size) bool
+    attr: torch.Tensor  # (graphs, receivers, size, edge features)
+
+    def __post_init__(self) -> None:
+        if self.slot is not None and self.mask.shape[1] != self.mask.shape[2]:
+            raise ValueError("DenseScenes: fewer receivers than nodes needs the nodes laid out as the grid (slot None)")
+
+    def receiving(self, h: torch.Tensor) -> torch.Tensor:
+        """The rows of ``h`` (num_nodes, ...) that receive: every node, or the first ``receivers`` of each scene."""
+        graphs, receivers, size = self.mask.shape
+        return h if receivers == size else h.reshape(graphs, size, -1)[:, :receivers].reshape(graphs * receivers, -1)
 
 
 def dense_scenes(
@@ -89,14 +101,14 @@ def dense_attention(conv: TransformerConv, h: torch.Tensor, dense: DenseScenes) 
     """``conv(h, edge_index, edge_attr)`` (concat heads, root weight, no beta) as masked attention over each
     scene's nodes: batched matmuls instead of per-edge gathers and scatters. The edge projection is applied
     to the query and to the attention-weighted edge features, never to every (i, j) pair, so the pairs
-    cost ``heads x edge features``, not ``hidden``. Equals PyG's result (tests: fp64, 1e-10)."""
-    graphs, size = dense.mask.shape[:2]
+    cost ``heads x edge features``, not ``hidden``. Equals PyG's result (tests: fp64, 1e-10) at the receiving nodes:
+    all of them, or the first ``receivers`` of each scene (``DenseScenes``)."""
+    graphs, receivers, size = dense.mask.shape
     heads, width = conv.heads, conv.out_channels
-    x = h.new_zeros(graphs * size, h.shape[1]).index_copy(0, dense.slot, h).view(graphs, size, -1)
-    q, k, v = (
-        lin(x).view(graphs, size, heads, width).transpose(1, 2)
-        for lin in (conv.lin_query, conv.lin_key, conv.lin_value)
-    )  # (graphs, heads, size, width)
+    x = h if dense.slot is None else h.new_zeros(graphs * size, h.shape[1]).index_copy(0, dense.slot, h)
+    x = x.view(graphs, size, -1)
+    q = conv.lin_query(x[:, :receivers]).view(graphs, receivers, heads, width).transpose(1, 2)
+    k, v = (lin(x).view(graphs, size, heads, width).transpose(1, 2) for lin in (conv.lin_key, conv.lin_value))
     w_edge = conv.lin_edge.weight.view(heads, width, -1)  # (heads, width, edge features)
     score = (q @ k.transpose(2, 3) + torch.einsum("ghie,gije->ghij", q @ w_edge, dense.attr)) / math.sqrt(width)
     blocked = ~dense.mask[:, None]
@@ -104,7 +116,8 @@ def dense_attention(conv: TransformerConv, h: torch.Tensor, dense: DenseScenes) 
     alpha = torch.softmax(score.masked_fill(blocked, torch.finfo(score.dtype).min), -1).masked_fill(blocked, 0.0)
     alpha = F.dropout(alpha, conv.dropout, conv.training)
     out = alpha @ v + torch.einsum("ghij,gije->ghie", alpha, dense.attr) @ w_edge.transpose(1, 2)
-    return out.transpose(1, 2).reshape(graphs * size, heads * width)[dense.slot] + conv.lin_skip(h)
+    out = out.transpose(1, 2).reshape(graphs * receivers, heads * width)
+    return (out if dense.slot is None else out[dense.slot]) + conv.lin_skip(dense.receiving(h))
 
 
 def drop_generated_source(layer: nn.Module) -> None:
@@ -135,11 +148,20 @@ class GraphTransformerLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(
-        self, h: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor, dense: DenseScenes | None = None
+        self,
+        h: torch.Tensor,
+        edge_index: torch.Tensor | None,
+        edge_attr: torch.Tensor | None,
+        dense: DenseScenes | None = None,
     ) -> torch.Tensor:
-        """With ``dense`` (the same edges laid out by ``dense_scenes``) attention runs as dense matmuls."""
+        """With ``dense`` (the same edges laid out as ``DenseScenes``) attention runs as dense matmuls, the edge list
+        is not read (None where a graph exists only dense, as ``observation_graph``'s), and the output holds the
+        receiving nodes only (``DenseScenes.receiving``)."""
         hn = self.norm_attn(h)
-        attended = self.attn(hn, edge_index, edge_attr) if dense is None else dense_attention(self.attn, hn, dense)
+        if dense is None:
+            attended = self.attn(hn, edge_index, edge_attr)
+        else:
+            attended, h = dense_attention(self.attn, hn, dense), dense.receiving(h)
         h = h + self.dropout(attended)
         return h + self.dropout(self.ffn(self.norm_ffn(h)))
 

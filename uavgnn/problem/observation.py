@@ -1,18 +1,17 @@
-"""What a UAV observes, and the same as a batched PyG graph: each UAV with the targets and UAVs it sees.
+"""What a UAV observes, and the same as a graph: each UAV with the targets and UAVs it sees.
 
 The layout of the fixed-size observation is the contract between the environment that fills it
 (``UAVEnv.observe``) and the networks that read it (``GraphActor``), so it lives here, below both.
 The graph is built from that observation, so the replay
 buffer stores one tensor per UAV and a graph actor rebuilds its graphs on the
-fly: one node per UAV (its own features), one per seen target and per seen
-neighbour, edges from each seen entity to the UAV carrying their relative
-position. An absent slot's edge (fewer open targets than ``obs_targets``, a neighbour not heard) is a loop on its
-own node instead, which no UAV reads (no edge leaves an absent slot for a UAV): every graph of a shape has the same
-edges, and building it reads nothing back from the device (a mask's selection would, three times a forward).
+fly: node 0 the UAV (its own features), then one per target slot and per
+neighbour slot, edges from each seen entity to the UAV carrying their relative
+position; an absent slot (fewer open targets than ``obs_targets``, a neighbour not heard) sends and receives nothing.
 With ``links`` (``env.obs_links``) each seen UAV also points at each seen target (the target's offset from it), so
-that a second layer can read which neighbour is nearer to which target; a pair with an absent end loops on it.
-Node features share one width: each type's features, zero-padded, plus a
-one-hot of the type.
+that a second layer can read which neighbour is nearer to which target.
+Every row's graph has the same 1 + obs_targets + obs_uavs nodes, so it is laid out dense (which node sends to
+which, and the edge's features): static shapes, attention as batched matmuls, and building it reads nothing back
+from the device. Node features share one width: each type's features, zero-padded, plus a one-hot of the type.
 """
 
 from __future__ import annotations
@@ -50,21 +49,16 @@ class ObservationLayout(NamedTuple):
 
 
 class ObservationGraph(NamedTuple):
-    """The graph of ``observation_graph``, in PyG's layout; a plain tuple, not a PyG ``Data`` (whose attribute
-    setters ``torch.compile`` cannot trace: a graph break a forward)."""
+    """The graph of ``observation_graph``, row by row: node 0 is the row's UAV, then its target slots, then its
+    neighbour slots; a plain tuple, not a PyG ``Data`` (whose attribute setters ``torch.compile`` cannot trace)."""
 
-    x: torch.Tensor  # (num_nodes, ObservationLayout.node_features)
-    edge_index: torch.Tensor  # (2, rows * k), and rows * kt * ku more with links: source, destination
-    edge_attr: torch.Tensor  # (edges, GRAPH_EDGE_FEATURES)
-    ego: torch.Tensor  # (rows,) each row's UAV node
-
-    @property
-    def num_nodes(self) -> int:
-        return self.x.shape[0]
+    x: torch.Tensor  # (rows, nodes, ObservationLayout.node_features)
+    mask: torch.Tensor  # (rows, nodes, nodes) bool: mask[r, i, j], node j sends to node i
+    attr: torch.Tensor  # (rows, nodes, nodes, GRAPH_EDGE_FEATURES): that edge's relative position (masked where none)
 
 
 def observation_graph(obs: torch.Tensor, layout: ObservationLayout) -> ObservationGraph:
-    """One graph over every observation row of ``obs`` (..., obs_dim); ``ego`` indexes each row's UAV node."""
+    """One graph for each observation row of ``obs`` (..., obs_dim), laid out dense (``ObservationGraph``)."""
     x = obs.reshape(-1, obs.shape[-1])
     obs_targets, obs_uavs, own_width, target_width = layout[:4]
     rows, k, seen = x.shape[0], obs_targets + obs_uavs, own_width + target_width * obs_targets
@@ -80,21 +74,12 @@ def observation_graph(obs: torch.Tensor, layout: ObservationLayout) -> Observati
 
     nodes = torch.cat([node(own, 0)[:, None], node(targets, 1), node(uavs, 2)], 1)  # (rows, 1 + k, F)
     present = torch.cat([targets[..., -1], uavs[..., -1]], 1) > 0  # (rows, k): the observation's present flags
-    ego = torch.arange(rows, device=x.device) * (k + 1)
-    src = ego[:, None] + 1 + torch.arange(k, device=x.device)
-    dst = torch.where(present, ego[:, None], src)  # an absent slot: a loop on its own node
-    edge_index = torch.stack([src.reshape(-1), dst.reshape(-1)])
-    relative = torch.cat([targets[..., :2], uavs[..., :2]], 1).reshape(-1, GRAPH_EDGE_FEATURES)
+    mask = present.new_zeros(rows, 1 + k, 1 + k)
+    attr = x.new_zeros(rows, 1 + k, 1 + k, GRAPH_EDGE_FEATURES)
+    mask[:, 0, 1:] = present  # each seen entity -> the UAV, carrying its offset from the UAV
+    attr[:, 0, 1:] = torch.cat([targets[..., :2], uavs[..., :2]], 1)
     if layout.links:  # each seen UAV -> each seen target, carrying the target's offset from that UAV
-        target_node = src[:, None, :obs_targets].expand(-1, obs_uavs, -1)  # (rows, ku, kt)
-        uav_node = src[:, obs_targets:, None].expand(-1, -1, obs_targets)
-        target_seen, uav_seen = present[:, None, :obs_targets], present[:, obs_targets:, None]
-        loop = torch.where(target_seen, uav_node, target_node)  # a pair with an absent end: a loop on that end
-        both = target_seen & uav_seen
-        pairs = torch.stack(
-            [torch.where(both, uav_node, loop).reshape(-1), torch.where(both, target_node, loop).reshape(-1)]
-        )
-        edge_index = torch.cat([edge_index, pairs], 1)
-        offset = targets[:, None, :, :2] - uavs[:, :, None, :2]
-        relative = torch.cat([relative, offset.reshape(-1, GRAPH_EDGE_FEATURES)])
-    return ObservationGraph(nodes.reshape(-1, layout.node_features), edge_index, relative, ego)
+        into_targets = (slice(None), slice(1, 1 + obs_targets), slice(1 + obs_targets, None))  # (rows, kt, ku)
+        mask[into_targets] = present[:, :obs_targets, None] & present[:, None, obs_targets:]
+        attr[into_targets] = targets[:, :, None, :2] - uavs[:, None, :, :2]
+    return ObservationGraph(nodes, mask, attr)
