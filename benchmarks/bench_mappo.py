@@ -1,12 +1,14 @@
 """What one MAPPO update costs as the swarm grows: aten ops (each a kernel launch on a GPU) and time, for the
-shared MLP actor with agent ids and for the graph actor, on the same episodes.
+shared MLP actor with agent ids, for the graph actor, and for the graph actor scoring goto actions target by target
+(``algorithm.target_scores``, as ``experiment=swarm_disrupted``), on the same episodes.
 
     .venv/bin/python benchmarks/bench_mappo.py --agents 2 4 16 64
     python benchmarks/bench_mappo.py --agents 2 4 16 64 --device cuda          # on a GPU machine
 
 One update = ``mappo_loss``, backward and an Adam step over actor and critic, on ``--episodes`` episodes of
 ``--steps`` steps with observations and states sized by the default environment of N UAVs (continuous
-actions). Ops: the second update counted; times: medians of ``--repeats`` after warm-up.
+actions; goto actions for the target scores). Ops: the second update counted; times: medians of ``--repeats``
+after warm-up.
 """
 
 from __future__ import annotations
@@ -23,24 +25,28 @@ from uavgnn.envs.settings import N_DISCRETE, EnvSettings
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.report import format_table
 
+ACTORS = ("mlp", "graph", "target scores")
 
-def update(n: int, b: int, t: int, graph: bool, device: torch.device) -> Callable[[], None]:
+
+def update(n: int, b: int, t: int, actor: str, device: torch.device) -> Callable[[], None]:
     """One MAPPO update of agents for ``n`` UAVs on random episodes of the default environment's sizes."""
-    env = EnvSettings(n_uav=n)
-    obs_dim, state_dim = env.obs_dim(), env.state_dim(SceneDistribution())
+    graph, goto = actor != "mlp", actor == "target scores"
+    env = EnvSettings(n_uav=n, action="goto" if goto else "continuous")
+    obs_dim, state_dim, n_actions = env.obs_dim(), env.state_dim(SceneDistribution()), env.action_dim()
     agents = MAPPOAgents(
         MAPPOSettings(
             n,
             obs_dim,
             state_dim,
-            2,
-            True,
+            n_actions,
+            not goto,
             32 if graph else 128,
             1 if graph else 2,
             128,
             2,
             0.99,
             (env.layout(), 1, 2) if graph else None,
+            target_scores=goto,
         )
     )
     agents = agents.to(device)
@@ -49,8 +55,8 @@ def update(n: int, b: int, t: int, graph: bool, device: torch.device) -> Callabl
     batch = Rollouts(
         rand(b, t, n, obs_dim),
         rand(b, t, state_dim),
-        torch.ones(b, t, n, N_DISCRETE, dtype=torch.bool, device=device),
-        rand(b, t, n, 2),
+        torch.ones(b, t, n, n_actions if goto else N_DISCRETE, dtype=torch.bool, device=device),
+        torch.randint(n_actions, (b, t, n), generator=g).to(device) if goto else rand(b, t, n, 2),
         rand(b, t, n),
         torch.zeros(b, t, device=device),
         torch.ones(b, t, device=device),
@@ -84,10 +90,10 @@ def main() -> None:
     rows = []
     for n in args.agents:
         row: dict[str, object] = {"agents": n}
-        for name, graph in (("mlp", False), ("graph", True)):
-            row[f"{name} ops"] = ops_per_update(update(n, args.episodes, args.steps, graph, torch.device("cpu")))
-            row[f"{name} ms"] = round(
-                1000 * median_time(update(n, args.episodes, args.steps, graph, device), args.repeats), 1
+        for actor in ACTORS:
+            row[f"{actor} ops"] = ops_per_update(update(n, args.episodes, args.steps, actor, torch.device("cpu")))
+            row[f"{actor} ms"] = round(
+                1000 * median_time(update(n, args.episodes, args.steps, actor, device), args.repeats), 1
             )
         rows.append(row)
     print(

@@ -3,7 +3,9 @@ planner beside planners told more, on ``mode=eval``'s test episodes of ``experim
 set's level (``eval.disruptions``).
 
 - failures: the planner told every UAV's failure step (a UAV's range is capped at what it flies before it fails);
-- moving targets: the planner that costs each UAV-target pair by where they meet (it flies there already);
+- moving targets: the planner told the targets' velocities, costing each UAV-target pair partly by the flight to
+  where they meet (``uavgnn.envs.policies.motion_travel``; it flies there already), and the decentralised planner
+  told the velocities of the targets each UAV sees;
 - late targets: with ``env.goto_home=true``, the planner whose idle UAVs fly home, spread out for the targets
   still to appear (the home action a policy may learn), and the decentralised planner under the same rule (the
   rule on a policy's information);
@@ -18,6 +20,11 @@ with everything known.
     .venv/bin/python benchmarks/privileged_planners.py env.goto_home=true
     .venv/bin/python benchmarks/privileged_planners.py --sizes 16 --episodes 256 --exact-up-to 0 env.goto_home=true
     .venv/bin/python benchmarks/privileged_planners.py --sizes 16 --speeds 0.1 0.2 0.28 0.3   # other levels
+    .venv/bin/python benchmarks/privileged_planners.py env.goto_home=true env.reachable_targets=true --sizes 16 \\
+        --episodes 256 --motion-weights 0 0.1 0.2 0.25 0.3 0.4 0.5 0.75 1
+
+``--motion-weights``: instead, the planner told the targets' motion at each weight (``MOTION_WEIGHT`` is chosen
+here) on the validation episodes, not the test ones, of each set whose targets move.
 """
 
 from __future__ import annotations
@@ -31,9 +38,9 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms import register_configs
-from uavgnn.envs.actions import meeting_time
-from uavgnn.envs.evaluation import TEST_SEED
+from uavgnn.envs.evaluation import TEST_SEED, VAL_SEED
 from uavgnn.envs.policies import (
+    MOTION_WEIGHT,
     Policy,
     decentralised_planner,
     goto_action,
@@ -53,29 +60,21 @@ from uavgnn.solvers import solve_milp
 ROOT = Path(__file__).resolve().parents[1] / "uavgnn"
 
 
-def central_told(env: UAVEnv, energy: torch.Tensor, pair_travel: torch.Tensor | None = None) -> torch.Tensor:
-    """The central planner's goto actions with the UAVs' ranges and the pairs' travel it is told."""
-    args = (env.target_pos, env.need, env.value, env.visible(), env.dist.lam, env.dist.need_max, pair_travel)
-    return goto_action(env, greedy_assign(env.pos, energy, *args))
-
-
 def told_failures(env: UAVEnv) -> torch.Tensor:
     """The central planner told when each UAV fails: a UAV is sent only where it arrives before that."""
     flight = (env.fail_at - env.t[:, None]).clamp(min=0) * env.cfg.max_speed * env.cfg.dt
-    return central_told(env, torch.minimum(env.energy, flight))
+    args = (env.target_pos, env.need, env.value, env.visible(), env.dist.lam, env.dist.need_max)
+    return goto_action(env, greedy_assign(env.pos, torch.minimum(env.energy, flight), *args))
 
 
-def told_motion(env: UAVEnv) -> torch.Tensor:
-    """The central planner costing each UAV-target pair by the flight to where they meet (``meeting_time``; the
-    distance now where the target is too fast to meet)."""
-    pos, target_pos = env.pos[:, :, None], env.target_pos[:, None]
-    meet = meeting_time(pos, target_pos, env.target_vel[:, None], env.cfg.max_speed)  # (E, N, M)
-    return central_told(
-        env, env.energy, torch.where(meet > 0, env.cfg.max_speed * meet, (target_pos - pos).norm(dim=-1))
-    )
-
-
-TOLD = {"failures": told_failures, "target_speed": told_motion}  # a disruption's env field -> its told planner
+# a disruption's env field -> the planners told what it hides
+TOLD = {
+    "failures": {"told failures": told_failures},
+    "target_speed": {
+        "told motion": partial(scripted_planner, motion_weight=MOTION_WEIGHT),
+        "decentralised, told motion": partial(decentralised_planner, motion_weight=MOTION_WEIGHT),
+    },
+}
 
 
 def exact_planner(env: UAVEnv) -> torch.Tensor:
@@ -99,9 +98,11 @@ def exact_planner(env: UAVEnv) -> torch.Tensor:
     return goto_action(env, assignment)
 
 
-def mean_return(settings: EnvSettings, dist: SceneDistribution, episodes: int, policy: Policy) -> float:
-    env = make_env(settings, dist, episodes, torch.device("cpu"), TEST_SEED)
-    env.generator.manual_seed(TEST_SEED)
+def mean_return(
+    settings: EnvSettings, dist: SceneDistribution, episodes: int, policy: Policy, seed: int = TEST_SEED
+) -> float:
+    env = make_env(settings, dist, episodes, torch.device("cpu"), seed)
+    env.generator.manual_seed(seed)
     return run_episodes(env, policy).episode_return.mean().item()
 
 
@@ -116,7 +117,7 @@ def size_rows(
         central = mean_return(world, dist, episodes, scripted_planner)
         nominal = central if nominal is None else nominal
         others = {"decentralised": decentralised_planner}
-        others |= {f"told {field}": TOLD[field] for field in change if field in TOLD}
+        others |= {key: planner for field in change for key, planner in TOLD.get(field, {}).items()}
         if settings.goto_home:
             others["home when idle"] = planner_going_home
             others["decentralised, home when idle"] = partial(planner_going_home, planner=decentralised_planner)
@@ -136,6 +137,25 @@ def size_rows(
     return rows
 
 
+def motion_weight_rows(
+    settings: EnvSettings, dist: SceneDistribution, sets: dict, episodes: int, weights: list[float]
+) -> list[dict]:
+    """One row per set whose targets move at ``settings.n_uav`` UAVs: the planner told the motion at each weight,
+    as a share of the central planner's return, on the validation episodes (where the weight is chosen)."""
+    rows = []
+    for name, change in sets.items():
+        if change.get("target_speed", 0) <= 0:
+            continue
+        world = dataclasses.replace(settings, **{**NOMINAL, **change})
+        central = mean_return(world, dist, episodes, scripted_planner, VAL_SEED)
+        told = {
+            f"weight {w:g}": mean_return(world, dist, episodes, partial(scripted_planner, motion_weight=w), VAL_SEED)
+            for w in weights
+        }
+        rows.append({"n_uav": settings.n_uav, "val_set": name, **{k: round(v / central, 3) for k, v in told.items()}})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256])
@@ -149,6 +169,13 @@ def main() -> None:
         default=16,
         help="UAVs: the per-step MILP of every episode (seconds at 16 here, minutes at 64)",
     )
+    parser.add_argument(
+        "--motion-weights",
+        type=float,
+        nargs="*",
+        default=[],
+        help="the planner told the targets' motion at these weights, on the validation episodes (nothing else)",
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides (experiment=swarm is applied first)")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -161,7 +188,11 @@ def main() -> None:
     sets |= {f"targets at {speed}": {"target_speed": speed} for speed in args.speeds}
     rows = []
     for n_uav in args.sizes:
-        rows += size_rows(dataclasses.replace(settings, n_uav=n_uav), dist, sets, args.episodes, args.exact_up_to)
+        sized = dataclasses.replace(settings, n_uav=n_uav)
+        if args.motion_weights:
+            rows += motion_weight_rows(sized, dist, sets, args.episodes, args.motion_weights)
+        else:
+            rows += size_rows(sized, dist, sets, args.episodes, args.exact_up_to)
         print(f"{n_uav} UAVs: done", flush=True)
     print(format_table(rows, list(dict.fromkeys(key for row in rows for key in row))))
 

@@ -20,11 +20,11 @@ import statistics
 import sys
 from pathlib import Path
 
-from uavgnn.envs.evaluation import IDLE_HOME
+from uavgnn.envs.evaluation import IDLE_HOME, LOCAL_TOLD_MOTION, TOLD_MOTION
 from uavgnn.modes.intervals import mean_interval
 from uavgnn.report import format_table
 
-REFERENCES = ("scripted planner", "decentralised planner", IDLE_HOME, "nearest target")
+REFERENCES = ("scripted planner", "decentralised planner", IDLE_HOME, TOLD_MOTION, LOCAL_TOLD_MOTION, "nearest target")
 
 
 def seed_rows(reports: list[dict]) -> list[dict]:

@@ -237,7 +237,9 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
     ):
         compare_checkpoints([coma, seeing], episodes=4, horizon=3, device=torch.device("cpu"))
     in_range = checkpoint("in_range.pt", compose_coma("env=goto", "env.reachable_targets=true"))
-    with pytest.raises(CheckpointError, match=r"in_range.pt: its UAVs observe .*, True\), not what the other goto"):
+    with pytest.raises(
+        CheckpointError, match=r"in_range.pt: its UAVs observe .*, True, 0.0\), not what the other goto"
+    ):
         compare_checkpoints([coma, in_range], episodes=4, horizon=3, device=torch.device("cpu"))
     with pytest.raises(CheckpointError, match="coma.pt: model=mlp flies the 4 UAVs it was trained for .* not 6"):
         compare_checkpoints([coma], episodes=4, horizon=3, device=torch.device("cpu"), n_uav=6)

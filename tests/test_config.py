@@ -132,11 +132,13 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
     if algorithms()[cfg.algorithm.name].produces == ENV_POLICY:  # what the plug-in declares, not its name
         assert summary["steps"] == 4 and summary["best_val_planner_gap"] == pytest.approx(gap)
         idle_home = ["planner, idle home"] if cfg.env.goto_home else []  # the rule's row beside a home action
+        told = ["planner, told motion", "decentralised, told motion"] if cfg.env.target_speed > 0 else []
         assert [r["method"] for r in summary["test"]] == [
             cfg.algorithm.name,
             "scripted planner",
             "decentralised planner",
             *idle_home,
+            *told,  # the planners told the targets' motion, where targets move
             "nearest target",
             "random",
         ]

@@ -15,6 +15,7 @@ from uavgnn.envs.disruptions import drift, heard_ahead
 from uavgnn.envs.policies import (
     decentralised_planner,
     greedy_assignment,
+    motion_travel,
     planner_going_home,
     random_policy,
     run_episodes,
@@ -163,6 +164,42 @@ def test_each_seen_targets_velocity_is_observed_and_idle_uavs_go_home_only_where
     assert (home[moving] == seeing.home_action()).any()  # the rule without at_rest sends some home there
 
 
+def test_a_uav_observes_its_targets_as_the_planner_told_their_motion_costs_them_by_brute_force() -> None:
+    """``obs_motion_weight``: a seen target's distance is the pair's ``motion_travel`` (in the observation's unit)
+    and its count of nearer UAVs counts the UAVs with range whose pair costs less (ties: lower index first, at most
+    the largest need); the rest of the observation, and everything where targets rest, is as without it."""
+    mixed = dataclasses.replace(SWARM, target_speed=0.2, disrupted_share=0.5)
+    told = dataclasses.replace(mixed, obs_motion_weight=0.25)
+    env, plain = (UAVEnv(s, SceneDistribution(), 16, CPU, seed=4) for s in (told, mixed))
+    for _ in range(2):
+        action = random_policy(plain)
+        env.step(action), plain.step(action)
+    env.energy[0, 0] = 0.0  # grounded: behind every UAV with range
+    plain.energy[0, 0] = 0.0
+    obs, without = env.observe(), plain.observe()
+    cost = motion_travel(env.pos, env.target_pos, env.target_vel, SWARM.max_speed, 0.25)
+    _, j, present = env.candidates()
+    own = 6
+    for e, n, k in itertools.product(range(16), range(8), range(SWARM.obs_targets)):
+        seen, base = (o[e, n, own + k * 7 : own + (k + 1) * 7] for o in (obs, without))
+        if not present[e, n, k]:
+            assert (seen == 0).all()
+            continue
+        t = int(j[e, n, k])
+        live = env.energy[e] > 0
+        mine = cost[e, n, t] if live[n] else float("inf")
+        ahead = sum(
+            1 for u in range(8) if u != n and live[u] and (cost[e, u, t] < mine or (cost[e, u, t] == mine and u < n))
+        )
+        torch.testing.assert_close(seen[2], cost[e, n, t] / env.side)
+        assert seen[5] * env.dist.need_max == pytest.approx(min(ahead, env.dist.need_max))
+        torch.testing.assert_close(seen[[0, 1, 3, 4, 6]], base[[0, 1, 3, 4, 6]])
+    resting = env.target_vel.flatten(1).eq(0).all(1)
+    assert resting.any()
+    torch.testing.assert_close(obs[resting], without[resting])
+    assert told.observation() != mixed.observation()  # a policy trained on one is refused the other
+
+
 def test_moving_targets_drift_and_bounce_off_the_walls_by_hand() -> None:
     pos = torch.tensor([[[0.95, 0.5], [0.5, 0.05]]])
     vel = torch.tensor([[[0.1, 0.0], [0.0, -0.1]]])
@@ -238,26 +275,54 @@ def test_an_episodes_picture_has_the_targets_where_they_were_at_each_step(tmp_pa
     assert png.stat().st_size > 0
 
 
-def test_with_everything_observed_the_decentralised_planner_is_the_central_one() -> None:
-    """Each UAV seeing every UAV and target solves the central problem (in its own order): the same actions."""
-    settings = EnvSettings(n_uav=6, horizon=10, action="goto", obs_targets=3, obs_uavs=5)
+def test_what_a_pair_costs_a_planner_told_the_targets_motion_by_hand() -> None:
+    """A UAV at the origin (top speed 0.3), a target 1 away: flying at it at 0.2 they meet at t = 2 (a flight of
+    0.6), fleeing at 0.2 at t = 10 (3.0), at rest after 1.0; one faster than the UAV is costed by the distance now.
+    A quarter of the meeting flight: 0.9, 1.5, 1.0, 1.0. So the planner told the motion sends the UAV at the target
+    coming to it, 1.1 away (0.825 + 0.25 x 0.66 = 0.99), not at the fleeing one 1.0 away (1.5), as the planner
+    that assumes targets at rest does."""
+    pos = torch.zeros(1, 1, 2)
+    goal = torch.tensor([[[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0, 0.0]]])
+    vel = torch.tensor([[[-0.2, 0.0], [0.2, 0.0], [0.0, 0.0], [0.4, 0.0]]])
+    torch.testing.assert_close(motion_travel(pos, goal, vel, 0.3, 0.25), torch.tensor([[[0.9, 1.5, 1.0, 1.0]]]))
+    torch.testing.assert_close(motion_travel(pos, goal, vel, 0.3, 1.0), torch.tensor([[[0.6, 3.0, 1.0, 1.0]]]))
+    settings = EnvSettings(n_uav=1, horizon=10, action="goto", obs_targets=2, target_speed=0.2)
+    env = UAVEnv(settings, SceneDistribution(density=0.1), 1, CPU, seed=0)
+    env.n_target, env.pos, env.energy = 2, torch.tensor([[[2.0, 2.0]]]), torch.tensor([[5.0]])
+    env.target_pos = torch.tensor([[[3.0, 2.0], [2.0, 0.9]]])  # fleeing east, 1.0 away; coming north, 1.1 away
+    env.target_vel = torch.tensor([[[0.2, 0.0], [0.0, 0.2]]])
+    env.need, env.value, env.appear_at = torch.tensor([[1, 1]]), torch.tensor([[2.0, 2.0]]), torch.zeros(1, 2).long()
+    env.open = torch.ones(1, 2, dtype=torch.bool)
+    assert greedy_assignment(env).tolist() == [[0]] and greedy_assignment(env, 0.25).tolist() == [[1]]
+    assert scripted_planner(env).tolist() == [[1]] and scripted_planner(env, 0.25).tolist() == [
+        [2]
+    ]  # goto: nearest 1st
+    assert decentralised_planner(env, 0.25).tolist() == [[2]]
+
+
+@pytest.mark.parametrize("motion_weight", [0.0, 0.25])
+def test_with_everything_observed_the_decentralised_planner_is_the_central_one(motion_weight: float) -> None:
+    """Each UAV seeing every UAV and target solves the central problem (in its own order): the same actions (told
+    the targets' motion as well)."""
+    settings = EnvSettings(n_uav=6, horizon=10, action="goto", obs_targets=3, obs_uavs=5, target_speed=0.2)
     env = UAVEnv(settings, SceneDistribution(target_ratio=0.5), 128, CPU, seed=0)
     env.reset()
     for _ in range(8):
-        central = scripted_planner(env)
-        torch.testing.assert_close(decentralised_planner(env), central)
+        central = scripted_planner(env, motion_weight)
+        torch.testing.assert_close(decentralised_planner(env, motion_weight), central)
         env.step(central)
 
 
-def test_the_decentralised_planner_plans_on_what_each_uav_observes_by_brute_force() -> None:
+@pytest.mark.parametrize("motion_weight", [0.0, 0.25])
+def test_the_decentralised_planner_plans_on_what_each_uav_observes_by_brute_force(motion_weight: float) -> None:
     """Every UAV's action equals the central planner run on a copy of its environment holding only the UAVs it
-    observes (itself first, its heard neighbours) and its candidate targets."""
-    settings = dataclasses.replace(SWARM, comm_radius=1.5, appear_steps=4)
+    observes (itself first, its heard neighbours) and its candidate targets (told their motion as well)."""
+    settings = dataclasses.replace(SWARM, comm_radius=1.5, appear_steps=4, target_speed=0.2 * (motion_weight > 0))
     env = UAVEnv(settings, SceneDistribution(), 6, CPU, seed=2)
     env.reset()
     for _ in range(3):
         env.step(random_policy(env))
-    actions = decentralised_planner(env)
+    actions = decentralised_planner(env, motion_weight)
     _, j, present = env.candidates()
     i, heard, _ = env.neighbours()
     for b, u in itertools.product(range(env.n_envs), range(env.n_uav)):
@@ -271,7 +336,9 @@ def test_the_decentralised_planner_plans_on_what_each_uav_observes_by_brute_forc
         local.pos, local.energy = env.pos[b : b + 1, team], env.energy[b : b + 1, team]
         local.target_pos, local.need = env.target_pos[b : b + 1, seen], env.need[b : b + 1, seen]
         local.value = env.value[b : b + 1, seen]
+        if settings.target_speed > 0:
+            local.target_vel = env.target_vel[b : b + 1, seen]
         local.open = torch.ones(1, len(seen), dtype=torch.bool)
         local.appear_at, local.t = torch.zeros(1, len(seen), dtype=torch.long), torch.zeros(1, dtype=torch.long)
-        target = int(greedy_assignment(local)[0, 0])
+        target = int(greedy_assignment(local, motion_weight)[0, 0])
         assert int(actions[b, u]) == (0 if target < 0 else target + 1)

@@ -218,6 +218,21 @@ def test_a_resumed_mappo_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> 
             "env=goto algorithm.teacher=planner_home_at_rest",
             "algorithm.teacher=planner_home_at_rest without env.goto_home: its idle UAVs fly home",
         ),
+        (
+            "env=goto algorithm.teacher=planner algorithm.teacher_motion_weight=0.25",
+            r"algorithm.teacher_motion_weight=0.25 with algorithm.teacher=planner and env.target_speed=0.0: it tells",
+        ),
+        (
+            "env=goto env.target_speed=0.2 algorithm.teacher_motion_weight=0.25",
+            r"algorithm.teacher_motion_weight=0.25 with algorithm.teacher=none .* it needs a teacher and moving",
+        ),
+        ("algorithm.teacher_motion_weight=1.5", r"algorithm.teacher_motion_weight=1.5 must be in \[0, 1\]"),
+        ("env.obs_links=true", r"env.obs_links=true with model=mlp: a link \(seen UAV -> seen target\) reaches"),
+        ("model=tiny env.obs_links=true", r"env.obs_links=true with model=tiny model.layers=1: .* model.layers>=2"),
+        ("env.obs_motion_weight=0.25", r"env.obs_motion_weight=0.25 with env.target_speed=0.0: it reckons seen"),
+        ("env.obs_motion_weight=2", r"env.obs_motion_weight=2.0 must be in \[0, 1\]"),
+        ("env=goto algorithm.target_scores=true", r"algorithm.target_scores=true with model=mlp and env.action=goto"),
+        ("model=tiny algorithm.target_scores=true", r"with model=tiny and env.action=continuous: it scores the graph"),
     ],
 )
 def test_mappo_settings_are_checked_before_any_work(override: str, message: str) -> None:
@@ -255,26 +270,55 @@ def test_a_resumed_mappo_run_taught_by_the_planner_repeats_the_uninterrupted_one
 def test_where_the_planner_hovers_going_home_agrees_with_it() -> None:
     """``env.goto_home``: the planner has no home action, so its hover teaches nothing against going home; every
     other action of the planner is taught as it is (and everything without the home action)."""
-    from uavgnn.algorithms.mappo_rollouts import planner_teaching
+    from uavgnn.algorithms.mappo_rollouts import Teacher, planner_teaching
     from uavgnn.envs.policies import scripted_planner
     from uavgnn.envs.settings import EnvSettings
     from uavgnn.envs.uav_env import UAVEnv
     from uavgnn.problem.scenes import SceneDistribution
 
+    teacher = Teacher(1.0, 10)
     settings = EnvSettings(n_uav=8, action="goto", goto_home=True)
     env = UAVEnv(settings, SceneDistribution(), 16, torch.device("cpu"), seed=0)
     planner, home = scripted_planner(env), settings.obs_targets + 1
     action = torch.randint(0, settings.action_dim(), planner.shape, generator=torch.Generator().manual_seed(0))
-    taught = planner_teaching(env, action)
+    taught = planner_teaching(env, action, teacher)
     for e, n in itertools.product(range(16), range(8)):
         hovers_home = planner[e, n] == 0 and action[e, n] == home
         assert taught[e, n] == (home if hovers_home else planner[e, n])
     assert ((planner == 0) & (action == home)).any() and ((planner == 0) & (action != home)).any()
     assert (planner > 0).any()
-    idle_home = planner_teaching(env, action, idle_home=True)  # teacher=planner_home: idle UAVs with range fly home
+    idle_home = planner_teaching(
+        env, action, Teacher(1.0, 10, idle_home=True)
+    )  # teacher=planner_home: idle UAVs with range fly home
     assert torch.equal(idle_home, torch.where((planner == 0) & (env.energy > 0), home, planner))
     plain = UAVEnv(dataclasses.replace(settings, goto_home=False), SceneDistribution(), 16, torch.device("cpu"), seed=0)
-    assert torch.equal(planner_teaching(plain, action.clamp(max=settings.obs_targets)), scripted_planner(plain))
+    assert torch.equal(
+        planner_teaching(plain, action.clamp(max=settings.obs_targets), teacher), scripted_planner(plain)
+    )
+
+
+def test_a_teacher_told_the_targets_motion_teaches_the_planner_told_it() -> None:
+    """``algorithm.teacher_motion_weight``: among moving targets the taught actions are those of the planner told
+    their motion (which differ from the plain planner's there), with its idle UAVs home where targets rest when the
+    teacher says so; where every target rests they are the plain planner's."""
+    from uavgnn.algorithms.mappo_rollouts import Teacher, planner_teaching
+    from uavgnn.envs.policies import planner_going_home, scripted_planner
+    from uavgnn.envs.settings import EnvSettings
+    from uavgnn.envs.uav_env import UAVEnv
+    from uavgnn.problem.scenes import SceneDistribution
+
+    settings = EnvSettings(n_uav=8, action="goto", goto_home=True, target_speed=0.26, disrupted_share=0.5)
+    env = UAVEnv(settings, SceneDistribution(), 64, torch.device("cpu"), seed=0)
+    for _ in range(3):
+        env.step(scripted_planner(env))
+    action = torch.zeros(64, 8, dtype=torch.long)  # hovering: agrees with nothing but the planner's hover
+    told = scripted_planner(env, 0.25)
+    assert torch.equal(planner_teaching(env, action, Teacher(1.0, 10, motion_weight=0.25)), told)
+    assert not torch.equal(told, scripted_planner(env))
+    home_at_rest = planner_teaching(env, action, Teacher(1.0, 10, idle_home=True, at_rest=True, motion_weight=0.25))
+    assert torch.equal(home_at_rest, planner_going_home(env, True, lambda e: scripted_planner(e, 0.25)))
+    rest = env.target_vel.norm(dim=-1).amax(-1) == 0  # the calm episodes
+    assert rest.any() and torch.equal(told[rest], scripted_planner(env)[rest])
 
 
 def test_a_run_across_swarm_sizes_flies_each_drawn_size_and_resumes_exactly(tmp_path) -> None:

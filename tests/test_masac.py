@@ -326,6 +326,48 @@ def test_the_graph_actor_equals_pyg_layers_on_what_each_uav_sees(links: bool) ->
         GraphActor(layout, 2, hidden=16, heads=2, layers=0, ffn_mult=2)
 
 
+@pytest.mark.parametrize("links", [False, True])
+def test_target_scores_give_each_target_slot_its_logit_from_its_node_by_hand(links: bool) -> None:
+    """``target_scores``: a target slot's logit is ``score(norm(the UAV's embedding), norm(that slot's embedding as
+    the last layer reads it))``, PyG's layers computing both; stay and home come from the UAV's node. So swapping
+    two seen targets in the observation swaps their logits and leaves the others as they were (the plain head
+    reads one attention-weighted sum and does not)."""
+    from uavgnn.envs.settings import EnvSettings
+    from uavgnn.envs.uav_env import UAVEnv
+    from uavgnn.models.graph_actor import GraphActor
+    from uavgnn.problem.observation import observation_graph
+    from uavgnn.problem.scenes import SceneDistribution
+
+    settings = EnvSettings(n_uav=6, obs_targets=3, obs_uavs=2, action="goto", goto_home=True, obs_links=links)
+    layout, outputs = settings.layout(), settings.action_dim()  # stay, 3 targets, home
+    obs, _ = UAVEnv(settings, SceneDistribution(target_ratio=0.5), 4, torch.device("cpu"), seed=3).reset()
+    obs = obs.double()
+    torch.manual_seed(0)
+    actor = GraphActor(layout, outputs, hidden=16, heads=2, layers=2, ffn_mult=2, target_scores=True).double()
+    graph = observation_graph(obs, layout)
+    rows, nodes, _ = graph.x.shape
+    row, receiver, sender = graph.mask.nonzero().T
+    edge_index = torch.stack([row * nodes + sender, row * nodes + receiver])
+    h = actor.encode(graph.x.reshape(rows * nodes, -1))
+    h = actor.layers[0](h, edge_index, graph.attr[row, receiver, sender])
+    slots = actor.norm(h.view(rows, nodes, -1)[:, 1:4])
+    own = actor.norm(actor.layers[1](h, edge_index, graph.attr[row, receiver, sender]).view(rows, nodes, -1)[:, 0])
+    rest = actor.head(own)
+    scores = torch.stack([actor.score(torch.cat([own, slots[:, k]], -1)).squeeze(-1) for k in range(3)], -1)
+    expected = torch.cat([rest[:, :1], scores, rest[:, 1:]], -1).view(4, 6, outputs)
+    torch.testing.assert_close(actor(obs), expected, rtol=0, atol=1e-10)
+    start, width = layout.self_features, layout.target_features
+    seen_two = (obs[..., start + width - 1] > 0) & (obs[..., start + 2 * width - 1] > 0)
+    assert seen_two.any()
+    swapped = obs.clone()
+    swapped[..., start : start + width] = obs[..., start + width : start + 2 * width]
+    swapped[..., start + width : start + 2 * width] = obs[..., start : start + width]
+    before, after = actor(obs)[seen_two], actor(swapped)[seen_two]
+    torch.testing.assert_close(after[:, [0, 2, 1, 3, 4]], before, rtol=0, atol=1e-10)
+    plain = GraphActor(layout, outputs, hidden=16, heads=2, layers=2, ffn_mult=2).double()
+    assert not torch.allclose(plain(swapped)[seen_two][:, [0, 2, 1, 3, 4]], plain(obs)[seen_two])
+
+
 def test_the_shared_graph_actor_treats_every_uav_alike_and_runs_on_any_swarm_size() -> None:
     from uavgnn.envs.settings import EnvSettings
     from uavgnn.envs.uav_env import UAVEnv

@@ -137,6 +137,7 @@ RANGES: dict[str, Range] = {
     "env.target_speed": NON_NEGATIVE,
     "env.late_appear_steps": NON_NEGATIVE,
     "env.disrupted_share": Range(0, 1, low_open=True),
+    "env.obs_motion_weight": UNIT,
     "curriculum.advance_threshold": UNIT,
     "curriculum.performance_threshold": UNIT,
     **{

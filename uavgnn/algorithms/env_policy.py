@@ -65,6 +65,18 @@ class EnvPolicy(Algorithm):
                 f"task=mixed with algorithm={cls.name}: the environment has one scene size and square "
                 "for all its envs; use task=uniform or task=clustered"
             )
+        if cfg.env.obs_links and (cls.is_mlp(cfg) or cfg.model.layers < 2):
+            raise ConfigError(
+                f"env.obs_links=true with model={cfg.model.name}"
+                + ("" if cls.is_mlp(cfg) else f" model.layers={cfg.model.layers}")
+                + ": a link (seen UAV -> seen target) reaches the UAV only through a graph actor's second layer; "
+                "use a TransformerGNN size with model.layers>=2, or env.obs_links=false"
+            )
+        if cfg.env.obs_motion_weight > 0 and cfg.env.target_speed <= 0:
+            raise ConfigError(
+                f"env.obs_motion_weight={cfg.env.obs_motion_weight} with env.target_speed={cfg.env.target_speed}: it "
+                "reckons seen targets' distances with their motion; it needs moving targets (env.target_speed > 0)"
+            )
         if cfg.env.train_sizes and not cls.any_swarm_size(cfg):
             raise ConfigError(
                 f"env.train_sizes={list(cfg.env.train_sizes)} with algorithm={cls.name}: training across swarm "

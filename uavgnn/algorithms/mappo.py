@@ -67,6 +67,7 @@ class MAPPOSettings:
     value_norm_decay: float  # 0: no value normalisation
     graph_actor: tuple[ObservationLayout, int, int] | None = None  # (layout, heads, ffn_mult): shared GNN actor
     graph_critic: bool = False  # V_i over UAV i's observation graph and the swarm's mean (``GraphCritic``)
+    target_scores: bool = False  # the graph actor's goto logits one per target slot, from its node (``GraphActor``)
 
 
 class MAPPOAgents(nn.Module):
@@ -82,7 +83,7 @@ class MAPPOAgents(nn.Module):
             self.actor: nn.Module = mlp_net(s.obs_dim + s.n_agents, s.hidden, s.layers, outputs)
         else:
             layout, heads, ffn_mult = s.graph_actor
-            self.actor = GraphActor(layout, outputs, s.hidden, heads, s.layers, ffn_mult)
+            self.actor = GraphActor(layout, outputs, s.hidden, heads, s.layers, ffn_mult, s.target_scores)
         # the Gaussian's log-std per action dimension; none for categorical actions (DDP wants every parameter used)
         self.log_std = nn.Parameter(torch.zeros(s.n_actions)) if s.continuous else None
         if s.graph_critic:
@@ -246,6 +247,13 @@ class MAPPOConfig(AlgorithmConfig):
     teacher: str = "none"
     teacher_coef: float = ranged(1.0, NON_NEGATIVE)  # the imitation loss's weight at the start
     teacher_updates: int = ranged(1000, AT_LEAST_1)  # updates over which that weight falls linearly to 0
+    # the teacher told the targets' motion (env.target_speed): this share of the flight to where a UAV meets a target
+    # in what the pair costs it, the rest the distance now (0: it assumes targets at rest, as the central planner
+    # does; uavgnn.envs.policies.MOTION_WEIGHT = 0.25, chosen on the validation episodes)
+    teacher_motion_weight: float = ranged(0.0, UNIT)
+    # goto actions with a graph actor: each seen target's logit scored from that target's node beside the UAV's (one
+    # score per candidate, as the assignment model's edge scorer), not every logit from the UAV's node alone
+    target_scores: bool = False
     minibatches: int = ranged(4, AT_LEAST_1)  # minibatches of hardware.batch_size episodes per collection
     data_passes: int = ranged(5, AT_LEAST_1)  # passes (PPO epochs) over each collection
 
@@ -288,6 +296,17 @@ class MAPPO(EnvPolicy):
                 f"algorithm.teacher={teacher} without env.goto_home: its idle UAVs fly home, an action the "
                 "environment has only with env.goto_home=true"
             )
+        if cfg.algorithm.teacher_motion_weight > 0 and (teacher == "none" or cfg.env.target_speed <= 0):
+            raise ConfigError(
+                f"algorithm.teacher_motion_weight={cfg.algorithm.teacher_motion_weight} with algorithm.teacher="
+                f"{teacher} and env.target_speed={cfg.env.target_speed}: it tells a teacher the targets' motion; "
+                "it needs a teacher and moving targets"
+            )
+        if cfg.algorithm.target_scores and (cls.is_mlp(cfg) or cfg.env.action != "goto"):
+            raise ConfigError(
+                f"algorithm.target_scores=true with model={cfg.model.name} and env.action={cfg.env.action}: it scores "
+                "the graph actor's goto actions target by target; use a TransformerGNN size and env.action=goto"
+            )
         if cfg.hardware.batch_size == "auto":
             raise ConfigError("algorithm=mappo: hardware.batch_size is episodes per minibatch; give a number, not auto")
 
@@ -315,6 +334,7 @@ class MAPPO(EnvPolicy):
                 alg.value_norm_decay,
                 graph,
                 alg.critic == "graph",
+                alg.target_scores,
             )
         )
 
@@ -333,6 +353,7 @@ class MAPPO(EnvPolicy):
                 alg.teacher_updates,
                 idle_home=alg.teacher.startswith("planner_home"),
                 at_rest=alg.teacher == "planner_home_at_rest",
+                motion_weight=alg.teacher_motion_weight,
             )
         )
         return MAPPOWorkload(

@@ -4,6 +4,7 @@ policy, the teacher's action where it imitates the planner, and the advantages (
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
@@ -25,29 +26,34 @@ class Rollouts(Episodes):
     returns: torch.Tensor  # (B, T, N) lambda-returns: the critic's targets
 
 
-def planner_teaching(env: UAVEnv, action: torch.Tensor, idle_home: bool = False, at_rest: bool = False) -> torch.Tensor:
-    """(E, N) the central planner's actions, to imitate. ``idle_home``: its idle UAVs fly home
-    (``planner_going_home``, ``teacher=planner_home``; with ``at_rest`` only where the targets do not move,
-    ``teacher=planner_home_at_rest``). Otherwise it has no home action (``env.goto_home``), so
-    where it hovers, a UAV whose ``action`` went home agrees with it: imitation teaches where to fly, and leaves
-    waiting or going home to PPO (imitating the hover would teach never to go home)."""
-    if idle_home:
-        return planner_going_home(env, at_rest)
-    taught = scripted_planner(env)
-    if not env.cfg.goto_home:
-        return taught
-    return torch.where((taught == 0) & (action == env.cfg.home_action()), action, taught)
-
-
 @dataclass(frozen=True)
 class Teacher:
     """The imitation of the central planner (``algorithm.teacher``): its loss's first weight, the updates that
-    weight falls to 0 over, and whether the planner's idle UAVs fly home (everywhere, or where targets rest)."""
+    weight falls to 0 over, whether the planner's idle UAVs fly home (everywhere, or where targets rest), and the
+    share of the meeting flight in what a pair costs it (``algorithm.teacher_motion_weight``; 0: it assumes targets
+    at rest, as the central planner does)."""
 
     coef: float
     updates: int
     idle_home: bool = False
     at_rest: bool = False
+    motion_weight: float = 0.0
+
+
+def planner_teaching(env: UAVEnv, action: torch.Tensor, teacher: Teacher) -> torch.Tensor:
+    """(E, N) the central planner's actions, to imitate (told the targets' motion with ``teacher.motion_weight``).
+    ``teacher.idle_home``: its idle UAVs fly home (``planner_going_home``, ``teacher=planner_home``; with
+    ``at_rest`` only where the targets do not move, ``teacher=planner_home_at_rest``). Otherwise it has no home
+    action (``env.goto_home``), so where it hovers, a UAV whose ``action`` went home agrees with it: imitation
+    teaches where to fly, and leaves waiting or going home to PPO (imitating the hover would teach never to go
+    home)."""
+    planner = partial(scripted_planner, motion_weight=teacher.motion_weight)
+    if teacher.idle_home:
+        return planner_going_home(env, teacher.at_rest, planner)
+    taught = planner(env)
+    if not env.cfg.goto_home:
+        return taught
+    return torch.where((taught == 0) & (action == env.cfg.home_action()), action, taught)
 
 
 @dataclass
@@ -100,9 +106,7 @@ class MAPPOWorkload(EpisodeWorkload):
         columns = {"action": action, "logp": logp, "value": agents.value(state, obs)}
         if self.teacher is not None:  # the planner asked while its word weighs anything (static columns after)
             columns["teacher_action"] = (
-                planner_teaching(self.env, action, self.teacher.idle_home, self.teacher.at_rest)
-                if self.taught > 0
-                else torch.zeros_like(action)
+                planner_teaching(self.env, action, self.teacher) if self.taught > 0 else torch.zeros_like(action)
             )
         return agents.to_env(action), columns
 

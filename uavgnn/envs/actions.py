@@ -4,6 +4,9 @@
 - discrete: stay, or one of 8 headings at the top speed;
 - goto: stay, or fly at the k-th nearest open target (``fly_at``: how the scripted planners fly too); with
   ``goto_home`` a last action flies the UAV back to where it started.
+
+``motion_travel``: what a UAV-target pair costs one told the targets' motion (the planners, and with
+``env.obs_motion_weight`` what a UAV observes).
 """
 
 from __future__ import annotations
@@ -65,6 +68,21 @@ def meeting_time(pos: torch.Tensor, goal: torch.Tensor, goal_vel: torch.Tensor, 
     c = (offset * offset).sum(-1)
     t = (-b - (b * b - 4 * a * c).clamp(min=0.0).sqrt()) / (2 * a).clamp(max=-1e-12)
     return torch.where(a < -1e-6 * max_speed**2, t, torch.zeros_like(t))
+
+
+def motion_travel(
+    pos: torch.Tensor, target_pos: torch.Tensor, target_vel: torch.Tensor, max_speed: float, motion_weight: float
+) -> torch.Tensor:
+    """(B, n, m) what each UAV-target pair costs a planner told the targets' motion (positions (B, n, 2) and (B, m,
+    2), velocities (B, m, 2)): ``motion_weight`` of the straight flight to where they meet (``meeting_time``; the
+    distance now where the target is too fast), the rest the distance now. Why a blend: the meeting flight alone
+    puts a target fleeing at nearly the UAV's speed beyond its range and value (a tail chase closes at the speed
+    difference), and the planner abandons it though the walls turn it back; the distance now alone misses that a
+    target flying at a UAV comes to it. At rest both are the distance now."""
+    uav, target = pos[:, :, None], target_pos[:, None]
+    distance = (target - uav).norm(dim=-1)
+    meet = meeting_time(uav, target, target_vel[:, None], max_speed)
+    return torch.lerp(distance, torch.where(meet > 0, max_speed * meet, distance), motion_weight)
 
 
 def intercept_point(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import torch
 
 from uavgnn.envs.policies import (
+    MOTION_WEIGHT,
     EpisodeScores,
     Policy,
     decentralised_planner,
@@ -24,6 +26,8 @@ from uavgnn.problem.scenes import SceneDistribution
 TEST_SEED = 3_000_017  # test episodes: fixed, disjoint from validation's
 VAL_SEED = 2_000_003  # validation episodes do not depend on the run's seed: every run is scored on the same ones
 IDLE_HOME = "planner, idle home"  # the central planner sending idle UAVs home: a row only with env.goto_home
+# the planners told the targets' velocities (``motion_travel``): rows only where targets move
+TOLD_MOTION, LOCAL_TOLD_MOTION = "planner, told motion", "decentralised, told motion"
 
 
 class PlannerValidation:
@@ -73,13 +77,19 @@ def compare_policies(
     seed: int = TEST_SEED,
 ) -> tuple[list[dict[str, Any]], dict[str, EpisodeScores]]:
     """Every policy (plus the scripted planner, central and decentralised, the central one sending idle UAVs home
-    where they have that action, nearest targets and random actions) on the same ``episodes`` episodes:
-    table rows (return mean and std, completion, collisions, share of the planner's return) and the scores."""
+    where they have that action, both told the targets' velocities where targets move, nearest targets and random
+    actions) on the same ``episodes`` episodes: table rows (return mean and std, completion, collisions, share of
+    the planner's return) and the scores."""
+    told_motion = {
+        TOLD_MOTION: partial(scripted_planner, motion_weight=MOTION_WEIGHT),
+        LOCAL_TOLD_MOTION: partial(decentralised_planner, motion_weight=MOTION_WEIGHT),
+    }
     policies = {
         **policies,
         "scripted planner": scripted_planner,
         "decentralised planner": decentralised_planner,
         **({IDLE_HOME: planner_going_home} if settings.goto_home else {}),
+        **(told_motion if settings.target_speed > 0 else {}),
         "nearest target": nearest_target,
         "random": random_policy,
     }

@@ -11,6 +11,9 @@
 - ``decentralised_planner``: the same greedy assignment run by each UAV on
   what it observes (the UAVs it hears, its nearest open targets): the
   planner with what each UAV observes, the bar under disruptions.
+- ``motion_weight`` (both planners; 0 by default): the planner told the
+  targets' motion, costing each UAV-target pair partly by the flight to where
+  they meet (``motion_travel``): a privileged reference, and a teacher.
 - ``planner_going_home``: the central planner whose idle UAVs take the home action (``env.goto_home``): what
   that action is worth to a planner with a simple rule, beside what a policy learns to do with it.
 - ``nearest_target``: every UAV at its nearest open target, flown the same
@@ -27,17 +30,29 @@ from dataclasses import dataclass
 
 import torch
 
-from uavgnn.envs.actions import fly_at
+from uavgnn.envs.actions import fly_at, motion_travel
 from uavgnn.envs.disruptions import targets_rest
 from uavgnn.envs.uav_env import UAVEnv
 
 Policy = Callable[[UAVEnv], torch.Tensor]
 
+# The share of the flight to where they meet in what a pair costs a planner told the targets' motion (the rest: the
+# distance now; ``motion_travel``). Chosen on the validation episodes of experiment=swarm_disrupted's environment at
+# 16 UAVs among targets moving at 0.26, where it is 1.11x the central planner (0: 1.00x, 0.5: 1.10x, 1: 0.92x;
+# ``benchmarks/privileged_planners.py --motion-weights``).
+MOTION_WEIGHT = 0.25
 
-def greedy_assignment(env: UAVEnv) -> torch.Tensor:
-    """(E, N) target index each UAV is sent to (-1: none): the central planner's, on everything the env knows."""
+
+def greedy_assignment(env: UAVEnv, motion_weight: float = 0.0) -> torch.Tensor:
+    """(E, N) target index each UAV is sent to (-1: none): the central planner's, on everything the env knows
+    (with ``motion_weight``, the targets' velocities too: ``motion_travel``)."""
+    travel = (
+        motion_travel(env.pos, env.target_pos, env.target_vel, env.cfg.max_speed, motion_weight)
+        if motion_weight > 0 and env.cfg.target_speed > 0
+        else None
+    )
     return greedy_assign(
-        env.pos, env.energy, env.target_pos, env.need, env.value, env.visible(), env.dist.lam, env.dist.need_max
+        env.pos, env.energy, env.target_pos, env.need, env.value, env.visible(), env.dist.lam, env.dist.need_max, travel
     )
 
 
@@ -101,30 +116,36 @@ def goto_action(env: UAVEnv, assignment: torch.Tensor) -> torch.Tensor:
     return (match * rank).amax(-1)
 
 
-def scripted_planner(env: UAVEnv) -> torch.Tensor:
-    assignment = greedy_assignment(env)
+def scripted_planner(env: UAVEnv, motion_weight: float = 0.0) -> torch.Tensor:
+    """The central planner's actions (``motion_weight``: told the targets' motion, ``motion_travel``)."""
+    assignment = greedy_assignment(env, motion_weight)
     if env.cfg.action == "goto":
         return goto_action(env, assignment)
     return _to_action(env, fly_at(env, assignment.clamp(min=0)) * (assignment >= 0)[..., None])
 
 
-def decentralised_planner(env: UAVEnv) -> torch.Tensor:
+def decentralised_planner(env: UAVEnv, motion_weight: float = 0.0) -> torch.Tensor:
     """Each UAV runs the planner's greedy assignment on what it observes - itself and the UAVs it hears among its
     ``obs_uavs`` nearest (their positions and ranges), its ``obs_targets`` nearest open targets - and flies at the
     target it gave itself: the planner with what each UAV observes, plus the ranges of the UAVs it hears (which their
     messages would carry; the policies' observations hold their offsets and velocities, and the count of UAVs with
-    range nearer to each target)."""
+    range nearer to each target). ``motion_weight``: told the velocities of the targets it sees too (a policy
+    observes them with ``env.obs_target_velocity``), costing pairs as the central planner told them does."""
     e, n = env.n_envs, env.n_uav
     _, j, open_ = env.candidates()  # (E, N, kt)
     i, heard, _ = env.neighbours()  # (E, N, ku)
     team = torch.cat([torch.arange(n, device=env.device).expand(e, n)[..., None], i], -1)  # (E, N, 1 + ku)
-    present = torch.cat([torch.ones_like(heard[..., :1]), heard], -1)
+    present = torch.cat([heard.new_ones(e, n, 1), heard], -1)  # itself, then the UAVs it hears (none: one UAV)
 
     def seen(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:  # (E, K, ...) at (E, N, k) -> (E * N, k, ...)
         flat = index.flatten(1).view(e, -1, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
         return torch.gather(x, 1, flat).view(e * n, index.shape[-1], *x.shape[2:])
 
     energy = seen(env.energy, team).masked_fill(~present.flatten(0, 1), -1.0)  # an absent slot reaches nothing
+    travel = None
+    if motion_weight > 0 and env.cfg.target_speed > 0:  # (E * N, 1 + ku, kt): the seen UAVs to the seen targets
+        every = motion_travel(env.pos, env.target_pos, env.target_vel, env.cfg.max_speed, motion_weight)
+        travel = seen(every, team).gather(-1, j.flatten(0, 1)[:, None].expand(-1, team.shape[-1], -1))
     local = greedy_assign(
         seen(env.pos, team),
         energy,
@@ -134,6 +155,7 @@ def decentralised_planner(env: UAVEnv) -> torch.Tensor:
         open_.flatten(0, 1),
         env.dist.lam,
         env.dist.need_max,
+        travel,
     )
     own = local[:, 0].view(e, n)  # the UAV's own target among its candidates (-1: none)
     if env.cfg.action == "goto":

@@ -57,6 +57,10 @@ class EnvSettings:
     # each seen target's velocity in the observation too (in UAV top speeds; zero where targets rest), so that a
     # policy trained among resting and moving targets can tell the two worlds apart wherever it sees a target
     obs_target_velocity: bool = False
+    # a seen target's distance and the count of UAVs nearer to it, as the planner told the targets' motion reckons
+    # them: this share of the flight to where the UAV meets it, the rest the distance now (motion_travel; 0: the
+    # distance now), so that a policy taught by that planner observes what it plans on (needs env.target_speed > 0)
+    obs_motion_weight: float = 0.0
     # the graph actor's observation graph links each seen UAV to each seen target too (the target's offset from it),
     # so that with model.layers >= 2 a UAV can read which neighbour is nearer to which target (off: a star)
     obs_links: bool = False
@@ -96,10 +100,11 @@ class EnvSettings:
     def obs_dim(self) -> int:
         return self.layout().obs_dim
 
-    def observation(self) -> tuple[ObservationLayout, str, bool]:
-        """What a policy's networks read: the layout, the unit of distances (``obs_scale``) and whether its targets
-        are only those in range (``reachable_targets``). A policy flies only an environment that gives the same."""
-        return self.layout(), self.obs_scale, self.reachable_targets
+    def observation(self) -> tuple[ObservationLayout, str, bool, float]:
+        """What a policy's networks read: the layout, the unit of distances (``obs_scale``), whether its targets
+        are only those in range (``reachable_targets``) and what their distances are (``obs_motion_weight``). A
+        policy flies only an environment that gives the same."""
+        return self.layout(), self.obs_scale, self.reachable_targets, self.obs_motion_weight
 
     def state_dim(self, dist: SceneDistribution) -> int:
         return UAV_FEATURES * self.n_uav + TARGET_FEATURES * self.n_targets(dist) + 1

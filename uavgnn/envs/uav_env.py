@@ -217,8 +217,9 @@ class UAVEnv:
     def observe(self) -> torch.Tensor:
         """Per-UAV fixed-size observation (E, N, obs_dim): itself (velocity, range, time left, position, the way
         home with ``goto_home``), its nearest open targets (offset, distance, need, value, UAVs nearer to it, velocity
-        with ``obs_target_velocity``, present) and UAVs (offset, relative velocity, present); with a disruption on,
-        only the UAVs it hears (``neighbours``)."""
+        with ``obs_target_velocity``, present; with ``obs_motion_weight`` the distance and who is nearer as the
+        planner told the targets' motion costs the pairs) and UAVs (offset, relative velocity, present); with a
+        disruption on, only the UAVs it hears (``neighbours``)."""
         cfg, speed = self.cfg, self.cfg.max_speed
         unit = self.side if cfg.obs_scale == "side" else self.dist.range_max  # of offsets and distances
         time_left = (1.0 - self.t.float() / cfg.horizon)[:, None, None].expand(-1, self.n_uav, 1)
@@ -229,7 +230,9 @@ class UAVEnv:
         rel_t = self.target_pos[:, None] - self.pos[:, :, None]  # (E, N, M, 2)
         distance = rel_t.norm(dim=-1)  # (E, N, M)
         d, j, present = self.candidates(distance)
-        kt = j.shape[-1]
+        if cfg.obs_motion_weight > 0 and cfg.target_speed > 0:  # what a pair costs the planner told the motion
+            distance = actions.motion_travel(self.pos, self.target_pos, self.target_vel, speed, cfg.obs_motion_weight)
+            d = torch.gather(distance, 2, j)
 
         def gather(x: torch.Tensor) -> torch.Tensor:  # (E, M) -> (E, N, kt): the targets each UAV sees
             return torch.gather(x[:, None].expand(-1, self.n_uav, -1), 2, j)
@@ -260,22 +263,19 @@ class UAVEnv:
             -1,
         )
         targets = torch.cat([targets * present[..., None], present[..., None].float()], -1)
-        ku = i.shape[-1]
         rel_v = self.vel[:, None] - self.vel[:, :, None]
         idx = i[..., None].expand(-1, -1, -1, 2)
         present = torch.ones_like(i[..., None], dtype=own.dtype) if heard is None else heard_uavs[..., None].float()
         neighbours = torch.cat([torch.gather(rel_u, 2, idx) / unit, torch.gather(rel_v, 2, idx) / speed, present], -1)
         if heard is not None:
             neighbours = neighbours * present
-        pad_t = cfg.obs_targets - kt
-        pad_u = cfg.obs_uavs - ku
         return torch.cat(
             [
                 own,
                 targets.flatten(2),
-                own.new_zeros(*own.shape[:2], targets.shape[-1] * pad_t),
+                own.new_zeros(*own.shape[:2], targets.shape[-1] * (cfg.obs_targets - j.shape[-1])),  # empty slots
                 neighbours.flatten(2),
-                own.new_zeros(*own.shape[:2], NEIGHBOUR_FEATURES * pad_u),
+                own.new_zeros(*own.shape[:2], NEIGHBOUR_FEATURES * (cfg.obs_uavs - i.shape[-1])),
             ],
             -1,
         )
@@ -357,8 +357,9 @@ class UAVEnv:
         travel = (new_pos - self.pos).norm(dim=-1)
         self.pos, self.vel = new_pos, (new_pos - self.pos) / cfg.dt
         energy = self.energy - travel
-        exhausted = (self.energy > 0) & (energy < 1e-6)
-        self.energy = energy.masked_fill(energy < 1e-6, 0.0)  # float rounding must not leave a sliver of range
+        empty = energy < 1e-6  # float rounding must not leave a sliver of range
+        exhausted = (self.energy > 0) & empty
+        self.energy = energy.masked_fill(empty, 0.0)
         if cfg.target_speed > 0:
             self.target_pos, self.target_vel = disruptions.drift(self.target_pos, self.target_vel, self.side, cfg.dt)
 

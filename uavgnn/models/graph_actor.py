@@ -18,8 +18,20 @@ from uavgnn.problem.observation import GRAPH_EDGE_FEATURES, ObservationLayout, o
 
 
 class GraphActor(nn.Module):
+    """``target_scores``: the outputs are goto actions (stay, one per target slot, then any others such as home),
+    and each target slot's logit comes from that target's node beside the UAV's (a score per candidate, as the
+    assignment model's edge scorer gives), not from the UAV's node alone, where which slot is best is blurred into
+    one attention-weighted sum."""
+
     def __init__(
-        self, layout: ObservationLayout, outputs: int, hidden: int, heads: int, layers: int, ffn_mult: int
+        self,
+        layout: ObservationLayout,
+        outputs: int,
+        hidden: int,
+        heads: int,
+        layers: int,
+        ffn_mult: int,
+        target_scores: bool = False,
     ) -> None:
         super().__init__()
         if layers < 1:
@@ -30,7 +42,9 @@ class GraphActor(nn.Module):
             GraphTransformerLayer(hidden, heads, 0.0, ffn_mult, edge_dim=GRAPH_EDGE_FEATURES) for _ in range(layers)
         )
         self.norm = nn.LayerNorm(hidden)
-        self.head = mlp([hidden, hidden, outputs])
+        self.head = mlp([hidden, hidden, outputs - layout.obs_targets * target_scores])
+        # (the UAV's embedding, a target slot's) -> that slot's logit
+        self.score = mlp([2 * hidden, hidden, 1]) if target_scores else None
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         graph = observation_graph(obs, self.layout)
@@ -39,8 +53,16 @@ class GraphActor(nn.Module):
         ego = DenseScenes(None, graph.mask[:, :1], graph.attr[:, :1])  # the last layer: only the UAV's node is read
         h = self.encode(graph.x.view(rows * nodes, -1))
         for i, layer in enumerate(self.layers):
+            seen = h  # every node's embedding as this layer reads it: the last one's target slots are scored
             h = layer(h, None, None, ego if i == len(self.layers) - 1 else every)
-        return self.head(self.norm(h)).view(*obs.shape[:-1], self.outputs)  # h: (rows, hidden), each row's UAV
+        own = self.norm(h)  # (rows, hidden): each row's UAV
+        if self.score is None:
+            return self.head(own).view(*obs.shape[:-1], self.outputs)
+        kt = self.layout.obs_targets
+        slots = self.norm(seen.view(rows, nodes, -1)[:, 1 : 1 + kt])  # (rows, kt, hidden): node 0 is the UAV
+        per_target = self.score(torch.cat([own[:, None].expand(-1, kt, -1), slots], -1)).squeeze(-1)
+        rest = self.head(own)  # (rows, 1 + others): stay, then the actions after the targets'
+        return torch.cat([rest[:, :1], per_target, rest[:, 1:]], -1).view(*obs.shape[:-1], self.outputs)
 
 
 class GraphCritic(nn.Module):

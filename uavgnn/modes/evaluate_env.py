@@ -25,7 +25,7 @@ from uavgnn.algorithms.env_policy import EnvPolicy, load_env_policy
 from uavgnn.config import Config
 from uavgnn.console import echo
 from uavgnn.envs import disruptions
-from uavgnn.envs.evaluation import IDLE_HOME, TEST_SEED, compare_policies
+from uavgnn.envs.evaluation import IDLE_HOME, TEST_SEED, TOLD_MOTION, compare_policies
 from uavgnn.envs.render import episode_gif, plot_episodes
 from uavgnn.loggers import publish
 from uavgnn.plots import legend_below, panel_grid
@@ -140,8 +140,9 @@ def plot_test_sets(rows: list[dict[str, Any]], policy: str, path: Path) -> Path:
     (grouped bars, the nominal set first), one panel per swarm size: each return as a share of the central
     planner's nominal return at that size."""
     methods = [policy, "scripted planner", "decentralised planner", "nearest target"]
-    if any(r["method"] == IDLE_HOME for r in rows):
-        methods.insert(2, IDLE_HOME)
+    for extra in (TOLD_MOTION, IDLE_HOME):  # where their rows are: after the decentralised planner
+        if any(r["method"] == extra for r in rows):
+            methods.insert(3, extra)
     sizes = sorted({r["n_uav"] for r in rows})
     sets = list(dict.fromkeys(r["test_set"] for r in rows))
     fig, axes = panel_grid(len(sizes), width=max(4.5, 1.0 * len(sets) + 1.5), height=4.0)
