@@ -242,13 +242,13 @@ def test_the_schema_defaults_are_the_composed_default_config() -> None:
 
 
 def test_the_disrupted_swarm_preset_is_the_recipe_benchmarks_measured() -> None:
-    """experiment=swarm_disrupted quotes BENCHMARKS.md's reachrt figures: it must stay that run's command, as
-    BENCHMARKS.md gives it (seed 0's line, its output folder aside)."""
-    line = next(x for x in (ROOT / "BENCHMARKS.md").read_text().splitlines() if "outputs/swarm64/reachrt_s0 " in x)
-    reachrt = [word for word in line.split("#")[0].split()[2:] if not word.startswith("hydra.run.dir=")]
-    assert reachrt[0] == "experiment=swarm" and "algorithm.teacher=planner_home_at_rest" in reachrt
+    """experiment=swarm_disrupted quotes BENCHMARKS.md's figures of the told-motion recipe (mobsLh): it must stay
+    that run's command, as BENCHMARKS.md gives it (seed 0's line, its output folder aside)."""
+    line = next(x for x in (ROOT / "BENCHMARKS.md").read_text().splitlines() if "outputs/s64/mobsLh_s0 " in x)
+    measured = [word for word in line.split("#")[0].split()[2:] if not word.startswith("hydra.run.dir=")]
+    assert measured[0] == "experiment=swarm" and "algorithm.target_scores=true" in measured
     preset = compose_cfg("experiment=swarm_disrupted", "seed=0", "logger=jsonl", "hardware.threads=1")
-    assert preset == compose_cfg(*reachrt)
+    assert preset == compose_cfg(*measured)
     assert compose_cfg("experiment=swarm_disrupted") != compose_cfg("experiment=swarm")
 
 
