@@ -4,7 +4,7 @@ set's level (``eval.disruptions``).
 
 - failures: the planner told every UAV's failure step (a UAV's range is capped at what it flies before it fails);
 - moving targets: the planner told the targets' velocities, costing each UAV-target pair partly by the flight to
-  where they meet (``uavgnn.envs.policies.motion_travel``; it flies there already), and the decentralised planner
+  where they meet (``uavgnn.envs.actions.motion_travel``; it flies there already), and the decentralised planner
   told the velocities of the targets each UAV sees;
 - late targets: with ``env.goto_home=true``, the planner whose idle UAVs fly home, spread out for the targets
   still to appear (the home action a policy may learn), and the decentralised planner under the same rule (the

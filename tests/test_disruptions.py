@@ -294,9 +294,8 @@ def test_what_a_pair_costs_a_planner_told_the_targets_motion_by_hand() -> None:
     env.need, env.value, env.appear_at = torch.tensor([[1, 1]]), torch.tensor([[2.0, 2.0]]), torch.zeros(1, 2).long()
     env.open = torch.ones(1, 2, dtype=torch.bool)
     assert greedy_assignment(env).tolist() == [[0]] and greedy_assignment(env, 0.25).tolist() == [[1]]
-    assert scripted_planner(env).tolist() == [[1]] and scripted_planner(env, 0.25).tolist() == [
-        [2]
-    ]  # goto: nearest 1st
+    # goto actions: the nearest candidate is 1
+    assert scripted_planner(env).tolist() == [[1]] and scripted_planner(env, 0.25).tolist() == [[2]]
     assert decentralised_planner(env, 0.25).tolist() == [[2]]
 
 

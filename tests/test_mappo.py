@@ -287,9 +287,8 @@ def test_where_the_planner_hovers_going_home_agrees_with_it() -> None:
         assert taught[e, n] == (home if hovers_home else planner[e, n])
     assert ((planner == 0) & (action == home)).any() and ((planner == 0) & (action != home)).any()
     assert (planner > 0).any()
-    idle_home = planner_teaching(
-        env, action, Teacher(1.0, 10, idle_home=True)
-    )  # teacher=planner_home: idle UAVs with range fly home
+    # teacher=planner_home: idle UAVs with range fly home
+    idle_home = planner_teaching(env, action, Teacher(1.0, 10, idle_home=True))
     assert torch.equal(idle_home, torch.where((planner == 0) & (env.energy > 0), home, planner))
     plain = UAVEnv(dataclasses.replace(settings, goto_home=False), SceneDistribution(), 16, torch.device("cpu"), seed=0)
     assert torch.equal(

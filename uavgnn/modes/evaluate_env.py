@@ -136,9 +136,10 @@ def run_env_eval(cfg: Config, out_dir: Path) -> dict[str, Any]:
 
 
 def plot_test_sets(rows: list[dict[str, Any]], policy: str, path: Path) -> Path:
-    """An environment policy beside the central and decentralised planners and nearest targets on every test set
-    (grouped bars, the nominal set first), one panel per swarm size: each return as a share of the central
-    planner's nominal return at that size."""
+    """An environment policy beside the central and decentralised planners, the rules where their rows are (idle
+    UAVs home, the planner told the targets' motion) and nearest targets on every test set (grouped bars, the
+    nominal set first), one panel per swarm size: each return as a share of the central planner's nominal return
+    at that size."""
     methods = [policy, "scripted planner", "decentralised planner", "nearest target"]
     for extra in (TOLD_MOTION, IDLE_HOME):  # where their rows are: after the decentralised planner
         if any(r["method"] == extra for r in rows):
