@@ -38,9 +38,8 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms import register_configs
-from uavgnn.envs.evaluation import TEST_SEED, VAL_SEED
+from uavgnn.envs.evaluation import TEST_SEED, TOLD_MOTION_PLANNERS, VAL_SEED
 from uavgnn.envs.policies import (
-    MOTION_WEIGHT,
     Policy,
     decentralised_planner,
     goto_action,
@@ -68,13 +67,7 @@ def told_failures(env: UAVEnv) -> torch.Tensor:
 
 
 # a disruption's env field -> the planners told what it hides
-TOLD = {
-    "failures": {"told failures": told_failures},
-    "target_speed": {
-        "told motion": partial(scripted_planner, motion_weight=MOTION_WEIGHT),
-        "decentralised, told motion": partial(decentralised_planner, motion_weight=MOTION_WEIGHT),
-    },
-}
+TOLD = {"failures": {"told failures": told_failures}, "target_speed": TOLD_MOTION_PLANNERS}
 
 
 def exact_planner(env: UAVEnv) -> torch.Tensor:

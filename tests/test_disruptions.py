@@ -10,12 +10,11 @@ import pytest
 import torch
 from test_env import CPU, one_target_env, restored_env_repeats
 
-from uavgnn.envs.actions import approach_velocity, intercept_point
+from uavgnn.envs.actions import approach_velocity, intercept_point, motion_travel
 from uavgnn.envs.disruptions import drift, heard_ahead
 from uavgnn.envs.policies import (
     decentralised_planner,
     greedy_assignment,
-    motion_travel,
     planner_going_home,
     random_policy,
     run_episodes,

@@ -5,8 +5,8 @@
 - goto: stay, or fly at the k-th nearest open target (``fly_at``: how the scripted planners fly too); with
   ``goto_home`` a last action flies the UAV back to where it started.
 
-``motion_travel``: what a UAV-target pair costs one told the targets' motion (the planners, and with
-``env.obs_motion_weight`` what a UAV observes).
+``motion_travel``: what a UAV-target pair costs one told the targets' motion; ``told_travel`` that of every pair
+of an environment, where anything is told (the planners, and with ``env.obs_motion_weight`` what a UAV observes).
 """
 
 from __future__ import annotations
@@ -83,6 +83,14 @@ def motion_travel(
     distance = (target - uav).norm(dim=-1)
     meet = meeting_time(uav, target, target_vel[:, None], max_speed)
     return torch.lerp(distance, torch.where(meet > 0, max_speed * meet, distance), motion_weight)
+
+
+def told_travel(env: Acting, motion_weight: float) -> torch.Tensor | None:
+    """(E, N, M) ``motion_travel`` of every UAV-target pair; None where nothing is told (a weight of 0, or
+    targets that never move), so that callers keep the distance now without computing anything."""
+    if motion_weight <= 0 or env.cfg.target_speed <= 0:
+        return None
+    return motion_travel(env.pos, env.target_pos, env.target_vel, env.cfg.max_speed, motion_weight)
 
 
 def intercept_point(

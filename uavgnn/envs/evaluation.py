@@ -28,6 +28,10 @@ VAL_SEED = 2_000_003  # validation episodes do not depend on the run's seed: eve
 IDLE_HOME = "planner, idle home"  # the central planner sending idle UAVs home: a row only with env.goto_home
 # the planners told the targets' velocities (``motion_travel``): rows only where targets move
 TOLD_MOTION, LOCAL_TOLD_MOTION = "planner, told motion", "decentralised, told motion"
+TOLD_MOTION_PLANNERS: dict[str, Policy] = {
+    TOLD_MOTION: partial(scripted_planner, motion_weight=MOTION_WEIGHT),
+    LOCAL_TOLD_MOTION: partial(decentralised_planner, motion_weight=MOTION_WEIGHT),
+}
 
 
 class PlannerValidation:
@@ -80,16 +84,12 @@ def compare_policies(
     where they have that action, both told the targets' velocities where targets move, nearest targets and random
     actions) on the same ``episodes`` episodes: table rows (return mean and std, completion, collisions, share of
     the planner's return) and the scores."""
-    told_motion = {
-        TOLD_MOTION: partial(scripted_planner, motion_weight=MOTION_WEIGHT),
-        LOCAL_TOLD_MOTION: partial(decentralised_planner, motion_weight=MOTION_WEIGHT),
-    }
     policies = {
         **policies,
         "scripted planner": scripted_planner,
         "decentralised planner": decentralised_planner,
         **({IDLE_HOME: planner_going_home} if settings.goto_home else {}),
-        **(told_motion if settings.target_speed > 0 else {}),
+        **(TOLD_MOTION_PLANNERS if settings.target_speed > 0 else {}),
         "nearest target": nearest_target,
         "random": random_policy,
     }

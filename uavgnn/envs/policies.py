@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from uavgnn.envs.actions import fly_at, motion_travel
+from uavgnn.envs.actions import fly_at, told_travel
 from uavgnn.envs.disruptions import targets_rest
 from uavgnn.envs.uav_env import UAVEnv
 
@@ -46,14 +46,8 @@ MOTION_WEIGHT = 0.25
 def greedy_assignment(env: UAVEnv, motion_weight: float = 0.0) -> torch.Tensor:
     """(E, N) target index each UAV is sent to (-1: none): the central planner's, on everything the env knows
     (with ``motion_weight``, the targets' velocities too: ``motion_travel``)."""
-    travel = (
-        motion_travel(env.pos, env.target_pos, env.target_vel, env.cfg.max_speed, motion_weight)
-        if motion_weight > 0 and env.cfg.target_speed > 0
-        else None
-    )
-    return greedy_assign(
-        env.pos, env.energy, env.target_pos, env.need, env.value, env.visible(), env.dist.lam, env.dist.need_max, travel
-    )
+    args = (env.target_pos, env.need, env.value, env.visible(), env.dist.lam, env.dist.need_max)
+    return greedy_assign(env.pos, env.energy, *args, told_travel(env, motion_weight))
 
 
 def greedy_assign(
@@ -142,10 +136,9 @@ def decentralised_planner(env: UAVEnv, motion_weight: float = 0.0) -> torch.Tens
         return torch.gather(x, 1, flat).view(e * n, index.shape[-1], *x.shape[2:])
 
     energy = seen(env.energy, team).masked_fill(~present.flatten(0, 1), -1.0)  # an absent slot reaches nothing
-    travel = None
-    if motion_weight > 0 and env.cfg.target_speed > 0:  # (E * N, 1 + ku, kt): the seen UAVs to the seen targets
-        every = motion_travel(env.pos, env.target_pos, env.target_vel, env.cfg.max_speed, motion_weight)
-        travel = seen(every, team).gather(-1, j.flatten(0, 1)[:, None].expand(-1, team.shape[-1], -1))
+    travel = told_travel(env, motion_weight)  # (E, N, M), then (E * N, 1 + ku, kt): the seen UAVs to the seen targets
+    if travel is not None:
+        travel = seen(travel, team).gather(-1, j.flatten(0, 1)[:, None].expand(-1, team.shape[-1], -1))
     local = greedy_assign(
         seen(env.pos, team),
         energy,

@@ -230,9 +230,9 @@ class UAVEnv:
         rel_t = self.target_pos[:, None] - self.pos[:, :, None]  # (E, N, M, 2)
         distance = rel_t.norm(dim=-1)  # (E, N, M)
         d, j, present = self.candidates(distance)
-        if cfg.obs_motion_weight > 0 and cfg.target_speed > 0:  # what a pair costs the planner told the motion
-            distance = actions.motion_travel(self.pos, self.target_pos, self.target_vel, speed, cfg.obs_motion_weight)
-            d = torch.gather(distance, 2, j)
+        travel = actions.told_travel(self, cfg.obs_motion_weight)  # what a pair costs the planner told the motion
+        if travel is not None:
+            distance, d = travel, torch.gather(travel, 2, j)
 
         def gather(x: torch.Tensor) -> torch.Tensor:  # (E, M) -> (E, N, kt): the targets each UAV sees
             return torch.gather(x[:, None].expand(-1, self.n_uav, -1), 2, j)
