@@ -1,6 +1,6 @@
-"""``python run.py ...`` from a checkout: the same as the ``uavgnn`` console script (``uavgnn/cli.py``)."""
+"""``python run.py ...`` from a checkout: the same as the ``uavgnn`` console script (``uavgnn/program/cli.py``)."""
 
-from uavgnn.cli import main
+from uavgnn.program.cli import main
 
 if __name__ == "__main__":
     main()

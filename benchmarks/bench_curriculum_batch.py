@@ -21,11 +21,12 @@ import torch
 
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.data.stages import stage_batch_size
+from uavgnn.infrastructure.storage import write_json
 from uavgnn.models import TransformerGNN
 from uavgnn.modes.benchmark import random_batches, timed_steps
 from uavgnn.problem.graphs import adaptive_k
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.report import format_table, write_json
+from uavgnn.reporting.tables import format_table
 
 
 def main() -> None:

@@ -32,10 +32,11 @@ import torch  # noqa: E402
 from uavgnn.algorithms.scene_policy import batch_imitation_loss  # noqa: E402
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build  # noqa: E402
 from uavgnn.data.loader import make_loader  # noqa: E402
+from uavgnn.infrastructure.storage import write_json
 from uavgnn.models import TransformerGNN  # noqa: E402
 from uavgnn.problem.graphs import adaptive_k, build_graph, candidate_recall  # noqa: E402
 from uavgnn.problem.scenes import SceneDistribution  # noqa: E402
-from uavgnn.report import format_table, write_json  # noqa: E402
+from uavgnn.reporting.tables import format_table  # noqa: E402
 
 DIST = SceneDistribution()
 SETTINGS = BuildSettings()

@@ -25,7 +25,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from uavgnn.report import format_table, write_json  # noqa: E402
+from uavgnn.infrastructure.storage import write_json
+from uavgnn.reporting.tables import format_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

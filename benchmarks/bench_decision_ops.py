@@ -23,12 +23,12 @@ import time
 import torch
 
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.decoders import CHECK_EVERY, SYNC_FREE_ROUNDS, staged_decode
+from uavgnn.inference.decoders import CHECK_EVERY, SYNC_FREE_ROUNDS, staged_decode
 from uavgnn.inference.scene import score_scene, solve_with_model
-from uavgnn.perf import OpCounter
+from uavgnn.infrastructure.perf import OpCounter
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.report import format_table
+from uavgnn.reporting.tables import format_table
 from uavgnn.solvers import solve
 
 

@@ -15,12 +15,12 @@ import argparse
 
 import torch
 
+from uavgnn.infrastructure.perf import OpCounter, median_seconds
 from uavgnn.models import TransformerGNN
 from uavgnn.models.policy import policy_log_probs
-from uavgnn.perf import OpCounter, median_seconds
 from uavgnn.problem.graphs import EDGE_DIM, build_graph_batch
 from uavgnn.problem.scene_batch import SceneDistribution, generate_scene_batch
-from uavgnn.report import format_table
+from uavgnn.reporting.tables import format_table
 
 K = 8
 

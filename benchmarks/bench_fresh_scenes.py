@@ -32,15 +32,16 @@ from torch_geometric.data import Batch  # noqa: E402
 
 from uavgnn.algorithms import default_config  # noqa: E402
 from uavgnn.algorithms.reinforce import Reinforce  # noqa: E402
+from uavgnn.infrastructure.device import maybe_compile  # noqa: E402
+from uavgnn.infrastructure.perf import median_seconds  # noqa: E402
+from uavgnn.infrastructure.storage import write_json
 from uavgnn.models import TransformerGNN  # noqa: E402
-from uavgnn.perf import median_seconds  # noqa: E402
 from uavgnn.problem.generator import generate_scenes  # noqa: E402
 from uavgnn.problem.graphs import build_graph, build_graph_batch  # noqa: E402
 from uavgnn.problem.neighbours import grid_neighbours, kdtree_neighbours  # noqa: E402
 from uavgnn.problem.scene_batch import SceneBatch, generate_scene_batch  # noqa: E402
 from uavgnn.problem.scenes import SceneDistribution  # noqa: E402
-from uavgnn.report import format_table, write_json  # noqa: E402
-from uavgnn.runtime import maybe_compile  # noqa: E402
+from uavgnn.reporting.tables import format_table  # noqa: E402
 
 DIST = SceneDistribution()
 K_MAX, UAV_NEIGHBOURS, K = 16, 8, 8  # the default data settings (k = 8 at 16 UAVs)

@@ -22,11 +22,11 @@ import torch
 
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.infrastructure.perf import OpCounter, median_seconds
 from uavgnn.models.graph_actor import GraphActor
-from uavgnn.perf import OpCounter, median_seconds
 from uavgnn.problem.observation import observation_graph
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.report import format_table
+from uavgnn.reporting.tables import format_table
 
 
 def pyg_step(actor: GraphActor, obs: torch.Tensor) -> Callable[[], None]:

@@ -16,12 +16,12 @@ import argparse
 
 import torch
 
-from uavgnn.decoders import fixed_round_greedy, greedy_decode
+from uavgnn.inference.decoders import fixed_round_greedy, greedy_decode
+from uavgnn.infrastructure.perf import OpCounter, median_seconds
 from uavgnn.models.choices import choice_log_probs
-from uavgnn.perf import OpCounter, median_seconds
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import SceneDistribution, generate_scene_batch
-from uavgnn.report import format_table
+from uavgnn.reporting.tables import format_table
 
 
 def main() -> None:

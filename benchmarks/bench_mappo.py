@@ -23,7 +23,7 @@ from uavgnn.algorithms.mappo import MAPPOAgents, MAPPOSettings, mappo_loss
 from uavgnn.algorithms.mappo_rollouts import Rollouts
 from uavgnn.envs.settings import N_DISCRETE, EnvSettings
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.report import format_table
+from uavgnn.reporting.tables import format_table
 
 ACTORS = ("mlp", "graph", "target scores")
 

@@ -7,7 +7,7 @@ throughput, side by side.
     .venv/bin/python benchmarks/bench_masac.py --section env --vmas   # beside VMAS's discovery (pip install vmas)
     .venv/bin/python benchmarks/bench_masac.py --section ops    # aten ops per update, batched vs naive
 
-Ops: the aten ops one update dispatches (``uavgnn.perf.OpCounter``; on a GPU each is at least one kernel
+Ops: the aten ops one update dispatches (``uavgnn.infrastructure.perf.OpCounter``; on a GPU each is at least one kernel
 launch, so this is the ratio a GPU sees where a compute-bound CPU cannot show it), batched and naive, at each
 ``--agents``; counted on the second update (the first creates the optimiser's state). Sizes do not change the
 count: batch 16 and hidden 32 keep the naive 64-agent update quick.
@@ -43,7 +43,7 @@ from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.perf import OpCounter
+from uavgnn.infrastructure.perf import OpCounter
 from uavgnn.problem.scenes import SceneDistribution
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.errors import ProblemTooLarge
 from uavgnn.inference.guided import solve_guided
+from uavgnn.infrastructure.errors import ProblemTooLarge
+from uavgnn.infrastructure.storage import write_json
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scenes import Scene, SceneDistribution
-from uavgnn.report import format_table, write_json
+from uavgnn.reporting.tables import format_table
 from uavgnn.solvers import solve, solve_milp
 from uavgnn.solvers.min_cost_flow import relaxed_assignment
 

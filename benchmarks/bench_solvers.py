@@ -20,9 +20,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from uavgnn.infrastructure.storage import write_json
 from uavgnn.problem.generator import generate_scenes  # noqa: E402
 from uavgnn.problem.scenes import SceneDistribution  # noqa: E402
-from uavgnn.report import format_table, write_json  # noqa: E402
+from uavgnn.reporting.tables import format_table  # noqa: E402
 from uavgnn.solvers import ProblemTooLarge, solve  # noqa: E402
 
 SCENES_PER_SIZE = {16: 20, 64: 10, 256: 5, 1024: 3}

@@ -6,9 +6,9 @@ reports them (rliable's method; ``--json`` writes the runs in marl-eval's format
     .venv/bin/python benchmarks/compare_marl.py runs/masac_s{0,1,2} runs/coma_s{0,1,2} --json marl_eval.json
     .venv/bin/python benchmarks/compare_marl.py runs/*/best.pt --markdown              # a checkpoint: its run
 
-This is ``mode=compare``'s MARL section (``uavgnn.modes.marl_report``), one path: it replays nothing, so every
+This is ``mode=compare``'s MARL section (``uavgnn.reporting.marl_table``), one path: it replays nothing, so every
 figure is the one the run's test phase measured (its best policy, greedy, on ``env.val_episodes`` fixed test
-episodes of the horizon it was trained for, ``uavgnn.envs.evaluation.TEST_SEED``), with that task's scripted
+episodes of the horizon it was trained for, ``uavgnn.evaluation.episodes.TEST_SEED``), with that task's scripted
 planner, nearest targets and random actions on the same episodes; ``of_planner`` is the share of the planner's
 return there, the score to compare across tasks.
 
@@ -35,12 +35,14 @@ from pathlib import Path
 import torch
 
 from uavgnn.algorithms.env_policy import compare_checkpoints
-from uavgnn.errors import CheckpointError
-from uavgnn.modes import marl_report
-from uavgnn.modes.run_metrics import differing_keys, metrics_of
-from uavgnn.modes.sweep_report import render_marl
-from uavgnn.report import count, format_table, markdown_table, write_json
-from uavgnn.run_record import find_runs, load_run
+from uavgnn.infrastructure.console import count
+from uavgnn.infrastructure.errors import CheckpointError
+from uavgnn.infrastructure.storage import write_json
+from uavgnn.reporting import marl_table as marl_report
+from uavgnn.reporting.comparison import render_marl
+from uavgnn.reporting.run_metrics import differing_keys, metrics_of
+from uavgnn.reporting.tables import format_table, markdown_table
+from uavgnn.runs.record import find_runs, load_run
 
 
 def seed_summary(rows: list[dict]) -> list[dict]:

@@ -15,11 +15,11 @@ import dataclasses
 import torch
 
 from uavgnn.algorithms.env_policy import load_env_policy
+from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.envs.disruptions import TEST_SETS
 from uavgnn.envs.policies import scripted_planner
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.modes.evaluate_env import NOMINAL
-from uavgnn.settings import env_settings, scene_distribution
+from uavgnn.evaluation.environment import NOMINAL
 
 WORLDS = {"nominal": {}, "moving_targets": TEST_SETS["moving_targets"], "late_targets": TEST_SETS["late_targets"]}
 

@@ -38,7 +38,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms import register_configs
-from uavgnn.envs.evaluation import TEST_SEED, TOLD_MOTION_PLANNERS, VAL_SEED
+from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.envs.policies import (
     Policy,
     decentralised_planner,
@@ -50,10 +50,10 @@ from uavgnn.envs.policies import (
 )
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env
-from uavgnn.modes.evaluate_env import NOMINAL
+from uavgnn.evaluation.environment import NOMINAL
+from uavgnn.evaluation.episodes import TEST_SEED, TOLD_MOTION_PLANNERS, VAL_SEED
 from uavgnn.problem.scenes import Scene, SceneDistribution
-from uavgnn.report import format_table
-from uavgnn.settings import env_settings, scene_distribution
+from uavgnn.reporting.tables import format_table
 from uavgnn.solvers import solve_milp
 
 ROOT = Path(__file__).resolve().parents[1] / "uavgnn"

@@ -33,13 +33,13 @@ from omegaconf import open_dict
 
 from uavgnn.algorithms import stored_config
 from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.configuration.settings import scene_distribution, split_settings
 from uavgnn.data.splits import load_split, split_spec
+from uavgnn.evaluation.assignments import evaluate_model
 from uavgnn.inference.guided import solve_guided
 from uavgnn.inference.scene import solve_with_model
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.metrics import mean_metrics
-from uavgnn.scoring.policy import evaluate_model
-from uavgnn.settings import scene_distribution, split_settings
 
 SETS = ((16, 256), (256, 32), (1024, 8))  # (UAVs, scenes): mode=eval's default scales and set sizes
 

@@ -19,11 +19,11 @@ from omegaconf import open_dict
 
 from uavgnn.algorithms import stored_config
 from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.configuration.settings import split_settings
 from uavgnn.data.splits import load_split
+from uavgnn.evaluation.assignments import evaluate_model
 from uavgnn.problem.metrics import mean_metrics
 from uavgnn.problem.scenes import Scene
-from uavgnn.scoring.policy import evaluate_model
-from uavgnn.settings import split_settings
 
 
 def assignment_counts(scene: Scene, assignment: np.ndarray) -> tuple[dict[str, float], np.ndarray]:

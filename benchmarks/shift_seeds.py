@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from uavgnn.report import format_table, write_json
+from uavgnn.infrastructure.storage import write_json
+from uavgnn.reporting.tables import format_table
 
 
 def main() -> None:

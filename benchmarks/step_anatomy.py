@@ -23,8 +23,8 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from uavgnn.config import register_configs
-from uavgnn.report import format_table
+from uavgnn.configuration.schemas import register_configs
+from uavgnn.reporting.tables import format_table
 from uavgnn.training.anatomy import step_anatomy
 
 CONF = Path(__file__).resolve().parents[1] / "uavgnn" / "conf"

@@ -1,6 +1,6 @@
 """One MARL table over seeds: the ``eval.json`` of ``mode=eval`` on each seed's checkpoint (the same test episodes
 for every seed), per swarm size, test set (nominal and disrupted) and method, the mean +- std of ``of_planner``
-(the share of the central planner's return on that set) with its 95% interval (``uavgnn.modes.intervals``), and
+(the share of the central planner's return on that set) with its 95% interval (``uavgnn.reporting.intervals``), and
 the policy over the decentralised planner, and each method's collisions per UAV in an episode (steps a UAV spent
 closer than the collision radius to another: the penalty that grows with the swarm).
 
@@ -20,9 +20,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from uavgnn.envs.evaluation import IDLE_HOME, LOCAL_TOLD_MOTION, TOLD_MOTION
-from uavgnn.modes.intervals import mean_interval
-from uavgnn.report import format_table
+from uavgnn.evaluation.episodes import IDLE_HOME, LOCAL_TOLD_MOTION, TOLD_MOTION
+from uavgnn.reporting.intervals import mean_interval
+from uavgnn.reporting.tables import format_table
 
 REFERENCES = ("scripted planner", "decentralised planner", IDLE_HOME, TOLD_MOTION, LOCAL_TOLD_MOTION, "nearest target")
 

@@ -13,9 +13,9 @@ from conftest import ROOT, run_cli
 from test_marl_eval import MASAC
 
 from uavgnn.api import SceneDistribution, generate_scenes, load_env_policy, play, solve
+from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.envs.policies import run_episodes
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.settings import env_settings, scene_distribution
 
 
 def readme_example() -> str:
@@ -91,8 +91,8 @@ def test_each_policy_loader_names_the_other_for_the_others_checkpoint(tmp_path) 
     """``load_policy`` on a MAPPO checkpoint said ``ckpt= takes an assignment policy``; each loader now names the
     one that loads it, in one line."""
     from uavgnn.api import load_policy
-    from uavgnn.checkpoints import save_checkpoint
-    from uavgnn.errors import CheckpointError
+    from uavgnn.infrastructure.errors import CheckpointError
+    from uavgnn.runs.checkpoints import save_checkpoint
 
     mappo = tmp_path / "mappo.pt"
     save_checkpoint(mappo, {"policy": {}}, {"algorithm": {"name": "mappo"}, "model": {"name": "mlp"}})
@@ -107,7 +107,7 @@ def test_each_policy_loader_names_the_other_for_the_others_checkpoint(tmp_path) 
 
 def test_train_refuses_another_mode_and_a_typo_as_exceptions(tmp_path, monkeypatch) -> None:
     from uavgnn.api import train
-    from uavgnn.errors import ConfigError
+    from uavgnn.infrastructure.errors import ConfigError
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=r"mode=eval: train\(\) runs mode=train"):

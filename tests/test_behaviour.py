@@ -1,18 +1,9 @@
-"""The restructurings changed no behaviour, and the house keeps its size limits.
+"""The restructurings change no behaviour, and the house keeps its size limits.
 
-The reference numbers below pin the curves of all five algorithms: the same seed must give the same training
-losses, validation metric and test table. Imitation's and REINFORCE's were first recorded by the
-pre-restructuring trainer (commit 376552d) on the debug preset with one CPU thread (bit-exact sums), and
-re-recorded on purpose when issue 16 bounded the graph features and gave REINFORCE its entropy bonus. Issue 31
-pinned MASAC, COMA and dynamics too (commit 45f13ae), and all five reproduced bit-exact through the plug-in
-restructuring; they were then re-recorded once, on purpose, for its named random streams (``uavgnn.randomness``:
-every draw now comes from a stream of (seed, purpose, step, rank), so the values drawn changed, not what the
-code computes with them). Dynamics was re-recorded once more, on purpose, by issue 36: its physics residual
-stops a UAV at the arena's wall, and its test table has the Kalman filter and the known kinematics (constant
-velocity's figures did not move), and again when the physics loss tied the disturbance normal to the wall to
-the row before on the rows the wall stops (the filters' and the baselines' figures did not move), and when that
-tie's weight went from 10 to 40. COMA was re-recorded once, on purpose, when its critic gained the agent's own
-observation (issue 34).
+The reference numbers below pin the curves of the algorithms: the same seed must give the same training losses,
+validation metric and test table, to the bit (debug-sized runs, one CPU thread). They are re-recorded only on
+purpose, when a change is meant to change what a run computes (say which in the commit), never to make a
+restructuring pass.
 """
 
 from __future__ import annotations
@@ -25,7 +16,7 @@ import pytest
 import torch
 from conftest import ROOT, run_cli
 
-from uavgnn.settings import transformer
+from uavgnn.configuration.settings import transformer
 
 DEBUG = [
     "experiment=debug",
@@ -307,7 +298,7 @@ def test_checkpoints_carry_the_graph_settings_that_eval_and_solve_use(tmp_path) 
 
     from uavgnn.algorithms import register_configs
     from uavgnn.algorithms.scene_policy import load_initial_policy, load_policy
-    from uavgnn.errors import CheckpointError
+    from uavgnn.infrastructure.errors import CheckpointError
     from uavgnn.models import model_from_config
     from uavgnn.modes.train import run_train
     from uavgnn.problem.graphs import FEATURE_SET, GraphSettings

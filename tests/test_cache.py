@@ -8,9 +8,9 @@ import textwrap
 import pytest
 import torch
 
+from uavgnn.configuration.settings import split_settings
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build, verify
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.settings import split_settings
 
 SPEC = SplitSpec("train", 6, 12, 7)
 DIST = SceneDistribution()
@@ -113,7 +113,7 @@ def test_two_processes_build_once(tmp_path) -> None:
 
 
 def test_splits_have_disjoint_seeds() -> None:
-    from uavgnn.config import Config
+    from uavgnn.configuration.schemas import Config
     from uavgnn.data.splits import split_spec
 
     cfg = Config()
@@ -146,7 +146,7 @@ def test_an_interrupt_while_the_pool_starts_is_the_error_the_user_sees(monkeypat
     import multiprocessing as mp
 
     from uavgnn.data.labels import INLINE_BELOW, solve_labels
-    from uavgnn.errors import Interrupted
+    from uavgnn.infrastructure.errors import Interrupted
     from uavgnn.problem.generator import generate_scenes
 
     def signalled(self) -> None:

@@ -10,14 +10,14 @@ import torch
 from test_phases import compose_cfg, run
 
 from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.configuration.settings import split_settings
 from uavgnn.data.splits import load_split
+from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import TARGET_FLOOR, Balancing, capacity_balanced, choice_log_probs
 from uavgnn.models.policy import deciding_with, policy_log_probs
 from uavgnn.modes.evaluate import run_eval
 from uavgnn.problem.graphs import with_budget
-from uavgnn.scoring.methods import compare_on_split
-from uavgnn.settings import split_settings
 
 
 def test_two_uavs_wanting_a_target_of_need_one_share_it() -> None:

@@ -19,14 +19,15 @@ from omegaconf import OmegaConf
 
 from uavgnn.algorithms import algorithms
 from uavgnn.algorithms.scene_policy import first_difference, model_vs_milp_picture
-from uavgnn.app import MODES
-from uavgnn.console import launched_as, progress
-from uavgnn.errors import ConfigError
-from uavgnn.loggers import RUN_ID_FILE, run_id
+from uavgnn.evaluation.assignments import Evaluation
+from uavgnn.infrastructure.console import count, launched_as, progress
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.loggers.metric_logger import run_id
 from uavgnn.modes.cache import clear
 from uavgnn.modes.train import resume_command
-from uavgnn.report import TABLE_WIDTH, count, format_table
-from uavgnn.scoring.policy import Evaluation
+from uavgnn.program.job import MODES
+from uavgnn.reporting.tables import TABLE_WIDTH, format_table
+from uavgnn.runs.layout import WANDB_RUN_ID
 from uavgnn.solvers import BASELINES
 
 GROUPS = ("experiment", "algorithm", "model", "hardware", "optim", "task", "env", "curriculum", "logger", "benchmark")
@@ -226,7 +227,7 @@ def test_progress_off_a_terminal_is_plain_status_lines(monkeypatch) -> None:
 
 def test_wandb_run_id_is_kept_in_the_run_directory(tmp_path) -> None:
     first = run_id(tmp_path)
-    assert (tmp_path / RUN_ID_FILE).read_text() == first and run_id(tmp_path) == first
+    assert (tmp_path / WANDB_RUN_ID).read_text() == first and run_id(tmp_path) == first
     assert len(first) == 8 and first.isalnum() and tmp_path.name not in first
 
 
@@ -287,7 +288,8 @@ def test_the_resume_command_pastes_into_a_shell_as_the_command_it_continues(tmp_
 def test_hydras_composition_errors_end_in_one_line_with_a_did_you_mean(tmp_path, monkeypatch, capsys, override, line):
     """Hydra reported these over several lines, with a ``+modle=small`` hint (which runs, ignoring it) and exit 1;
     now as every user error: ``error: ...``, one line, exit 2, nothing written."""
-    from uavgnn import cli, sweep_worker
+    from uavgnn.program import cli
+    from uavgnn.runs import sweep_worker
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(sweep_worker.MAIN_PID_ENV, "")  # cli.main marks this process; restored after
@@ -312,9 +314,9 @@ def test_a_sweep_whose_job_does_not_compose_exits_2_in_one_line_and_leaves_no_sw
 
 def test_refused_eval_and_solve_runs_leave_nothing_behind(tmp_path, monkeypatch) -> None:
     """A bad checkpoint or scene file used to leave ``.hydra/``, ``.uavgnn.lock`` and ``run.log``; run in-process
-    as the command line runs them (``uavgnn.app.run``), each is refused in one line and no directory is left."""
-    from uavgnn.app import run
-    from uavgnn.errors import CheckpointError, SceneFileError
+    as the command line runs them (``uavgnn.program.job.run``), each is refused in one line and no directory is left."""
+    from uavgnn.infrastructure.errors import CheckpointError, SceneFileError
+    from uavgnn.program.job import run
 
     work = tmp_path / "work"
     work.mkdir()

@@ -13,12 +13,13 @@ from hydra import compose, initialize_config_dir
 from uavgnn.algorithms import check_config, register_configs
 from uavgnn.algorithms.coma import COMAAgents, COMASettings, coma_loss
 from uavgnn.algorithms.coma_naive import naive_loss
-from uavgnn.envs.on_policy import Episodes, td_lambda_targets
+from uavgnn.algorithms.rl_math import td_lambda_targets
+from uavgnn.configuration.settings import env_settings
+from uavgnn.envs.on_policy import Episodes
 from uavgnn.envs.settings import HEADINGS, EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.errors import ConfigError
+from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.settings import env_settings
 
 
 def test_td_lambda_returns_match_the_hand_worked_recursion() -> None:
@@ -192,8 +193,8 @@ def test_mode_info_checks_that_the_environment_and_every_marl_algorithm_run_here
 def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Path) -> None:
     from uavgnn.algorithms import make_model
     from uavgnn.algorithms.env_policy import compare_checkpoints
-    from uavgnn.checkpoints import save_checkpoint
-    from uavgnn.errors import CheckpointError
+    from uavgnn.infrastructure.errors import CheckpointError
+    from uavgnn.runs.checkpoints import save_checkpoint
 
     def checkpoint(name: str, cfg) -> str:
         save_checkpoint(tmp_path / name, {"policy": make_model(cfg).state_dict()}, cfg)

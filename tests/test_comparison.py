@@ -19,12 +19,11 @@ import scipy.stats
 from conftest import run_cli
 from omegaconf import OmegaConf
 
-from uavgnn.errors import ConfigError
-from uavgnn.modes.intervals import iqm, mean_interval, stratified_bootstrap
-from uavgnn.modes.run_metrics import metrics_of
-from uavgnn.modes.sweep_report import compare_runs, differing_keys, group_labels
-from uavgnn.report import ci95
-from uavgnn.run_record import find_runs, load_run
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.reporting.comparison import compare_runs, differing_keys, group_labels
+from uavgnn.reporting.intervals import ci95, iqm, mean_interval, stratified_bootstrap
+from uavgnn.reporting.run_metrics import metrics_of
+from uavgnn.runs.record import find_runs, load_run
 
 
 def make_run(

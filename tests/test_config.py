@@ -16,15 +16,15 @@ from torch import nn
 from uavgnn.algorithms import algorithms, check_config, make_algorithm, register_configs
 from uavgnn.algorithms.base import DatasetWorkload, EnvAgents, Trained, Workload
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
+from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.envs.uav_env import make_env
-from uavgnn.errors import ConfigError
+from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.modes.benchmark import run_benchmark
 from uavgnn.modes.solve import run_solve
 from uavgnn.modes.train import run_train
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scene_io import save_scene
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.settings import env_settings, scene_distribution
 
 CONF = ROOT / "conf"
 GROUPS = ("task", "model", "hardware", "optim", "curriculum", "algorithm", "logger", "experiment")
@@ -176,7 +176,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
             "hardware.batch_size=1.5 must be a positive integer or 'auto'",
             marks=pytest.mark.heavy,
         ),
-        ("model.hidden=-1", "model.hidden=-1 must be >= 1"),  # bad values: uavgnn.config.validate
+        ("model.hidden=-1", "model.hidden=-1 must be >= 1"),  # bad values: uavgnn.configuration.schemas.validate
         pytest.param(
             "train.schedule=linear", "train.schedule='linear' is not one of cosine, plateau", marks=pytest.mark.heavy
         ),
@@ -207,7 +207,7 @@ def test_the_schema_defaults_are_the_composed_default_config() -> None:
     from omegaconf import OmegaConf
 
     from uavgnn.algorithms import algorithms, default_config
-    from uavgnn.report import flatten
+    from uavgnn.infrastructure.nested import flatten
 
     composed = flatten(OmegaConf.to_container(compose_cfg("algorithm=imitation"), resolve=True))
     schema = flatten(OmegaConf.to_container(default_config()))

@@ -11,7 +11,7 @@ from torch_geometric.data import Batch
 
 from uavgnn.algorithms.reinforce import reinforce_loss, rollout_noise
 from uavgnn.data.padded import concat_batches
-from uavgnn.decoders import argmax_decode, fixed_round_greedy, greedy_decode
+from uavgnn.inference.decoders import argmax_decode, fixed_round_greedy, greedy_decode
 from uavgnn.inference.refinement import policy_rounds
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import choice_log_probs, policy_entropy

@@ -20,10 +20,10 @@ from uavgnn.envs.policies import (
     run_episodes,
     scripted_planner,
 )
-from uavgnn.envs.render import completed_targets, plot_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.reporting.episodes import completed_targets, plot_episodes
 
 NEIGHBOURS = 6 + 7 * 4  # own features, then 4 seen targets of 7: the first neighbour's offset comes next
 SWARM = EnvSettings(n_uav=8, horizon=12, action="goto", obs_targets=4, obs_uavs=3)

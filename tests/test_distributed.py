@@ -16,9 +16,9 @@ from conftest import ROOT, job_dirs, run_cli
 from omegaconf import OmegaConf
 from wandb_records import run_record
 
-from uavgnn import distributed
-from uavgnn.checkpoints import load_checkpoint, load_part
 from uavgnn.data.loader import ShardedBatchSampler
+from uavgnn.infrastructure import distributed
+from uavgnn.runs.checkpoints import load_checkpoint, load_part
 
 DEBUG = [
     "experiment=debug",

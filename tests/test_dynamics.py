@@ -13,6 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms import check_config, register_configs
 from uavgnn.algorithms.dynamics import rollout_source
+from uavgnn.configuration.settings import env_settings
 from uavgnn.dynamics.filters import Calibration, KinematicFilter, calibrate
 from uavgnn.dynamics.kinematics import (
     Estimate,
@@ -38,10 +39,9 @@ from uavgnn.dynamics.windows import (
 from uavgnn.envs.policies import random_policy, scripted_planner
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.infrastructure.errors import CheckpointError, ConfigError
 from uavgnn.models.tcn import TCN
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.settings import env_settings
 
 WINDY = EnvSettings(n_uav=3, horizon=30, wind=0.05, drag=0.3)
 UNITS = Units.of(WINDY, side=3.0)
@@ -400,7 +400,7 @@ def test_the_dataloader_path_gives_the_in_memory_batches(tmp_path) -> None:
 
 def test_a_masac_checkpoint_can_fly_the_rollouts(tmp_path) -> None:
     from uavgnn.algorithms import make_algorithm, make_model
-    from uavgnn.checkpoints import save_checkpoint
+    from uavgnn.runs.checkpoints import save_checkpoint
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):

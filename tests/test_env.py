@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from uavgnn.checkpoints import load_weights
-from uavgnn.envs.evaluation import compare_policies
 from uavgnn.envs.policies import decentralised_planner, random_policy, run_episodes, scripted_planner
-from uavgnn.envs.render import episode_gif, plot_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.errors import CheckpointError
+from uavgnn.evaluation.episodes import compare_policies
+from uavgnn.infrastructure.errors import CheckpointError
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
+from uavgnn.reporting.episodes import episode_gif, plot_episodes
+from uavgnn.runs.checkpoints import load_weights
 
 CPU = torch.device("cpu")
 

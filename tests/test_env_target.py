@@ -13,8 +13,8 @@ from uavgnn.algorithms import check_config, register_configs
 from uavgnn.envs.policies import random_policy, run_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env
-from uavgnn.errors import ConfigError
-from uavgnn.plugins import import_named
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.user_code import import_named
 from uavgnn.problem.scenes import SceneDistribution
 
 ENVIRONMENTS = '''
@@ -51,7 +51,7 @@ class Strict(UAVEnv):
     """An environment refusing its settings with our own one-line error."""
 
     def __init__(self, settings, dist, n_envs, device, seed, **kwargs):
-        from uavgnn.errors import ConfigError
+        from uavgnn.infrastructure.errors import ConfigError
         raise ConfigError("env.horizon=7: Strict wants 8")
 
 

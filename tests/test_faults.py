@@ -35,8 +35,9 @@ from omegaconf import ListConfig, OmegaConf, open_dict
 
 from uavgnn.algorithms import MODEL_SCHEMAS, algorithms, check_config, imitation, register_configs
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.checkpoints import load_checkpoint, part_checksums, weights_norm
-from uavgnn.config import Config
+from uavgnn.configuration.schemas import Config
+from uavgnn.configuration.settings import transformer
+from uavgnn.configuration.validation import RANGES
 from uavgnn.data.cache import (
     BuildSettings,
     SplitSpec,
@@ -49,7 +50,8 @@ from uavgnn.data.cache import (
 from uavgnn.envs.replay import ReplayBuffer
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.errors import (
+from uavgnn.evaluation.methods import Controls, compare_on_split
+from uavgnn.infrastructure.errors import (
     CheckpointError,
     ConfigError,
     Interrupted,
@@ -59,19 +61,17 @@ from uavgnn.errors import (
     StorageError,
     TrainingDiverged,
 )
-from uavgnn.loggers import MetricLogger, read_history
+from uavgnn.infrastructure.storage import atomic_write, system_path_problem
+from uavgnn.loggers.metric_logger import MetricLogger, read_history
 from uavgnn.models import model_from_config
 from uavgnn.modes.cache import clear
 from uavgnn.modes.train import run_train
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_io import load_scene
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
-from uavgnn.scoring.methods import Controls, compare_on_split
-from uavgnn.settings import transformer
-from uavgnn.storage import atomic_write, system_path_problem
+from uavgnn.runs.checkpoints import load_checkpoint, part_checksums, weights_norm
 from uavgnn.training.resume import check_resume_config, config_changes, resume_checkpoint
 from uavgnn.training.trainer import Trainer, train
-from uavgnn.validation import RANGES
 
 SMALL = [
     "experiment=debug",
@@ -1194,8 +1194,8 @@ def test_a_lock_held_by_a_dead_process_is_taken_over_even_if_its_child_lives(tmp
             sys.executable,
             "-c",
             (
-                "import os, sys, time; from pathlib import Path; from uavgnn import run_lock; "
-                f"run_lock.hold(Path({str(run)!r})); child = os.fork(); "
+                "import os, sys, time; from pathlib import Path; from uavgnn.runs.lock import hold_lock; "
+                f"hold_lock(Path({str(run)!r})); child = os.fork(); "
                 "time.sleep(60) if child == 0 else (print(child, flush=True), time.sleep(60))"
             ),
         ],

@@ -10,13 +10,13 @@ from hydra import compose, initialize_config_dir
 from torch_geometric.data import Batch
 
 from uavgnn.algorithms import default_config, register_configs
+from uavgnn.configuration.settings import fresh_settings, stage_mix
 from uavgnn.data.fresh_scenes import FreshScenes
 from uavgnn.data.padded import concat_batches
 from uavgnn.modes.train import run_train
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.settings import fresh_settings, stage_mix
 
 CPU = torch.device("cpu")
 

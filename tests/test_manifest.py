@@ -14,8 +14,8 @@ from conftest import ROOT, run_cli
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from uavgnn.manifest import git_state
-from uavgnn.run_dir import _device_of
+from uavgnn.runs.directory import _device_of
+from uavgnn.runs.manifest import git_state
 
 
 def git(directory: Path, *args: str) -> str:

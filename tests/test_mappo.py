@@ -18,8 +18,9 @@ from torch.distributions import Categorical, Normal
 
 from uavgnn.algorithms import check_config, register_configs
 from uavgnn.algorithms.mappo import MAPPOAgents, MAPPOSettings, mappo_loss
-from uavgnn.algorithms.mappo_rollouts import Rollouts, TaughtRollouts, gae
-from uavgnn.errors import ConfigError
+from uavgnn.algorithms.mappo_rollouts import Rollouts, TaughtRollouts
+from uavgnn.algorithms.rl_math import gae
+from uavgnn.infrastructure.errors import ConfigError
 
 
 def gae_by_recursion(reward, done, value, gamma, lam):

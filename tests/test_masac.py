@@ -13,7 +13,7 @@ from uavgnn.algorithms import make_algorithm, make_model, register_configs
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
 from uavgnn.envs.replay import ReplayBuffer, SumTree, Transitions
-from uavgnn.loggers import MetricLogger
+from uavgnn.loggers.metric_logger import MetricLogger
 from uavgnn.training.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,7 +167,7 @@ def test_a_learning_curve_of_one_validation_draws_its_references_across(tmp_path
     across the whole plot (they were single points with no marker, drawn nowhere)."""
     import matplotlib.image
 
-    from uavgnn.envs.render import plot_learning_curve
+    from uavgnn.reporting.episodes import plot_learning_curve
 
     history = [{"step": 20, "val/return": 0.0, "val/planner_return": 5.3, "val/nearest_return": 4.7}]
     image = matplotlib.image.imread(plot_learning_curve(history, tmp_path / "curve.png"))[..., :3]
@@ -225,7 +225,7 @@ def test_a_resumed_masac_run_repeats_the_uninterrupted_one_exactly(tmp_path, hos
 def test_prefetch_draws_each_batch_one_collection_ahead_from_the_host_buffer(tmp_path) -> None:
     """With the buffer on the host and ``optim.prefetch``, step k's batch is drawn (the replay stream at k) from
     the buffer as it stood after step k - 1's collection; without prefetch, after step k's own."""
-    from uavgnn.randomness import stream
+    from uavgnn.infrastructure.randomness import stream
 
     def batches(*overrides: str) -> list[tuple[Transitions, int]]:
         cfg = compose_masac(tmp_path, "hardware.data_on_device=false", "seed=5", *overrides)
@@ -286,8 +286,8 @@ def test_the_graph_actor_equals_pyg_layers_on_what_each_uav_sees(links: bool) ->
     building the graph reads nothing back (a host sync on a GPU), and what an empty slot holds changes nothing."""
     from uavgnn.envs.settings import EnvSettings
     from uavgnn.envs.uav_env import UAVEnv
+    from uavgnn.infrastructure.perf import OpCounter
     from uavgnn.models.graph_actor import GraphActor
-    from uavgnn.perf import OpCounter
     from uavgnn.problem.observation import NEIGHBOUR_FEATURES, observation_graph
     from uavgnn.problem.scenes import SceneDistribution
 

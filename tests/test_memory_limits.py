@@ -40,7 +40,7 @@ def test_the_address_space_limit_caps_what_is_available() -> None:
     """Under ``ulimit -v`` the available memory is the limit less what the process maps already, however much
     RAM the machine has free, and an estimate above it is refused naming ``ulimit -v``."""
     code = (
-        "from uavgnn.memory import host_available_bytes, check_fits; from pathlib import Path\n"
+        "from uavgnn.infrastructure.memory import host_available_bytes, check_fits; from pathlib import Path\n"
         "size = int(next(l for l in Path('/proc/self/status').read_text().splitlines() "
         "if l.startswith('VmSize:')).split()[1]) * 1024\n"
         "print(host_available_bytes(), size)\n"

@@ -3,11 +3,11 @@ import pytest
 import torch
 
 from uavgnn.data.store import GraphStore
-from uavgnn.decoders import CHECK_EVERY, decode, fixed_round_greedy, greedy_decode, perturbed_greedy
+from uavgnn.inference.decoders import CHECK_EVERY, decode, fixed_round_greedy, greedy_decode, perturbed_greedy
+from uavgnn.infrastructure.perf import OpCounter
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import choice_log_probs, imitation_loss
 from uavgnn.models.policy import policy_log_probs
-from uavgnn.perf import OpCounter
 from uavgnn.problem.metrics import assignment_metrics
 
 

@@ -13,10 +13,10 @@ from conftest import ROOT, run_cli
 from uavgnn.algorithms import describe, stored_config
 from uavgnn.algorithms.coma import COMA
 from uavgnn.algorithms.env_policy import load_env_policy
-from uavgnn.checkpoints import load_checkpoint, load_weights
+from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.envs.uav_env import make_env
-from uavgnn.errors import CheckpointError
-from uavgnn.settings import env_settings, scene_distribution
+from uavgnn.infrastructure.errors import CheckpointError
+from uavgnn.runs.checkpoints import load_checkpoint, load_weights
 
 OLD = ROOT / "tests" / "data" / "before_plugins"
 C = ["logger=jsonl", "train.ckpt_every=2", "train.eval_every=2", "train.log_every=2", "resume=auto"]

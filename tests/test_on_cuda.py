@@ -11,7 +11,7 @@ import torch
 from conftest import straight_and_resumed
 from test_step_anatomy import compose_small
 
-from uavgnn.decoders import decode
+from uavgnn.inference.decoders import decode
 from uavgnn.models.choices import Balancing, choice_log_probs, imitation_loss
 
 

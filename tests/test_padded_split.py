@@ -16,10 +16,10 @@ from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.data.padded import PaddedSplit
 from uavgnn.data.stages import CurriculumSampler
 from uavgnn.data.store import GraphStore
+from uavgnn.infrastructure.perf import OpCounter
 from uavgnn.models import TransformerGNN
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.modes.train import run_train
-from uavgnn.perf import OpCounter
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import build_graph, with_budget
 from uavgnn.problem.scenes import SceneDistribution

@@ -14,11 +14,11 @@ from torch_geometric.data import Batch
 from uavgnn.algorithms.scene_policy import Budgeted, batch_imitation_loss
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.data.naive import NaiveSceneDataset
-from uavgnn.errors import MemoryBudgetError
+from uavgnn.infrastructure.errors import MemoryBudgetError
+from uavgnn.infrastructure.perf import ActivationMeter
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import imitation_loss
 from uavgnn.models.policy import policy_log_probs
-from uavgnn.perf import ActivationMeter
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import build_graph, message_edges
 from uavgnn.problem.scenes import SceneDistribution

@@ -13,8 +13,8 @@ from omegaconf import open_dict
 
 from uavgnn.algorithms import check_config, register_configs
 from uavgnn.algorithms.scene_policy import SceneWorkload
-from uavgnn.errors import ConfigError
-from uavgnn.loggers import MetricLogger
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.loggers.metric_logger import MetricLogger
 from uavgnn.training.trainer import train
 
 register_configs()

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from uavgnn.algorithms import scene_policy
-from uavgnn.plots import assignments_figure, frontier_figure
 from uavgnn.problem.scenes import Scene
+from uavgnn.reporting.pictures import assignments_figure, frontier_figure
 
 METHODS = [
     "model (greedy)",

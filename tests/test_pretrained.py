@@ -14,12 +14,12 @@ import pytest
 import torch
 from conftest import ROOT, run_cli
 
-from uavgnn import checkpoints
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.api import export_policy
-from uavgnn.checkpoints import CHECKSUMS, DEPLOYED, PRETRAINED_FILE, load_checkpoint
-from uavgnn.errors import CheckpointError
-from uavgnn.storage import replacing
+from uavgnn.infrastructure.errors import CheckpointError
+from uavgnn.infrastructure.storage import replacing
+from uavgnn.runs import checkpoints
+from uavgnn.runs.checkpoints import CHECKSUMS, DEPLOYED, PRETRAINED_FILE, load_checkpoint
 
 
 def documented() -> dict[str, float]:

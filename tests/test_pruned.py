@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from test_scale_solvers import lp_optimum
 
+from uavgnn.configuration.validation import ITEM_CHOICES
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
 from uavgnn.solvers import solve_mcf, solve_milp
@@ -21,7 +22,6 @@ from uavgnn.solvers.pruned import (
     solve_with_pruner,
     top_candidates,
 )
-from uavgnn.validation import ITEM_CHOICES
 
 
 def hand_scene() -> Scene:

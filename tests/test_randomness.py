@@ -10,7 +10,7 @@ import torch
 from test_masac import compose_masac
 
 from uavgnn.algorithms import algorithms, make_algorithm
-from uavgnn.randomness import STREAMS, declare, stream, stream_seed
+from uavgnn.infrastructure.randomness import STREAMS, declare, stream, stream_seed
 
 DECLARED = {purpose: name for name, found in algorithms().items() for purpose in found.streams}  # the plug-ins'
 

@@ -9,17 +9,17 @@ from test_phases import compose_cfg, run
 
 from uavgnn.algorithms.reinforce import reinforce_loss
 from uavgnn.algorithms.scene_policy import batch_imitation_loss, load_initial_policy, load_policy
-from uavgnn.checkpoints import load_checkpoint
+from uavgnn.configuration.settings import split_settings
 from uavgnn.data.splits import load_split
-from uavgnn.decoders import greedy_decode
-from uavgnn.errors import ConfigError
+from uavgnn.evaluation.methods import compare_on_split
+from uavgnn.inference.decoders import greedy_decode
 from uavgnn.inference.refinement import policy_rounds, refined_log_probs
+from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.models import TransformerGNN
 from uavgnn.models.choices import imitation_loss
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.problem.graphs import assignment_features, message_edges, with_budget
-from uavgnn.scoring.methods import compare_on_split
-from uavgnn.settings import split_settings
+from uavgnn.runs.checkpoints import load_checkpoint
 
 
 def refining(rounds: int = 1, seed: int = 0) -> TransformerGNN:

@@ -7,7 +7,7 @@ from conftest import run_cli
 
 from uavgnn.algorithms.reinforce import advantages, policy_samples, reinforce_loss, rollout_noise, rollout_rewards
 from uavgnn.data.store import GraphStore
-from uavgnn.decoders import split_assignments
+from uavgnn.inference.decoders import split_assignments
 from uavgnn.models.choices import choice_log_probs, policy_entropy
 from uavgnn.problem.metrics import IDLE, reward
 from uavgnn.solvers import solve_milp
@@ -230,7 +230,7 @@ def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> 
     from hydra import compose, initialize_config_dir
 
     from uavgnn.algorithms import check_config, register_configs
-    from uavgnn.errors import ConfigError
+    from uavgnn.infrastructure.errors import ConfigError
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
@@ -255,7 +255,7 @@ def test_too_few_rollouts_for_the_baseline_are_refused_before_any_work(overrides
     from hydra import compose, initialize_config_dir
 
     from uavgnn.algorithms import check_config, register_configs
-    from uavgnn.errors import ConfigError
+    from uavgnn.infrastructure.errors import ConfigError
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):

@@ -16,9 +16,10 @@ import pytest
 import torch
 from conftest import ROOT, job_dirs, run_cli
 
-from uavgnn import requeue
-from uavgnn.loggers import read_history
-from uavgnn.signals import EXIT_CODES
+from uavgnn.infrastructure.signals import EXIT_CODES
+from uavgnn.loggers.metric_logger import read_history
+from uavgnn.runs import requeue
+from uavgnn.runs.layout import REQUEUED
 
 LONG = [
     "experiment=debug",
@@ -147,7 +148,7 @@ def test_a_hanging_scontrol_is_killed_with_what_it_started_well_before_slurm_kil
     requeue.requeue(slurm_job, 120, "SIGTERM", EXIT_CODES[signal.SIGTERM])
     took = time.monotonic() - start
     assert 1.0 <= took < 4.0, took
-    assert not (slurm_job / requeue.RECORD).exists() and requeue.pending(slurm_job) is None
+    assert not (slurm_job / REQUEUED).exists() and requeue.pending(slurm_job) is None
     assert "SLURM job 4242: scontrol requeue failed" in caplog.text and "timed out after 1.0 seconds" in caplog.text
     scontrol, child = (int((tmp_path / name).read_text()) for name in ("scontrol.pid", "child.pid"))
     with pytest.raises(ProcessLookupError):

@@ -17,13 +17,13 @@ from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms import check_config, register_configs
+from uavgnn.configuration.settings import split_settings
 from uavgnn.data.splits import load_split
-from uavgnn.errors import ConfigError, SceneFileError
+from uavgnn.infrastructure.errors import ConfigError, SceneFileError
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scene_folder import MAX_SCENE_FILE_BYTES, files_fingerprint, split_files
 from uavgnn.problem.scene_io import load_scene, save_scene
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.settings import split_settings
 from uavgnn.solvers.milp import solve_milp
 
 

@@ -11,11 +11,11 @@ from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms import register_configs
+from uavgnn.configuration.settings import split_settings
 from uavgnn.data.splits import load_split
-from uavgnn.errors import ConfigError
+from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.problem.generator import distribution_key, generate_scenes
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.settings import split_settings
 
 GENERATOR = '''
 import numpy as np

@@ -10,9 +10,9 @@ import torch
 from test_capacity import dense_balancing
 from test_model import reference_greedy
 
-from uavgnn.decoders import CHECK_EVERY, STAGE_ITERS, decode, greedy_decode, staged_decode
+from uavgnn.inference.decoders import CHECK_EVERY, STAGE_ITERS, decode, greedy_decode, staged_decode
+from uavgnn.infrastructure.perf import OpCounter
 from uavgnn.models.choices import Balancing, capacity_balanced, choice_log_probs
-from uavgnn.perf import OpCounter
 from uavgnn.problem.metrics import assignment_metrics
 
 

@@ -1,6 +1,6 @@
-"""Issue 32: a training step the host does not wait on - no sync op between two log points, a fused optimiser
-that skips a non-finite step on the device, statistics read once per log line - checked by counting the aten
-ops the steps dispatch (``uavgnn.perf.OpCounter``), against hand-worked counts and torch's own references."""
+"""A training step the host does not wait on - no sync op between two log points, a fused optimiser that skips a
+non-finite step on the device, statistics read once per log line - checked by counting the aten ops the steps
+dispatch (``uavgnn.infrastructure.perf.OpCounter``), against hand-worked counts and torch's own references."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from uavgnn.algorithms import register_configs
 from uavgnn.algorithms.base import Network
-from uavgnn.loggers import MetricLogger
+from uavgnn.infrastructure.perf import OpCounter
+from uavgnn.loggers.metric_logger import MetricLogger
 from uavgnn.models.choices import choice_log_probs, imitation_loss, policy_entropy
-from uavgnn.perf import OpCounter
 from uavgnn.problem.graphs import message_edges
 from uavgnn.training.anatomy import step_anatomy
 from uavgnn.training.ema import update_moving_average

@@ -14,9 +14,9 @@ import pytest
 import torch
 from conftest import run_cli
 
-from uavgnn import runtime
-from uavgnn.config import HardwareConfig
-from uavgnn.runtime import apply_threads, available_cores, cpu_threads
+from uavgnn.configuration.schemas import HardwareConfig
+from uavgnn.infrastructure import device as runtime
+from uavgnn.infrastructure.threads import apply_threads, available_cores, cpu_threads
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_an_experiment_over_an_explicit_hardware_preset_says_what_it_replaced(ov
     from hydra import compose, initialize_config_module
 
     from uavgnn.algorithms import register_configs
-    from uavgnn.app import replaced_hardware
+    from uavgnn.program.job import replaced_hardware
 
     register_configs()
     with initialize_config_module("uavgnn.conf", version_base="1.3"):
@@ -144,7 +144,7 @@ def test_a_presets_override_of_the_hardware_group_loses_to_the_command_line(tmp_
     from hydra import compose, initialize_config_module
 
     from uavgnn.algorithms import register_configs
-    from uavgnn.app import replaced_hardware
+    from uavgnn.program.job import replaced_hardware
 
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "gpu_box.yaml").write_text(

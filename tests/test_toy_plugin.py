@@ -19,7 +19,7 @@ from conftest import ROOT, job_dirs, run_cli
 from uavgnn.algorithms import PLUGINS, algorithms
 from uavgnn.algorithms.base import Algorithm
 from uavgnn.envs.settings import EnvSettings
-from uavgnn.errors import ConfigError
+from uavgnn.infrastructure.errors import ConfigError
 
 PLUGIN = Path(__file__).parent / "toy_plugin"
 HIDDEN, EPISODES, HORIZON = 8, 8, 10  # per update: 8 episodes of 10 steps, validated and tested on 8 episodes

@@ -114,7 +114,7 @@ def test_wandb_offline_run_holds_the_history(tmp_path) -> None:
 def test_a_sweep_job_folder_is_named_by_what_the_sweep_varies_and_pastes_as_an_override(tmp_path) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from uavgnn.run_dir import JOB_DIR_CHARS, job_dir_name
+    from uavgnn.runs.directory import JOB_DIR_CHARS, job_dir_name
 
     OmegaConf.save(
         {"hydra": {"overrides": {"task": ["model=tiny,small", "seed=0,1", "logger=jsonl"]}}}, tmp_path / "multirun.yaml"

@@ -13,13 +13,13 @@ from test_phases import compose_cfg, run
 from wandb_records import media, run_record, summary
 
 from uavgnn.algorithms.scene_policy import load_policy
+from uavgnn.configuration.settings import split_settings
 from uavgnn.data.splits import load_split
+from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.modes.evaluate import run_eval
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.metrics import assignment_metrics
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.scoring.methods import compare_on_split
-from uavgnn.settings import split_settings
 from uavgnn.solvers import solve_greedy, solve_milp
 
 

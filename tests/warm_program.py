@@ -29,7 +29,7 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SITE = sys.path[1:]  # the interpreter's own paths (this script's folder is the first)
 sys.path.insert(0, str(ROOT))  # as for python run.py: the checkout first
-import uavgnn.cli  # noqa: E402, F401  (what run.py imports)
+import uavgnn.program.cli  # noqa: E402, F401  (what run.py imports)
 
 
 def exit_code(exc: SystemExit) -> int:

@@ -1,5 +1,5 @@
 """``python -m uavgnn ...``: the same as the ``uavgnn`` console script."""
 
-from uavgnn.cli import main
+from uavgnn.program.cli import main
 
 main()

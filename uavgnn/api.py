@@ -33,16 +33,17 @@ from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.env_policy import load_env_policy as _load_env_policy
 from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY
 from uavgnn.algorithms.scene_policy import load_policy as _load_policy
-from uavgnn.checkpoints import export_policy, kind, load_checkpoint
+from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.envs.policies import EpisodeScores, Policy, run_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env
-from uavgnn.errors import CheckpointError, ConfigError
 from uavgnn.inference.scene import solve_with_model
+from uavgnn.infrastructure.errors import CheckpointError, ConfigError
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scene_io import load_scene, save_scene
 from uavgnn.problem.scenes import Scene, SceneDistribution
-from uavgnn.settings import env_settings, scene_distribution
+from uavgnn.runs.checkpoints import export_policy, kind, load_checkpoint
+from uavgnn.runs.layout import SUMMARY
 from uavgnn.solvers import solve
 
 __all__ = [
@@ -77,18 +78,18 @@ def train(overrides: Sequence[str] = (), run_dir: str | Path | None = None) -> T
     """Train as ``uavgnn <overrides>`` (``python run.py <overrides>``) does: the config composed by Hydra's compose
     API from the packaged configs and the same overrides, run by the same code, into the same run directory
     (``outputs/<date>/<time>`` under the working directory, or ``run_dir``, as ``hydra.run.dir=``) with the same
-    ``.hydra/`` record, ``run.log``, checkpoints, ``metrics.jsonl`` and ``summary.json`` (``uavgnn.app.run``). A
+    ``.hydra/`` record, ``run.log``, checkpoints, ``metrics.jsonl`` and ``summary.json`` (``uavgnn.program.job.run``). A
     user error (an override that does not compose, a checkpoint or directory refused, a run that diverged) is
     raised as itself (``ConfigError``, ``CheckpointError``, ...) once its one line is said, and a refused run
     leaves no directory."""
-    from uavgnn.app import run
+    from uavgnn.program.job import run
 
     overrides = [str(override) for override in overrides]
     modes = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] == "mode" and o.split("=", 1)[-1] != "train"]
     if modes:
         raise ConfigError(f"{modes[0]}: train() runs mode=train; leave it out (run other modes with uavgnn)")
     out = run(overrides, run_dir)
-    summary = out / "summary.json"
+    summary = out / SUMMARY
     return TrainedRun(out, json.loads(summary.read_text()) if summary.exists() else {})
 
 

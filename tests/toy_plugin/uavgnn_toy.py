@@ -29,11 +29,12 @@ from torch import nn
 
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
-from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
-from uavgnn.errors import ConfigError
-from uavgnn.runtime import unwrap
-from uavgnn.settings import env_settings
-from uavgnn.validation import AT_LEAST_1, POSITIVE, UNIT, ranged
+from uavgnn.algorithms.rl_math import td_lambda_targets
+from uavgnn.configuration.settings import env_settings
+from uavgnn.configuration.validation import AT_LEAST_1, POSITIVE, UNIT, ranged
+from uavgnn.envs.on_policy import Episodes, EpisodeWorkload
+from uavgnn.infrastructure.device import unwrap
+from uavgnn.infrastructure.errors import ConfigError
 
 
 @dataclass

@@ -26,15 +26,15 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from torch import nn
 
 from uavgnn.algorithms.base import TAKERS, Algorithm
-from uavgnn.checkpoints import kind
-from uavgnn.config import GROUP_SCHEMAS, Config, register_configs
+from uavgnn.configuration.schemas import GROUP_SCHEMAS, Config, register_configs
+from uavgnn.configuration.validation import validate
 from uavgnn.envs.uav_env import env_class
-from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.infrastructure.console import say_once
+from uavgnn.infrastructure.errors import CheckpointError, ConfigError
 from uavgnn.models.agent_stack import MLPConfig
 from uavgnn.models.tcn import TCNConfig
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
-from uavgnn.runtime import say_once
-from uavgnn.validation import validate
+from uavgnn.runs.checkpoints import kind
 
 __all__ = [
     "MODEL_SCHEMAS",

@@ -35,12 +35,13 @@ import torch
 from omegaconf import MISSING
 from torch import nn
 
-from uavgnn.console import echo
-from uavgnn.errors import ConfigError
-from uavgnn.manifest import run_manifest
-from uavgnn.randomness import declare
-from uavgnn.report import write_json
-from uavgnn.runtime import autocast
+from uavgnn.infrastructure.console import echo
+from uavgnn.infrastructure.device import autocast
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.randomness import declare
+from uavgnn.infrastructure.storage import write_json
+from uavgnn.runs.layout import SUMMARY
+from uavgnn.runs.manifest import run_manifest
 
 LossOf = Callable[[nn.Module, Any], torch.Tensor]  # (model, batch) -> a training step's loss
 
@@ -218,7 +219,9 @@ class Algorithm(ABC):
     benchmarked: ClassVar[bool] = False
     timed_by: ClassVar[str] = "the perf/ figures of its training run (metrics.jsonl, the dashboard)"  # or a command
 
-    streams: ClassVar[dict[str, str]] = {}  # its own random streams, {purpose: what it draws} (uavgnn.randomness)
+    streams: ClassVar[
+        dict[str, str]
+    ] = {}  # its own random streams, {purpose: what it draws} (uavgnn.infrastructure.randomness)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -333,7 +336,7 @@ def write_results(result: Any, out_dir: Path, logger: Any, rows: list[dict[str, 
     logger.table("test/methods", rows, step)
     device = next(result.model.parameters()).device
     write_json(
-        out_dir / "summary.json",
+        out_dir / SUMMARY,
         {
             best: result.state.best,
             "final_val": result.val,

@@ -40,15 +40,16 @@ from torch import nn
 
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
-from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
+from uavgnn.algorithms.rl_math import td_lambda_targets
+from uavgnn.configuration.settings import env_settings, scene_distribution
+from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, ranged
+from uavgnn.envs.on_policy import Episodes, EpisodeWorkload
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.errors import ConfigError
+from uavgnn.infrastructure.device import unwrap
+from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.models.agent_stack import mlp_net
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.runtime import unwrap
-from uavgnn.settings import env_settings, scene_distribution
-from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, ranged
 
 
 @dataclass

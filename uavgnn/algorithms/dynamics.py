@@ -44,19 +44,20 @@ from uavgnn.algorithms.base import (
 )
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.env_policy import load_env_policy
-from uavgnn.console import echo
-from uavgnn.dynamics.evaluation import compare_on_test, plot_predictions, plot_steps_ahead, scoring_methods
+from uavgnn.configuration.settings import env_settings, loading, scene_distribution
+from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
 from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_loss
 from uavgnn.dynamics.rollouts import SPLITS, RolloutSource, RolloutSpec, load_rollouts
 from uavgnn.dynamics.windows import N_FEATURES, Units, WindowBatch, window_starts
 from uavgnn.dynamics.workload import TrajectoryWorkload, WindowSettings
 from uavgnn.envs.policies import Policy, random_policy, scripted_planner
-from uavgnn.errors import CheckpointError, ConfigError
+from uavgnn.evaluation.dynamics import compare_on_test, plot_predictions, plot_steps_ahead, scoring_methods
+from uavgnn.infrastructure.console import echo
+from uavgnn.infrastructure.errors import CheckpointError, ConfigError
 from uavgnn.models.agent_stack import MLPConfig
 from uavgnn.models.tcn import TCN
-from uavgnn.report import format_table
-from uavgnn.settings import env_settings, loading, scene_distribution
-from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
+from uavgnn.reporting.tables import format_table
+from uavgnn.runs.layout import PREDICTIONS_PICTURE, STEPS_AHEAD_PICTURE
 
 
 @dataclass
@@ -232,10 +233,10 @@ class Dynamics(Algorithm):
         )
         logger.log_image(
             "test/predictions",
-            plot_predictions(result.model, work, methods, "test_ood", out_dir / "predictions.png"),
+            plot_predictions(result.model, work, methods, "test_ood", out_dir / PREDICTIONS_PICTURE),
             result.state.step,
         )
-        logger.log_image("test/steps_ahead", plot_steps_ahead(rows, out_dir / "steps_ahead.png"), result.state.step)
+        logger.log_image("test/steps_ahead", plot_steps_ahead(rows, out_dir / STEPS_AHEAD_PICTURE), result.state.step)
         test = {
             f"test/{row['split']}/{'' if row['method'] == 'tcn' else row['method'] + '/'}{key}": value
             for row in rows

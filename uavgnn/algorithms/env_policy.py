@@ -20,19 +20,20 @@ from torch import nn
 
 from uavgnn.algorithms import algorithms, describe, require, stored_config
 from uavgnn.algorithms.base import SHARE, ZERO_UP, Algorithm, Compared, Curve, Score, write_results
-from uavgnn.checkpoints import load_checkpoint, load_weights
-from uavgnn.console import echo
-from uavgnn.envs.evaluation import TEST_SEED, compare_policies
+from uavgnn.configuration.settings import env_settings, loading, scene_distribution
 from uavgnn.envs.policies import Policy
-from uavgnn.envs.render import episode_gif, plot_episodes, plot_learning_curve
 from uavgnn.envs.rl_workload import EnvRun
 from uavgnn.envs.settings import EnvSettings
-from uavgnn.errors import CheckpointError, ConfigError
-from uavgnn.loggers import read_history
+from uavgnn.evaluation.episodes import TEST_SEED, compare_policies
+from uavgnn.infrastructure.console import count, echo
+from uavgnn.infrastructure.errors import CheckpointError, ConfigError
+from uavgnn.loggers.metric_logger import read_history
 from uavgnn.models.agent_stack import MLPConfig
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.report import count, format_table
-from uavgnn.settings import env_settings, loading, scene_distribution
+from uavgnn.reporting.episodes import episode_gif, plot_episodes, plot_learning_curve
+from uavgnn.reporting.tables import format_table
+from uavgnn.runs.checkpoints import load_checkpoint, load_weights
+from uavgnn.runs.layout import EPISODE, LEARNING_CURVE, TRAJECTORIES
 
 PRODUCT = "environment policy"
 
@@ -122,11 +123,11 @@ class EnvPolicy(Algorithm):
         )
         step = result.state.step
         logger.log_image(
-            "test/trajectories", plot_episodes(scores, settings.service_radius, out_dir / "trajectories.png"), step
+            "test/trajectories", plot_episodes(scores, settings.service_radius, out_dir / TRAJECTORIES), step
         )
-        episode_gif(scores[self.name], settings.service_radius, out_dir / "episode.gif")
+        episode_gif(scores[self.name], settings.service_radius, out_dir / EPISODE)
         logger.log_image(
-            "train/learning_curve", plot_learning_curve(read_history(out_dir), out_dir / "learning_curve.png"), step
+            "train/learning_curve", plot_learning_curve(read_history(out_dir), out_dir / LEARNING_CURVE), step
         )
         test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}
         return write_results(result, out_dir, logger, rows, test)

@@ -36,21 +36,21 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from uavgnn import distributed
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
 from uavgnn.algorithms.mappo_rollouts import MAPPOWorkload, Rollouts, TaughtRollouts, Teacher
+from uavgnn.configuration.settings import env_settings, scene_distribution
+from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.errors import ConfigError
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.device import unwrap
+from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.models.agent_stack import MLPConfig, mlp_net
 from uavgnn.models.graph_actor import GraphActor, GraphCritic
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.problem.observation import ObservationLayout
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.runtime import unwrap
-from uavgnn.settings import env_settings, scene_distribution
-from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 
 
 @dataclass

@@ -9,11 +9,12 @@ from functools import partial
 import torch
 from torch import nn
 
-from uavgnn.envs.on_policy import Episodes, EpisodeWorkload, td_lambda_targets
+from uavgnn.algorithms.rl_math import gae
+from uavgnn.envs.on_policy import Episodes, EpisodeWorkload
 from uavgnn.envs.policies import planner_going_home, scripted_planner
 from uavgnn.envs.rl_workload import EnvRun
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.runtime import unwrap
+from uavgnn.infrastructure.device import unwrap
 
 
 @dataclass
@@ -62,17 +63,6 @@ class TaughtRollouts(Rollouts):
 
     teacher_action: torch.Tensor  # (B, T, N) the central planner's action at each step
     teacher_weight: torch.Tensor  # (B,) the imitation loss's weight when the episode was collected
-
-
-def gae(
-    reward: torch.Tensor, done: torch.Tensor, value: torch.Tensor, gamma: float, lam: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(advantages, lambda-returns), each (B, T, N), of episodes' rewards (B, T, N), ends (B, T) and values
-    (B, T, N): GAE's sum of discounted TD errors is the lambda-return minus the value, and the lambda-returns
-    come for every step at once (``td_lambda_targets``). No bootstrap past the last step: episodes end there."""
-    next_value = torch.cat([value[:, 1:], torch.zeros_like(value[:, :1])], 1)
-    returns = td_lambda_targets(reward, done, next_value, gamma, lam)
-    return returns - value, returns
 
 
 class MAPPOWorkload(EpisodeWorkload):

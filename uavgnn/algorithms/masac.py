@@ -35,23 +35,24 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 from torch import nn
 
-from uavgnn import distributed
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
+from uavgnn.algorithms.rl_math import lerp_all_
+from uavgnn.configuration.settings import env_settings, scene_distribution
+from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 from uavgnn.envs.experience import Experience, ReplaySettings
 from uavgnn.envs.replay import Transitions
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
-from uavgnn.errors import ConfigError
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.device import unwrap
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.randomness import stream
 from uavgnn.models.agent_stack import AgentStack, MLPConfig, mlp_net
 from uavgnn.models.graph_actor import GraphActor
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.problem.observation import ObservationLayout
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.randomness import stream
-from uavgnn.runtime import lerp_all_, unwrap
-from uavgnn.settings import env_settings, scene_distribution
-from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 

@@ -60,16 +60,16 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch
 
-from uavgnn import distributed
 from uavgnn.algorithms.base import Phase, StepOutput
 from uavgnn.algorithms.scene_policy import ScenePolicy, ScenePolicyConfig, SceneWorkload, batch_imitation_loss
-from uavgnn.decoders import argmax_decode, fixed_round_greedy, greedy_decode, gumbel_noise
-from uavgnn.errors import ConfigError
+from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
+from uavgnn.inference.decoders import argmax_decode, fixed_round_greedy, greedy_decode, gumbel_noise
 from uavgnn.inference.refinement import policy_rounds
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.randomness import stream
 from uavgnn.models.choices import choice_log_probs, imitation_loss, policy_entropy
 from uavgnn.problem.graphs import COST_COLUMN, VALUE_COLUMN, VALUE_SCALE, kept_size, unsquash
-from uavgnn.randomness import stream
-from uavgnn.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
 
 
 def _per_graph(values: torch.Tensor, graph: torch.Tensor, n_graphs: int) -> torch.Tensor:

@@ -7,7 +7,7 @@
 - Validation: the greedy-decoded policy against the MILP labels of the cached validation split;
   ``val/optimality_gap`` (minimised) selects ``best.pt``.
 - Test phase: the best policy against the guided MILP, greedy, lap, min-cost flow and the MILP on the test
-  split (``uavgnn.scoring.methods``), with ``test_scene.png``.
+  split (``uavgnn.evaluation.methods``), with ``test_scene.png``.
 - Checkpoints are assignment policies: ``load_policy`` reads one back for ``mode=eval``, ``mode=solve`` and
   ``algorithm.init_from``.
 """
@@ -27,27 +27,9 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch_geometric.data import Batch
 
-from uavgnn import distributed
 from uavgnn.algorithms import describe, require, which
 from uavgnn.algorithms.base import SHARE, ZERO_UP, Algorithm, AlgorithmConfig, Compared, Curve, Score, write_results
-from uavgnn.checkpoints import checkpoint_path, kind, load_checkpoint, load_weights
-from uavgnn.console import echo
-from uavgnn.data.batches import BatchSource, jittered_k
-from uavgnn.data.fresh_scenes import FreshScenes
-from uavgnn.data.splits import load_split
-from uavgnn.errors import CheckpointError, ConfigError
-from uavgnn.inference.refinement import policy_rounds
-from uavgnn.models import TransformerGNN, model_from_config
-from uavgnn.models.choices import imitation_loss
-from uavgnn.models.transformer_gnn import TransformerGNNConfig
-from uavgnn.plots import plot_assignments
-from uavgnn.problem.graphs import FEATURE_SET, READS_FEATURE_SETS, GraphSettings, with_budget
-from uavgnn.problem.metrics import mean_metrics
-from uavgnn.report import count, format_table
-from uavgnn.runtime import amp_dtype
-from uavgnn.scoring.methods import compare_on_split
-from uavgnn.scoring.policy import evaluate_model
-from uavgnn.settings import (
+from uavgnn.configuration.settings import (
     batch_settings,
     controls,
     fresh_settings,
@@ -56,7 +38,26 @@ from uavgnn.settings import (
     stage_mix,
     transformer,
 )
-from uavgnn.validation import AT_LEAST_1, ranged
+from uavgnn.configuration.validation import AT_LEAST_1, ranged
+from uavgnn.data.batches import BatchSource, jittered_k
+from uavgnn.data.fresh_scenes import FreshScenes
+from uavgnn.data.splits import load_split
+from uavgnn.evaluation.assignments import evaluate_model
+from uavgnn.evaluation.methods import compare_on_split
+from uavgnn.inference.refinement import policy_rounds
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.console import count, echo
+from uavgnn.infrastructure.device import amp_dtype
+from uavgnn.infrastructure.errors import CheckpointError, ConfigError
+from uavgnn.models import TransformerGNN, model_from_config
+from uavgnn.models.choices import imitation_loss
+from uavgnn.models.transformer_gnn import TransformerGNNConfig
+from uavgnn.problem.graphs import FEATURE_SET, READS_FEATURE_SETS, GraphSettings, with_budget
+from uavgnn.problem.metrics import mean_metrics
+from uavgnn.reporting.pictures import plot_assignments
+from uavgnn.reporting.tables import format_table
+from uavgnn.runs.checkpoints import checkpoint_path, kind, load_checkpoint, load_weights
+from uavgnn.runs.layout import TEST_SCENE
 
 log = logging.getLogger(__name__)
 PRODUCT = "assignment policy"
@@ -187,7 +188,7 @@ class ScenePolicy(Algorithm):
             )
             + "\ngap_ci95: half-width of the 95% interval of the mean gap over the test scenes"
         )
-        plot = model_vs_milp_picture(test_store, evaluation, cfg.model.name, out_dir / "test_scene.png")
+        plot = model_vs_milp_picture(test_store, evaluation, cfg.model.name, out_dir / TEST_SCENE)
         logger.log_image("test/scene", plot, result.state.step)
         test = {f"test/{key}": value for key, value in rows[0].items() if isinstance(value, float)}
         return write_results(result, out_dir, logger, rows, test)

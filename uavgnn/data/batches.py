@@ -18,15 +18,15 @@ import numpy as np
 import torch
 from torch_geometric.data import Batch
 
-from uavgnn import distributed
 from uavgnn.data.loader import make_loader, prefetched
 from uavgnn.data.padded import PaddedSplit
 from uavgnn.data.stages import CurriculumSampler, StageMix
 from uavgnn.data.store import GraphStore
-from uavgnn.errors import ConfigError
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.device import Loading, keep_on_device
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.randomness import stream_seed
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.randomness import stream_seed
-from uavgnn.runtime import Loading, keep_on_device
 
 
 @dataclass(frozen=True)

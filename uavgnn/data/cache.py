@@ -48,12 +48,12 @@ from filelock import FileLock, Timeout
 
 from uavgnn.data.labels import solve_labels, status_counts
 from uavgnn.data.store import GraphStore
-from uavgnn.errors import StorageError
+from uavgnn.infrastructure.console import count
+from uavgnn.infrastructure.errors import StorageError
+from uavgnn.infrastructure.storage import atomic_write, save_torch, storage_error, system_path_problem
 from uavgnn.problem.generator import distribution_key, generate_scenes
 from uavgnn.problem.graphs import FEATURE_SET, build_graph
 from uavgnn.problem.scenes import Scene, SceneDistribution
-from uavgnn.report import count
-from uavgnn.storage import atomic_write, save_torch, storage_error, system_path_problem
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 3

@@ -24,13 +24,13 @@ import numpy as np
 import torch
 from torch_geometric.data import Batch
 
-from uavgnn import distributed
 from uavgnn.data.padded import concat_batches
 from uavgnn.data.stages import StageMix, replay_counts
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.randomness import stream, stream_seed
 from uavgnn.problem.graphs import build_graph_batch
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.randomness import stream, stream_seed
 from uavgnn.solvers.min_cost_flow import relax_candidates
 
 

@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from uavgnn.console import progress
+from uavgnn.infrastructure.console import progress
 from uavgnn.problem.scenes import Scene
 from uavgnn.solvers import SolveResult, solve_milp
 

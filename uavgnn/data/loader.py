@@ -23,7 +23,7 @@ from torch_geometric.loader import DataLoader
 
 from uavgnn.data.padded import PaddedSplit
 from uavgnn.data.store import GraphStore
-from uavgnn.randomness import stream
+from uavgnn.infrastructure.randomness import stream
 
 
 class ShardedBatchSampler(Sampler[list[int]]):

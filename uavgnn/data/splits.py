@@ -26,9 +26,9 @@ from uavgnn.data.cache import (
     verify,
 )
 from uavgnn.data.store import GraphStore
+from uavgnn.infrastructure.console import count as counted
 from uavgnn.problem.scene_folder import files_fingerprint, load_scenes, split_files
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.report import count as counted
 
 SPLITS = ("train", "val", "test")
 

@@ -13,7 +13,7 @@ from torch_geometric.data import Batch
 
 from uavgnn.data.padded import PaddedSplit, concat_batches
 from uavgnn.data.store import GraphStore
-from uavgnn.randomness import stream
+from uavgnn.infrastructure.randomness import stream
 
 
 @dataclass(frozen=True)

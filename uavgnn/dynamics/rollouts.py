@@ -31,11 +31,11 @@ from uavgnn.data.cache import key_hash, load_or_build_payload
 from uavgnn.envs.policies import Policy
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import env_class, make_env
-from uavgnn.errors import ConfigError
-from uavgnn.plugins import source_digest
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.randomness import stream
+from uavgnn.infrastructure.user_code import source_digest
 from uavgnn.problem.generator import distribution_key
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.randomness import stream
 
 FORMAT_VERSION = 2  # 2: observation noise from its own named stream
 SPLITS = ("train", "val", "test", "test_ood")

@@ -22,13 +22,13 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
-from uavgnn import distributed
 from uavgnn.dynamics.kinematics import Estimate, constant_velocity, dynamics_metrics, estimate, rmses
 from uavgnn.dynamics.rollouts import RolloutSource, load_rollouts
 from uavgnn.dynamics.windows import TrajectoryWindows, Units, WindowBatch, feature_stats
 from uavgnn.envs.policies import Policy
-from uavgnn.randomness import stream
-from uavgnn.runtime import Loading, autocast, eval_mode, keep_on_device
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.device import Loading, autocast, eval_mode, keep_on_device
+from uavgnn.infrastructure.randomness import stream
 
 EVAL_BATCH = 1024  # windows per validation forward
 Estimator = Callable[[WindowBatch], Estimate]  # the TCN or a baseline on a batch of windows

@@ -6,7 +6,7 @@ steps with the current policy (uniform random actions for the first
 ``learning_starts`` environment steps) and the transitions are stored; then
 the step's batch is sampled. Acting draws from the exploration stream (saved in
 ``last.pt`` with the environments and the buffer) and sampling from the replay
-stream of (seed, step, rank) (``uavgnn.randomness``), so a resumed run repeats
+stream of (seed, step, rank) (``uavgnn.infrastructure.randomness``), so a resumed run repeats
 the same steps. Under ``torchrun`` each rank steps its own environments (seeded
 by rank) and DDP averages the gradients.
 
@@ -29,14 +29,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from uavgnn import distributed
 from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.rl_workload import EnvRun, RLWorkload
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.uav_env import make_env
-from uavgnn.randomness import restore_stream, stream, stream_seed
-from uavgnn.runtime import keep_on_device, unwrap
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.device import keep_on_device, unwrap
+from uavgnn.infrastructure.randomness import restore_stream, stream, stream_seed
 
 
 @dataclass(frozen=True)

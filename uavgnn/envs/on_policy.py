@@ -1,5 +1,5 @@
 """The on-policy workload of the shared loop (``algorithm=coma``, ``mappo``): episode batches from parallel
-environments, and the TD(lambda) returns both compute on them.
+environments (their returns are the algorithms' to compute: ``uavgnn.algorithms.rl_math``).
 
 When the loop collects (the algorithm's cadence: every ``minibatches x passes``
 updates) the current policy plays one full episode (``env.horizon`` steps, from
@@ -21,12 +21,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from uavgnn import distributed
 from uavgnn.envs.rl_workload import EnvRun, RLWorkload
 from uavgnn.envs.uav_env import UAVEnv, make_env
-from uavgnn.errors import ConfigError
-from uavgnn.randomness import stream, stream_seed
-from uavgnn.runtime import unwrap
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.device import unwrap
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.randomness import stream, stream_seed
 
 
 @dataclass
@@ -49,22 +49,6 @@ class Episodes:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-def td_lambda_targets(
-    reward: torch.Tensor, done: torch.Tensor, next_q: torch.Tensor, gamma: float, lam: float
-) -> torch.Tensor:
-    """(B, T, N) TD(lambda) returns, all steps at once: G_t = sum_{k>=t} (prod_{t<=j<k} c_j) b_k with
-    c_j = gamma lambda (1 - done_j) and b_k = r_k + gamma (1 - lambda)(1 - done_k) next_q_k."""
-    steps = reward.shape[1]
-    live = (1 - done)[..., None]  # (B, T, 1)
-    b = reward + gamma * (1 - lam) * live * next_q  # (B, T, N)
-    c = (gamma * lam * live).expand_as(b).transpose(1, 2)  # (B, N, T)
-    upper = torch.ones(steps, steps, dtype=torch.bool, device=reward.device).triu()  # j >= t
-    factors = torch.where(upper, c[..., None, :], torch.ones_like(c[..., None, :]))  # (B, N, t, j)
-    through = factors.cumprod(-1)  # prod_{t <= j' <= j} c_j'
-    weight = torch.cat([torch.ones_like(through[..., :1]), through[..., :-1]], -1) * upper  # prod over t..k-1
-    return (weight @ b.transpose(1, 2)[..., None]).squeeze(-1).transpose(1, 2)
 
 
 class EpisodeWorkload(RLWorkload):

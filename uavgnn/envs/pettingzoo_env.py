@@ -6,7 +6,7 @@ the training reward of ``UAVEnv.step`` (the task's plus the approach hint and th
 in ``infos[agent]["task_reward"]``). An episode ends for all UAVs together: terminated when every target is
 completed, truncated at ``settings.horizon``; then ``agents`` is empty until ``reset``. ``state()`` is the
 centralised critic's global state. ``render_mode="rgb_array"``: ``render()`` is an (H, W, 3) uint8 picture of the
-episode so far (``uavgnn.envs.render``'s: the UAVs' paths, the targets' service radii, filled once completed);
+episode so far (``uavgnn.reporting.episodes``'s: the UAVs' paths, the targets' service radii, filled once completed);
 without a render mode ``render()`` warns and returns None. ``step`` checks every action before it touches anything
 and refuses a bad one with an ``ActionError`` naming the agent, the value and what the action space allows. The batched
 ``UAVEnv`` underneath is what MASAC and COMA train on, so a policy trained here sees the same dynamics.
@@ -131,7 +131,7 @@ class UAVParallelEnv(ParallelEnv):
 
     def render(self) -> np.ndarray | None:
         """``render_mode="rgb_array"``: the episode so far as an (H, W, 3) uint8 array, drawn as the run
-        directories' pictures are (``uavgnn.envs.render``); no render mode: a warning and None, as PettingZoo's
+        directories' pictures are (``uavgnn.reporting.episodes``); no render mode: a warning and None, as PettingZoo's
         environments do."""
         if self.render_mode is None:
             logger.warn("render() without a render mode: create UAVParallelEnv(..., render_mode='rgb_array')")
@@ -139,7 +139,7 @@ class UAVParallelEnv(ParallelEnv):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        from uavgnn.envs.render import _draw  # the run directories' pictures' drawing
+        from uavgnn.reporting.episodes import _draw  # the run directories' pictures' drawing
 
         radius = self.settings.service_radius
         scores = EpisodeScores(

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from uavgnn.envs.saved_state import check_tensors
-from uavgnn.memory import check_fits
+from uavgnn.infrastructure.memory import check_fits
 
 
 @dataclass

@@ -11,12 +11,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from uavgnn.envs.evaluation import PlannerValidation
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import Step
+from uavgnn.evaluation.episodes import PlannerValidation
+from uavgnn.infrastructure.device import Loading, unwrap
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.runtime import Loading, unwrap
 
 MAX_AGENTS_LOGGED = 16  # per-agent returns get their own curves up to this many UAVs (min/max always)
 

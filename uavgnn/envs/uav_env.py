@@ -40,13 +40,13 @@ from uavgnn.envs import actions, disruptions
 from uavgnn.envs.actions import clamp_norm
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.settings import HEADINGS, EnvSettings
-from uavgnn.errors import ConfigError, MemoryBudgetError
-from uavgnn.memory import check_fits
-from uavgnn.plugins import import_named
+from uavgnn.infrastructure.errors import ConfigError, MemoryBudgetError
+from uavgnn.infrastructure.memory import check_fits
+from uavgnn.infrastructure.randomness import restore_stream
+from uavgnn.infrastructure.user_code import import_named
 from uavgnn.problem.observation import NEIGHBOUR_FEATURES
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.randomness import restore_stream
 
 
 @dataclass

@@ -15,10 +15,10 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch
 
-from uavgnn.decoders import CHECK_EVERY, decision_rounds, fixed_round_greedy, greedy_decode
+from uavgnn.inference.decoders import CHECK_EVERY, decision_rounds, fixed_round_greedy, greedy_decode
+from uavgnn.infrastructure.device import unwrap
 from uavgnn.models.policy import graph_log_probs, message_graph, reads_relaxation
 from uavgnn.problem.graphs import assignment_features
-from uavgnn.runtime import unwrap
 
 Policy = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # candidate and idle log-probabilities, kept candidates
 

@@ -9,15 +9,15 @@ import numpy as np
 import torch
 from torch_geometric.data import Batch, Data
 
-from uavgnn.decoders import decode
+from uavgnn.inference.decoders import decode
 from uavgnn.inference.refinement import refined_log_probs
-from uavgnn.memory import check_fits
+from uavgnn.infrastructure.device import autocast
+from uavgnn.infrastructure.memory import check_fits
 from uavgnn.models import TransformerGNN
 from uavgnn.models.policy import balancing_of, reads_relaxation
 from uavgnn.problem.graphs import GraphSettings, build_graph
 from uavgnn.problem.metrics import reward
 from uavgnn.problem.scenes import Scene
-from uavgnn.runtime import autocast
 from uavgnn.solvers.min_cost_flow import relax_candidates
 from uavgnn.solvers.result import SolveResult
 

@@ -10,10 +10,10 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch
 
+from uavgnn.infrastructure.device import unwrap
 from uavgnn.models.choices import Balancing, capacity_balanced, choice_log_probs
 from uavgnn.models.transformer_gnn import DenseScenes, dense_scenes
 from uavgnn.problem.graphs import message_edges, relaxation_inputs
-from uavgnn.runtime import unwrap
 
 
 @dataclass

@@ -41,26 +41,27 @@ from torch_geometric.data import Batch
 from uavgnn.algorithms import algorithm_class, algorithms, make_algorithm
 from uavgnn.algorithms.base import Algorithm, LossOf, step_loss
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.config import Config
-from uavgnn.console import echo
+from uavgnn.configuration.schemas import Config
+from uavgnn.configuration.settings import graph_settings, scene_distribution, split_settings, transformer
 from uavgnn.data.cache import load_or_build
 from uavgnn.data.loader import make_loader
 from uavgnn.data.naive import NaiveSceneDataset, naive_loader
 from uavgnn.data.splits import load_split, split_spec
 from uavgnn.data.store import GraphStore
-from uavgnn.errors import ConfigError
 from uavgnn.inference.scene import solve_with_model
-from uavgnn.loggers import publish
+from uavgnn.infrastructure.console import count, echo
+from uavgnn.infrastructure.device import amp_dtype, maybe_compile, prepare_device
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.perf import ActivationMeter, peak_memory_mb, synchronize
+from uavgnn.infrastructure.storage import write_json
+from uavgnn.loggers.metric_logger import publish
 from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.models.policy import policy_log_probs
-from uavgnn.modes.benchmark_report import measure, noisy_figures, print_report, section_rows
-from uavgnn.perf import ActivationMeter, peak_memory_mb, synchronize
-from uavgnn.plots import plot_benchmark
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import GraphSettings, with_budget
-from uavgnn.report import count, write_json
-from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
-from uavgnn.settings import graph_settings, scene_distribution, split_settings, transformer
+from uavgnn.reporting.benchmark_report import measure, noisy_figures, print_report, section_rows
+from uavgnn.reporting.pictures import plot_benchmark
+from uavgnn.runs.layout import BENCHMARK, BENCHMARK_PICTURE
 from uavgnn.solvers import solve
 
 log = logging.getLogger(__name__)
@@ -448,18 +449,18 @@ def run_benchmark(cfg: Config, out_dir: Path) -> dict[str, Any]:
         start = time.perf_counter()
         report[name] = SECTIONS[name](cfg, device, out_dir)
         log.info("benchmark section %s done in %.1f s", name, time.perf_counter() - start)
-        write_json(out_dir / "benchmark.json", report)  # partial results survive a later failure
+        write_json(out_dir / BENCHMARK, report)  # partial results survive a later failure
     report["noisy"] = noisy_figures(report)
-    write_json(out_dir / "benchmark.json", report)
+    write_json(out_dir / BENCHMARK, report)
     print_report(report)
-    plot_benchmark(report, out_dir / "graph_benchmark.png")
+    plot_benchmark(report, out_dir / BENCHMARK_PICTURE)
     tables = {f"benchmark/{name}": rows for name, rows in section_rows(report).items()}
     publish(
         cfg,
         out_dir,
         tables,
-        {"benchmark/summary": out_dir / "graph_benchmark.png"},
+        {"benchmark/summary": out_dir / BENCHMARK_PICTURE},
         {key: report[section][key] for section, key in HEADLINES if section in report},
     )
-    echo(f"wrote {out_dir / 'benchmark.json'} and {out_dir / 'graph_benchmark.png'}")
+    echo(f"wrote {out_dir / BENCHMARK} and {out_dir / BENCHMARK_PICTURE}")
     return report

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import sys
 
-from uavgnn.config import Config
-from uavgnn.console import echo
+from uavgnn.configuration.schemas import Config
 from uavgnn.data.cache import cache_entries, clear_cache, clear_refusal, foreign_entries
-from uavgnn.errors import ConfigError, StorageError
-from uavgnn.report import count, format_table
+from uavgnn.infrastructure.console import count, echo
+from uavgnn.infrastructure.errors import ConfigError, StorageError
+from uavgnn.reporting.tables import format_table
 
 
 def run_cache(cfg: Config) -> int:

@@ -1,7 +1,7 @@
 """``mode=compare path=<sweep dir>`` (or ``path=[run, run, ...]``): the comparison report.
 
 A single ``path`` receives the files; a list writes them into this run's directory. Runs that differ only by
-their seed form a seed group, shown by its mean over the seeds (``uavgnn.modes.sweep_report``). Options (the
+their seed form a seed group, shown by its mean over the seeds (``uavgnn.reporting.comparison``). Options (the
 ``compare`` group):
 
 - ``compare.metrics=[test/optimality_gap,graphs_per_s]``: these final metrics alone, in this order (by the keys
@@ -20,19 +20,20 @@ their seed form a seed group, shown by its mean over the seeds (``uavgnn.modes.s
 Gaps and shares are shown in percent everywhere (console, markdown, LaTeX, HTML, the picture);
 ``comparison.csv`` keeps the values as recorded (the fractions of ``summary.json``). Runs of environment policies
 add the MARL section: each run's own test table, the IQM per algorithm with its stratified-bootstrap interval,
-and ``marl_eval.json`` (``uavgnn.modes.marl_report``).
+and ``marl_eval.json`` (``uavgnn.reporting.marl_table``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from uavgnn import run_dir
-from uavgnn.config import Config
-from uavgnn.console import echo
-from uavgnn.errors import ConfigError, RunDirectoryError
-from uavgnn.modes.intervals import METHODS
-from uavgnn.modes.sweep_report import compare_runs
+from uavgnn.configuration.schemas import Config
+from uavgnn.infrastructure.console import echo
+from uavgnn.infrastructure.errors import ConfigError, RunDirectoryError
+from uavgnn.reporting.comparison import compare_runs
+from uavgnn.reporting.intervals import METHODS
+from uavgnn.runs.directory import accept, leftovers
+from uavgnn.runs.layout import MARL_EVAL, comparison_file
 
 
 def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
@@ -44,15 +45,16 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
     paths = [Path(p) for p in cfg.path] if not isinstance(cfg.path, str) else [Path(cfg.path)]
     target = paths[0] if len(paths) == 1 else out_dir
     if target == out_dir:
-        left = run_dir.leftovers(out_dir)
+        left = leftovers(out_dir)
         if left:
             raise RunDirectoryError(
                 f"{out_dir} already holds {', '.join(left[:6])}: mode=compare writes its report "
                 "into a directory of its own; leave out hydra.run.dir or choose another"
             )
-        run_dir.accept(out_dir, cfg)
+        accept(out_dir, cfg)
     rows, text = compare_runs(paths, target, list(options.metrics), bool(options.seed_means), str(options.interval))
     echo(text)
-    marl = " and marl_eval.json" if (target / "marl_eval.json").exists() else ""
-    echo(f"wrote comparison.md, comparison.csv, comparison.tex, comparison.png, comparison.html{marl} into {target}")
+    marl = f" and {MARL_EVAL}" if (target / MARL_EVAL).exists() else ""
+    forms = ", ".join(comparison_file(suffix) for suffix in ("md", "csv", "tex", "png", "html"))
+    echo(f"wrote {forms}{marl} into {target}")
     return rows

@@ -39,17 +39,19 @@ from uavgnn.algorithms import describe, making, produces
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.checkpoints import load_checkpoint
-from uavgnn.config import Config
-from uavgnn.console import echo
-from uavgnn.errors import CheckpointError, ConfigError
-from uavgnn.loggers import publish
-from uavgnn.modes.eval_sets import SetScorer
-from uavgnn.modes.evaluate_env import run_env_eval
-from uavgnn.plots import plot_frontier, plot_shifts, plot_transfer
+from uavgnn.configuration.schemas import Config
+from uavgnn.evaluation.environment import run_env_eval
+from uavgnn.evaluation.test_sets import SetScorer
+from uavgnn.infrastructure.console import echo
+from uavgnn.infrastructure.device import prepare_device
+from uavgnn.infrastructure.errors import CheckpointError, ConfigError
+from uavgnn.infrastructure.storage import write_json
+from uavgnn.loggers.metric_logger import publish
 from uavgnn.problem.scenes import SceneDistribution
-from uavgnn.report import format_table, write_json
-from uavgnn.runtime import prepare_device
+from uavgnn.reporting.pictures import plot_frontier, plot_shifts, plot_transfer
+from uavgnn.reporting.tables import format_table
+from uavgnn.runs.checkpoints import load_checkpoint
+from uavgnn.runs.layout import EVAL, FRONTIER_PICTURE, SHIFTS_PICTURE, TRANSFER, TRANSFER_PICTURE
 
 log = logging.getLogger(__name__)
 TRANSFER_FAILED = 0.5  # the original guide's threshold on transfer_ratio
@@ -162,18 +164,19 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
         "shifts": summary,
         "shift_rows": shifts,
     }
-    write_json(out_dir / "transfer.json", report)
-    write_json(out_dir / "eval.json", rows + shifts)
-    plot_transfer(rows, train_size, out_dir / "transfer.png")
-    plot_frontier(rows, out_dir / "frontier.png")
-    pictures = {"eval/transfer_plot": out_dir / "transfer.png", "eval/frontier_plot": out_dir / "frontier.png"}
+    write_json(out_dir / TRANSFER, report)
+    write_json(out_dir / EVAL, rows + shifts)
+    plot_transfer(rows, train_size, out_dir / TRANSFER_PICTURE)
+    plot_frontier(rows, out_dir / FRONTIER_PICTURE)
+    pictures = {"eval/transfer_plot": out_dir / TRANSFER_PICTURE, "eval/frontier_plot": out_dir / FRONTIER_PICTURE}
     if summary:
-        plot_shifts(summary, train_size, out_dir / "shifts.png")
-        pictures["eval/shifts_plot"] = out_dir / "shifts.png"
+        plot_shifts(summary, train_size, out_dir / SHIFTS_PICTURE)
+        pictures["eval/shifts_plot"] = out_dir / SHIFTS_PICTURE
     headline = {f"transfer_ratio/{t['positions']}/{t['n_uav']}": t["transfer_ratio"] for t in transfer}
     headline.update({f"shift_gap/{t['test_set']}": t["model_gap"] for t in summary})
     publish(cfg, out_dir, {"eval/methods": rows, "eval/transfer": transfer, "eval/shifts": summary}, pictures, headline)
-    echo(f"results in {out_dir} (transfer.json, transfer.png, frontier.png{', shifts.png' if summary else ''})")
+    written = [TRANSFER, TRANSFER_PICTURE, FRONTIER_PICTURE, *([SHIFTS_PICTURE] if summary else [])]
+    echo(f"results in {out_dir} ({', '.join(written)})")
     return report
 
 

@@ -21,10 +21,12 @@ import torch
 
 from uavgnn.algorithms import algorithms
 from uavgnn.algorithms.base import Algorithm
-from uavgnn.config import Config
-from uavgnn.console import echo, launched_as
-from uavgnn.manifest import cpu_model, package_versions
-from uavgnn.report import format_table, write_json
+from uavgnn.configuration.schemas import Config
+from uavgnn.infrastructure.console import echo, launched_as
+from uavgnn.infrastructure.storage import write_json
+from uavgnn.reporting.tables import format_table
+from uavgnn.runs.layout import INFO
+from uavgnn.runs.manifest import cpu_model, package_versions
 
 GIB = 2**30
 
@@ -82,12 +84,12 @@ def _tiny_step(device: torch.device, amp: torch.dtype | None = None, compiled: b
     """One forward/backward of a tiny real model on a generated batch."""
     from torch_geometric.data import Batch
 
+    from uavgnn.infrastructure.device import autocast
     from uavgnn.models import TransformerGNN
     from uavgnn.models.policy import policy_log_probs
     from uavgnn.problem.generator import generate_scenes
     from uavgnn.problem.graphs import build_graph
     from uavgnn.problem.scenes import SceneDistribution
-    from uavgnn.runtime import autocast
 
     batch = Batch.from_data_list([build_graph(s) for s in generate_scenes(SceneDistribution(), 8, 4, 0)]).to(device)
     model = TransformerGNN(hidden=32, heads=2, layers=1).to(device)
@@ -181,5 +183,5 @@ def run_info(cfg: Config, out_dir: Path) -> dict[str, Any]:
         + ["optim.compile=true"] * info["recommended"]["compile"]
     )
     echo(f"\nrecommended: {launched_as()} {' '.join(flags)}   ({why})")
-    write_json(out_dir / "info.json", info)
+    write_json(out_dir / INFO, info)
     return info

@@ -32,14 +32,16 @@ from torch.profiler import ProfilerActivity, record_function, schedule, tensorbo
 
 from uavgnn.algorithms import make_algorithm
 from uavgnn.algorithms.base import LossOf, Network, step_loss
-from uavgnn.config import Config
-from uavgnn.console import echo, progress
-from uavgnn.errors import ConfigError
-from uavgnn.loggers import publish
-from uavgnn.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak_memory_mb, synchronize
-from uavgnn.plots import plot_profile
-from uavgnn.report import format_table, write_json
-from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device
+from uavgnn.configuration.schemas import Config
+from uavgnn.infrastructure.console import echo, progress
+from uavgnn.infrastructure.device import amp_dtype, maybe_compile, prepare_device
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak_memory_mb, synchronize
+from uavgnn.infrastructure.storage import write_json
+from uavgnn.loggers.metric_logger import publish
+from uavgnn.reporting.pictures import plot_profile
+from uavgnn.reporting.tables import format_table
+from uavgnn.runs.layout import PROFILE, PROFILE_PICTURE
 from uavgnn.training.anatomy import step_anatomy
 from uavgnn.training.batch_size import resolve_batch_size
 from uavgnn.training.optimisers import Optimisers
@@ -155,11 +157,11 @@ def run_profile(cfg: Config, out_dir: Path) -> dict[str, Any]:
         f"{anatomy.syncs_per_step:.1f} host syncs per step"
         + (f", {anatomy.compiles} compiles, {anatomy.graph_breaks} graph breaks" if cfg.optim.compile else "")
     )
-    write_json(out_dir / "profile.json", report)
-    plot_profile(report, out_dir / "profile.png")
+    write_json(out_dir / PROFILE, report)
+    plot_profile(report, out_dir / PROFILE_PICTURE)
     headline = {key: value for key, value in report.items() if isinstance(value, (int, float, str))}
-    publish(cfg, out_dir, {"profile/stages": report["stages"]}, {"profile/plot": out_dir / "profile.png"}, headline)
-    echo(f"wrote {out_dir / 'profile.json'} and {out_dir / 'profile.png'}")
+    publish(cfg, out_dir, {"profile/stages": report["stages"]}, {"profile/plot": out_dir / PROFILE_PICTURE}, headline)
+    echo(f"wrote {out_dir / PROFILE} and {out_dir / PROFILE_PICTURE}")
     return report
 
 

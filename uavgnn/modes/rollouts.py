@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from uavgnn.algorithms import make_algorithm
-from uavgnn.config import Config
+from uavgnn.configuration.schemas import Config
 
 
 def run_rollouts(cfg: Config, out_dir: Path) -> list[dict[str, object]]:

@@ -18,18 +18,20 @@ import logging
 from pathlib import Path
 
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.config import Config
-from uavgnn.console import echo
-from uavgnn.errors import ConfigError
+from uavgnn.configuration.schemas import Config
+from uavgnn.configuration.settings import scene_distribution
 from uavgnn.inference.guided import solve_guided
 from uavgnn.inference.scene import solve_with_model
+from uavgnn.infrastructure.console import count, echo
+from uavgnn.infrastructure.device import amp_dtype, prepare_device
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.storage import write_json
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics
 from uavgnn.problem.scene_io import load_scene, save_scene
 from uavgnn.problem.scenes import Scene
-from uavgnn.report import count, format_table, write_json
-from uavgnn.runtime import amp_dtype, prepare_device
-from uavgnn.settings import scene_distribution
+from uavgnn.reporting.tables import format_table
+from uavgnn.runs.layout import ASSIGNMENT, SOLVE_METRICS, SOLVED_SCENE
 from uavgnn.solvers import solve, solve_milp
 from uavgnn.solvers.pruned import solve_with_pruner
 
@@ -90,9 +92,9 @@ def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
             )
     metrics = mean_metrics(assignment_metrics([scene], [result.assignment], None if optimum is None else [optimum]))
     metrics["wall_time_s"] = result.wall_time
-    save_scene(out_dir / "scene.json", scene)
-    write_json(out_dir / "assignment.json", result.to_json())
-    write_json(out_dir / "metrics.json", {"solver": result.solver, "status": result.status, **metrics})
+    save_scene(out_dir / SOLVED_SCENE, scene)
+    write_json(out_dir / ASSIGNMENT, result.to_json())
+    write_json(out_dir / SOLVE_METRICS, {"solver": result.solver, "status": result.status, **metrics})
     echo(format_table([{"solver": result.solver, "status": result.status, **metrics}]))
     echo(f"results in {out_dir}")
     return metrics

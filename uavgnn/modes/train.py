@@ -13,14 +13,16 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from uavgnn import distributed, requeue, run_dir
 from uavgnn.algorithms import algorithm_class, describe, stored_config
-from uavgnn.checkpoints import load_checkpoint, load_weights
-from uavgnn.config import Config
-from uavgnn.console import echo, launched_as
-from uavgnn.errors import Interrupted
-from uavgnn.loggers import open_logger
-from uavgnn.storage import remove_stale_temps, storage_error
+from uavgnn.configuration.schemas import Config
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.console import echo, launched_as
+from uavgnn.infrastructure.errors import Interrupted
+from uavgnn.infrastructure.storage import remove_stale_temps, storage_error
+from uavgnn.loggers.metric_logger import open_logger
+from uavgnn.runs import requeue
+from uavgnn.runs.checkpoints import load_checkpoint, load_weights
+from uavgnn.runs.directory import accept, clear_failure_records
 from uavgnn.training.resume import check_history, check_resume_config, finished_score, resume_checkpoint
 from uavgnn.training.trainer import Trainer
 
@@ -60,7 +62,7 @@ def _train_and_test(cfg: Config, out_dir: Path) -> float:
         score = distributed.broadcast_from_main(finished_score(out_dir, config) if main else None)
         if score is not None:
             if main:
-                run_dir.clear_failure_records(out_dir)
+                clear_failure_records(out_dir)
             echo(
                 f"{out_dir}: finished already with these settings (summary.json at step {cfg.train.steps}): "
                 "not run again"
@@ -79,9 +81,9 @@ def _train_and_test(cfg: Config, out_dir: Path) -> float:
         )
         check_history(out_dir, resume_from, stored)
     trainer = Trainer(cfg, out_dir, resume_from)  # restores every part of the checkpoint, writes nothing
-    run_dir.accept(out_dir, cfg)  # every check passed: the run writes from here on
+    accept(out_dir, cfg)  # every check passed: the run writes from here on
     if main:
-        run_dir.clear_failure_records(out_dir)  # an earlier attempt's: superseded by this one
+        clear_failure_records(out_dir)  # an earlier attempt's: superseded by this one
         remove_stale_temps(out_dir)
         requeue.done(out_dir)
     logger = open_logger(cfg, out_dir, resume_step=resume_step, enabled=main)

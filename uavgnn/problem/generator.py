@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from uavgnn.errors import ConfigError
-from uavgnn.plugins import import_named, source_digest
+from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.user_code import import_named, source_digest
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import Scene, SceneDistribution
 

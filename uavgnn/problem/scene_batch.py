@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from uavgnn.errors import ConfigError
+from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.problem.scenes import Scene, SceneDistribution
 
 

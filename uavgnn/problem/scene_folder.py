@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from uavgnn.errors import ConfigError, SceneFileError
-from uavgnn.memory import gigabytes
+from uavgnn.infrastructure.errors import ConfigError, SceneFileError
+from uavgnn.infrastructure.memory import gigabytes
 from uavgnn.problem.scene_io import load_scene
 from uavgnn.problem.scenes import Scene
 

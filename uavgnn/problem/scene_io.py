@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from uavgnn.errors import MemoryBudgetError, SceneFileError
-from uavgnn.memory import check_fits
+from uavgnn.infrastructure.errors import MemoryBudgetError, SceneFileError
+from uavgnn.infrastructure.memory import check_fits
+from uavgnn.infrastructure.storage import atomic_write, replacing
 from uavgnn.problem.scenes import Scene
-from uavgnn.storage import atomic_write, replacing
 
 FIELDS = ("uav_position", "uav_range", "target_position", "target_need", "target_value", "lam")
 # the largest magnitude each field may hold (docs/scenes.md, "Scene files")

@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 from scipy.spatial import cKDTree
 
-from uavgnn.memory import check_fits
+from uavgnn.infrastructure.memory import check_fits
 
 
 @dataclass(frozen=True)

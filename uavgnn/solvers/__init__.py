@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from uavgnn.errors import ProblemTooLarge
+from uavgnn.infrastructure.errors import ProblemTooLarge
 from uavgnn.problem.scenes import Scene
 from uavgnn.solvers.greedy import solve_greedy
 from uavgnn.solvers.lap import solve_lap

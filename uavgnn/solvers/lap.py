@@ -17,7 +17,7 @@ import time
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from uavgnn.errors import ProblemTooLarge
+from uavgnn.infrastructure.errors import ProblemTooLarge
 from uavgnn.problem.metrics import IDLE, reward
 from uavgnn.problem.scenes import Scene, feasible_pairs
 from uavgnn.solvers.result import SolveResult

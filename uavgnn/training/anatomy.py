@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from uavgnn.loggers import MetricLogger
-from uavgnn.perf import CompileCounter, OpCounter
+from uavgnn.infrastructure.perf import CompileCounter, OpCounter
+from uavgnn.loggers.metric_logger import MetricLogger
 from uavgnn.training.trainer import Trainer
 
 

@@ -12,7 +12,7 @@ its step memory is within ``hardware.memory_fraction`` of the budget
 
 A fixed ``hardware.batch_size`` above ``ESTIMATE_ABOVE`` is checked the same way before the first batch is
 drawn: two trial steps give the memory of one more item, and a batch that could not fit the memory this
-process has (``uavgnn.memory``) is refused in one line instead of allocating until the machine gives out.
+process has (``uavgnn.infrastructure.memory``) is refused in one line instead of allocating until the machine gives out.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from uavgnn import distributed
 from uavgnn.algorithms.base import LossOf
-from uavgnn.errors import ConfigError, MemoryBudgetError
-from uavgnn.memory import check_fits
-from uavgnn.perf import MIB, ActivationMeter, device_memory_mb
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.errors import ConfigError, MemoryBudgetError
+from uavgnn.infrastructure.memory import check_fits
+from uavgnn.infrastructure.perf import MIB, ActivationMeter, device_memory_mb
 
 log = logging.getLogger(__name__)
 SMALLEST = 8

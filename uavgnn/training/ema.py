@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
-from uavgnn.runtime import lerp_all_
+from uavgnn.algorithms.rl_math import lerp_all_
 
 
 @torch.no_grad()

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import torch
 
-from uavgnn import distributed
 from uavgnn.algorithms.base import Phase
-from uavgnn.checkpoints import BEST, load_checkpoint, load_weights
-from uavgnn.console import echo
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.console import echo
+from uavgnn.runs.checkpoints import load_checkpoint, load_weights
+from uavgnn.runs.layout import BEST
 from uavgnn.training.optimisers import Optimisers
 from uavgnn.training.schedule import lr_factor
 from uavgnn.training.step_stats import StepStats

@@ -16,8 +16,9 @@ import logging
 
 import torch
 
-from uavgnn.checkpoints import LAST, load_checkpoint, weights_norm
-from uavgnn.errors import Interrupted, TrainingDiverged
+from uavgnn.infrastructure.errors import Interrupted, TrainingDiverged
+from uavgnn.runs.checkpoints import load_checkpoint, weights_norm
+from uavgnn.runs.layout import LAST
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,13 @@ from omegaconf.errors import OmegaConfBaseException
 
 from uavgnn.algorithms import stored_config
 from uavgnn.algorithms.base import Algorithm
-from uavgnn.checkpoints import LAST, find_resume_checkpoint
-from uavgnn.errors import ConfigError, RunDirectoryError
-from uavgnn.loggers import HISTORY_FILE, read_history
-from uavgnn.report import flatten
-from uavgnn.run_dir import ATTEMPT_FILES, HYDRA_RECORD, held_run_files, leftovers
-from uavgnn.run_record import read_object
+from uavgnn.infrastructure.errors import ConfigError, RunDirectoryError
+from uavgnn.infrastructure.nested import flatten
+from uavgnn.loggers.metric_logger import read_history
+from uavgnn.runs.checkpoints import find_resume_checkpoint
+from uavgnn.runs.directory import held_run_files, leftovers
+from uavgnn.runs.layout import ATTEMPT_FILES, HISTORY, HYDRA_CONFIG, HYDRA_RECORD, LAST, SUMMARY
+from uavgnn.runs.record import read_object
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def _recorded_config(out_dir: Path) -> dict[str, Any] | None:
     """The config ``out_dir``'s run was accepted with (``.hydra/config.yaml``) on this version's schemas,
     resolved; None when that record cannot be read."""
     try:
-        recorded = OmegaConf.to_container(OmegaConf.load(out_dir / HYDRA_RECORD / "config.yaml"))
+        recorded = OmegaConf.to_container(OmegaConf.load(out_dir / HYDRA_RECORD / HYDRA_CONFIG))
         return OmegaConf.to_container(stored_config(recorded), resolve=True)
     except (OSError, ValueError, TypeError, OmegaConfBaseException):
         return None
@@ -156,7 +157,7 @@ def finished_score(out_dir: Path, config: dict[str, Any]) -> float | None:
     """The best validation score of the run that already finished in ``out_dir`` with these settings (its
     ``summary.json`` written at ``train.steps``, nothing but ``RERUN_SAFE`` changed since), or None: the same
     command re-issued after a sweep was killed skips the jobs that finished and returns what they found."""
-    summary = read_object(out_dir / "summary.json")
+    summary = read_object(out_dir / SUMMARY)
     if summary is None or summary.get("steps") != config["train"]["steps"]:
         return None
     best = [value for key, value in summary.items() if key.startswith("best_") and isinstance(value, (int, float))]
@@ -192,7 +193,7 @@ def check_resume_config(
 def check_history(out_dir: Path, path: Path, ckpt: dict[str, Any]) -> None:
     """The history must still hold every row the checkpoint saw written: fewer means it was cut or damaged
     after the fact (not a line torn by a kill), and continuing would leave a hole in the run's record."""
-    history = out_dir / HISTORY_FILE
+    history = out_dir / HISTORY
     if not history.exists():
         return  # moved aside on purpose: the continued history starts at the checkpoint
     step, recorded = ckpt["state"]["step"], ckpt.get("history_rows")

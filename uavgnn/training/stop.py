@@ -3,8 +3,8 @@ scheduler's notices of preemption or of the time limit (SIGUSR1, SIGUSR2: SLURM'
 
 The handler only records the signal; the loop checks it after each step,
 writes ``last.pt`` and raises ``Interrupted`` with the command that resumes
-(under a scheduler the job is then requeued: ``uavgnn.requeue``).
-A second signal ends the run at once, wherever it is (``uavgnn.signals``), so
+(under a scheduler the job is then requeued: ``uavgnn.runs.requeue``).
+A second signal ends the run at once, wherever it is (``uavgnn.infrastructure.signals``), so
 pressing Ctrl-C twice still leaves a stuck run.
 """
 
@@ -14,8 +14,8 @@ import signal
 import threading
 from types import FrameType
 
-from uavgnn import signals
-from uavgnn.signals import EXIT_CODES
+from uavgnn.infrastructure import signals
+from uavgnn.infrastructure.signals import EXIT_CODES
 
 PREEMPTION = (signal.SIGUSR1, signal.SIGUSR2)  # a scheduler's notice that the job is about to be stopped
 

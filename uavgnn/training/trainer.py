@@ -31,12 +31,16 @@ import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel
 
-from uavgnn import distributed
 from uavgnn.algorithms import describe, make_algorithm
 from uavgnn.algorithms.base import AlgorithmStep, step_loss
-from uavgnn.checkpoints import (
-    BEST,
-    LAST,
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.console import echo, progress
+from uavgnn.infrastructure.device import amp_dtype, maybe_compile, prepare_device
+from uavgnn.infrastructure.errors import CheckpointError, Interrupted
+from uavgnn.infrastructure.perf import device_memory_mb, peak_memory_mb
+from uavgnn.infrastructure.randomness import seed_everything
+from uavgnn.loggers.metric_logger import MetricLogger
+from uavgnn.runs.checkpoints import (
     load_checkpoint,
     load_part,
     load_weights,
@@ -48,11 +52,7 @@ from uavgnn.checkpoints import (
     weights_norm,
     weights_problem,
 )
-from uavgnn.console import echo, progress
-from uavgnn.errors import CheckpointError, Interrupted
-from uavgnn.loggers import MetricLogger
-from uavgnn.perf import device_memory_mb, peak_memory_mb
-from uavgnn.runtime import amp_dtype, maybe_compile, prepare_device, seed_everything
+from uavgnn.runs.layout import BEST, LAST
 from uavgnn.training.batch_size import resolve_batch_size
 from uavgnn.training.curriculum import CurriculumState, curriculum_step
 from uavgnn.training.ema import update_moving_average

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from uavgnn import distributed
-from uavgnn.runtime import autocast
+from uavgnn.infrastructure import distributed
+from uavgnn.infrastructure.device import autocast
 from uavgnn.training.cuda_graphs import GraphedUpdate, cuda_graphs_refusal
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,133 @@
+"""What a run prints reaches the console and the run directory's ``run.log`` alike, once.
+
+Hydra's file handler only sees log records; tables, summaries and errors
+are printed. ``echo`` prints (through tqdm, so progress bars stay intact) and
+hands the same text to the file handlers alone, so ``run.log`` is a complete
+record of the console without printing anything twice. ``run.log`` itself is a
+``RunLogHandler`` (``conf/hydra/job_logging/uavgnn.yaml``): nothing reaches the
+file before the run is accepted (``uavgnn.runs.directory``), so a refused run leaves
+the log of the run it refused as it was.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+_run_log = logging.getLogger("uavgnn.infrastructure.console")
+_run_log.propagate = False  # the console already has the text
+_run_log.setLevel(logging.INFO)
+
+
+class RunLogHandler(logging.FileHandler):
+    """Hydra's ``run.log``, opened only by ``start``: until then its records wait in memory (a refused run
+    writes nothing into the directory), then they are written first, in order."""
+
+    def __init__(self, filename: str, mode: str = "a", encoding: str | None = None) -> None:
+        super().__init__(filename, mode, encoding, delay=True)
+        self.waiting: list[logging.LogRecord] | None = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.waiting is not None:
+            self.waiting.append(record)
+        else:
+            super().emit(record)
+
+    def start(self, header: Sequence[str] = ()) -> None:
+        waiting, self.waiting = self.waiting or [], None
+        lines = [logging.LogRecord(_run_log.name, logging.INFO, __file__, 0, line, None, None) for line in header]
+        for record in [*lines, *waiting]:
+            super().emit(record)
+
+
+def start_run_log(header: Sequence[str] = ()) -> None:
+    """Open ``run.log`` (the run was accepted): every ``RunLogHandler`` writes ``header`` (the run manifest), then
+    what it kept, and goes on."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, RunLogHandler):
+            handler.start(header)
+
+
+def attach_run_log() -> None:
+    """Send echoed text to the root logger's file handlers (Hydra's ``run.log``); call after Hydra set up logging."""
+    logging.raiseExceptions = False  # a full disk must not turn every later log line into a traceback
+    files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    for handler in list(_run_log.handlers):  # an earlier job's run.log (a sweep in one process): not this job's
+        if handler not in files:
+            _run_log.removeHandler(handler)
+    for handler in files:
+        if handler not in _run_log.handlers:
+            _run_log.addHandler(handler)
+
+
+def launched_as() -> str:
+    """How this process was started, to print commands the user can paste: ``python run.py``,
+    ``python -m uavgnn`` or ``uavgnn``."""
+    program = Path(sys.argv[0]).name
+    if program == "__main__.py":
+        return "python -m uavgnn"
+    return "python run.py" if program.endswith(".py") else program
+
+
+def echo(text: str, err: bool = False) -> None:
+    """Print ``text`` to stdout (stderr with ``err``) and record it in ``run.log``."""
+    tqdm.write(text, file=sys.stderr if err else sys.stdout)
+    _run_log.info(text)
+
+
+class StatusLines(tqdm):
+    """tqdm off a terminal (a cluster log, CI): the bar as one plain line when it starts, every
+    ``every_s`` seconds and when it closes, never a carriage-return redraw or a cleared line."""
+
+    every_s = 30.0
+
+    def clear(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to erase: lines already written stay."""
+
+    def display(self, msg: str | None = None, pos: int | None = None, final: bool = False) -> bool:
+        now = time.monotonic()
+        last_n, last_time = getattr(self, "_last_line", (None, -math.inf))
+        if msg == "" or self.n == last_n or (not final and now - last_time < self.every_s):
+            return True
+        self._last_line = (self.n, now)
+        self.fp.write(self.__str__() + "\n")
+        self.fp.flush()
+        return True
+
+    def close(self) -> None:
+        if not self.disable:
+            self.display(final=True)
+            fp, self.fp = self.fp, io.StringIO()  # tqdm's own close only writes redraw characters
+            super().close()
+            self.fp = fp
+
+
+def progress(iterable: Iterable | None = None, **settings: Any) -> tqdm:
+    """A tqdm bar on stderr: redrawn every 2 s at a terminal; in a file or pipe, ``StatusLines``."""
+    if sys.stderr.isatty():
+        return tqdm(iterable, **{"mininterval": 2.0, "dynamic_ncols": True, **settings})
+    return StatusLines(iterable, **{"ascii": True, "ncols": 100, **settings})
+
+
+_said: set[str] = set()
+
+
+def say_once(message: str) -> None:
+    """A warning a run gives once however often the code that finds it runs (the device is resolved in several
+    places)."""
+    if message not in _said:
+        _said.add(message)
+        logging.getLogger(__name__).warning(message)
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 scene``, ``2 scenes`` (``plural`` where adding an s is wrong): a number with its noun in the right form."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {plural or noun + 's'}"
