@@ -22,7 +22,7 @@ from uavgnn.algorithms.scene_policy import first_difference, model_vs_milp_pictu
 from uavgnn.evaluation.assignments import Evaluation
 from uavgnn.infrastructure.console import count, launched_as, progress
 from uavgnn.infrastructure.errors import ConfigError
-from uavgnn.loggers.metric_logger import run_id
+from uavgnn.loggers.wandb_dashboard import run_id
 from uavgnn.modes.cache import clear
 from uavgnn.modes.train import resume_command
 from uavgnn.program.job import MODES

@@ -62,7 +62,7 @@ from uavgnn.infrastructure.errors import (
     TrainingDiverged,
 )
 from uavgnn.infrastructure.storage import atomic_write, system_path_problem
-from uavgnn.loggers.metric_logger import MetricLogger, read_history
+from uavgnn.loggers.metric_logger import MetricLogger
 from uavgnn.models import model_from_config
 from uavgnn.modes.cache import clear
 from uavgnn.modes.train import run_train
@@ -70,6 +70,7 @@ from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_io import load_scene
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
 from uavgnn.runs.checkpoints import load_checkpoint, part_checksums, weights_norm
+from uavgnn.runs.history import read_history
 from uavgnn.training.resume import check_resume_config, config_changes, resume_checkpoint
 from uavgnn.training.trainer import Trainer, train
 

@@ -17,8 +17,8 @@ import torch
 from conftest import ROOT, job_dirs, run_cli
 
 from uavgnn.infrastructure.signals import EXIT_CODES
-from uavgnn.loggers.metric_logger import read_history
 from uavgnn.runs import requeue
+from uavgnn.runs.history import read_history
 from uavgnn.runs.layout import REQUEUED
 
 LONG = [

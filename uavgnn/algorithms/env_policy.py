@@ -27,12 +27,12 @@ from uavgnn.envs.settings import EnvSettings
 from uavgnn.evaluation.episodes import TEST_SEED, compare_policies
 from uavgnn.infrastructure.console import count, echo
 from uavgnn.infrastructure.errors import CheckpointError, ConfigError
-from uavgnn.loggers.metric_logger import read_history
 from uavgnn.models.agent_stack import MLPConfig
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.reporting.episodes import episode_gif, plot_episodes, plot_learning_curve
 from uavgnn.reporting.tables import format_table
 from uavgnn.runs.checkpoints import load_checkpoint, load_weights
+from uavgnn.runs.history import read_history
 from uavgnn.runs.layout import EPISODE, LEARNING_CURVE, TRAJECTORIES
 
 PRODUCT = "environment policy"

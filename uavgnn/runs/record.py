@@ -21,8 +21,8 @@ from omegaconf.errors import OmegaConfBaseException
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import RunDirectoryError
 from uavgnn.infrastructure.nested import flatten
-from uavgnn.loggers.metric_logger import read_history
 from uavgnn.runs.directory import job_number
+from uavgnn.runs.history import read_history
 from uavgnn.runs.layout import FAILED, HISTORY, HYDRA_CONFIG, HYDRA_OVERRIDES, HYDRA_RECORD, SUMMARY, SWEEP_RECORD
 
 

@@ -21,9 +21,9 @@ from uavgnn.algorithms import stored_config
 from uavgnn.algorithms.base import Algorithm
 from uavgnn.infrastructure.errors import ConfigError, RunDirectoryError
 from uavgnn.infrastructure.nested import flatten
-from uavgnn.loggers.metric_logger import read_history
 from uavgnn.runs.checkpoints import find_resume_checkpoint
 from uavgnn.runs.directory import held_run_files, leftovers
+from uavgnn.runs.history import read_history
 from uavgnn.runs.layout import ATTEMPT_FILES, HISTORY, HYDRA_CONFIG, HYDRA_RECORD, LAST, SUMMARY
 from uavgnn.runs.record import read_object
 
