@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from torch_geometric.data import Batch  # noqa: E402
 
-from uavgnn.algorithms import default_config  # noqa: E402
+from uavgnn.algorithms.checkpoint_config import default_config  # noqa: E402
 from uavgnn.algorithms.reinforce import Reinforce  # noqa: E402
 from uavgnn.infrastructure.device import maybe_compile  # noqa: E402
 from uavgnn.infrastructure.perf import median_seconds  # noqa: E402

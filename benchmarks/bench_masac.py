@@ -36,9 +36,9 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import make_algorithm, make_model, register_configs
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
+from uavgnn.algorithms.registry import make_algorithm, make_model, register_configs
 from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.settings import EnvSettings

@@ -34,13 +34,14 @@ from pathlib import Path
 
 import torch
 
+from uavgnn.algorithms.compared import environment_policy_runs, metrics_of
 from uavgnn.algorithms.env_policy import compare_checkpoints
 from uavgnn.infrastructure.console import count
 from uavgnn.infrastructure.errors import CheckpointError
 from uavgnn.infrastructure.storage import write_json
-from uavgnn.reporting import marl_table as marl_report
+from uavgnn.reporting import marl_table
 from uavgnn.reporting.comparison import render_marl
-from uavgnn.reporting.run_metrics import differing_keys, metrics_of
+from uavgnn.reporting.run_metrics import differing_keys
 from uavgnn.reporting.tables import format_table, markdown_table
 from uavgnn.runs.record import find_runs, load_run
 
@@ -75,12 +76,12 @@ def own_tables(paths: list[str]) -> tuple[str, list[dict], list[dict], dict]:
     """The runs' own test tables and the IQM per algorithm (``mode=compare``'s MARL section): its text, the
     tables' rows, the IQM rows and the runs in marl-eval's format."""
     runs = [load_run(d) for d in run_directories(paths)]
-    marl = marl_report.env_policy_runs(runs)
+    marl = environment_policy_runs(runs)
     if not marl:
         raise CheckpointError(f"no finished environment-policy run among {', '.join(paths)}")
     keys = differing_keys(marl)
     text, summary, data = render_marl(marl, keys, metrics_of(marl))
-    return text, marl_report.test_tables(marl, marl_report.algorithm_labels(marl, keys)), summary, data
+    return text, marl_table.test_tables(marl, marl_table.algorithm_labels(marl, keys)), summary, data
 
 
 def replayed(args: argparse.Namespace) -> list[dict]:

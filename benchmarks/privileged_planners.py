@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import register_configs
+from uavgnn.algorithms.registry import register_configs
 from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.envs.policies import (
     Policy,
@@ -50,8 +50,9 @@ from uavgnn.envs.policies import (
 )
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env
+from uavgnn.envs.validation import VAL_SEED
 from uavgnn.evaluation.environment import NOMINAL
-from uavgnn.evaluation.episodes import TEST_SEED, TOLD_MOTION_PLANNERS, VAL_SEED
+from uavgnn.evaluation.episodes import TEST_SEED, TOLD_MOTION_PLANNERS
 from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.reporting.tables import format_table
 from uavgnn.solvers import solve_milp

@@ -31,7 +31,7 @@ import torch
 from bench_scale_solvers import relaxation_bound
 from omegaconf import open_dict
 
-from uavgnn.algorithms import stored_config
+from uavgnn.algorithms.checkpoint_config import stored_config
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.configuration.settings import scene_distribution, split_settings
 from uavgnn.data.splits import load_split, split_spec

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from omegaconf import open_dict
 
-from uavgnn.algorithms import stored_config
+from uavgnn.algorithms.checkpoint_config import stored_config
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.configuration.settings import split_settings
 from uavgnn.data.splits import load_split

@@ -1,6 +1,6 @@
 """Write docs/configuration.md, the configuration reference, from the typed schemas.
 
-Every key of the root schema (``uavgnn.configuration.schemas.Config``), of each model kind (``MODEL_SCHEMAS``) and
+Every key of the root schema (``uavgnn.configuration.schemas.Config``), of each model kind (``model_schemas()``) and
 of each algorithm (``algorithms()``, each ``.config``), with its type, default, valid values
 (``uavgnn.configuration.validation``: ``CHOICES``, ``RANGES``, a ``ranged`` field's range) and the ``# comment`` on
 its field in the source (or, where the field has none, on its key in the group's default YAML); each group's
@@ -164,7 +164,7 @@ def schema_of(path: Path) -> str | None:
 
 def render() -> str:
     """The whole page."""
-    from uavgnn.algorithms import MODEL_SCHEMAS, algorithms
+    from uavgnn.algorithms.registry import algorithms, model_schemas
     from uavgnn.configuration.schemas import Config
 
     chosen = dict(re.findall(r"^  - (\w+): (\w+)", (CONF / "config.yaml").read_text(), re.M))
@@ -186,7 +186,7 @@ def render() -> str:
         group = field.name
         out += ["", f"## `{group}`", "", *options(group, chosen.get(group)), ""]
         if group == "model":
-            for kind, schema in MODEL_SCHEMAS.items():
+            for kind, schema in model_schemas().items():
                 sizes = [p.stem for p in sorted((CONF / "model").glob("*.yaml")) if schema_of(p) == kind]
                 out += [f"### `{kind}` (`model={'|'.join(sizes)}`)", "", *key_table(schema, "model.", {}), ""]
         elif group == "algorithm":

@@ -250,7 +250,7 @@ def test_profile_and_auto_batch_size_measure_the_configured_algorithms_step(tmp_
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
 
-    from uavgnn.algorithms import register_configs
+    from uavgnn.algorithms.registry import register_configs
     from uavgnn.algorithms.reinforce import Reinforce
     from uavgnn.modes.profile import run_profile
 
@@ -296,7 +296,7 @@ def test_checkpoints_carry_the_graph_settings_that_eval_and_solve_use(tmp_path) 
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
 
-    from uavgnn.algorithms import register_configs
+    from uavgnn.algorithms.registry import register_configs
     from uavgnn.algorithms.scene_policy import load_initial_policy, load_policy
     from uavgnn.infrastructure.errors import CheckpointError
     from uavgnn.models import model_from_config

@@ -17,7 +17,7 @@ from hydra.conf import HydraConf
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from uavgnn.algorithms import algorithms
+from uavgnn.algorithms.registry import algorithms
 from uavgnn.algorithms.scene_policy import first_difference, model_vs_milp_picture
 from uavgnn.evaluation.assignments import Evaluation
 from uavgnn.infrastructure.console import count, launched_as, progress

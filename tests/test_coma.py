@@ -10,9 +10,9 @@ import torch
 from conftest import ROOT, resume_is_exact
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import check_config, register_configs
 from uavgnn.algorithms.coma import COMAAgents, COMASettings, coma_loss
 from uavgnn.algorithms.coma_naive import naive_loss
+from uavgnn.algorithms.registry import check_config, register_configs
 from uavgnn.algorithms.rl_math import td_lambda_targets
 from uavgnn.configuration.settings import env_settings
 from uavgnn.envs.on_policy import Episodes
@@ -180,7 +180,7 @@ def test_coma_trains_and_is_compared_with_the_planner(tmp_path: Path) -> None:
 def test_mode_info_checks_that_the_environment_and_every_marl_algorithm_run_here() -> None:
     """Every algorithm's own update runs here (``mode=info`` runs each one that has one), and each says it has
     one exactly when it brings its own ``self_check``."""
-    from uavgnn.algorithms import algorithms
+    from uavgnn.algorithms.registry import algorithms
     from uavgnn.modes.info import trial
 
     ran = {}
@@ -191,8 +191,8 @@ def test_mode_info_checks_that_the_environment_and_every_marl_algorithm_run_here
 
 
 def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Path) -> None:
-    from uavgnn.algorithms import make_model
     from uavgnn.algorithms.env_policy import compare_checkpoints
+    from uavgnn.algorithms.registry import make_model
     from uavgnn.infrastructure.errors import CheckpointError
     from uavgnn.runs.checkpoints import save_checkpoint
 

@@ -19,10 +19,10 @@ import scipy.stats
 from conftest import run_cli
 from omegaconf import OmegaConf
 
+from uavgnn.algorithms.compared import metrics_of
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.reporting.comparison import compare_runs, differing_keys, group_labels
 from uavgnn.reporting.intervals import ci95, iqm, mean_interval, stratified_bootstrap
-from uavgnn.reporting.run_metrics import metrics_of
 from uavgnn.runs.record import find_runs, load_run
 
 

@@ -13,9 +13,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 from torch import nn
 
-from uavgnn.algorithms import algorithms, check_config, make_algorithm, register_configs
 from uavgnn.algorithms.base import DatasetWorkload, EnvAgents, Trained, Workload
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
+from uavgnn.algorithms.registry import algorithms, check_config, make_algorithm, register_configs
 from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.envs.uav_env import make_env
 from uavgnn.infrastructure.errors import ConfigError
@@ -206,7 +206,8 @@ def test_the_schema_defaults_are_the_composed_default_config() -> None:
     every group has a YAML file (a comment per key)."""
     from omegaconf import OmegaConf
 
-    from uavgnn.algorithms import algorithms, default_config
+    from uavgnn.algorithms.checkpoint_config import default_config
+    from uavgnn.algorithms.registry import algorithms
     from uavgnn.infrastructure.nested import flatten
 
     composed = flatten(OmegaConf.to_container(compose_cfg("algorithm=imitation"), resolve=True))
@@ -351,7 +352,7 @@ def test_modes_ask_each_plug_in_what_measures_it(name, tmp_path) -> None:
     algorithm = algorithms()[name]
     cfg = compose_cfg(f"algorithm={name}", "mode=benchmark")
     if algorithm.benchmarked:
-        assert algorithm.scene_splits  # the benchmark's sections build scene splits and a TransformerGNN
+        assert algorithm.capabilities.scene_splits  # the benchmark's sections build scene splits and a TransformerGNN
         return
     with pytest.raises(ConfigError) as refused:
         run_benchmark(cfg, tmp_path / "out")

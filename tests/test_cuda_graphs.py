@@ -13,8 +13,8 @@ import pytest
 import torch
 from test_step_anatomy import SMALL, compose_small
 
-from uavgnn.algorithms import algorithms
 from uavgnn.algorithms.base import Network
+from uavgnn.algorithms.registry import algorithms
 from uavgnn.data.padded import PaddedSplit
 from uavgnn.envs.replay import Transitions
 from uavgnn.loggers.metric_logger import MetricLogger
@@ -93,7 +93,7 @@ def graphed(name: str) -> str:
     """``name`` at its smallest (``SMALL``) with a step that reads nothing back on the host: one that trains on
     scene splits on padded batches with the dense attention path (``optim.dense_max_nodes``), the others as
     they are."""
-    padded = algorithms()[name].scene_splits
+    padded = algorithms()[name].capabilities.scene_splits
     return next(
         key
         for key, overrides in SMALL.items()

@@ -14,7 +14,8 @@ import pytest
 from conftest import ROOT
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import check_config, register_configs, training_config
+from uavgnn.algorithms.registry import check_config, register_configs
+from uavgnn.algorithms.run_config import training_config
 
 DOCS = ROOT / "docs"
 PAGES = [ROOT / name for name in ("README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md")]

@@ -11,8 +11,8 @@ import torch
 from conftest import ROOT, straight_and_resumed
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import check_config, register_configs
 from uavgnn.algorithms.dynamics import rollout_source
+from uavgnn.algorithms.registry import check_config, register_configs
 from uavgnn.configuration.settings import env_settings
 from uavgnn.dynamics.filters import Calibration, KinematicFilter, calibrate
 from uavgnn.dynamics.kinematics import (
@@ -386,7 +386,7 @@ def test_profile_mode_names_the_bottleneck_of_a_dynamics_step(tmp_path) -> None:
 
 
 def test_the_dataloader_path_gives_the_in_memory_batches(tmp_path) -> None:
-    from uavgnn.algorithms import make_algorithm
+    from uavgnn.algorithms.registry import make_algorithm
 
     batches = {}
     for loader in ("memory", "pyg"):
@@ -399,7 +399,7 @@ def test_the_dataloader_path_gives_the_in_memory_batches(tmp_path) -> None:
 
 
 def test_a_masac_checkpoint_can_fly_the_rollouts(tmp_path) -> None:
-    from uavgnn.algorithms import make_algorithm, make_model
+    from uavgnn.algorithms.registry import make_algorithm, make_model
     from uavgnn.runs.checkpoints import save_checkpoint
 
     register_configs()

@@ -33,7 +33,8 @@ from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import ListConfig, OmegaConf, open_dict
 
-from uavgnn.algorithms import MODEL_SCHEMAS, algorithms, check_config, imitation, register_configs
+from uavgnn.algorithms import imitation
+from uavgnn.algorithms.registry import algorithms, check_config, model_schemas, register_configs
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.configuration.schemas import Config
 from uavgnn.configuration.settings import transformer
@@ -554,7 +555,7 @@ def every_numeric_key() -> dict[str, tuple[str, type, object]]:
     """Every numeric key of every schema -> (the algorithm that composes it, its type, its range): the shared
     groups' and the model kinds' (``RANGES``), each algorithm's own (declared in its schema)."""
     keys = {key: ("imitation", kind, RANGES.get(key)) for key, kind in numeric_keys().items()}
-    for schema in MODEL_SCHEMAS.values():
+    for schema in model_schemas().values():
         keys.update({key: ("imitation", kind, RANGES.get(key)) for key, kind in numeric_keys(schema, "model.").items()})
     for name, algorithm in algorithms().items():
         ranges = {f"algorithm.{f.name}": f.metadata.get("range") for f in dataclasses.fields(algorithm.config)}

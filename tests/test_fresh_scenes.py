@@ -9,7 +9,8 @@ from conftest import ROOT
 from hydra import compose, initialize_config_dir
 from torch_geometric.data import Batch
 
-from uavgnn.algorithms import default_config, register_configs
+from uavgnn.algorithms.checkpoint_config import default_config
+from uavgnn.algorithms.registry import register_configs
 from uavgnn.configuration.settings import fresh_settings, stage_mix
 from uavgnn.data.fresh_scenes import FreshScenes
 from uavgnn.data.padded import concat_batches

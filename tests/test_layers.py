@@ -13,7 +13,7 @@ from conftest import ROOT
 from importlinter.cli import lint_imports
 from importlinter.contracts.independence import IndependenceContract
 
-from uavgnn.algorithms import algorithms
+from uavgnn.algorithms.registry import algorithms
 
 PACKAGE = ROOT / "uavgnn"
 

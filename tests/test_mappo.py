@@ -16,9 +16,9 @@ from conftest import ROOT, resume_is_exact
 from hydra import compose, initialize_config_dir
 from torch.distributions import Categorical, Normal
 
-from uavgnn.algorithms import check_config, register_configs
 from uavgnn.algorithms.mappo import MAPPOAgents, MAPPOSettings, mappo_loss
 from uavgnn.algorithms.mappo_rollouts import Rollouts, TaughtRollouts
+from uavgnn.algorithms.registry import check_config, register_configs
 from uavgnn.algorithms.rl_math import gae
 from uavgnn.infrastructure.errors import ConfigError
 

@@ -9,9 +9,9 @@ import torch
 from conftest import straight_and_resumed
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import make_algorithm, make_model, register_configs
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
+from uavgnn.algorithms.registry import make_algorithm, make_model, register_configs
 from uavgnn.envs.replay import ReplayBuffer, SumTree, Transitions
 from uavgnn.loggers.metric_logger import MetricLogger
 from uavgnn.training.trainer import train

@@ -9,7 +9,7 @@ import pytest
 import torch
 from test_masac import compose_masac
 
-from uavgnn.algorithms import algorithms, make_algorithm
+from uavgnn.algorithms.registry import algorithms, make_algorithm
 from uavgnn.infrastructure.randomness import STREAMS, declare, stream, stream_seed
 
 DECLARED = {purpose: name for name, found in algorithms().items() for purpose in found.streams}  # the plug-ins'

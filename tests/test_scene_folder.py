@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms import check_config, register_configs
+from uavgnn.algorithms.registry import check_config, register_configs
 from uavgnn.configuration.settings import split_settings
 from uavgnn.data.splits import load_split
 from uavgnn.infrastructure.errors import ConfigError, SceneFileError

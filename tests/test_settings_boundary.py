@@ -18,7 +18,8 @@ from omegaconf import Container, DictConfig, OmegaConf, open_dict
 from test_config import compose_cfg, tiny
 
 import uavgnn
-from uavgnn.algorithms import MODE_GROUPS, SHARED_GROUPS, algorithm_class, algorithms, training_config
+from uavgnn.algorithms.registry import algorithm_class, algorithms
+from uavgnn.algorithms.run_config import MODE_GROUPS, SHARED_GROUPS, training_config
 from uavgnn.modes.train import run_train
 
 BELOW = ("data", "envs", "dynamics", "models", "problem", "solvers", "scoring", "inference")

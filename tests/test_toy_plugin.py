@@ -16,8 +16,8 @@ import pytest
 import torch
 from conftest import ROOT, job_dirs, run_cli
 
-from uavgnn.algorithms import PLUGINS, algorithms
 from uavgnn.algorithms.base import Algorithm
+from uavgnn.algorithms.registry import PLUGINS, algorithms
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.infrastructure.errors import ConfigError
 

@@ -28,9 +28,10 @@ from typing import Any, NamedTuple
 
 import torch
 
-from uavgnn.algorithms import making, produces
+from uavgnn.algorithms.base import Product
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.env_policy import load_env_policy as _load_env_policy
+from uavgnn.algorithms.registry import making, produces
 from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY
 from uavgnn.algorithms.scene_policy import load_policy as _load_policy
 from uavgnn.configuration.settings import env_settings, scene_distribution
@@ -114,7 +115,7 @@ def load_env_policy(path: str | Path) -> tuple[Policy, Any]:
         raise
 
 
-def _other_loader(path: str | Path, product: str, loader: str, refused_by: str, takes: str) -> None:
+def _other_loader(path: str | Path, product: Product, loader: str, refused_by: str, takes: Product) -> None:
     """A ``CheckpointError`` naming ``loader`` when the checkpoint at ``path`` is a ``product`` (the other loader's
     kind); nothing otherwise (the loader's own error stands)."""
     try:
@@ -123,13 +124,9 @@ def _other_loader(path: str | Path, product: str, loader: str, refused_by: str, 
         return
     if produces(config) == product:
         raise CheckpointError(
-            f"checkpoint {path} ({kind(config)}) is {_a(product)}: {loader}({str(path)!r}) loads it; "
-            f"{refused_by} takes {_a(takes)} ({making(takes)})"
+            f"checkpoint {path} ({kind(config)}) is {product.with_article}: {loader}({str(path)!r}) loads it; "
+            f"{refused_by} takes {takes.with_article} ({making(takes)})"
         ) from None
-
-
-def _a(product: str) -> str:
-    return ("an " if product[0] in "aeiou" else "a ") + product
 
 
 def play(policy: Policy, config: Any, episodes: int = 64, seed: int = 0) -> EpisodeScores:

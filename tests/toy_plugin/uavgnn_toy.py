@@ -27,14 +27,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from uavgnn.algorithms.base import AlgorithmConfig, Cadence, StepOutput
+from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Capabilities, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
 from uavgnn.algorithms.rl_math import td_lambda_targets
 from uavgnn.configuration.settings import env_settings
 from uavgnn.configuration.validation import AT_LEAST_1, POSITIVE, UNIT, ranged
 from uavgnn.envs.on_policy import Episodes, EpisodeWorkload
 from uavgnn.infrastructure.device import unwrap
-from uavgnn.infrastructure.errors import ConfigError
 
 
 @dataclass
@@ -96,14 +95,8 @@ class Toy(EnvPolicy):
     table and pictures, and checkpoints that ``mode=eval`` and ``mode=compare`` play back."""
 
     name, config = "toy", ToyConfig
-
-    @classmethod
-    def check(cls, cfg: Any) -> None:
-        super().check(cfg)
-        if cfg.env.action != "continuous":
-            raise ConfigError(f"env.action={cfg.env.action} with algorithm=toy: it flies velocities (continuous)")
-        if cfg.hardware.batch_size == "auto":
-            raise ConfigError("algorithm=toy: hardware.batch_size is episodes per update; give a number, not auto")
+    # its own networks (no model group), velocity commands, on-policy: a batch is episodes, never auto
+    capabilities = Capabilities(actions=("continuous",), on_policy=True, auto_batch_size=False)
 
     @classmethod
     def build_model(cls, cfg: Any) -> ToyAgents:

@@ -13,17 +13,19 @@ found by the registry in ``uavgnn.algorithms``) declares everything else, in one
   their own objective and LR schedule (one by default; imitation then REINFORCE);
 - ``draws``: what a step draws at random (from its named streams, before the step: TorchDynamo cannot trace a
   ``torch.Generator``); ``training_step``: the loss of a batch; ``after_step``: e.g. target networks;
-- ``score``: the validation metric that selects ``best.pt``, with its direction; ``check``: its config rules;
-- ``test``: the test phase after training (its tables and pictures); ``produces``: what its checkpoints are,
-  which says what else takes them; ``compared``: what ``mode=compare`` shows of its runs (its final figures
-  with their directions, its curves); ``summary``: its line in ``uavgnn --help``.
+- ``capabilities``: what it can train (model kinds, environment actions, on- or off-policy, a centralised
+  critic, curriculum stages, scene splits, ``hardware.batch_size=auto``), checked against the config in one
+  place (``uavgnn.algorithms.registry.check_config``) before ``check``, its own rules (call ``super().check``);
+- ``score``: the validation metric that selects ``best.pt``, with its direction;
+- ``test``: the test phase after training (its tables and pictures); ``produces``: what its checkpoints are
+  (a ``Product``: what else takes them); ``compared``: what ``mode=compare`` shows of its runs (its final
+  figures with their directions, its curves); ``summary``: its line in ``uavgnn --help``.
 
 ``mode=profile``, ``mode=benchmark`` and ``hardware.batch_size=auto`` call the same ``training_step``.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -40,17 +42,44 @@ from uavgnn.infrastructure.device import autocast
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.infrastructure.randomness import declare
 from uavgnn.infrastructure.storage import write_json
+from uavgnn.reporting.figures import Compared, Score
 from uavgnn.runs.layout import SUMMARY
 from uavgnn.runs.manifest import run_manifest
 
 LossOf = Callable[[nn.Module, Any], torch.Tensor]  # (model, batch) -> a training step's loss
 
-# what an algorithm's checkpoints are -> what takes them (for the errors that refuse them elsewhere)
-TAKERS = {
-    "assignment policy": "mode=eval ckpt=, mode=solve solver=model ckpt= and algorithm.init_from= take it",
-    "environment policy": "mode=eval ckpt=, resume=auto hydra.run.dir=<its run> and algorithm.rollout_policy= take it",
-    "dynamics model": "resume=auto hydra.run.dir=<its run> takes it",
-}
+
+@dataclass(frozen=True)
+class Product:
+    """What an algorithm's checkpoints are (``name``: an assignment policy, ...) and what takes them (``takers``:
+    for the errors that refuse them elsewhere)."""
+
+    name: str
+    takers: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def with_article(self) -> str:
+        """``an assignment policy``, ``a dynamics model``."""
+        return ("an " if self.name[0] in "aeiou" else "a ") + self.name
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an algorithm can train, as BenchMARL's algorithm configs declare it; the registry checks the config
+    against it before any work (``check_config``), so its own ``check`` holds only its own rules."""
+
+    # its networks' model kinds (``model=`` options by their schema: kind -> schema dataclass); None: it builds
+    # networks of its own and reads no ``model`` group
+    models: dict[str, type] | None = None
+    actions: tuple[str, ...] = ()  # the env.action kinds it acts with (continuous, discrete, goto); (): none
+    on_policy: bool = False  # it learns from the episodes its current policy just played (no replay)
+    centralised_critic: bool = False  # a critic of the global state (or of every agent) trains beside its actors
+    auto_batch_size: bool = True  # hardware.batch_size=auto finds its batch (off: a batch is episodes)
+    stages: bool = False  # it trains through curriculum stages of scene sizes
+    scene_splits: bool = False  # it trains on the task's scene splits (task=folder applies)
 
 
 @dataclass
@@ -58,54 +87,6 @@ class AlgorithmConfig:
     """The key every algorithm's schema has; each adds its own (``conf/algorithm/<name>.yaml`` picks it)."""
 
     name: str = MISSING
-
-
-@dataclass(frozen=True)
-class Score:
-    """The validation metric that selects ``best.pt``: its key in the validation results and its direction. As one
-    of ``Compared.final``, also how reports show it: ``label`` (a readable name; default: the key), ``percent``
-    (a fraction shown x 100, "%": gaps and shares) and ``bounds``, the values it can take by definition (as
-    recorded; no interval a report gives leaves them)."""
-
-    key: str
-    minimize: bool = True
-    label: str = ""
-    percent: bool = False
-    bounds: tuple[float, float] = (-math.inf, math.inf)
-
-    @property
-    def worst(self) -> float:
-        return math.inf if self.minimize else -math.inf
-
-    def improves(self, value: float, best: float, tolerance: float = 1e-6) -> bool:
-        return value < best - tolerance if self.minimize else value > best + tolerance
-
-
-ZERO_UP = (0.0, math.inf)  # Score.bounds: errors, gaps to an optimum, counts, speeds, memory
-SHARE = (0.0, 1.0)  # Score.bounds: a share of a whole (completion)
-UP_TO_ONE = (-math.inf, 1.0)  # Score.bounds: a share of an error removed (1: all of it)
-
-
-@dataclass(frozen=True)
-class Curve:
-    """A key of a run's history (``metrics.jsonl``) drawn over the steps, with its axis label; ``percent``: a
-    fraction drawn x 100 (its label says "%")."""
-
-    key: str
-    label: str
-    percent: bool = False
-
-
-@dataclass(frozen=True)
-class Compared:
-    """What ``mode=compare`` shows of an algorithm's runs: its final figures with their directions (keys of
-    ``summary.json``; ``<unit>_per_s`` and ``peak_mem_mb`` are the median speed and the peak memory in the run's
-    ``perf/`` history), those drawn as bars, and its learning curve and throughput drawn over the steps."""
-
-    final: tuple[Score, ...]
-    bars: tuple[str, ...]  # keys of ``final``
-    curve: Curve
-    speed: Curve
 
 
 @dataclass(frozen=True)
@@ -204,11 +185,10 @@ class Algorithm(ABC):
 
     name: ClassVar[str]
     config: ClassVar[type]
-    produces: ClassVar[str]  # a key of TAKERS
+    produces: ClassVar[Product]
+    capabilities: ClassVar[Capabilities]
     score: ClassVar[Score]
     compared: ClassVar[Compared]  # what mode=compare shows of its runs
-    stages: ClassVar[bool] = False  # trains through curriculum stages of scene sizes
-    scene_splits: ClassVar[bool] = False  # trains on the task's scene splits (task=folder applies)
     # the shared groups a training run of it reads (of SHARED_GROUPS; the others are left out of its config)
     reads: ClassVar[tuple[str, ...]] = ("task", "env", "data", "curriculum", "eval")
     resume_safe: ClassVar[tuple[str, ...]] = ()  # its keys a resumed run may change (they never change a step)
@@ -241,7 +221,8 @@ class Algorithm(ABC):
 
     @classmethod
     def check(cls, cfg: Any) -> None:
-        """Its config rules beyond the schema's types and ranges; a ``ConfigError`` naming the key."""
+        """Its config rules beyond the schema's types and ranges and its ``capabilities`` (checked before); a
+        ``ConfigError`` naming the key. A subclass calls ``super().check(cfg)`` first."""
 
     @classmethod
     @abstractmethod

@@ -31,15 +31,15 @@ one collection, then ``passes`` over it of ``minibatches`` updates each
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
-from uavgnn.algorithms.env_policy import EnvPolicy
+from uavgnn.algorithms.base import Network, StepOutput
+from uavgnn.algorithms.on_policy import OnPolicy, OnPolicyConfig
 from uavgnn.algorithms.rl_math import td_lambda_targets
 from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, ranged
@@ -47,8 +47,7 @@ from uavgnn.envs.on_policy import Episodes, EpisodeWorkload
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.infrastructure.device import unwrap
-from uavgnn.infrastructure.errors import ConfigError
-from uavgnn.models.agent_stack import mlp_net
+from uavgnn.models.agent_stack import MLPConfig, mlp_net
 from uavgnn.problem.scenes import SceneDistribution
 
 
@@ -210,7 +209,7 @@ class TargetedWorkload(EpisodeWorkload):
 
 
 @dataclass
-class COMAConfig(AlgorithmConfig):
+class COMAConfig(OnPolicyConfig):
     name: str = "coma"
     gamma: float = ranged(0.99, UNIT)  # discount
     td_lambda: float = ranged(0.8, UNIT)  # TD(lambda) targets of the critic
@@ -222,28 +221,18 @@ class COMAConfig(AlgorithmConfig):
     critic_hidden: int = ranged(128, AT_LEAST_1)  # centralised critic width
     critic_layers: int = ranged(2, AT_LEAST_1)  # centralised critic hidden layers
     minibatches: int = ranged(5, AT_LEAST_1)  # minibatches of hardware.batch_size episodes per collection
-    data_passes: int = ranged(5, AT_LEAST_1)  # passes over each collection (updates = minibatches x passes)
 
 
-class COMA(EnvPolicy):
+class COMA(OnPolicy):
     """The plug-in: one loss for actor and critic, a hard target update every ``target_update_every`` updates."""
 
     name = "coma"
     timed_by = "benchmarks/bench_coma.py"
     config = COMAConfig
-
-    @classmethod
-    def check(cls, cfg: Any) -> None:
-        super().check(cfg)
-        if cfg.env.action not in ("discrete", "goto"):
-            raise ConfigError(
-                f"algorithm=coma chooses discrete actions: env.action={cfg.env.action!r} must be "
-                "discrete (env=discrete: headings) or goto (env=goto: targets)"
-            )
-        if not cls.is_mlp(cfg):
-            raise ConfigError(f"algorithm=coma with model={cfg.model.name}: its shared actor is model=mlp")
-        if cfg.hardware.batch_size == "auto":
-            raise ConfigError("algorithm=coma: hardware.batch_size is episodes per minibatch; give a number, not auto")
+    # one shared MLP actor over discrete choices (headings or targets), a centralised critic
+    capabilities = replace(
+        OnPolicy.capabilities, models={"mlp": MLPConfig}, actions=("discrete", "goto"), centralised_critic=True
+    )
 
     @classmethod
     def build_model(cls, cfg: Any) -> COMAAgents:
@@ -272,9 +261,6 @@ class COMA(EnvPolicy):
         return TargetedWorkload(
             self.env_run(), model, self.device, self.cfg.hardware.batch_size, self.cfg.algorithm.minibatches
         )
-
-    def cadence(self) -> Cadence:
-        return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)
 
     def training_step(self, model: nn.Module, batch: TargetedEpisodes, draws: None) -> StepOutput:
         loss, stats = coma_loss(unwrap(model), batch, batch.returns)

@@ -27,23 +27,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from torch import nn
 
-from uavgnn.algorithms import making
-from uavgnn.algorithms.base import (
-    UP_TO_ONE,
-    ZERO_UP,
-    Algorithm,
-    AlgorithmConfig,
-    Compared,
-    Curve,
-    Score,
-    StepOutput,
-    write_results,
-)
+from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Capabilities, Product, StepOutput, write_results
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.env_policy import load_env_policy
+from uavgnn.algorithms.registry import making
 from uavgnn.configuration.settings import env_settings, loading, scene_distribution
 from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
 from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_loss
@@ -54,8 +43,9 @@ from uavgnn.envs.policies import Policy, random_policy, scripted_planner
 from uavgnn.evaluation.dynamics import compare_on_test, plot_predictions, plot_steps_ahead, scoring_methods
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import CheckpointError, ConfigError
-from uavgnn.models.agent_stack import MLPConfig
-from uavgnn.models.tcn import TCN
+from uavgnn.models.tcn import TCN, TCNConfig
+from uavgnn.models.transformer_gnn import TransformerGNNConfig
+from uavgnn.reporting.figures import UP_TO_ONE, ZERO_UP, Compared, Curve, Score
 from uavgnn.reporting.tables import format_table
 from uavgnn.runs.layout import PREDICTIONS_PICTURE, STEPS_AHEAD_PICTURE
 
@@ -98,7 +88,9 @@ class Dynamics(Algorithm):
     name = "dynamics"
     timed_by = "mode=profile (steps on its trajectory windows)"
     config = DynamicsConfig
-    produces = "dynamics model"
+    produces = Product("dynamics model", "resume=auto hydra.run.dir=<its run> takes it")
+    # a TCN (model=tcn), or a TransformerGNN size for its width and depth
+    capabilities = Capabilities(models={"tcn": TCNConfig, "transformer_gnn": TransformerGNNConfig})
     score = Score("val/k_step_rmse")
     reads = ("task", "env", "data")
     # the TCN's k-step error in and out of the training disturbances, and the share of constant velocity's it removes
@@ -132,10 +124,6 @@ class Dynamics(Algorithm):
     def check(cls, cfg: Any) -> None:
         """The window arithmetic, the rollouts it reads, a model with a width and a depth (not the MLP)."""
         alg = cfg.algorithm
-        if OmegaConf.get_type(cfg.model) is MLPConfig:
-            raise ConfigError(
-                "model=mlp with algorithm=dynamics: use model=tcn (or a size, tiny..large, for its width and depth)"
-            )
         if alg.burn_in >= alg.window - 1:
             raise ConfigError(
                 f"algorithm.burn_in={alg.burn_in} must be below algorithm.window - 1 = {alg.window - 1} "

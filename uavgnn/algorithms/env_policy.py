@@ -18,8 +18,9 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from uavgnn.algorithms import algorithms, describe, require, stored_config
-from uavgnn.algorithms.base import SHARE, ZERO_UP, Algorithm, Compared, Curve, Score, write_results
+from uavgnn.algorithms.base import Algorithm, Product, write_results
+from uavgnn.algorithms.checkpoint_config import stored_config
+from uavgnn.algorithms.registry import algorithms, describe, require
 from uavgnn.configuration.settings import env_settings, loading, scene_distribution
 from uavgnn.envs.policies import Policy
 from uavgnn.envs.rl_workload import EnvRun
@@ -28,18 +29,24 @@ from uavgnn.evaluation.episodes import TEST_SEED, compare_policies
 from uavgnn.infrastructure.console import count, echo
 from uavgnn.infrastructure.errors import CheckpointError, ConfigError
 from uavgnn.models.agent_stack import MLPConfig
+from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.problem.scenes import SceneDistribution
 from uavgnn.reporting.episodes import episode_gif, plot_episodes, plot_learning_curve
+from uavgnn.reporting.figures import SHARE, ZERO_UP, Compared, Curve, Score
 from uavgnn.reporting.tables import format_table
 from uavgnn.runs.checkpoints import load_checkpoint, load_weights
 from uavgnn.runs.history import read_history
 from uavgnn.runs.layout import EPISODE, LEARNING_CURVE, TRAJECTORIES
 
-PRODUCT = "environment policy"
+PRODUCT = Product(
+    "environment policy", "mode=eval ckpt=, resume=auto hydra.run.dir=<its run> and algorithm.rollout_policy= take it"
+)
+# the networks of an environment policy: MLP actors, or one graph-Transformer actor for every UAV
+AGENT_MODELS = {"mlp": MLPConfig, "transformer_gnn": TransformerGNNConfig}
 
 
 class EnvPolicy(Algorithm):
-    """The base of the algorithms that train a policy of the UAV environment (``produces = PRODUCT``)."""
+    """The base of the algorithms that train a policy of the UAV environment."""
 
     produces = PRODUCT
     score = Score("val/planner_gap")

@@ -29,16 +29,16 @@ optimiser each (``networks``). Every tensor is (episodes, steps, agents, ...): n
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 
-from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
-from uavgnn.algorithms.env_policy import EnvPolicy
+from uavgnn.algorithms.base import Network, StepOutput
+from uavgnn.algorithms.env_policy import AGENT_MODELS
 from uavgnn.algorithms.mappo_rollouts import MAPPOWorkload, Rollouts, TaughtRollouts, Teacher
+from uavgnn.algorithms.on_policy import OnPolicy, OnPolicyConfig
 from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 from uavgnn.envs.settings import EnvSettings
@@ -46,9 +46,8 @@ from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.device import unwrap
 from uavgnn.infrastructure.errors import ConfigError
-from uavgnn.models.agent_stack import MLPConfig, mlp_net
+from uavgnn.models.agent_stack import mlp_net
 from uavgnn.models.graph_actor import GraphActor, GraphCritic
-from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.problem.observation import ObservationLayout
 from uavgnn.problem.scenes import SceneDistribution
 
@@ -227,7 +226,7 @@ def teacher_loss(
 
 
 @dataclass
-class MAPPOConfig(AlgorithmConfig):
+class MAPPOConfig(OnPolicyConfig):
     name: str = "mappo"
     gamma: float = ranged(0.99, UNIT)  # discount
     gae_lambda: float = ranged(0.95, UNIT)  # GAE's lambda (the critic's targets are the same lambda-returns)
@@ -254,26 +253,25 @@ class MAPPOConfig(AlgorithmConfig):
     # goto actions with a graph actor: each seen target's logit scored from that target's node beside the UAV's (one
     # score per candidate, as the assignment model's edge scorer), not every logit from the UAV's node alone
     target_scores: bool = False
-    minibatches: int = ranged(4, AT_LEAST_1)  # minibatches of hardware.batch_size episodes per collection
     data_passes: int = ranged(5, AT_LEAST_1)  # passes (PPO epochs) over each collection
 
 
-class MAPPO(EnvPolicy):
+class MAPPO(OnPolicy):
     """The plug-in: one loss for actor and critic, each with its optimiser; a collection every
     ``minibatches x data_passes`` updates."""
 
     name = "mappo"
     timed_by = "benchmarks/bench_mappo.py"
     config = MAPPOConfig
+    # a shared actor (MLP with agent ids, or one graph actor for any swarm size) of any action kind; a centralised
+    # value function
+    capabilities = replace(
+        OnPolicy.capabilities, models=AGENT_MODELS, actions=("continuous", "discrete", "goto"), centralised_critic=True
+    )
 
     @classmethod
     def check(cls, cfg: Any) -> None:
         super().check(cfg)
-        if OmegaConf.get_type(cfg.model) not in (MLPConfig, TransformerGNNConfig):
-            raise ConfigError(
-                f"model={cfg.model.name} with algorithm=mappo: its actor is model=mlp (shared, with "
-                "agent ids) or a TransformerGNN size (one graph actor for any swarm size)"
-            )
         if cfg.algorithm.critic not in ("state", "graph"):
             raise ConfigError(f"algorithm.critic={cfg.algorithm.critic!r}: expected state or graph")
         if cfg.algorithm.critic == "graph" and cls.is_mlp(cfg):
@@ -307,8 +305,6 @@ class MAPPO(EnvPolicy):
                 f"algorithm.target_scores=true with model={cfg.model.name} and env.action={cfg.env.action}: it scores "
                 "the graph actor's goto actions target by target; use a TransformerGNN size and env.action=goto"
             )
-        if cfg.hardware.batch_size == "auto":
-            raise ConfigError("algorithm=mappo: hardware.batch_size is episodes per minibatch; give a number, not auto")
 
     across_sizes = "a TransformerGNN size as model and algorithm.critic=graph"
 
@@ -366,9 +362,6 @@ class MAPPO(EnvPolicy):
             alg.gae_lambda,
             teacher,
         )
-
-    def cadence(self) -> Cadence:
-        return Cadence(updates=self.cfg.algorithm.minibatches * self.cfg.algorithm.data_passes)
 
     def training_step(self, model: nn.Module, batch: Rollouts, draws: None) -> StepOutput:
         loss, stats = mappo_loss(unwrap(model), batch, self.clip, self.entropy_coef)

@@ -32,11 +32,10 @@ from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from torch import nn
 
-from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Network, StepOutput
-from uavgnn.algorithms.env_policy import EnvPolicy
+from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Capabilities, Network, StepOutput
+from uavgnn.algorithms.env_policy import AGENT_MODELS, EnvPolicy
 from uavgnn.algorithms.rl_math import lerp_all_
 from uavgnn.configuration.settings import env_settings, scene_distribution
 from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
@@ -46,11 +45,9 @@ from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.device import unwrap
-from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.infrastructure.randomness import stream
-from uavgnn.models.agent_stack import AgentStack, MLPConfig, mlp_net
+from uavgnn.models.agent_stack import AgentStack, mlp_net
 from uavgnn.models.graph_actor import GraphActor
-from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.problem.observation import ObservationLayout
 from uavgnn.problem.scenes import SceneDistribution
 
@@ -213,19 +210,8 @@ class MASAC(EnvPolicy):
     streams = {"update_noise": "MASAC's reparameterised actions inside an update"}
     timed_by = "benchmarks/bench_masac.py"
     config = MASACConfig
-
-    @classmethod
-    def check(cls, cfg: Any) -> None:
-        super().check(cfg)
-        if cfg.env.action != "continuous":
-            raise ConfigError(
-                f"algorithm=masac acts with velocity commands: env.action={cfg.env.action!r} must be continuous"
-            )
-        if OmegaConf.get_type(cfg.model) not in (MLPConfig, TransformerGNNConfig):
-            raise ConfigError(
-                f"model={cfg.model.name} with algorithm=masac: its actors are model=mlp (per agent) "
-                "or a TransformerGNN size (one shared graph actor)"
-            )
+    # per-agent MLP actors or one shared graph actor, flying velocity commands; off-policy, from replay
+    capabilities = Capabilities(models=AGENT_MODELS, actions=("continuous",), centralised_critic=True)
 
     @classmethod
     def build_model(cls, cfg: Any) -> MASACAgents:

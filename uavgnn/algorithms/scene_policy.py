@@ -23,12 +23,11 @@ from typing import Any, ClassVar, Optional
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 from torch_geometric.data import Batch
 
-from uavgnn.algorithms import describe, require, which
-from uavgnn.algorithms.base import SHARE, ZERO_UP, Algorithm, AlgorithmConfig, Compared, Curve, Score, write_results
+from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Capabilities, Product, write_results
+from uavgnn.algorithms.registry import describe, require, which
 from uavgnn.configuration.settings import (
     batch_settings,
     controls,
@@ -54,13 +53,16 @@ from uavgnn.models.choices import imitation_loss
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
 from uavgnn.problem.graphs import FEATURE_SET, READS_FEATURE_SETS, GraphSettings, with_budget
 from uavgnn.problem.metrics import mean_metrics
+from uavgnn.reporting.figures import SHARE, ZERO_UP, Compared, Curve, Score
 from uavgnn.reporting.pictures import plot_assignments
 from uavgnn.reporting.tables import format_table
 from uavgnn.runs.checkpoints import checkpoint_path, kind, load_checkpoint, load_weights
 from uavgnn.runs.layout import TEST_SCENE
 
 log = logging.getLogger(__name__)
-PRODUCT = "assignment policy"
+PRODUCT = Product(
+    "assignment policy", "mode=eval ckpt=, mode=solve solver=model ckpt= and algorithm.init_from= take it"
+)
 
 
 @dataclass
@@ -72,7 +74,7 @@ class ScenePolicyConfig(AlgorithmConfig):
 
 
 class ScenePolicy(Algorithm):
-    """The base of the algorithms that train an assignment policy on scenes (``produces = PRODUCT``)."""
+    """The base of the algorithms that train an assignment policy (a TransformerGNN) on scenes."""
 
     produces = PRODUCT
     score = Score("val/optimality_gap")
@@ -89,8 +91,7 @@ class ScenePolicy(Algorithm):
         Curve("val/optimality_gap", "val gap to the MILP (%)", percent=True),
         Curve("perf/graphs_per_s", "graphs/s"),
     )
-    stages = True
-    scene_splits = True
+    capabilities = Capabilities(models={"transformer_gnn": TransformerGNNConfig}, stages=True, scene_splits=True)
     reads = ("task", "data", "curriculum", "eval")
     benchmarked = True
     resume_safe = ("algorithm.init_from",)  # where the run started from: read once, at step 0
@@ -117,11 +118,6 @@ class ScenePolicy(Algorithm):
 
     @classmethod
     def check(cls, cfg: Any) -> None:
-        if OmegaConf.get_type(cfg.model) is not TransformerGNNConfig:
-            raise ConfigError(
-                f"model={cfg.model.name} with algorithm={cls.name}: an assignment policy is a "
-                "TransformerGNN: model=tiny|small|medium|large"
-            )
         if cfg.algorithm.init_from and not checkpoint_path(cfg.algorithm.init_from).is_file():
             raise ConfigError(f"algorithm.init_from={cfg.algorithm.init_from}: no checkpoint there")
         generated = cfg.data.source == "generated" and cfg.get("mode", "train") in ("train", "profile")  # training

@@ -6,19 +6,16 @@ or a wrong type (``train.steps=abc``, ``optim.amp=maybe``) fails at
 composition, naming the key, before any work starts. The ``model`` and
 ``algorithm`` groups take the schema of the option chosen: each model kind
 (``uavgnn.models``) and each algorithm (``uavgnn.algorithms``) declares its
-own, so ``algorithm=masac`` has MASAC's keys only. ``uavgnn.algorithms.default_config()``
+own, so ``algorithm=masac`` has MASAC's keys only. ``uavgnn.algorithms.checkpoint_config.default_config()``
 is a complete config (the defaults of the YAML files) for use without Hydra.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Optional
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from uavgnn.envs.disruptions import TEST_SETS
@@ -250,40 +247,10 @@ class Config:
     compare: CompareConfig = field(default_factory=CompareConfig)
 
 
-GROUP_SCHEMAS: list[Callable[[ConfigStore], None]] = []  # the layers above add the schemas of their groups
-
-
-def register_configs() -> None:
-    """Attach the schemas to Hydra (before ``@hydra.main`` or ``compose``): the root here, then the ``algorithm``
-    and ``model`` groups' that ``uavgnn.algorithms`` adds to ``GROUP_SCHEMAS`` when imported (each algorithm's
-    as ``algorithm/schema/<name>``, each model kind's as ``model/schema/<kind>``)."""
-    store = ConfigStore.instance()
-    store.store(name="uavgnn_schema", node=Config)
-    for store_group_schemas in GROUP_SCHEMAS:
-        store_group_schemas(store)
-
-
 # hydra.sweep.subdir names a job's folder by its overrides; registered on import, as sweep workers import this
 # module before their job's directory is resolved
 OmegaConf.register_new_resolver("uavgnn.job_dir", job_dir_name, replace=True)
 
-
-def group_options() -> str:
-    """Every config group a user picks from and its options, as ``uavgnn --help`` lists them: the shipped
-    ``conf/`` files and the options stored in Hydra's ConfigStore (a plug-in's ``algorithm/<name>``); the schemas
-    stored under ``*/schema`` and Hydra's own groups are not options."""
-    conf = resources.files("uavgnn.conf")
-    options: dict[str, set[str]] = {}
-    for group in (d for d in conf.iterdir() if d.is_dir() and d.name not in ("hydra", "__pycache__")):
-        options[group.name] = {p.name.removesuffix(".yaml") for p in group.iterdir() if p.name.endswith(".yaml")}
-    for group, stored in ConfigStore.instance().repo.items():
-        if isinstance(stored, dict) and group != "hydra":
-            names = {name.removesuffix(".yaml") for name, node in stored.items() if not isinstance(node, dict)}
-            options.setdefault(group, set()).update(names)
-    return "\n".join(f"    {group + ':':<16}{', '.join(sorted(options[group]))}" for group in sorted(options))
-
-
-OmegaConf.register_new_resolver("uavgnn.groups", group_options, replace=True)
 
 # conf/hydra/launcher/joblib.yaml takes the plugin's n_jobs from the hardware preset and is meant to be
 # validated against the plugin's schema of the same name; Hydra 1.3 does that but warns on every compose

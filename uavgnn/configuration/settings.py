@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, TypeVar
 
+import torch
 from omegaconf import Container, OmegaConf
 
 from uavgnn.data.batches import BatchSettings
@@ -21,6 +22,7 @@ from uavgnn.data.splits import SPLITS, SplitSettings
 from uavgnn.data.stages import StageMix
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.evaluation.methods import Controls
+from uavgnn.evaluation.test_sets import TestSetSettings
 from uavgnn.infrastructure.device import Loading
 from uavgnn.models.transformer_gnn import SAVED_BEFORE, TransformerGNNConfig
 from uavgnn.problem.graphs import GraphSettings
@@ -117,6 +119,23 @@ def controls(cfg: Any, best_of: bool = True) -> Controls:
         tuple(ev.milp_budgets),
         float(ev.milp_time_limit),
         int(ev.best_of) if best_of else 0,
+    )
+
+
+def test_set_settings(cfg: Any, dtype: torch.dtype | None) -> TestSetSettings:
+    """How ``mode=eval`` scores an assignment policy's test sets (``dtype``: the forward's autocast dtype)."""
+    ev = cfg.eval
+    return TestSetSettings(
+        split_settings(cfg),
+        int(cfg.data.test_scenes),
+        int(ev.max_total_uavs),
+        float(ev.milp_time_limit),
+        int(cfg.data.label_workers),
+        str(ev.decoder),
+        int(ev.samples),
+        bool(ev.repair),
+        controls(cfg),
+        dtype,
     )
 
 

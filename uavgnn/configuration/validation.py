@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from uavgnn.configuration.modes import MODES
 from uavgnn.envs import disruptions
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.infrastructure.errors import ConfigError
@@ -23,7 +24,7 @@ from uavgnn.infrastructure.storage import system_path_problem
 from uavgnn.problem.scenes import SceneDistribution
 
 CHOICES = {
-    "mode": ("train", "eval", "solve", "cache", "compare", "profile", "benchmark", "info", "rollouts"),
+    "mode": tuple(MODES),
     "solver": ("milp", "greedy", "lap", "mcf", "model", "guided", "pruned"),
     "solve.pruner": ("nearest", "value", "relaxation"),
     "action": ("info", "verify", "clear"),

@@ -139,7 +139,7 @@ class UAVParallelEnv(ParallelEnv):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        from uavgnn.reporting.episodes import _draw  # the run directories' pictures' drawing
+        from uavgnn.reporting.episodes import draw_episode  # the run directories' pictures' drawing
 
         radius = self.settings.service_radius
         scores = EpisodeScores(
@@ -151,7 +151,7 @@ class UAVParallelEnv(ParallelEnv):
         fig = Figure(figsize=(4.5, 4.5), dpi=80)
         canvas = FigureCanvasAgg(fig)
         ax = fig.add_subplot()
-        _draw(ax, scores, radius)
+        draw_episode(ax, scores, radius)
         ax.set_xlim(-radius, self.env.side + radius)
         ax.set_ylim(-radius, self.env.side + radius)
         ax.set_title(f"step {len(self._path) - 1} of {self.settings.horizon}", fontsize=10)

@@ -14,7 +14,7 @@ from torch import nn
 from uavgnn.envs.saved_state import check_tensors
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import Step
-from uavgnn.evaluation.episodes import PlannerValidation
+from uavgnn.envs.validation import PlannerValidation
 from uavgnn.infrastructure.device import Loading, unwrap
 from uavgnn.problem.scenes import SceneDistribution
 

@@ -24,7 +24,6 @@ from uavgnn.envs.uav_env import make_env
 from uavgnn.problem.scenes import SceneDistribution
 
 TEST_SEED = 3_000_017  # test episodes: fixed, disjoint from validation's
-VAL_SEED = 2_000_003  # validation episodes do not depend on the run's seed: every run is scored on the same ones
 IDLE_HOME = "planner, idle home"  # the central planner sending idle UAVs home: a row only with env.goto_home
 # the planners told the targets' velocities (``motion_travel``): rows only where targets move
 TOLD_MOTION, LOCAL_TOLD_MOTION = "planner, told motion", "decentralised, told motion"
@@ -32,44 +31,6 @@ TOLD_MOTION_PLANNERS: dict[str, Policy] = {
     TOLD_MOTION: partial(scripted_planner, motion_weight=MOTION_WEIGHT),
     LOCAL_TOLD_MOTION: partial(decentralised_planner, motion_weight=MOTION_WEIGHT),
 }
-
-
-class PlannerValidation:
-    """Fixed validation episodes scored against the scripted planner (its score and nearest targets' computed once):
-    ``val/planner_gap = (planner - policy) / |planner|`` is what best.pt minimises for the RL algorithms."""
-
-    def __init__(self, settings: EnvSettings, dist: SceneDistribution, episodes: int, device: torch.device) -> None:
-        self.env = make_env(settings, dist, episodes, device, seed=VAL_SEED, count_key="env.val_episodes")
-        self.references: dict[str, float] | None = None  # the planner's and nearest targets' returns
-
-    def _return(self, policy: Policy) -> dict[str, float]:
-        self.env.generator.manual_seed(VAL_SEED)
-        return run_episodes(self.env, policy).summary()
-
-    def __call__(self, policy: Policy) -> dict[str, float]:
-        if self.references is None:
-            self.references = {
-                "val/planner_return": self._return(scripted_planner)["return"],
-                "val/nearest_return": self._return(nearest_target)["return"],
-            }
-        scores = self._return(policy)
-        planner = self.references["val/planner_return"]
-        return {
-            "val/return": scores["return"],
-            "val/completion_rate": scores["completion_rate"],
-            "val/collisions": scores["collisions"],
-            **self.references,
-            "val/planner_gap": (planner - scores["return"]) / max(abs(planner), 1e-9),
-        }
-
-    @staticmethod
-    def describe(val: dict[str, float], best: float) -> str:
-        return (
-            f"val return {val['val/return']:.3f} (scripted planner {val['val/planner_return']:.3f}, "
-            f"nearest target {val['val/nearest_return']:.3f}), "
-            f"planner_gap {val['val/planner_gap']:.4f} (best {best:.4f}), "
-            f"completion_rate {val['val/completion_rate']:.3f}"
-        )
 
 
 def compare_policies(

@@ -17,23 +17,20 @@ import json
 import logging
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from uavgnn.configuration.schemas import Config
-from uavgnn.configuration.settings import controls, split_settings, typed
 from uavgnn.data.cache import BuildSettings, label_and_build
 from uavgnn.data.labels import INLINE_BELOW
 from uavgnn.data.splits import SplitSettings, is_cached, load_split
 from uavgnn.data.store import GraphStore
 from uavgnn.evaluation.assignments import BATCH_SCENES
-from uavgnn.evaluation.methods import compare_on_split
+from uavgnn.evaluation.methods import Controls, compare_on_split
 from uavgnn.infrastructure.console import count, echo
-from uavgnn.infrastructure.device import amp_dtype
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_folder import load_scenes, split_files
@@ -44,15 +41,31 @@ PROBE_SCENES = 4  # scenes like a set's the estimate is measured on (at most)
 PROBE_SEED = 4_000_000  # their generator seeds (+ UAVs): apart from every split's
 
 
-def scenes_at(cfg: Config, n_uav: int) -> int:
-    return max(1, min(cfg.data.test_scenes, cfg.eval.max_total_uavs // n_uav))
+@dataclass(frozen=True)
+class TestSetSettings:
+    """How ``mode=eval`` scores its test sets (the ``eval`` group, the run's splits and precision)."""
+
+    splits: SplitSettings  # the run's splits: each test set takes its task, its size and the model's graphs
+    test_scenes: int = 256  # scenes of a set at most (data.test_scenes) ...
+    max_total_uavs: int = 65_536  # ... and UAVs of all its scenes together at most
+    milp_time_limit: float = 60.0  # seconds per scene for the labels
+    label_workers: int = 1
+    decoder: str = "greedy"
+    samples: int = 16
+    repair: bool = False
+    controls: Controls = Controls()
+    dtype: torch.dtype | None = None  # the forward's autocast dtype (None: full precision)
+
+    def scenes_at(self, n_uav: int) -> int:
+        """A generated set's scenes at ``n_uav`` UAVs."""
+        return max(1, min(self.test_scenes, self.max_total_uavs // n_uav))
 
 
 class SetScorer:
     """Scores (label, task, UAVs) test sets: each distinct one once, its duration said first."""
 
-    def __init__(self, cfg: Config, model: nn.Module, graph: GraphSettings, device: torch.device) -> None:
-        self.cfg, self.model, self.graph, self.device = cfg, model, graph, device
+    def __init__(self, settings: TestSetSettings, model: nn.Module, graph: GraphSettings, device: torch.device) -> None:
+        self.settings, self.model, self.graph, self.device = settings, model, graph, device
         self.estimated_s = self.took_s = 0.0
 
     def run(self, sets: list[tuple[str, dict[str, Any], int]]) -> list[list[dict]]:
@@ -100,13 +113,12 @@ class SetScorer:
     def splits(self, task: dict[str, Any]) -> SplitSettings:
         """The splits whose test split is ``task``'s, labelled with the eval's MILP time limit, its graphs built as
         the model reads them (its candidates and UAV neighbours, not this run's ``data``)."""
-        build = BuildSettings(self.graph.k_max, self.graph.uav_neighbours, self.cfg.eval.milp_time_limit)
-        return replace(
-            split_settings(self.cfg), dist=typed(SceneDistribution, task), build=build, folder=task.get("folder")
-        )
+        build = BuildSettings(self.graph.k_max, self.graph.uav_neighbours, self.settings.milp_time_limit)
+        dist = SceneDistribution(**{f.name: task[f.name] for f in fields(SceneDistribution) if f.name in task})
+        return replace(self.settings.splits, dist=dist, build=build, folder=task.get("folder"))
 
     def scene_count(self, task: dict[str, Any], n_uav: int) -> int:
-        return len(split_files(task["folder"], "test")) if task.get("folder") else scenes_at(self.cfg, n_uav)
+        return len(split_files(task["folder"], "test")) if task.get("folder") else self.settings.scenes_at(n_uav)
 
     def set_key(self, task: dict[str, Any], n_uav: int) -> str:
         """What makes a test set: the task's fields (its name aside), the size and the number of scenes."""
@@ -115,7 +127,7 @@ class SetScorer:
 
     def estimate(self, sets: list[tuple[str, dict[str, Any], int]]) -> list[float]:
         """Seconds each set is expected to take, from a probe of its own task and size."""
-        workers = max(1, self.cfg.data.label_workers)
+        workers = max(1, self.settings.label_workers)
         seconds = []
         for i, (_, task, n_uav) in enumerate(sets):
             label_s, batch_s, score_s = self.probe(task, n_uav, warm_up=i == 0)
@@ -163,18 +175,18 @@ class SetScorer:
         return time.perf_counter() - start
 
     def compare(self, store: Any, n_uav: int) -> list[dict]:
-        cfg = self.cfg
+        s = self.settings
         return compare_on_split(
             self.model,
             store,
-            cfg.eval.decoder,
+            s.decoder,
             self.graph,
             self.graph.k(n_uav),
             self.device,
-            amp_dtype(cfg, self.device),
-            cfg.eval.samples,
-            cfg.eval.repair,
-            controls(cfg),
+            s.dtype,
+            s.samples,
+            s.repair,
+            s.controls,
         )[0]
 
     def score(self, task: dict[str, Any], n_uav: int) -> tuple[list[dict], str]:
@@ -190,7 +202,7 @@ class SetScorer:
                 task["name"],
                 n_uav,
                 rows[0]["reference_optimal"],
-                self.cfg.eval.milp_time_limit,
+                self.settings.milp_time_limit,
             )
         shown = int(store.tensors["n_uav"].max()) if task.get("folder") else n_uav  # a folder's: its largest
         return [{"n_uav": shown, "scenes": len(store), **row} for row in rows], _fingerprint(store.scenes())

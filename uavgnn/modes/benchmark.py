@@ -38,8 +38,8 @@ import torch
 from omegaconf import OmegaConf
 from torch_geometric.data import Batch
 
-from uavgnn.algorithms import algorithm_class, algorithms, make_algorithm
 from uavgnn.algorithms.base import Algorithm, LossOf, step_loss
+from uavgnn.algorithms.registry import algorithm_class, algorithms, make_algorithm
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.configuration.schemas import Config
 from uavgnn.configuration.settings import graph_settings, scene_distribution, split_settings, transformer

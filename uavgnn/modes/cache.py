@@ -7,6 +7,7 @@ verified or deleted; anything else in ``data.cache_dir`` is named as left alone.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from uavgnn.configuration.schemas import Config
 from uavgnn.data.cache import cache_entries, clear_cache, clear_refusal, foreign_entries
@@ -15,19 +16,20 @@ from uavgnn.infrastructure.errors import ConfigError, StorageError
 from uavgnn.reporting.tables import format_table
 
 
-def run_cache(cfg: Config) -> int:
-    """Print the caches under ``data.cache_dir``; ``verify`` fails (exit 1) if any is damaged, giving the reason."""
+def run_cache(cfg: Config, out_dir: Path) -> None:
+    """Print the caches under ``data.cache_dir`` (nothing is written into ``out_dir``); ``verify`` fails (exit 1)
+    if any is damaged, giving the reason."""
     root = cfg.data.cache_dir
     if cfg.action == "clear":
         clear(root, cfg.force)
-        return 0
+        return
     if cfg.action not in ("info", "verify"):
         raise ValueError(f"action: unknown cache action {cfg.action!r} (expected info, verify or clear)")
     rows = cache_entries(root)
     _say_foreign(root)
     if not rows:
         echo(f"no caches in {root}")
-        return 0
+        return
     for row in rows:
         problem = row.pop("problem")
         row["status"] = "ok" if problem is None else f"DAMAGED: {problem}"
@@ -38,8 +40,8 @@ def run_cache(cfg: Config) -> int:
             f"{len(rows) - len(damaged)} intact, {len(damaged)} damaged"
             + (f": {', '.join(damaged)}" if damaged else "")
         )
-        return 1 if damaged else 0
-    return 0
+        if damaged:
+            raise SystemExit(1)
 
 
 def _say_foreign(root: str) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from uavgnn.algorithms.compared import environment_policy_runs, metrics_of
 from uavgnn.configuration.schemas import Config
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import ConfigError, RunDirectoryError
@@ -34,6 +35,7 @@ from uavgnn.reporting.comparison import compare_runs
 from uavgnn.reporting.intervals import METHODS
 from uavgnn.runs.directory import accept, leftovers
 from uavgnn.runs.layout import MARL_EVAL, comparison_file
+from uavgnn.runs.record import find_runs, load_run
 
 
 def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
@@ -52,7 +54,10 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
                 "into a directory of its own; leave out hydra.run.dir or choose another"
             )
         accept(out_dir, cfg)
-    rows, text = compare_runs(paths, target, list(options.metrics), bool(options.seed_means), str(options.interval))
+    runs = [load_run(directory) for directory in find_runs(paths)]
+    metrics = metrics_of(runs).only(list(options.metrics))
+    marl = environment_policy_runs(runs)
+    rows, text = compare_runs(runs, target, metrics, marl, bool(options.seed_means), str(options.interval))
     echo(text)
     marl = f" and {MARL_EVAL}" if (target / MARL_EVAL).exists() else ""
     forms = ", ".join(comparison_file(suffix) for suffix in ("md", "csv", "tex", "png", "html"))

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from uavgnn.algorithms import algorithms
 from uavgnn.algorithms.base import Algorithm
+from uavgnn.algorithms.registry import algorithms
 from uavgnn.configuration.schemas import Config
 from uavgnn.infrastructure.console import echo, launched_as
 from uavgnn.infrastructure.storage import write_json

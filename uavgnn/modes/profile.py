@@ -30,8 +30,8 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, record_function, schedule, tensorboard_trace_handler
 
-from uavgnn.algorithms import make_algorithm
 from uavgnn.algorithms.base import LossOf, Network, step_loss
+from uavgnn.algorithms.registry import make_algorithm
 from uavgnn.configuration.schemas import Config
 from uavgnn.infrastructure.console import echo, progress
 from uavgnn.infrastructure.device import amp_dtype, maybe_compile, prepare_device

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from uavgnn.algorithms import make_algorithm
+from uavgnn.algorithms.registry import make_algorithm
 from uavgnn.configuration.schemas import Config
 
 

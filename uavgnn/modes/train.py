@@ -13,7 +13,8 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from uavgnn.algorithms import algorithm_class, describe, stored_config
+from uavgnn.algorithms.checkpoint_config import stored_config
+from uavgnn.algorithms.registry import algorithm_class, describe
 from uavgnn.configuration.schemas import Config
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import echo, launched_as

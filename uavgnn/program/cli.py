@@ -15,16 +15,18 @@ import hydra
 from hydra._internal import utils as hydra_utils
 from omegaconf import DictConfig
 
-from uavgnn.algorithms import register_configs
+from uavgnn.algorithms.registry import register_configs
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.program.help import register_help
 from uavgnn.program.job import COMPOSITION_ERRORS, composition_error, run_mode
 from uavgnn.runs import sweep_worker
 from uavgnn.runs.directory import discard_refused_sweep
 
 try:  # before Hydra composes; a launcher's workers import this module too
     register_configs()
+    register_help()
 except ConfigError as err:  # an algorithm plug-in that does not load: one line, as every user error
     echo(f"error: {err}", err=True)
     raise SystemExit(2) from None

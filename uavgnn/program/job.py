@@ -22,7 +22,9 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from uavgnn.algorithms import check_config, training_config
+from uavgnn.algorithms.registry import check_config
+from uavgnn.algorithms.run_config import training_config
+from uavgnn.configuration.modes import MODES
 from uavgnn.infrastructure import distributed, signals
 from uavgnn.infrastructure.console import attach_run_log, echo, launched_as, say_once
 from uavgnn.infrastructure.errors import (
@@ -43,7 +45,6 @@ from uavgnn.runs.directory import accept, discard_unaccepted, is_accepted, lefto
 from uavgnn.runs.layout import FAILED
 from uavgnn.runs.lock import release_lock
 
-REPORTS_ELSEWHERE = ("cache", "compare")  # they accept their own directory only when they write into it
 USER_ERRORS = (
     ConfigError,
     SceneFileError,
@@ -123,19 +124,6 @@ def _sweep_job(cfg: DictConfig, out_dir: Path) -> float | None:
         return float("nan")
 
 
-# mode -> module and function ``f(cfg, out_dir)``, imported on use so each mode loads only what it needs
-MODES = {
-    "train": ("uavgnn.modes.train", "run_train"),
-    "eval": ("uavgnn.modes.evaluate", "run_eval"),
-    "solve": ("uavgnn.modes.solve", "run_solve"),
-    "compare": ("uavgnn.modes.compare", "run_compare"),
-    "info": ("uavgnn.modes.info", "run_info"),
-    "profile": ("uavgnn.modes.profile", "run_profile"),
-    "benchmark": ("uavgnn.modes.benchmark", "run_benchmark"),
-    "rollouts": ("uavgnn.modes.rollouts", "run_rollouts"),
-}
-
-
 def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
     """Run the mode; ``train`` returns its best validation gap (the value a sweeper minimises)."""
     distributed.quiet_other_ranks()
@@ -148,7 +136,8 @@ def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
     if cfg.mode == "train":  # the groups its algorithm never reads are left out of the run's config
         cfg = training_config(cfg, list(HydraConfig.get().overrides.task))
     apply_threads(cfg.hardware.threads)  # before the run record names them, and before any work
-    if cfg.mode not in (*REPORTS_ELSEWHERE, "train"):  # train accepts once every resume check has passed
+    mode = MODES[cfg.mode]
+    if mode.accepts_first:
         left = leftovers(out_dir)
         if not left:
             accept(out_dir, cfg)
@@ -158,17 +147,9 @@ def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
                 f"mode={cfg.mode} writes its results into a directory of its own; leave out "
                 "hydra.run.dir or choose another"
             )
-    if cfg.mode == "cache":
-        from uavgnn.modes.cache import run_cache
-
-        if run_cache(cfg):
-            raise SystemExit(1)  # verify found damaged entries
-        return None
-    if cfg.mode not in MODES:
-        raise ConfigError(f"mode: unknown mode {cfg.mode!r}")
-    module, function = MODES[cfg.mode]
+    module, function = mode.runs.split(":")
     result = getattr(importlib.import_module(module), function)(cfg, out_dir)
-    return result if cfg.mode == "train" else None
+    return result if mode.objective else None
 
 
 def check_resolvable(cfg: DictConfig) -> None:
@@ -194,7 +175,7 @@ def run(overrides: Sequence[str], run_directory: str | Path | None = None) -> Pa
     from hydra.core.utils import run_job
     from hydra.types import HydraContext
 
-    from uavgnn.algorithms import register_configs
+    from uavgnn.algorithms.registry import register_configs
 
     hydra_overrides = ["hydra.mode=RUN"]  # as the command line's (Hydra's run mode, recorded in hydra.yaml)
     if run_directory is not None:

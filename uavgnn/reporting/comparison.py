@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from uavgnn.infrastructure.storage import atomic_write, write_json
-from uavgnn.reporting import marl_table as marl_report
+from uavgnn.reporting import marl_table
 from uavgnn.reporting.comparison_page import plot, render_html
 from uavgnn.reporting.comparison_rows import (
     INTERVALS,
@@ -42,10 +42,11 @@ from uavgnn.reporting.comparison_rows import (
     shown_rows,
     table_rows,
 )
-from uavgnn.reporting.run_metrics import Metrics, differing_keys, group_labels, metrics_of
+from uavgnn.reporting.figures import Metrics
+from uavgnn.reporting.run_metrics import differing_keys, group_labels
 from uavgnn.reporting.tables import format_table
 from uavgnn.runs.layout import MARL_EVAL, comparison_file
-from uavgnn.runs.record import Run, find_runs, load_run
+from uavgnn.runs.record import Run
 
 __all__ = ["compare_runs", "differing_keys", "group_labels"]
 
@@ -175,20 +176,19 @@ def _latex(text: str) -> str:
     return re.sub(r"(?<=[\s\[{])-(?=\d)", "$-$", text)
 
 
-def render_marl(runs: list[Run], keys: list[str], metrics: Metrics) -> tuple[str, list[dict], dict[str, Any]]:
-    """The MARL section (``marl_report``) of environment policies' runs: its text (the runs' own test tables, the
-    IQM per algorithm), the IQM rows and the marl-eval data; nothing where no run trained one."""
-    marl = marl_report.env_policy_runs(runs)
+def render_marl(marl: list[Run], keys: list[str], metrics: Metrics) -> tuple[str, list[dict], dict[str, Any]]:
+    """The MARL section (``marl_table``) of the runs that trained environment policies: its text (the runs' own
+    test tables, the IQM per algorithm), the IQM rows and the marl-eval data; nothing where there are none."""
     if not marl:
         return "", [], {}
-    labels = marl_report.algorithm_labels(marl, keys)
-    tables = marl_report.test_tables(marl, labels)
-    summary = marl_report.aggregate(marl, labels, metrics)
+    labels = marl_table.algorithm_labels(marl, keys)
+    tables = marl_table.test_tables(marl, labels)
+    summary = marl_table.aggregate(marl, labels, metrics)
     text = "MARL: each run's own test table (its best policy on its test episodes) and each task's references\n\n"
-    text += format_table([marl_report.in_percent(row) for row in tables], list(marl_report.SHOWN.values()))
+    text += format_table([marl_table.in_percent(row) for row in tables], list(marl_table.SHOWN.values()))
     text += "\n\ntasks: " + "; ".join(dict.fromkeys(row["task"] for row in tables))
     text += "\n\n" + marl_text(summary, metrics)
-    return text, summary, marl_report.marl_eval_data(marl, labels)
+    return text, summary, marl_table.marl_eval_data(marl, labels)
 
 
 def marl_text(summary: list[dict[str, Any]], metrics: Metrics) -> str:
@@ -217,31 +217,27 @@ def marl_text(summary: list[dict[str, Any]], metrics: Metrics) -> str:
 
 
 def compare_runs(
-    paths: list[Path],
-    out_dir: Path,
-    metrics: list[str] | tuple[str, ...] = (),
-    seed_means: bool = True,
-    interval: str = "auto",
+    runs: list[Run], out_dir: Path, metrics: Metrics, marl: list[Run], seed_means: bool = True, interval: str = "auto"
 ) -> tuple[list[dict[str, Any]], str]:
-    """Write the comparison files into ``out_dir``; returns every row (values as recorded) and the console text
+    """Write the comparison of ``runs`` (``metrics``: what their algorithms declare; ``marl``: those of them that
+    trained environment policies) into ``out_dir``; returns every row (values as recorded) and the console text
     (the table, the failed runs, the MARL section)."""
-    runs = [load_run(d) for d in find_runs(paths)]
-    keys, shown = differing_keys(runs), metrics_of(runs).only(list(metrics))
-    rows = table_rows(runs, keys, shown, interval)
+    keys = differing_keys(runs)
+    rows = table_rows(runs, keys, metrics, interval)
     out_dir.mkdir(parents=True, exist_ok=True)
-    marl, summary, data = render_marl(runs, keys, shown)
-    markdown = render_markdown(rows, keys, shown, seed_means, interval)
-    if marl:
-        markdown += "\n## MARL\n\n```\n" + marl + "\n```\n"
+    marl_section, summary, data = render_marl(marl, keys, metrics)
+    markdown = render_markdown(rows, keys, metrics, seed_means, interval)
+    if marl_section:
+        markdown += "\n## MARL\n\n```\n" + marl_section + "\n```\n"
         write_json(out_dir / MARL_EVAL, data)
     atomic_write(out_dir / comparison_file("md"), markdown.encode())
-    write_csv(out_dir / comparison_file("csv"), rows, keys, shown)
-    atomic_write(out_dir / comparison_file("tex"), render_latex(rows, keys, shown, interval, seed_means).encode())
-    plot(out_dir / comparison_file("png"), runs, rows, shown)
+    write_csv(out_dir / comparison_file("csv"), rows, keys, metrics)
+    atomic_write(out_dir / comparison_file("tex"), render_latex(rows, keys, metrics, interval, seed_means).encode())
+    plot(out_dir / comparison_file("png"), runs, rows, metrics)
     atomic_write(
         out_dir / comparison_file("html"),
-        render_html(rows, keys, out_dir / comparison_file("png"), shown, interval).encode(),
+        render_html(rows, keys, out_dir / comparison_file("png"), metrics, interval).encode(),
     )
-    columns, body = table(rows, keys, shown, seed_means)
+    columns, body = table(rows, keys, metrics, seed_means)
     text = "\n".join([format_table(body, columns), "", legend(interval, seed_means), *failures(rows)])
-    return rows, text + ("\n\n" + marl if marl else "")
+    return rows, text + ("\n\n" + marl_section if marl_section else "")

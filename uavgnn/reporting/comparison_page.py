@@ -13,8 +13,8 @@ import numpy as np
 
 from uavgnn.infrastructure.storage import pyplot, save_figure
 from uavgnn.reporting.comparison_rows import INTERVALS, Cells, best_cells, header, is_best, is_mean, shown_rows
+from uavgnn.reporting.figures import Metrics
 from uavgnn.reporting.pictures import panel_grid
-from uavgnn.reporting.run_metrics import Metrics
 from uavgnn.runs.record import Run
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from uavgnn.algorithms import DEFAULTS
+from uavgnn.reporting.figures import Metrics
 from uavgnn.reporting.intervals import mean_interval
-from uavgnn.reporting.run_metrics import Metrics, group_labels
+from uavgnn.reporting.run_metrics import group_labels
 from uavgnn.runs.record import Run
 
 MEAN = "mean ± std"
@@ -43,7 +43,7 @@ def table_rows(runs: list[Run], keys: list[str], metrics: Metrics, interval: str
         ]
     )
     # runs that differ by seed alone: named by their algorithm
-    frame["label"] = frame["label"].where(frame["label"] != "", algorithm_name(runs))
+    frame["label"] = frame["label"].where(frame["label"] != "", metrics.name)
     frame["group"] = pd.factorize(frame["label"])[0]
     rows: list[dict[str, Any]] = []
     for group, members in frame.groupby("group", sort=False):
@@ -77,12 +77,6 @@ def table_rows(runs: list[Run], keys: list[str], metrics: Metrics, interval: str
                 mean[f"{metric}_ci"] = "n/a"
         rows.append(mean)
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()} for row in rows]
-
-
-def algorithm_name(runs: list[Run]) -> str:
-    """What names runs that differ by nothing but their seed: their algorithm (all runs: the same one)."""
-    names = {str(r.config.get("algorithm.name", DEFAULTS["algorithm"])) for r in runs if r.config}
-    return names.pop() if len(names) == 1 else "all runs"
 
 
 def is_mean(row: dict[str, Any]) -> bool:

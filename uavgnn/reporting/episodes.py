@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from uavgnn.envs.policies import EpisodeScores
 from uavgnn.infrastructure.storage import pyplot, replacing, save_figure
 
 
-def completed_targets(scores: EpisodeScores, service_radius: float):
+class RecordedEpisode(Protocol):
+    """What a picture of an episode reads (``uavgnn.envs.policies.EpisodeScores`` has it): the returns of the
+    episodes and one episode recorded step by step."""
+
+    episode_return: torch.Tensor  # (E,) team task return
+    trajectory: torch.Tensor  # (T + 1, N, 2) the UAVs' positions
+    targets: torch.Tensor  # (T + 1, M, 2) the targets' positions at the same steps
+    need: torch.Tensor  # (M,) their needs
+
+
+def completed_targets(scores: RecordedEpisode, service_radius: float):
     """(M,) bool: targets that had ``need`` UAVs within the radius at some step of the recorded episode (each step
     against where the targets were at that step)."""
     within = (scores.trajectory[:, :, None] - scores.targets[:, None]).norm(dim=-1) <= service_radius
     return (within.sum(1) >= scores.need).any(0)
 
 
-def _draw(ax, scores: EpisodeScores, service_radius: float, upto: int | None = None) -> None:
+def draw_episode(ax, scores: RecordedEpisode, service_radius: float, upto: int | None = None) -> None:
     steps = upto or len(scores.trajectory)
     path, targets = scores.trajectory[:steps], scores.targets[:steps]
     from matplotlib.patches import Circle  # the axes exist already: no pyplot needed here
@@ -39,12 +48,12 @@ def _draw(ax, scores: EpisodeScores, service_radius: float, upto: int | None = N
     ax.set_ylabel("y")
 
 
-def plot_episodes(panels: dict[str, EpisodeScores], service_radius: float, path: Path) -> Path:
+def plot_episodes(panels: dict[str, RecordedEpisode], service_radius: float, path: Path) -> Path:
     """The same episode (environment 0) flown by each policy, side by side; filled targets were completed."""
     plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.5), squeeze=False)
     for ax, (name, scores) in zip(axes[0], panels.items()):
-        _draw(ax, scores, service_radius)
+        draw_episode(ax, scores, service_radius)
         ax.set_title(f"{name}: return {float(scores.episode_return[0]):.2f}", fontsize=10)
     axes[0][0].legend(fontsize=7, loc="best")
     title = "UAV trajectories on one test episode (circles: targets' service radius, filled = completed)"
@@ -55,7 +64,7 @@ def plot_episodes(panels: dict[str, EpisodeScores], service_radius: float, path:
     return path
 
 
-def episode_gif(scores: EpisodeScores, service_radius: float, path: Path, fps: int = 4) -> Path:
+def episode_gif(scores: RecordedEpisode, service_radius: float, path: Path, fps: int = 4) -> Path:
     """Environment 0's episode, step by step."""
     plt = pyplot()
     from matplotlib.animation import FuncAnimation, PillowWriter
@@ -66,7 +75,7 @@ def episode_gif(scores: EpisodeScores, service_radius: float, path: Path, fps: i
 
     def frame(t: int) -> None:
         ax.clear()
-        _draw(ax, scores, service_radius, upto=t + 1)
+        draw_episode(ax, scores, service_radius, upto=t + 1)
         ax.set_xlim(float(low[0]), float(high[0]))
         ax.set_ylim(float(low[1]), float(high[1]))
         ax.set_title(f"step {t}")

@@ -21,20 +21,15 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from uavgnn.reporting.figures import Metrics
 from uavgnn.reporting.intervals import stratified_bootstrap
-from uavgnn.reporting.run_metrics import Metrics, algorithm_of, label_parts
+from uavgnn.reporting.run_metrics import label_parts
 from uavgnn.runs.layout import SUMMARY
 from uavgnn.runs.record import Run, read_object
 
-PRODUCT = "environment policy"
 TASK_GROUPS = ("env", "task")  # config groups whose choices make another task, not another algorithm
 TEST_KEYS = ("return", "return_std", "completion_rate", "collisions", "of_planner")  # a test table's figures
 VALIDATION = {"return": "val/return", "completion_rate": "val/completion_rate", "collisions": "val/collisions"}
-
-
-def env_policy_runs(runs: Sequence[Run]) -> list[Run]:
-    """The finished runs whose algorithm trains an environment policy (``produces``)."""
-    return [r for r in runs if r.status == "ok" and (a := algorithm_of(r)) is not None and a.produces == PRODUCT]
 
 
 def task_of(run: Run) -> str:

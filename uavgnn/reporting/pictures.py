@@ -446,3 +446,29 @@ def _frontier_panel(ax: Axes, rows: list[dict[str, Any]]) -> None:
 
 def _names(rows: list[dict[str, Any]]) -> list[str]:
     return [r["method"] for r in rows]
+
+
+def plot_test_sets(rows: list[dict[str, Any]], methods: list[str], path: Path) -> Path:
+    """``methods`` on every test set (grouped bars, the nominal set first), one panel per swarm size: each return
+    as a share of the central planner's nominal return at that size (``of_nominal_planner``)."""
+    sizes = sorted({r["n_uav"] for r in rows})
+    sets = list(dict.fromkeys(r["test_set"] for r in rows))
+    fig, axes = panel_grid(len(sizes), width=max(4.5, 1.0 * len(sets) + 1.5), height=4.0)
+    fig.set_layout_engine("constrained")
+    width = 0.8 / len(methods)
+    for ax, n_uav in zip(axes, sizes):
+        for m_i, method in enumerate(methods):
+            share = {
+                r["test_set"]: r["of_nominal_planner"] for r in rows if r["n_uav"] == n_uav and r["method"] == method
+            }
+            x = np.arange(len(sets)) + (m_i - (len(methods) - 1) / 2) * width
+            ax.bar(x, [100 * share.get(s, np.nan) for s in sets], width, color=f"C{m_i}", label=method)
+        ax.axhline(100, color="gray", ls=":", lw=1)
+        ax.set_xticks(np.arange(len(sets)), [s.replace("_", "\n") for s in sets], fontsize=8)
+        ax.set(title=f"{n_uav} UAVs", ylabel="% of the central planner's nominal return")
+        ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
+    handles = dict(zip(*axes[0].get_legend_handles_labels()[::-1]))
+    legend_below(fig, handles, fontsize=8)
+    save_figure(fig, path, dpi=110)
+    pyplot().close(fig)
+    return path

@@ -10,7 +10,7 @@ SHA-256 of its contents, checked on every load: a byte flipped on the disk is a
 one-line error naming the part, never a silently different run. Every weight
 and optimiser load goes through ``load_weights``, whose one-line error names the
 checkpoint's kind (algorithm, model) and what takes such a checkpoint (the
-algorithm registry says that: ``uavgnn.algorithms.describe``).
+algorithm registry says that: ``uavgnn.algorithms.registry.describe``).
 """
 
 from __future__ import annotations
@@ -287,7 +287,7 @@ def load_weights(
 ) -> None:
     """The one way weights (or an optimiser's state: anything with ``load_state_dict``) get loaded: ``state``
     into ``module``, or a one-line ``CheckpointError`` naming the first mismatch and, through ``description``
-    (``uavgnn.algorithms.describe``), the checkpoint's kind and what takes it (e.g. weights saved before this
+    (``uavgnn.algorithms.registry.describe``), the checkpoint's kind and what takes it (e.g. weights saved before this
     version changed the networks' inputs)."""
     try:
         module.load_state_dict(state)

@@ -23,6 +23,7 @@ from uavgnn.infrastructure.console import start_run_log
 from uavgnn.infrastructure.device import resolve_device
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.infrastructure.storage import atomic_write
+from uavgnn.runs.identity import is_incidental
 from uavgnn.runs.layout import (
     BOOKKEEPING,
     FAILED,
@@ -72,10 +73,12 @@ def swept_keys(sweep_dir: Path) -> set[str]:
 
 def job_dir_name(number: int, sweep_dir: str, overrides: str) -> str:
     """A sweep job's folder, ``hydra.sweep.subdir``: its number, then the overrides the sweep varies
-    (``3-model:tiny+seed:1``; all of them when it varies none by itself, e.g. an Optuna search). Only
+    (``3-model:tiny+seed:1``; all of them when it varies none by itself, e.g. an Optuna search), but those that
+    do not define a run (``uavgnn.runs.identity``: a re-issued sweep finds its jobs' folders). Only
     characters a Hydra override takes unquoted (``hydra.run.dir=<it> resume=auto`` works as typed), at most
     ``JOB_DIR_CHARS``."""
     items = re.split(r",(?=[\w.+~-]+=)", overrides) if overrides else []  # Hydra's override_dirname
+    items = [item for item in items if not is_incidental(item.split("=")[0].lstrip("+~"))]
     swept = swept_keys(Path(sweep_dir))
     items = [item for item in items if item.split("=")[0] in swept] or items
     name = "-".join([str(number), "+".join(item.replace("=", ":", 1) for item in items)]) if items else str(number)

@@ -2,9 +2,9 @@
 
 ``resume=auto|true`` continues the run directory's ``last.pt``. Exact
 resumption needs the same model, data, seed, optimiser and loop settings,
-so a changed key is refused, naming each one, unless it is in ``SAFE``:
-settings that change how long the run goes, how often it reports, or how
-fast it loads data, never what it computes. The safe changes are applied,
+so a changed key is refused, naming each one, unless it does not define the run
+(``uavgnn.runs.identity``) or is in ``RESUME_SAFE``: how long the run goes, how
+often it reports, what the other modes read. The safe changes are applied,
 warned about and recorded in ``metrics.jsonl`` (a ``resume`` event).
 """
 
@@ -17,39 +17,22 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from uavgnn.algorithms import stored_config
 from uavgnn.algorithms.base import Algorithm
+from uavgnn.algorithms.checkpoint_config import stored_config
 from uavgnn.infrastructure.errors import ConfigError, RunDirectoryError
 from uavgnn.infrastructure.nested import flatten
 from uavgnn.runs.checkpoints import find_resume_checkpoint
 from uavgnn.runs.directory import held_run_files, leftovers
 from uavgnn.runs.history import read_history
+from uavgnn.runs.identity import is_incidental
 from uavgnn.runs.layout import ATTEMPT_FILES, HISTORY, HYDRA_CONFIG, HYDRA_RECORD, LAST, SUMMARY
 from uavgnn.runs.record import read_object
 
 log = logging.getLogger(__name__)
 
-# keys (or whole groups, ending in '.') that change how fast or verbosely a run goes, never what it computes:
-# a command re-issued into a finished run may change them and still find it finished
-RERUN_SAFE = (
-    "resume",
-    "logger.",
-    "hardware.threads",
-    "hardware.sweep_jobs",
-    "hardware.num_workers",
-    "hardware.pin_memory",
-    "hardware.prefetch_factor",
-    "hardware.persistent_workers",
-    "hardware.memory_fraction",
-    "hardware.memory_limit_mb",
-    "data.label_workers",
-    "data.cache_dir",
-    "optim.prefetch",
-    "optim.graph_cache",
-)
-# keys a resumed run may change: those, how long it runs and reports, what the other modes read
-SAFE = (
-    *RERUN_SAFE,
+# keys a resumed run may change besides those that do not define it: how long it runs and reports, what the other
+# modes read, how the policy decides
+RESUME_SAFE = (
     "train.steps",
     "train.eval_every",
     "train.ckpt_every",
@@ -61,8 +44,6 @@ SAFE = (
     "profile.",
     "benchmark.",
     "mode",
-    "ckpt",
-    "path",
     "action",
     "solver",
     # how the policy decides, not what trains:
@@ -117,10 +98,6 @@ def resume_checkpoint(
     )
 
 
-def _is_safe(key: str, also: tuple[str, ...], base: tuple[str, ...] = SAFE) -> bool:
-    return any(key == s or (s.endswith(".") and key.startswith(s)) for s in (*base, *also))
-
-
 def _changed(stored: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple]:
     """``{key: (stored, new)}`` of every flattened key of ``new`` whose value differs from ``stored``'s."""
     old, now = flatten(stored), flatten(new)
@@ -134,13 +111,14 @@ def config_changes(
     """(unsafe, safe) changes between a checkpoint's config (on this version's schemas: ``stored_config``) and
     the new one: ``{key: (stored, new)}``; ``also_safe``: the algorithm's own safe keys."""
     changed = _changed(stored, new)
-    unsafe = {key: change for key, change in changed.items() if not _is_safe(key, also_safe)}
+    unsafe = {key: change for key, change in changed.items() if not is_incidental(key, (*RESUME_SAFE, *also_safe))}
     return unsafe, {key: change for key, change in changed.items() if key not in unsafe}
 
 
 def _also_safe(algorithm: type[Algorithm]) -> tuple[str, ...]:
-    """The keys ``algorithm`` may change on resume beyond ``SAFE``: its own, and the graph settings it never reads."""
-    return algorithm.resume_safe + (() if algorithm.scene_splits else GRAPH_KEYS)
+    """The keys ``algorithm`` may change on resume beyond ``RESUME_SAFE``: its own, and the graph settings it never
+    reads."""
+    return algorithm.resume_safe + (() if algorithm.capabilities.scene_splits else GRAPH_KEYS)
 
 
 def _recorded_config(out_dir: Path) -> dict[str, Any] | None:
@@ -155,8 +133,8 @@ def _recorded_config(out_dir: Path) -> dict[str, Any] | None:
 
 def finished_score(out_dir: Path, config: dict[str, Any]) -> float | None:
     """The best validation score of the run that already finished in ``out_dir`` with these settings (its
-    ``summary.json`` written at ``train.steps``, nothing but ``RERUN_SAFE`` changed since), or None: the same
-    command re-issued after a sweep was killed skips the jobs that finished and returns what they found."""
+    ``summary.json`` written at ``train.steps``, nothing that defines it changed since), or None: the same command
+    re-issued after a sweep was killed skips the jobs that finished and returns what they found."""
     summary = read_object(out_dir / SUMMARY)
     if summary is None or summary.get("steps") != config["train"]["steps"]:
         return None
@@ -164,7 +142,7 @@ def finished_score(out_dir: Path, config: dict[str, Any]) -> float | None:
     recorded = _recorded_config(out_dir)
     if len(best) != 1 or recorded is None:
         return None
-    if any(not _is_safe(key, (), RERUN_SAFE) for key in _changed(recorded, config)):
+    if any(not is_incidental(key) for key in _changed(recorded, config)):
         return None
     return float(best[0])
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from torch import nn
 
-from uavgnn.algorithms.base import Score
+from uavgnn.reporting.figures import Score
 
 
 @dataclass

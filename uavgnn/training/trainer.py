@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel
 
-from uavgnn.algorithms import describe, make_algorithm
 from uavgnn.algorithms.base import AlgorithmStep, step_loss
+from uavgnn.algorithms.registry import describe, make_algorithm
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import echo, progress
 from uavgnn.infrastructure.device import amp_dtype, maybe_compile, prepare_device
