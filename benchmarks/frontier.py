@@ -33,8 +33,8 @@ from uavgnn.configuration.schemas import register_configs
 from uavgnn.evaluation.test_sets import SetScorer
 from uavgnn.infrastructure.storage import write_json
 from uavgnn.infrastructure.threads import apply_threads
+from uavgnn.reporting.evaluation_pictures import plot_frontier
 from uavgnn.reporting.intervals import ci95
-from uavgnn.reporting.pictures import plot_frontier
 
 CONF = Path(__file__).resolve().parents[1] / "uavgnn" / "conf"
 SEED_STRIDE = 100_000  # data.test_seed per seed of scenes (under the probe seeds of 4,000,000)

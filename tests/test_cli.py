@@ -19,13 +19,13 @@ from omegaconf import OmegaConf
 
 from uavgnn.algorithms.registry import algorithms
 from uavgnn.algorithms.scene_policy import first_difference, model_vs_milp_picture
+from uavgnn.configuration.modes import MODES
 from uavgnn.evaluation.assignments import Evaluation
 from uavgnn.infrastructure.console import count, launched_as, progress
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.loggers.wandb_dashboard import run_id
 from uavgnn.modes.cache import clear
 from uavgnn.modes.train import resume_command
-from uavgnn.program.job import MODES
 from uavgnn.reporting.tables import TABLE_WIDTH, format_table
 from uavgnn.runs.layout import WANDB_RUN_ID
 from uavgnn.solvers import BASELINES
@@ -44,7 +44,7 @@ def test_console_script_help_lists_every_mode_and_group(tmp_path) -> None:
     proc = subprocess.run([uavgnn_script(), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    for mode in [*MODES, "cache"]:  # each with its one-line description
+    for mode in MODES:  # each with its one-line description
         assert any(line.split()[:1] == [mode] and len(line.split()) > 3 for line in lines), mode
     for group in GROUPS:
         assert any(line.strip().startswith(f"{group} ") for line in lines), group
@@ -313,10 +313,10 @@ def test_a_sweep_whose_job_does_not_compose_exits_2_in_one_line_and_leaves_no_sw
 
 
 def test_refused_eval_and_solve_runs_leave_nothing_behind(tmp_path, monkeypatch) -> None:
-    """A bad checkpoint or scene file used to leave ``.hydra/``, ``.uavgnn.lock`` and ``run.log``; run in-process
-    as the command line runs them (``uavgnn.program.job.run``), each is refused in one line and no directory is left."""
+    """A bad checkpoint or scene file is refused in one line, run in-process as the command line runs them
+    (``uavgnn.program.from_python.run``), and leaves no directory behind (no ``.hydra/``, lock or ``run.log``)."""
     from uavgnn.infrastructure.errors import CheckpointError, SceneFileError
-    from uavgnn.program.job import run
+    from uavgnn.program.from_python import run
 
     work = tmp_path / "work"
     work.mkdir()

@@ -151,11 +151,13 @@ def test_a_resumed_coma_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> N
 
 
 def test_coma_settings_are_checked_before_any_work() -> None:
-    with pytest.raises(ConfigError, match="env.action='continuous' must be discrete"):
+    with pytest.raises(
+        ConfigError, match="env.action=continuous with algorithm=coma: it acts with discrete or goto actions"
+    ):
         check_config(compose_coma("env=default"))
     with pytest.raises(ConfigError, match="give a number, not auto"):
         check_config(compose_coma("hardware.batch_size=auto"))
-    with pytest.raises(ConfigError, match="its shared actor is model=mlp"):
+    with pytest.raises(ConfigError, match="model=tiny with algorithm=coma: its networks are model=mlp$"):
         check_config(compose_coma("model=tiny"))
 
 

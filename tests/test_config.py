@@ -90,7 +90,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         for name in (n for n, algorithm in algorithms().items() if algorithm.produces == ENV_POLICY):
             check_config(compose_cfg("model=mlp", f"algorithm={name}"))
         with pytest.raises(
-            ConfigError, match="model=mlp with algorithm=imitation: an assignment policy is a TransformerGNN"
+            ConfigError, match="model=mlp with algorithm=imitation: its networks are a TransformerGNN size"
         ):
             check_config(compose_cfg("model=mlp"))
         return

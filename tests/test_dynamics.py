@@ -336,14 +336,14 @@ def test_rollouts_are_cached_by_content(tmp_path) -> None:
 def test_dynamics_settings_are_checked_before_any_work(tmp_path) -> None:
     with pytest.raises(ConfigError, match="algorithm.burn_in=15 must be below"):
         check_config(compose_dynamics(tmp_path, "algorithm.burn_in=15"))
-    with pytest.raises(ConfigError, match="model=mlp with algorithm=dynamics: use model=tcn"):
+    with pytest.raises(
+        ConfigError, match="model=mlp with algorithm=dynamics: its networks are model=tcn or a TransformerGNN size"
+    ):
         check_config(compose_dynamics(tmp_path, "model=mlp"))
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         tcn_policy = compose("config", overrides=["algorithm=imitation", "model=tcn"])
-    with pytest.raises(
-        ConfigError, match="model=tcn with algorithm=imitation: an assignment policy is a TransformerGNN"
-    ):
+    with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation: its networks are a TransformerGNN size"):
         check_config(tcn_policy)
     with pytest.raises(ConfigError, match="rollout_policy='nope.pt' is not scripted, random or an environment"):
         check_config(compose_dynamics(tmp_path, "algorithm.rollout_policy=nope.pt"))

@@ -203,7 +203,7 @@ def test_a_resumed_mappo_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> 
     "override, message",
     [
         ("hardware.batch_size=auto", "give a number, not auto"),
-        ("model=tcn", "model=tcn with algorithm=mappo: its actor is"),
+        ("model=tcn", "model=tcn with algorithm=mappo: its networks are model=mlp or a TransformerGNN size"),
         ("algorithm.critic=graph", "algorithm.critic=graph with model=mlp: a graph critic reads observation graphs"),
         ("algorithm.critic=global", "algorithm.critic='global': expected state or graph"),
         (

@@ -11,7 +11,8 @@ import pytest
 
 from uavgnn.algorithms import scene_policy
 from uavgnn.problem.scenes import Scene
-from uavgnn.reporting.pictures import assignments_figure, frontier_figure
+from uavgnn.reporting.evaluation_pictures import frontier_figure
+from uavgnn.reporting.pictures import assignments_figure
 
 METHODS = [
     "model (greedy)",

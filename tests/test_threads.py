@@ -124,7 +124,7 @@ def test_an_experiment_over_an_explicit_hardware_preset_says_what_it_replaced(ov
     from hydra import compose, initialize_config_module
 
     from uavgnn.algorithms.registry import register_configs
-    from uavgnn.program.job import replaced_hardware
+    from uavgnn.program.presets import replaced_hardware
 
     register_configs()
     with initialize_config_module("uavgnn.conf", version_base="1.3"):
@@ -144,7 +144,7 @@ def test_a_presets_override_of_the_hardware_group_loses_to_the_command_line(tmp_
     from hydra import compose, initialize_config_module
 
     from uavgnn.algorithms.registry import register_configs
-    from uavgnn.program.job import replaced_hardware
+    from uavgnn.program.presets import replaced_hardware
 
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "gpu_box.yaml").write_text(

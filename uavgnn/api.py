@@ -79,11 +79,12 @@ def train(overrides: Sequence[str] = (), run_dir: str | Path | None = None) -> T
     """Train as ``uavgnn <overrides>`` (``python run.py <overrides>``) does: the config composed by Hydra's compose
     API from the packaged configs and the same overrides, run by the same code, into the same run directory
     (``outputs/<date>/<time>`` under the working directory, or ``run_dir``, as ``hydra.run.dir=``) with the same
-    ``.hydra/`` record, ``run.log``, checkpoints, ``metrics.jsonl`` and ``summary.json`` (``uavgnn.program.job.run``). A
+    ``.hydra/`` record, ``run.log``, checkpoints, ``metrics.jsonl`` and ``summary.json``
+    (``uavgnn.program.from_python.run``). A
     user error (an override that does not compose, a checkpoint or directory refused, a run that diverged) is
     raised as itself (``ConfigError``, ``CheckpointError``, ...) once its one line is said, and a refused run
     leaves no directory."""
-    from uavgnn.program.job import run
+    from uavgnn.program.from_python import run
 
     overrides = [str(override) for override in overrides]
     modes = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] == "mode" and o.split("=", 1)[-1] != "train"]

@@ -42,7 +42,7 @@ from uavgnn.infrastructure.errors import CheckpointError, ConfigError
 from uavgnn.infrastructure.storage import write_json
 from uavgnn.loggers.metric_logger import publish
 from uavgnn.reporting.episodes import episode_gif, plot_episodes
-from uavgnn.reporting.pictures import plot_frontier, plot_shifts, plot_test_sets, plot_transfer
+from uavgnn.reporting.evaluation_pictures import plot_frontier, plot_shifts, plot_test_sets, plot_transfer
 from uavgnn.reporting.tables import format_table
 from uavgnn.runs.checkpoints import load_checkpoint
 from uavgnn.runs.layout import (

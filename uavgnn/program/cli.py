@@ -19,8 +19,9 @@ from uavgnn.algorithms.registry import register_configs
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.program.composition import COMPOSITION_ERRORS, composition_error
 from uavgnn.program.help import register_help
-from uavgnn.program.job import COMPOSITION_ERRORS, composition_error, run_mode
+from uavgnn.program.job import run_mode
 from uavgnn.runs import sweep_worker
 from uavgnn.runs.directory import discard_refused_sweep
 
