@@ -80,7 +80,8 @@ def test_start_up_imports_neither_matplotlib_nor_scipy_stats(tmp_path) -> None:
     """matplotlib comes with the first picture and a t quantile from ``scipy.special``: together ~1 s of every
     refusal and utility mode's start. The program and every algorithm plug-in imported, neither is loaded."""
     probe = (
-        "import sys; from uavgnn import app, cli; from uavgnn.algorithms import algorithms; algorithms(); "
+        "import sys; from uavgnn.program import cli, job; from uavgnn.algorithms.registry import algorithms; "
+        "algorithms(); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m == 'scipy.stats'))"
     )
     proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -11,6 +11,7 @@ import shutil
 import statistics
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import matplotlib.image
 import numpy as np
@@ -21,14 +22,16 @@ from omegaconf import OmegaConf
 
 from uavgnn.algorithms.compared import metrics_of
 from uavgnn.infrastructure.errors import ConfigError
-from uavgnn.reporting.comparison import compare_runs, differing_keys, group_labels
+from uavgnn.modes.compare import compare_paths
+from uavgnn.reporting.comparison import differing_keys, group_labels
 from uavgnn.reporting.intervals import ci95, iqm, mean_interval, stratified_bootstrap
 from uavgnn.runs.record import find_runs, load_run
 
 
 def make_run(
-    root: Path, name: str, model: str, hidden: int, seed: int, gap: float | None, speed: float = 100.0
+    root: Path, name: str, model: str, hidden: int, seed: int, gap: float | None, speed: float = 100.0, **more: Any
 ) -> Path:
+    """A finished (or, ``gap`` None, failed) run's directory as the program leaves it; ``more``: other config keys."""
     run = root / name
     (run / ".hydra").mkdir(parents=True)
     OmegaConf.save(
@@ -38,6 +41,7 @@ def make_run(
                 "model": {"name": model, "hidden": hidden, "layers": 2},
                 "data": {"cache_dir": f"/tmp/{name}"},
                 "train": {"steps": 10},
+                **more,
             }
         ),
         run / ".hydra" / "config.yaml",
@@ -75,8 +79,20 @@ def sweep(tmp_path) -> Path:
     return root
 
 
+def test_a_resumed_and_a_fresh_seed_of_one_config_are_one_group(tmp_path) -> None:
+    """How a run was continued, logged or fed does not define it (``uavgnn.runs.identity``): seed 1, resumed after a
+    stop with another logger and more threads, is averaged with seed 0 as one config."""
+    root = tmp_path / "sweep"
+    make_run(root, "0", "tiny", 32, 0, 0.10, resume="false", logger={"name": "wandb"}, hardware={"threads": 1})
+    make_run(root, "1", "tiny", 32, 1, 0.20, resume="auto", logger={"name": "jsonl"}, hardware={"threads": 2})
+    rows, text = compare_paths([root], root)
+    means = [row for row in rows if str(row["run"]).startswith("mean")]
+    assert len(means) == 1 and means[0]["best_val_optimality_gap"] == pytest.approx(0.15)
+    assert {row["group"] for row in rows} == {0} and "resume" not in rows[0] and "hardware.threads" not in rows[0]
+
+
 def test_table_values_aggregates_and_failures(sweep) -> None:
-    rows, text = compare_runs([sweep], sweep)
+    rows, text = compare_paths([sweep], sweep)
     runs = [load_run(d) for d in find_runs([sweep])]
     assert differing_keys(runs) == ["model.hidden", "model.name", "seed"]  # cache_dir differs but is ignored
     by_run = {r["run"]: r for r in rows}
@@ -123,7 +139,7 @@ def test_latex_is_booktabs_with_percent_seed_means_and_valid_intervals(sweep, tm
     label, booktabs rules, numbers right-aligned, one row per seed group named by what it shares, its interval
     on the line below; rendered by pdflatex where one is installed."""
     make_run(sweep, "5", "small", 64, 2, 0.002, speed=90)  # small: 3 seeds, a gap near 0: t would leave [0, inf)
-    compare_runs([sweep], sweep)
+    compare_paths([sweep], sweep)
     latex = (sweep / "comparison.tex").read_text().splitlines()
     assert latex[:3] == [r"% needs \usepackage{booktabs}", r"\begin{table}[t]", r"\centering"]
     assert latex[3].startswith(r"\caption{Each seed group's mean over its 2-3 seeds (n)") and "percent" in latex[3]
@@ -158,7 +174,7 @@ def test_latex_is_booktabs_with_percent_seed_means_and_valid_intervals(sweep, tm
 def test_options_pick_metrics_show_runs_and_choose_the_interval(sweep) -> None:
     """compare.metrics, compare.seed_means=false and compare.interval=t (never an interval outside the range)."""
     make_run(sweep, "5", "small", 64, 2, 0.002, speed=90)
-    rows, _ = compare_runs(
+    rows, _ = compare_paths(
         [sweep], sweep, metrics=["test/optimality_gap", "graphs_per_s"], seed_means=False, interval="t"
     )
     markdown = (sweep / "comparison.md").read_text()
@@ -186,7 +202,7 @@ def test_options_pick_metrics_show_runs_and_choose_the_interval(sweep) -> None:
     assert means[1]["graphs_per_s_ci_low"] == pytest.approx(260 / 3 - ci95(statistics.stdev([90, 70, 100]), 3))
     assert "[n/a]" in markdown
     with pytest.raises(ConfigError, match="compare.metrics: test/return not among"):
-        compare_runs([sweep], sweep, metrics=["test/return"])
+        compare_paths([sweep], sweep, metrics=["test/return"])
 
 
 def test_intervals_stay_inside_a_metrics_range() -> None:
@@ -298,7 +314,7 @@ def test_each_runs_algorithm_says_what_the_comparison_shows(tmp_path) -> None:
     assert [c.key for c in metrics.curves] == ["val/optimality_gap", "val/return", "val/k_step_rmse"]
     assert [c.key for c in metrics.speeds] == ["perf/graphs_per_s", "perf/env_steps_per_s", "perf/samples_per_s"]
     assert metrics_of(runs[-1:]) == metrics_of(runs[:1])  # no registered algorithm on record: the default's
-    rows, _ = compare_runs([scene, env, *tcn, gone], tmp_path / "report")
+    rows, _ = compare_paths([scene, env, *tcn, gone], tmp_path / "report")
     by_run = {row["run"]: row for row in rows}
     assert by_run["tcn0"]["samples_per_s"] == 60.0 and by_run["tcn1"]["samples_per_s"] == 80.0  # medians
     markdown = (tmp_path / "report" / "comparison.md").read_text()
@@ -377,7 +393,7 @@ def chromium_flags(tmp_path: Path) -> list[str]:
 
 
 def test_every_header_sorts_the_table_in_chromium(sweep, tmp_path) -> None:
-    compare_runs([sweep], sweep)
+    compare_paths([sweep], sweep)
     harness = tmp_path / "harness.html"
     harness.write_text(CLICK_HARNESS.replace("PAGE", f"file://{sweep / 'comparison.html'}"))
     dom = subprocess.run(

@@ -95,7 +95,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
             check_config(compose_cfg("model=mlp"))
         return
     if (group, option) == ("model", "tcn"):  # the dynamics model: the algorithms that make one run it
-        for name in (n for n, algorithm in algorithms().items() if algorithm.produces == "dynamics model"):
+        for name in (n for n, algorithm in algorithms().items() if algorithm.produces.name == "dynamics model"):
             check_config(compose_cfg("model=tcn", f"algorithm={name}"))
         with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation"):
             check_config(compose_cfg("model=tcn"))
@@ -125,7 +125,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         return
     gap = run_train(cfg, out)
     summary = json.loads((out / "summary.json").read_text())
-    if algorithms()[cfg.algorithm.name].produces == "dynamics model":
+    if algorithms()[cfg.algorithm.name].produces.name == "dynamics model":
         assert summary["steps"] == 4 and summary["best_val_k_step_rmse"] == pytest.approx(gap)
         assert {r["method"] for r in summary["test"]} == {"tcn", "kalman", "kinematics", "constant_velocity"}
         return

@@ -1,4 +1,4 @@
-"""Issue 65, item 1: torch's CPU threads hold up when the machine is shared. One thread per process by default;
+"""Torch's CPU threads hold up when the machine is shared. One thread per process by default;
 ``hardware.threads=0`` is every core the process may use (its affinity mask, a cgroup's quota, ``OMP_NUM_THREADS``,
 which joblib's sweep workers get as cores / parallel jobs); no setting goes above that; the run record names the
 threads the run really had."""
@@ -15,6 +15,7 @@ import torch
 from conftest import run_cli
 
 from uavgnn.configuration.schemas import HardwareConfig
+from uavgnn.infrastructure import console, threads
 from uavgnn.infrastructure import device as runtime
 from uavgnn.infrastructure.threads import apply_threads, available_cores, cpu_threads
 
@@ -23,7 +24,7 @@ from uavgnn.infrastructure.threads import apply_threads, available_cores, cpu_th
 def four_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """A process allowed on four cores, no cgroup quota, no OMP_NUM_THREADS."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    monkeypatch.setattr(runtime, "Path", lambda path: Path("/nonexistent/cpu.max"))
+    monkeypatch.setattr(threads, "CPU_QUOTA", Path("/nonexistent/cpu.max"))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
 
 
@@ -41,10 +42,9 @@ def test_zero_is_every_core_the_process_may_use_and_no_setting_goes_above_it(fou
 def test_a_cgroup_quota_caps_the_cores(four_cores, monkeypatch, tmp_path) -> None:
     quota = tmp_path / "cpu.max"
     quota.write_text("150000 100000\n")  # docker --cpus=1.5
-    monkeypatch.setattr(runtime, "Path", lambda path: quota)
-    assert available_cores() == 1
+    assert available_cores(quota) == 1
     quota.write_text("max 100000\n")
-    assert available_cores() == 4
+    assert available_cores(quota) == 4
 
 
 def test_applying_a_setting_sets_torch_and_says_once_when_it_is_lowered(four_cores, caplog) -> None:
@@ -85,14 +85,14 @@ def test_the_run_record_names_the_threads_the_run_had(tmp_path, monkeypatch) -> 
 
 
 def test_a_gpu_preset_without_a_gpu_and_a_compiled_step_say_so_once(monkeypatch, caplog) -> None:
-    """Issue 65 item 2: ``hardware=high_mem optim=gpu`` on a machine without a GPU fell back to the CPU without a
-    word and spent minutes compiling its first step without saying so. Each is now one warning, once a run."""
+    """``hardware=high_mem optim=gpu`` on a machine without a GPU runs on the CPU, and a compiled step spends
+    minutes compiling: each is said in one warning, once a run."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # this machine, whatever runs the test
-    monkeypatch.setattr(runtime, "_said", set())
-    logger = logging.getLogger(runtime.__name__)
+    monkeypatch.setattr(console, "_said", set())
+    logger = console.NOTES
     monkeypatch.setattr(logger, "disabled", False)  # an earlier Hydra run in this worker may have disabled it
     monkeypatch.setattr(logger, "propagate", True)
-    with caplog.at_level(logging.WARNING, logger=runtime.__name__):
+    with caplog.at_level(logging.WARNING, logger=logger.name):
         assert runtime.resolve_device("auto") == runtime.resolve_device("auto") == torch.device("cpu")
         assert runtime.resolve_device("cpu") == torch.device("cpu")
         step = runtime.maybe_compile(torch.nn.Linear(2, 2), enabled=True)

@@ -186,7 +186,7 @@ class Algorithm(ABC):
     name: ClassVar[str]
     config: ClassVar[type]
     produces: ClassVar[Product]
-    capabilities: ClassVar[Capabilities]
+    capabilities: ClassVar[Capabilities] = Capabilities()  # what it declares it can train (nothing checked here)
     score: ClassVar[Score]
     compared: ClassVar[Compared]  # what mode=compare shows of its runs
     # the shared groups a training run of it reads (of SHARED_GROUPS; the others are left out of its config)

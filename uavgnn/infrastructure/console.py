@@ -118,6 +118,7 @@ def progress(iterable: Iterable | None = None, **settings: Any) -> tqdm:
 
 
 _said: set[str] = set()
+NOTES = logging.getLogger("uavgnn")  # say_once's warnings: to the console and run.log, as every log record
 
 
 def say_once(message: str) -> None:
@@ -125,7 +126,7 @@ def say_once(message: str) -> None:
     places)."""
     if message not in _said:
         _said.add(message)
-        logging.getLogger(__name__).warning(message)
+        NOTES.warning(message)
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

@@ -8,13 +8,16 @@ from pathlib import Path
 
 import torch
 
+CPU_QUOTA = Path("/sys/fs/cgroup/cpu.max")  # a cgroup v2 CPU quota: "<quota> <period>" (or "max ...": none)
 
-def available_cores() -> int:
+
+def available_cores(cpu_quota: Path | None = None) -> int:
     """The CPU cores this process may use: its affinity mask, capped by a cgroup v2 CPU quota (a container's
-    ``--cpus``), and by ``OMP_NUM_THREADS`` when set (joblib's workers get cores / parallel jobs, torchrun's 1)."""
+    ``--cpus``; ``cpu_quota``: the file to read, ``CPU_QUOTA`` by default), and by ``OMP_NUM_THREADS`` when set
+    (joblib's workers get cores / parallel jobs, torchrun's 1)."""
     cores = len(os.sched_getaffinity(0))
     try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        quota, period = (cpu_quota or CPU_QUOTA).read_text().split()
         if quota != "max":
             cores = min(cores, max(1, int(float(quota) / float(period))))
     except (OSError, ValueError):

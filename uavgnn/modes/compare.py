@@ -26,6 +26,7 @@ and ``marl_eval.json`` (``uavgnn.reporting.marl_table``).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from uavgnn.algorithms.compared import environment_policy_runs, metrics_of
 from uavgnn.configuration.schemas import Config
@@ -54,12 +55,19 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
                 "into a directory of its own; leave out hydra.run.dir or choose another"
             )
         accept(out_dir, cfg)
-    runs = [load_run(directory) for directory in find_runs(paths)]
-    metrics = metrics_of(runs).only(list(options.metrics))
-    marl = environment_policy_runs(runs)
-    rows, text = compare_runs(runs, target, metrics, marl, bool(options.seed_means), str(options.interval))
+    rows, text = compare_paths(paths, target, list(options.metrics), bool(options.seed_means), str(options.interval))
     echo(text)
     marl = f" and {MARL_EVAL}" if (target / MARL_EVAL).exists() else ""
     forms = ", ".join(comparison_file(suffix) for suffix in ("md", "csv", "tex", "png", "html"))
     echo(f"wrote {forms}{marl} into {target}")
     return rows
+
+
+def compare_paths(
+    paths: list[Path], out_dir: Path, metrics: list[str] = (), seed_means: bool = True, interval: str = "auto"
+) -> tuple[list[dict[str, Any]], str]:
+    """The comparison of the runs under ``paths`` (run or sweep directories) written into ``out_dir``, showing what
+    their algorithms declare (``metrics``: those final metrics alone); its rows and console text."""
+    runs = [load_run(directory) for directory in find_runs(paths)]
+    shown = metrics_of(runs).only(list(metrics))
+    return compare_runs(runs, out_dir, shown, environment_policy_runs(runs), seed_means, interval)

@@ -73,7 +73,7 @@ class Metrics:
     curves: tuple[Curve, ...]
     speeds: tuple[Curve, ...]
     scores: dict[str, Score] = field(default_factory=dict)
-    name: str = "all runs"  # what names runs that differ by nothing but their seed (their algorithm)
+    name: str = field(default="all runs", compare=False)  # what names runs that differ only by seed: their algorithm
 
     def label(self, key: str) -> str:
         """How tables and pictures name a metric: its declared label (else its key), with its unit (%)."""
