@@ -28,7 +28,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 from torch.utils.data import DataLoader
 
-from uavgnn.algorithms.registry import make_algorithm, make_model, register_configs
+from uavgnn.algorithms.registry import make_algorithm, make_model
+from uavgnn.config import register_configs
 from uavgnn.dynamics.windows import NaiveWindows, collate_naive
 from uavgnn.dynamics.workload import TrajectoryWorkload
 

@@ -38,7 +38,8 @@ from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
-from uavgnn.algorithms.registry import make_algorithm, make_model, register_configs
+from uavgnn.algorithms.registry import make_algorithm, make_model
+from uavgnn.config import register_configs
 from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.settings import EnvSettings

@@ -29,7 +29,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.configuration.schemas import register_configs
+from uavgnn.config.schemas import register_configs
 from uavgnn.evaluation.test_sets import SetScorer
 from uavgnn.infrastructure.storage import write_json
 from uavgnn.infrastructure.threads import apply_threads

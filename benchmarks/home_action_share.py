@@ -15,7 +15,7 @@ import dataclasses
 import torch
 
 from uavgnn.algorithms.env_policy import load_env_policy
-from uavgnn.configuration.settings import env_settings, scene_distribution
+from uavgnn.config.settings import env_settings, scene_distribution
 from uavgnn.envs.disruptions import TEST_SETS
 from uavgnn.envs.policies import scripted_planner
 from uavgnn.envs.uav_env import UAVEnv

@@ -35,10 +35,8 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms.registry import register_configs
-from uavgnn.configuration.settings import env_settings, scene_distribution
+from uavgnn.config.settings import env_settings, scene_distribution
 from uavgnn.envs.policies import (
     Policy,
     decentralised_planner,
@@ -54,6 +52,7 @@ from uavgnn.envs.validation import VAL_SEED
 from uavgnn.evaluation.environment import NOMINAL
 from uavgnn.evaluation.episodes import TEST_SEED, TOLD_MOTION_PLANNERS
 from uavgnn.problem.scenes import Scene, SceneDistribution
+from uavgnn.program.from_python import compose_config
 from uavgnn.reporting.tables import format_table
 from uavgnn.solvers import solve_milp
 
@@ -173,9 +172,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="config overrides (experiment=swarm is applied first)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["experiment=swarm", *args.overrides])
+    cfg = compose_config(["experiment=swarm", *args.overrides])
     settings, dist = env_settings(cfg), scene_distribution(cfg)
     disrupted = ("failures", "moving_targets", "late_targets")
     sets = {"nominal": {}, **{name: dict(cfg.eval.disruptions[name]) for name in disrupted}}

@@ -33,7 +33,7 @@ from omegaconf import open_dict
 
 from uavgnn.algorithms.checkpoint_config import stored_config
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.configuration.settings import scene_distribution, split_settings
+from uavgnn.config.settings import scene_distribution, split_settings
 from uavgnn.data.splits import load_split, split_spec
 from uavgnn.evaluation.assignments import evaluate_model
 from uavgnn.inference.guided import solve_guided

@@ -19,7 +19,7 @@ from omegaconf import open_dict
 
 from uavgnn.algorithms.checkpoint_config import stored_config
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.configuration.settings import split_settings
+from uavgnn.config.settings import split_settings
 from uavgnn.data.splits import load_split
 from uavgnn.evaluation.assignments import evaluate_model
 from uavgnn.problem.metrics import mean_metrics

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from uavgnn.configuration.schemas import register_configs
+from uavgnn.config.schemas import register_configs
 from uavgnn.reporting.tables import format_table
 from uavgnn.training.anatomy import step_anatomy
 

@@ -1,8 +1,8 @@
 """Write docs/configuration.md, the configuration reference, from the typed schemas.
 
-Every key of the root schema (``uavgnn.configuration.schemas.Config``), of each model kind (``model_schemas()``) and
+Every key of the root schema (``uavgnn.config.schemas.Config``), of each model kind (``model_schemas()``) and
 of each algorithm (``algorithms()``, each ``.config``), with its type, default, valid values
-(``uavgnn.configuration.validation``: ``CHOICES``, ``RANGES``, a ``ranged`` field's range) and the ``# comment`` on
+(``uavgnn.config.validation``: ``CHOICES``, ``RANGES``, a ``ranged`` field's range) and the ``# comment`` on
 its field in the source (or, where the field has none, on its key in the group's default YAML); each group's
 options are the YAML files under ``uavgnn/conf/<group>/``. ``tests/test_docs.py`` checks that the committed page
 is what this writes:
@@ -101,7 +101,7 @@ def shown(value: Any) -> str:
 
 
 def valid(key: str, field: dataclasses.Field) -> str:
-    from uavgnn.configuration.validation import CHOICES, ITEM_CHOICES, RANGES
+    from uavgnn.config.validation import CHOICES, ITEM_CHOICES, RANGES
 
     if key in CHOICES:
         return " | ".join(CHOICES[key])
@@ -165,7 +165,7 @@ def schema_of(path: Path) -> str | None:
 def render() -> str:
     """The whole page."""
     from uavgnn.algorithms.registry import algorithms, model_schemas
-    from uavgnn.configuration.schemas import Config
+    from uavgnn.config.schemas import Config
 
     chosen = dict(re.findall(r"^  - (\w+): (\w+)", (CONF / "config.yaml").read_text(), re.M))
     out = [
@@ -176,7 +176,7 @@ def render() -> str:
         "(`train.steps=300`) and every group is swapped whole as `group=option` (`hardware=high_mem`). Defaults are",
         "the schema's, which are those of `python run.py` with no arguments but for `train.steps` (1,500 in",
         "`experiment=dev`); an option's YAML file changes some of them. *valid* is checked before any work",
-        "(`uavgnn/configuration/validation.py`).",
+        "(`uavgnn/config/validation.py`).",
         "",
         "## Top level",
         "",

@@ -159,7 +159,7 @@ def straight_and_resumed(compose_steps, tmp_path: Path, half: int = 10) -> tuple
     ``compose_steps(steps)`` gives the config; its schedule must not depend on ``train.steps`` (plateau)."""
     import torch
 
-    from uavgnn.loggers.metric_logger import MetricLogger
+    from uavgnn.loggers import MetricLogger
     from uavgnn.training.trainer import train
 
     def run(name: str, steps: int, resume: bool = False) -> Path:

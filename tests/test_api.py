@@ -13,7 +13,7 @@ from conftest import ROOT, run_cli
 from test_marl_eval import MASAC
 
 from uavgnn.api import SceneDistribution, generate_scenes, load_env_policy, play, solve
-from uavgnn.configuration.settings import env_settings, scene_distribution
+from uavgnn.config.settings import env_settings, scene_distribution
 from uavgnn.envs.policies import run_episodes
 from uavgnn.envs.uav_env import UAVEnv
 

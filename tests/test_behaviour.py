@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import ROOT, run_cli
 
-from uavgnn.configuration.settings import transformer
+from uavgnn.config.settings import transformer
 
 DEBUG = [
     "experiment=debug",
@@ -250,8 +250,8 @@ def test_profile_and_auto_batch_size_measure_the_configured_algorithms_step(tmp_
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
 
-    from uavgnn.algorithms.registry import register_configs
     from uavgnn.algorithms.reinforce import Reinforce
+    from uavgnn.config import register_configs
     from uavgnn.modes.profile import run_profile
 
     register_configs()
@@ -296,8 +296,8 @@ def test_checkpoints_carry_the_graph_settings_that_eval_and_solve_use(tmp_path) 
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
 
-    from uavgnn.algorithms.registry import register_configs
     from uavgnn.algorithms.scene_policy import load_initial_policy, load_policy
+    from uavgnn.config import register_configs
     from uavgnn.infrastructure.errors import CheckpointError
     from uavgnn.models import model_from_config
     from uavgnn.modes.train import run_train

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 import torch
 
-from uavgnn.configuration.settings import split_settings
+from uavgnn.config.settings import split_settings
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build, verify
 from uavgnn.problem.scenes import SceneDistribution
 
@@ -113,7 +113,7 @@ def test_two_processes_build_once(tmp_path) -> None:
 
 
 def test_splits_have_disjoint_seeds() -> None:
-    from uavgnn.configuration.schemas import Config
+    from uavgnn.config.schemas import Config
     from uavgnn.data.splits import split_spec
 
     cfg = Config()

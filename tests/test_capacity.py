@@ -10,7 +10,7 @@ import torch
 from test_phases import compose_cfg, run
 
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.configuration.settings import split_settings
+from uavgnn.config.settings import split_settings
 from uavgnn.data.splits import load_split
 from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.models import TransformerGNN

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from uavgnn.algorithms.registry import algorithms
 from uavgnn.algorithms.scene_policy import first_difference, model_vs_milp_picture
-from uavgnn.configuration.modes import MODES
+from uavgnn.config.modes import MODES
 from uavgnn.evaluation.assignments import Evaluation
 from uavgnn.infrastructure.console import count, launched_as, progress
 from uavgnn.infrastructure.errors import ConfigError

@@ -12,9 +12,10 @@ from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms.coma import COMAAgents, COMASettings, coma_loss
 from uavgnn.algorithms.coma_naive import naive_loss
-from uavgnn.algorithms.registry import check_config, register_configs
+from uavgnn.algorithms.registry import check_config
 from uavgnn.algorithms.rl_math import td_lambda_targets
-from uavgnn.configuration.settings import env_settings
+from uavgnn.config import register_configs
+from uavgnn.config.settings import env_settings
 from uavgnn.envs.on_policy import Episodes
 from uavgnn.envs.settings import HEADINGS, EnvSettings
 from uavgnn.envs.uav_env import UAVEnv

@@ -12,7 +12,7 @@ import torch._dynamo
 from test_step_anatomy import SMALL, compose_small
 
 from uavgnn.infrastructure.perf import CompileCounter
-from uavgnn.loggers.metric_logger import MetricLogger
+from uavgnn.loggers import MetricLogger
 from uavgnn.training.anatomy import step_anatomy
 from uavgnn.training.trainer import Trainer
 

@@ -15,8 +15,9 @@ from torch import nn
 
 from uavgnn.algorithms.base import DatasetWorkload, EnvAgents, Trained, Workload
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
-from uavgnn.algorithms.registry import algorithms, check_config, make_algorithm, register_configs
-from uavgnn.configuration.settings import env_settings, scene_distribution
+from uavgnn.algorithms.registry import algorithms, check_config, make_algorithm
+from uavgnn.config import register_configs
+from uavgnn.config.settings import env_settings, scene_distribution
 from uavgnn.envs.uav_env import make_env
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.modes.benchmark import run_benchmark
@@ -176,7 +177,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
             "hardware.batch_size=1.5 must be a positive integer or 'auto'",
             marks=pytest.mark.heavy,
         ),
-        ("model.hidden=-1", "model.hidden=-1 must be >= 1"),  # bad values: uavgnn.configuration.schemas.validate
+        ("model.hidden=-1", "model.hidden=-1 must be >= 1"),  # bad values: uavgnn.config.schemas.validate
         pytest.param(
             "train.schedule=linear", "train.schedule='linear' is not one of cosine, plateau", marks=pytest.mark.heavy
         ),

@@ -17,7 +17,7 @@ from uavgnn.algorithms.base import Network
 from uavgnn.algorithms.registry import algorithms
 from uavgnn.data.padded import PaddedSplit
 from uavgnn.envs.replay import Transitions
-from uavgnn.loggers.metric_logger import MetricLogger
+from uavgnn.loggers import MetricLogger
 from uavgnn.problem.graphs import with_budget
 from uavgnn.training.cuda_graphs import cuda_graphs_refusal, leaves
 from uavgnn.training.optimisers import Optimisers

@@ -14,8 +14,9 @@ import pytest
 from conftest import ROOT
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms.registry import check_config, register_configs
+from uavgnn.algorithms.registry import check_config
 from uavgnn.algorithms.run_config import training_config
+from uavgnn.config import register_configs
 
 DOCS = ROOT / "docs"
 PAGES = [ROOT / name for name in ("README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md")]

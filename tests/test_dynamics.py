@@ -12,8 +12,9 @@ from conftest import ROOT, straight_and_resumed
 from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms.dynamics import rollout_source
-from uavgnn.algorithms.registry import check_config, register_configs
-from uavgnn.configuration.settings import env_settings
+from uavgnn.algorithms.registry import check_config
+from uavgnn.config import register_configs
+from uavgnn.config.settings import env_settings
 from uavgnn.dynamics.filters import Calibration, KinematicFilter, calibrate
 from uavgnn.dynamics.kinematics import (
     Estimate,

@@ -9,7 +9,8 @@ from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 from test_faults import one_error_line
 
-from uavgnn.algorithms.registry import check_config, register_configs
+from uavgnn.algorithms.registry import check_config
+from uavgnn.config import register_configs
 from uavgnn.envs.policies import random_policy, run_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env

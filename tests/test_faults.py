@@ -34,11 +34,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import ListConfig, OmegaConf, open_dict
 
 from uavgnn.algorithms import imitation
-from uavgnn.algorithms.registry import algorithms, check_config, model_schemas, register_configs
+from uavgnn.algorithms.registry import algorithms, check_config, model_schemas
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.configuration.schemas import Config
-from uavgnn.configuration.settings import transformer
-from uavgnn.configuration.validation import RANGES
+from uavgnn.config import register_configs
+from uavgnn.config.schemas import Config
+from uavgnn.config.settings import transformer
+from uavgnn.config.validation import RANGES
 from uavgnn.data.cache import (
     BuildSettings,
     SplitSpec,
@@ -63,7 +64,7 @@ from uavgnn.infrastructure.errors import (
     TrainingDiverged,
 )
 from uavgnn.infrastructure.storage import atomic_write, system_path_problem
-from uavgnn.loggers.metric_logger import MetricLogger
+from uavgnn.loggers import MetricLogger
 from uavgnn.models import model_from_config
 from uavgnn.modes.cache import clear
 from uavgnn.modes.train import run_train

@@ -10,8 +10,8 @@ from hydra import compose, initialize_config_dir
 from torch_geometric.data import Batch
 
 from uavgnn.algorithms.checkpoint_config import default_config
-from uavgnn.algorithms.registry import register_configs
-from uavgnn.configuration.settings import fresh_settings, stage_mix
+from uavgnn.config import register_configs
+from uavgnn.config.settings import fresh_settings, stage_mix
 from uavgnn.data.fresh_scenes import FreshScenes
 from uavgnn.data.padded import concat_batches
 from uavgnn.modes.train import run_train

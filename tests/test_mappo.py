@@ -18,8 +18,9 @@ from torch.distributions import Categorical, Normal
 
 from uavgnn.algorithms.mappo import MAPPOAgents, MAPPOSettings, mappo_loss
 from uavgnn.algorithms.mappo_rollouts import Rollouts, TaughtRollouts
-from uavgnn.algorithms.registry import check_config, register_configs
+from uavgnn.algorithms.registry import check_config
 from uavgnn.algorithms.rl_math import gae
+from uavgnn.config import register_configs
 from uavgnn.infrastructure.errors import ConfigError
 
 

@@ -18,7 +18,7 @@ from wandb_records import media
 
 from uavgnn.algorithms.env_policy import compare_checkpoints
 from uavgnn.api import load_env_policy
-from uavgnn.configuration.settings import env_settings, scene_distribution
+from uavgnn.config.settings import env_settings, scene_distribution
 from uavgnn.envs.policies import run_episodes
 from uavgnn.envs.uav_env import make_env
 

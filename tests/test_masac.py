@@ -11,9 +11,10 @@ from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
-from uavgnn.algorithms.registry import make_algorithm, make_model, register_configs
+from uavgnn.algorithms.registry import make_algorithm, make_model
+from uavgnn.config import register_configs
 from uavgnn.envs.replay import ReplayBuffer, SumTree, Transitions
-from uavgnn.loggers.metric_logger import MetricLogger
+from uavgnn.loggers import MetricLogger
 from uavgnn.training.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]

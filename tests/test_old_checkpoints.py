@@ -14,7 +14,7 @@ from uavgnn.algorithms.checkpoint_config import stored_config
 from uavgnn.algorithms.coma import COMA
 from uavgnn.algorithms.env_policy import load_env_policy
 from uavgnn.algorithms.registry import describe
-from uavgnn.configuration.settings import env_settings, scene_distribution
+from uavgnn.config.settings import env_settings, scene_distribution
 from uavgnn.envs.uav_env import make_env
 from uavgnn.infrastructure.errors import CheckpointError
 from uavgnn.runs.checkpoints import load_checkpoint, load_weights

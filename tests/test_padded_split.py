@@ -10,8 +10,8 @@ from conftest import ROOT
 from hydra import compose, initialize_config_dir
 from test_step_anatomy import compose_small
 
-from uavgnn.algorithms.registry import register_configs
 from uavgnn.algorithms.scene_policy import batch_imitation_loss
+from uavgnn.config import register_configs
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.data.padded import PaddedSplit
 from uavgnn.data.stages import CurriculumSampler

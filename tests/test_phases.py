@@ -11,10 +11,11 @@ from conftest import ROOT, resume_is_exact
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from uavgnn.algorithms.registry import check_config, register_configs
+from uavgnn.algorithms.registry import check_config
 from uavgnn.algorithms.scene_policy import SceneWorkload
+from uavgnn.config import register_configs
 from uavgnn.infrastructure.errors import ConfigError
-from uavgnn.loggers.metric_logger import MetricLogger
+from uavgnn.loggers import MetricLogger
 from uavgnn.training.trainer import train
 
 register_configs()

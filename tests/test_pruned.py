@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_scale_solvers import lp_optimum
 
-from uavgnn.configuration.validation import ITEM_CHOICES
+from uavgnn.config.validation import ITEM_CHOICES
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
 from uavgnn.solvers import solve_mcf, solve_milp

@@ -9,7 +9,7 @@ from test_phases import compose_cfg, run
 
 from uavgnn.algorithms.reinforce import reinforce_loss
 from uavgnn.algorithms.scene_policy import batch_imitation_loss, load_initial_policy, load_policy
-from uavgnn.configuration.settings import split_settings
+from uavgnn.config.settings import split_settings
 from uavgnn.data.splits import load_split
 from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.inference.decoders import greedy_decode

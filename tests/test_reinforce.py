@@ -229,7 +229,8 @@ def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> 
     from conftest import ROOT
     from hydra import compose, initialize_config_dir
 
-    from uavgnn.algorithms.registry import check_config, register_configs
+    from uavgnn.algorithms.registry import check_config
+    from uavgnn.config import register_configs
     from uavgnn.infrastructure.errors import ConfigError
 
     register_configs()
@@ -254,7 +255,8 @@ def test_too_few_rollouts_for_the_baseline_are_refused_before_any_work(overrides
     from conftest import ROOT
     from hydra import compose, initialize_config_dir
 
-    from uavgnn.algorithms.registry import check_config, register_configs
+    from uavgnn.algorithms.registry import check_config
+    from uavgnn.config import register_configs
     from uavgnn.infrastructure.errors import ConfigError
 
     register_configs()

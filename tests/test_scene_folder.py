@@ -16,8 +16,9 @@ import pytest
 from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms.registry import check_config, register_configs
-from uavgnn.configuration.settings import split_settings
+from uavgnn.algorithms.registry import check_config
+from uavgnn.config import register_configs
+from uavgnn.config.settings import split_settings
 from uavgnn.data.splits import load_split
 from uavgnn.infrastructure.errors import ConfigError, SceneFileError
 from uavgnn.problem.generator import generate_scenes

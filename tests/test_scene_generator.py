@@ -10,8 +10,8 @@ import pytest
 from conftest import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms.registry import register_configs
-from uavgnn.configuration.settings import split_settings
+from uavgnn.config import register_configs
+from uavgnn.config.settings import split_settings
 from uavgnn.data.splits import load_split
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.problem.generator import distribution_key, generate_scenes

@@ -15,9 +15,9 @@ from omegaconf import open_dict
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from uavgnn.algorithms.base import Network
-from uavgnn.algorithms.registry import register_configs
+from uavgnn.config import register_configs
 from uavgnn.infrastructure.perf import OpCounter
-from uavgnn.loggers.metric_logger import MetricLogger
+from uavgnn.loggers import MetricLogger
 from uavgnn.models.choices import choice_log_probs, imitation_loss, policy_entropy
 from uavgnn.problem.graphs import message_edges
 from uavgnn.training.anatomy import step_anatomy

@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import run_cli
 
-from uavgnn.configuration.schemas import HardwareConfig
+from uavgnn.config.schemas import HardwareConfig
 from uavgnn.infrastructure import console, threads
 from uavgnn.infrastructure import device as runtime
 from uavgnn.infrastructure.threads import apply_threads, available_cores, cpu_threads
@@ -123,7 +123,7 @@ def test_an_experiment_over_an_explicit_hardware_preset_says_what_it_replaced(ov
     value and how to keep it; a preset's ``override /hardware`` never replaces a typed ``hardware=``."""
     from hydra import compose, initialize_config_module
 
-    from uavgnn.algorithms.registry import register_configs
+    from uavgnn.config import register_configs
     from uavgnn.program.presets import replaced_hardware
 
     register_configs()
@@ -143,7 +143,7 @@ def test_an_experiment_over_an_explicit_hardware_preset_says_what_it_replaced(ov
 def test_a_presets_override_of_the_hardware_group_loses_to_the_command_line(tmp_path) -> None:
     from hydra import compose, initialize_config_module
 
-    from uavgnn.algorithms.registry import register_configs
+    from uavgnn.config import register_configs
     from uavgnn.program.presets import replaced_hardware
 
     (tmp_path / "experiment").mkdir()

@@ -13,7 +13,7 @@ from test_phases import compose_cfg, run
 from wandb_records import media, run_record, summary
 
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.configuration.settings import split_settings
+from uavgnn.config.settings import split_settings
 from uavgnn.data.splits import load_split
 from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.modes.evaluate import run_eval

@@ -34,7 +34,7 @@ from uavgnn.algorithms.env_policy import load_env_policy as _load_env_policy
 from uavgnn.algorithms.registry import making, produces
 from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY
 from uavgnn.algorithms.scene_policy import load_policy as _load_policy
-from uavgnn.configuration.settings import env_settings, scene_distribution
+from uavgnn.config.settings import env_settings, scene_distribution
 from uavgnn.envs.policies import EpisodeScores, Policy, run_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env

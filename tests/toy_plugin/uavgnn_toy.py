@@ -30,8 +30,8 @@ from torch import nn
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Capabilities, StepOutput
 from uavgnn.algorithms.env_policy import EnvPolicy
 from uavgnn.algorithms.rl_math import td_lambda_targets
-from uavgnn.configuration.settings import env_settings
-from uavgnn.configuration.validation import AT_LEAST_1, POSITIVE, UNIT, ranged
+from uavgnn.config.settings import env_settings
+from uavgnn.config.validation import AT_LEAST_1, POSITIVE, UNIT, ranged
 from uavgnn.envs.on_policy import Episodes, EpisodeWorkload
 from uavgnn.infrastructure.device import unwrap
 

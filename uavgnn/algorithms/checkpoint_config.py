@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from uavgnn.algorithms.registry import DEFAULTS, algorithm_class, algorithms, model_schemas
-from uavgnn.configuration.schemas import Config
+from uavgnn.config.schemas import Config
 
 # keys added with a default other than what a checkpoint saved before them ran with: that value, when absent
 ABSENT_MEANS = {"model.relaxation": False}  # a model that reads the relaxation changed its input size

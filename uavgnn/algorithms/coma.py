@@ -41,8 +41,8 @@ from torch import nn
 from uavgnn.algorithms.base import Network, StepOutput
 from uavgnn.algorithms.on_policy import OnPolicy, OnPolicyConfig
 from uavgnn.algorithms.rl_math import td_lambda_targets
-from uavgnn.configuration.settings import env_settings, scene_distribution
-from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, ranged
+from uavgnn.config.settings import env_settings, scene_distribution
+from uavgnn.config.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, ranged
 from uavgnn.envs.on_policy import Episodes, EpisodeWorkload
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv

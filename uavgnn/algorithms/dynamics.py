@@ -33,8 +33,8 @@ from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Capabilities, Pro
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.env_policy import load_env_policy
 from uavgnn.algorithms.registry import making
-from uavgnn.configuration.settings import env_settings, loading, scene_distribution
-from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
+from uavgnn.config.settings import env_settings, loading, scene_distribution
+from uavgnn.config.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
 from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_loss
 from uavgnn.dynamics.rollouts import SPLITS, RolloutSource, RolloutSpec, load_rollouts
 from uavgnn.dynamics.windows import N_FEATURES, Units, WindowBatch, window_starts

@@ -21,7 +21,7 @@ from torch import nn
 from uavgnn.algorithms.base import Algorithm, Product, write_results
 from uavgnn.algorithms.checkpoint_config import stored_config
 from uavgnn.algorithms.registry import algorithms, describe, require
-from uavgnn.configuration.settings import env_settings, loading, scene_distribution
+from uavgnn.config.settings import env_settings, loading, scene_distribution
 from uavgnn.envs.policies import Policy
 from uavgnn.envs.rl_workload import EnvRun
 from uavgnn.envs.settings import EnvSettings

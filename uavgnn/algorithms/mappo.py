@@ -39,8 +39,8 @@ from uavgnn.algorithms.base import Network, StepOutput
 from uavgnn.algorithms.env_policy import AGENT_MODELS
 from uavgnn.algorithms.mappo_rollouts import MAPPOWorkload, Rollouts, TaughtRollouts, Teacher
 from uavgnn.algorithms.on_policy import OnPolicy, OnPolicyConfig
-from uavgnn.configuration.settings import env_settings, scene_distribution
-from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
+from uavgnn.config.settings import env_settings, scene_distribution
+from uavgnn.config.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.infrastructure import distributed

@@ -37,8 +37,8 @@ from torch import nn
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Capabilities, Network, StepOutput
 from uavgnn.algorithms.env_policy import AGENT_MODELS, EnvPolicy
 from uavgnn.algorithms.rl_math import lerp_all_
-from uavgnn.configuration.settings import env_settings, scene_distribution
-from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
+from uavgnn.config.settings import env_settings, scene_distribution
+from uavgnn.config.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNIT, Range, ranged
 from uavgnn.envs.experience import Experience, ReplaySettings
 from uavgnn.envs.replay import Transitions
 from uavgnn.envs.settings import EnvSettings

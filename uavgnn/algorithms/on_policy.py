@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from uavgnn.algorithms.base import AlgorithmConfig, Cadence, Capabilities
 from uavgnn.algorithms.env_policy import EnvPolicy
-from uavgnn.configuration.validation import AT_LEAST_1, ranged
+from uavgnn.config.validation import AT_LEAST_1, ranged
 
 
 @dataclass

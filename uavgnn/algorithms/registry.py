@@ -4,7 +4,7 @@ installed packages name in the entry-point group ``uavgnn.algorithms`` (plug-ins
 The loop, the modes, validation and ``mode=info`` ask the registry, never an algorithm by name: which algorithms
 there are, the one a config or a checkpoint names, what its checkpoints are and what takes them, the model kinds
 their networks can be, and whether a config is one it can train (its declared ``capabilities``, then its own
-``check``). ``register_configs`` gives Hydra every schema: the root's, each algorithm's and each model kind's.
+``check``). Imported, it adds each algorithm's and each model kind's schema to ``uavgnn.config.register_configs``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from uavgnn.algorithms.base import Algorithm, Product
-from uavgnn.configuration.schemas import Config
-from uavgnn.configuration.validation import validate
+from uavgnn.config.schemas import GROUP_SCHEMAS
+from uavgnn.config.validation import validate
 from uavgnn.envs.uav_env import env_class
 from uavgnn.infrastructure.errors import CheckpointError, ConfigError
 from uavgnn.runs.checkpoints import kind
@@ -117,19 +117,19 @@ def model_schemas() -> dict[str, type]:
     return {default: kinds[default], **kinds} if default in kinds else kinds
 
 
-def register_configs() -> None:
-    """Attach the schemas to Hydra (before ``@hydra.main`` or ``compose``): the root as ``uavgnn_schema``, each
-    algorithm's as ``algorithm/schema/<name>``, each model kind's as ``model/schema/<kind>``. A plug-in's schema
-    is also its ``algorithm/<name>`` option (``algorithm=<name>`` composes it: its package adds no YAML to
-    ``conf/``; budgets come from the command line, an experiment preset or its own YAML)."""
-    store = ConfigStore.instance()
-    store.store(name="uavgnn_schema", node=Config)
+def _store_group_schemas(store: ConfigStore) -> None:
+    """Each algorithm's schema as ``algorithm/schema/<name>``, each model kind's as ``model/schema/<kind>``; a
+    plug-in's schema is also its ``algorithm/<name>`` option (``algorithm=<name>`` composes it: its package adds no
+    YAML to ``conf/``; budgets come from the command line, an experiment preset or its own YAML)."""
     for name, algorithm in algorithms().items():
         store.store(group="algorithm/schema", name=name, node=algorithm.config)
         if not algorithm.__module__.startswith(f"{PACKAGE}."):
             store.store(group="algorithm", name=name, node=algorithm.config, provider=algorithm.__module__)
     for name, schema in model_schemas().items():
         store.store(group="model/schema", name=name, node=schema)
+
+
+GROUP_SCHEMAS.append(_store_group_schemas)  # uavgnn.config.register_configs stores them with the root schema
 
 
 def produces(config: dict[str, Any] | None) -> Product | None:

@@ -62,7 +62,7 @@ from torch_geometric.data import Batch
 
 from uavgnn.algorithms.base import Phase, StepOutput
 from uavgnn.algorithms.scene_policy import ScenePolicy, ScenePolicyConfig, SceneWorkload, batch_imitation_loss
-from uavgnn.configuration.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
+from uavgnn.config.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
 from uavgnn.inference.decoders import argmax_decode, fixed_round_greedy, greedy_decode, gumbel_noise
 from uavgnn.inference.refinement import policy_rounds
 from uavgnn.infrastructure import distributed

@@ -8,7 +8,7 @@ import copy
 from omegaconf import DictConfig, open_dict
 
 from uavgnn.algorithms.registry import algorithm_class
-from uavgnn.configuration.modes import MODES
+from uavgnn.config.modes import MODES
 from uavgnn.infrastructure.console import say_once
 
 SHARED_GROUPS = ("task", "env", "data", "curriculum", "eval")  # read by some algorithms' training runs only

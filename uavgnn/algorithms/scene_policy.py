@@ -28,7 +28,7 @@ from torch_geometric.data import Batch
 
 from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Capabilities, Product, write_results
 from uavgnn.algorithms.registry import describe, require, which
-from uavgnn.configuration.settings import (
+from uavgnn.config.settings import (
     batch_settings,
     controls,
     fresh_settings,
@@ -37,7 +37,7 @@ from uavgnn.configuration.settings import (
     stage_mix,
     transformer,
 )
-from uavgnn.configuration.validation import AT_LEAST_1, ranged
+from uavgnn.config.validation import AT_LEAST_1, ranged
 from uavgnn.data.batches import BatchSource, jittered_k
 from uavgnn.data.fresh_scenes import FreshScenes
 from uavgnn.data.splits import load_split

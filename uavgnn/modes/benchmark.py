@@ -41,8 +41,8 @@ from torch_geometric.data import Batch
 from uavgnn.algorithms.base import Algorithm, LossOf, step_loss
 from uavgnn.algorithms.registry import algorithm_class, algorithms, make_algorithm
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.configuration.schemas import Config
-from uavgnn.configuration.settings import graph_settings, scene_distribution, split_settings, transformer
+from uavgnn.config.schemas import Config
+from uavgnn.config.settings import graph_settings, scene_distribution, split_settings, transformer
 from uavgnn.data.cache import load_or_build
 from uavgnn.data.loader import make_loader
 from uavgnn.data.naive import NaiveSceneDataset, naive_loader
@@ -54,7 +54,7 @@ from uavgnn.infrastructure.device import amp_dtype, maybe_compile, prepare_devic
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.infrastructure.perf import ActivationMeter, peak_memory_mb, synchronize
 from uavgnn.infrastructure.storage import write_json
-from uavgnn.loggers.metric_logger import publish
+from uavgnn.loggers import publish
 from uavgnn.models import TransformerGNN, model_from_config
 from uavgnn.models.policy import policy_log_probs
 from uavgnn.problem.generator import generate_scenes

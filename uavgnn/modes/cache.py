@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from uavgnn.configuration.schemas import Config
+from uavgnn.config.schemas import Config
 from uavgnn.data.cache import cache_entries, clear_cache, clear_refusal, foreign_entries
 from uavgnn.infrastructure.console import count, echo
 from uavgnn.infrastructure.errors import ConfigError, StorageError

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from uavgnn.algorithms.compared import environment_policy_runs, metrics_of
-from uavgnn.configuration.schemas import Config
+from uavgnn.config.schemas import Config
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import ConfigError, RunDirectoryError
 from uavgnn.reporting.comparison import compare_runs

@@ -31,8 +31,8 @@ from uavgnn.algorithms.env_policy import EnvPolicy, load_env_policy
 from uavgnn.algorithms.registry import describe, making, produces
 from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.configuration.schemas import Config
-from uavgnn.configuration.settings import env_settings, scene_distribution, test_set_settings
+from uavgnn.config.schemas import Config
+from uavgnn.config.settings import env_settings, scene_distribution, test_set_settings
 from uavgnn.evaluation import environment, transfer
 from uavgnn.evaluation.episodes import TEST_SEED
 from uavgnn.evaluation.test_sets import SetScorer
@@ -40,7 +40,7 @@ from uavgnn.infrastructure.console import count, echo
 from uavgnn.infrastructure.device import amp_dtype, prepare_device
 from uavgnn.infrastructure.errors import CheckpointError, ConfigError
 from uavgnn.infrastructure.storage import write_json
-from uavgnn.loggers.metric_logger import publish
+from uavgnn.loggers import publish
 from uavgnn.reporting.episodes import episode_gif, plot_episodes
 from uavgnn.reporting.evaluation_pictures import plot_frontier, plot_shifts, plot_test_sets, plot_transfer
 from uavgnn.reporting.tables import format_table

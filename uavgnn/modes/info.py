@@ -21,7 +21,7 @@ import torch
 
 from uavgnn.algorithms.base import Algorithm
 from uavgnn.algorithms.registry import algorithms
-from uavgnn.configuration.schemas import Config
+from uavgnn.config.schemas import Config
 from uavgnn.infrastructure.console import echo, launched_as
 from uavgnn.infrastructure.storage import write_json
 from uavgnn.reporting.tables import format_table

@@ -32,13 +32,13 @@ from torch.profiler import ProfilerActivity, record_function, schedule, tensorbo
 
 from uavgnn.algorithms.base import LossOf, Network, step_loss
 from uavgnn.algorithms.registry import make_algorithm
-from uavgnn.configuration.schemas import Config
+from uavgnn.config.schemas import Config
 from uavgnn.infrastructure.console import echo, progress
 from uavgnn.infrastructure.device import amp_dtype, maybe_compile, prepare_device
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.infrastructure.perf import ActivationMeter, device_memory_mb, gpu_utilization, peak_memory_mb, synchronize
 from uavgnn.infrastructure.storage import write_json
-from uavgnn.loggers.metric_logger import publish
+from uavgnn.loggers import publish
 from uavgnn.reporting.pictures import plot_profile
 from uavgnn.reporting.tables import format_table
 from uavgnn.runs.layout import PROFILE, PROFILE_PICTURE

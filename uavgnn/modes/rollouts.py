@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from uavgnn.algorithms.registry import make_algorithm
-from uavgnn.configuration.schemas import Config
+from uavgnn.config.schemas import Config
 
 
 def run_rollouts(cfg: Config, out_dir: Path) -> list[dict[str, object]]:

@@ -18,8 +18,8 @@ import logging
 from pathlib import Path
 
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.configuration.schemas import Config
-from uavgnn.configuration.settings import scene_distribution
+from uavgnn.config.schemas import Config
+from uavgnn.config.settings import scene_distribution
 from uavgnn.inference.guided import solve_guided
 from uavgnn.inference.scene import solve_with_model
 from uavgnn.infrastructure.console import count, echo

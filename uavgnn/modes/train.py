@@ -15,12 +15,12 @@ from omegaconf import OmegaConf
 
 from uavgnn.algorithms.checkpoint_config import stored_config
 from uavgnn.algorithms.registry import algorithm_class, describe
-from uavgnn.configuration.schemas import Config
+from uavgnn.config.schemas import Config
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import echo, launched_as
 from uavgnn.infrastructure.errors import Interrupted
 from uavgnn.infrastructure.storage import remove_stale_temps, storage_error
-from uavgnn.loggers.metric_logger import open_logger
+from uavgnn.loggers import open_logger
 from uavgnn.runs import requeue
 from uavgnn.runs.checkpoints import load_checkpoint, load_weights
 from uavgnn.runs.directory import accept, clear_failure_records

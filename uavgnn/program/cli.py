@@ -15,7 +15,7 @@ import hydra
 from hydra._internal import utils as hydra_utils
 from omegaconf import DictConfig
 
-from uavgnn.algorithms.registry import register_configs
+from uavgnn.config import register_configs
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import ConfigError

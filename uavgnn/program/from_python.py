@@ -1,5 +1,6 @@
-"""A run from Python (``uavgnn.api.train``) made as the command line makes it: composed by Hydra's compose API,
-then run as Hydra runs a job, with uavgnn's checks of the run directory, its lock and ``run.log``."""
+"""The command line's configs and runs from Python: a config composed as ``uavgnn <overrides>`` composes it
+(``compose_config``: scripts, benchmarks, tests), and the run it makes (``run``: ``uavgnn.api.train``), run as
+Hydra runs a job, with uavgnn's checks of the run directory, its lock and ``run.log``."""
 
 from __future__ import annotations
 
@@ -12,10 +13,25 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from uavgnn.config import register_configs
 from uavgnn.infrastructure.console import attach_run_log
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.program.composition import COMPOSITION_ERRORS, composition_error
 from uavgnn.program.job import run_mode
+
+
+def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """The config ``uavgnn <overrides>`` runs with, from the packaged configs with every schema registered (the
+    algorithms' and plug-ins' too); an override that does not compose is a ``ConfigError`` with the command line's
+    line."""
+    from hydra import compose, initialize_config_module
+
+    register_configs()
+    with initialize_config_module("uavgnn.conf", version_base="1.3", job_name="run"):
+        try:
+            return compose("config", overrides=list(overrides))
+        except COMPOSITION_ERRORS as err:
+            raise ConfigError(composition_error(err)) from None
 
 
 def run(overrides: Sequence[str], run_directory: str | Path | None = None) -> Path:
@@ -29,8 +45,6 @@ def run(overrides: Sequence[str], run_directory: str | Path | None = None) -> Pa
     from hydra._internal.callbacks import Callbacks
     from hydra.core.utils import run_job
     from hydra.types import HydraContext
-
-    from uavgnn.algorithms.registry import register_configs
 
     hydra_overrides = ["hydra.mode=RUN"]  # as the command line's (Hydra's run mode, recorded in hydra.yaml)
     if run_directory is not None:

@@ -1,5 +1,5 @@
 """What ``uavgnn --help`` lists, asked of the lists that hold it when the help prints: the modes
-(``uavgnn.configuration.modes``), the algorithms and those that make a kind of checkpoint (the registry), every
+(``uavgnn.config.modes``), the algorithms and those that make a kind of checkpoint (the registry), every
 config group's options (the shipped YAML files and the options in Hydra's ConfigStore). ``conf/hydra/help``
 names them as resolvers: ``${uavgnn.modes:}``, ``${uavgnn.algorithms:}``, ``${uavgnn.making:<product>}``,
 ``${uavgnn.groups:}``."""
@@ -12,7 +12,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from uavgnn.algorithms import registry
-from uavgnn.configuration import modes
+from uavgnn.config import modes
 
 
 def group_options() -> str:

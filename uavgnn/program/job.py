@@ -1,4 +1,4 @@
-"""One Hydra job: the composed config checked and dispatched to its mode (``uavgnn.configuration.modes``).
+"""One Hydra job: the composed config checked and dispatched to its mode (``uavgnn.config.modes``).
 
 A user error ends with a one-line message; nothing is written into the run directory before the run is accepted
 (``uavgnn.runs.directory``), and a directory that was never accepted is removed again. In a sweep, a failing job
@@ -18,7 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from uavgnn.algorithms.registry import check_config
 from uavgnn.algorithms.run_config import training_config
-from uavgnn.configuration.modes import MODES
+from uavgnn.config.modes import MODES
 from uavgnn.infrastructure import distributed, signals
 from uavgnn.infrastructure.console import attach_run_log, echo, say_once
 from uavgnn.infrastructure.errors import (

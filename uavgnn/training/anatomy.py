@@ -18,7 +18,7 @@ import torch
 from omegaconf import OmegaConf
 
 from uavgnn.infrastructure.perf import CompileCounter, OpCounter
-from uavgnn.loggers.metric_logger import MetricLogger
+from uavgnn.loggers import MetricLogger
 from uavgnn.training.trainer import Trainer
 
 

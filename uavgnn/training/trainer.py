@@ -39,7 +39,7 @@ from uavgnn.infrastructure.device import amp_dtype, maybe_compile, prepare_devic
 from uavgnn.infrastructure.errors import CheckpointError, Interrupted
 from uavgnn.infrastructure.perf import device_memory_mb, peak_memory_mb
 from uavgnn.infrastructure.randomness import seed_everything
-from uavgnn.loggers.metric_logger import MetricLogger
+from uavgnn.loggers import MetricLogger
 from uavgnn.runs.checkpoints import (
     load_checkpoint,
     load_part,

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from uavgnn.configuration.modes import MODES
+from uavgnn.config.modes import MODES
 from uavgnn.envs import disruptions
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.infrastructure.errors import ConfigError

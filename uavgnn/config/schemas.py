@@ -13,9 +13,11 @@ is a complete config (the defaults of the YAML files) for use without Hydra.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from uavgnn.envs.disruptions import TEST_SETS
@@ -245,6 +247,19 @@ class Config:
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     compare: CompareConfig = field(default_factory=CompareConfig)
+
+
+GROUP_SCHEMAS: list[Callable[[ConfigStore], None]] = []  # the layers above add the schemas of their groups
+
+
+def register_configs() -> None:
+    """Attach the schemas to Hydra (before ``@hydra.main`` or ``compose``): the root as ``uavgnn_schema``, then
+    those of the ``algorithm`` and ``model`` groups, which the algorithm registry adds to ``GROUP_SCHEMAS`` when
+    it is imported (each algorithm's as ``algorithm/schema/<name>``, each model kind's as ``model/schema/<kind>``)."""
+    store = ConfigStore.instance()
+    store.store(name="uavgnn_schema", node=Config)
+    for store_group_schemas in GROUP_SCHEMAS:
+        store_group_schemas(store)
 
 
 # hydra.sweep.subdir names a job's folder by its overrides; registered on import, as sweep workers import this
