@@ -32,7 +32,7 @@ def first_step(tmp_path: Path, algorithm: str, *extra: str) -> tuple[Trainer, ob
 @pytest.mark.parametrize("algorithm", list(SMALL))
 def test_each_algorithms_forward_and_loss_is_one_graph(tmp_path, algorithm) -> None:
     trainer, batch, draws = first_step(tmp_path, algorithm)
-    explained = torch._dynamo.explain(trainer.eager)(batch, draws)
+    explained = torch._dynamo.explain(trainer.update.eager)(batch, draws)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), [r.reason for r in explained.break_reasons]
 
 
@@ -47,8 +47,8 @@ def loss_and_gradients(step, model: torch.nn.Module, batch, draws) -> tuple[torc
 @pytest.mark.parametrize("algorithm", list(SMALL))
 def test_a_compiled_step_gives_the_eager_loss_and_gradients(tmp_path, algorithm) -> None:
     trainer, batch, draws = first_step(tmp_path, algorithm)
-    eager_loss, eager_grads = loss_and_gradients(trainer.eager, trainer.model, batch, draws)
-    compiled = torch.compile(trainer.eager, dynamic=True)
+    eager_loss, eager_grads = loss_and_gradients(trainer.update.eager, trainer.model, batch, draws)
+    compiled = torch.compile(trainer.update.eager, dynamic=True)
     compiled_loss, compiled_grads = loss_and_gradients(compiled, trainer.model, batch, draws)
     torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-4, atol=1e-5)
     assert len(compiled_grads) == len(eager_grads) > 0

@@ -81,7 +81,7 @@ def test_a_run_asking_for_cuda_graphs_where_they_cannot_run_says_so_and_trains(t
     (tmp_path / "run").mkdir()
     with caplog.at_level(logging.INFO):
         trainer = Trainer(cfg, tmp_path / "run")
-    assert trainer.graphed is None and not trainer.optimisers.capturable
+    assert trainer.update.graphed is None and not trainer.update.optimisers.capturable
     assert "optim.cuda_graphs: off (CUDA graphs need CUDA, this run is on cpu)" in caplog.text
     logger = MetricLogger(tmp_path / "run", cfg.logger, config={})
     trainer.fit(logger)
@@ -132,7 +132,11 @@ def test_graphed_training_equals_eager_training_on_cuda(tmp_path, algorithm) -> 
         trainer.fit(logger)
         logger.finish()
         if graphs:
-            assert trainer.graphed is not None and trainer.graphed.failed is None and trainer.graphed.graphs
+            assert (
+                trainer.update.graphed is not None
+                and trainer.update.graphed.failed is None
+                and trainer.update.graphed.graphs
+            )
         weights[graphs] = [p.detach().float().cpu() for p in trainer.model.parameters()]
     for eager, graphed in zip(weights[False], weights[True]):
         torch.testing.assert_close(graphed, eager, rtol=1e-3, atol=1e-4)

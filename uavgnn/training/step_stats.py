@@ -57,3 +57,54 @@ class StepStats:
         self.start = {}
         if self.sums is not None:
             self.sums = torch.zeros_like(self.sums)
+
+
+WINDOW = ("loss", "n", *HOST_KEYS)  # the sums of every log window (plus the algorithm's stats)
+
+
+class LogWindow:
+    """The log window: the steps since the last log line, their device sums (``StepStats``) and the host's counts
+    (steps, skipped, the time waited for data and spent, the items trained on). Saved in ``last.pt``, so a resumed
+    run's first log line is the uninterrupted run's."""
+
+    def __init__(self, device: torch.device, saved: dict[str, float] | None = None) -> None:
+        self.device = device
+        self.sums = dict.fromkeys(WINDOW, 0.0)
+        if saved is not None:  # a checkpoint's window: its steps so far
+            self.sums.update(saved)
+            self.sums["steps"] = self.sums["steps"] or self.sums["n"]  # saved before skipped steps counted
+        self.unread = StepStats(device, self.sums if saved is not None else None)
+
+    def add(self, loss: torch.Tensor, stats: dict[str, torch.Tensor], applied: torch.Tensor) -> None:
+        """One step's loss and stats, on the device."""
+        self.unread.add(loss, stats, applied)
+
+    def count(self, **host: float) -> None:
+        """One step's counts on the host: ``steps``, the seconds it waited for data (``wait``) and took (``busy``),
+        the ``items`` it trained on."""
+        for name, value in host.items():
+            self.sums[name] += value
+
+    def read(self) -> tuple[int, int, int]:
+        """The device sums into the window; returns (steps skipped since the last read, the current run of skipped
+        steps, the longest since the last read)."""
+        sums, run, worst = self.unread.read()
+        self.sums.update(sums)
+        skipped = self.sums["steps"] - self.sums["n"] - self.sums["skipped"]
+        self.sums["skipped"] += skipped
+        return int(skipped), run, worst
+
+    def mean(self, name: str) -> float:
+        """The mean of ``name`` over the window's applied steps (NaN when every step was skipped)."""
+        n = self.sums["n"]
+        return self.sums[name] / n if n else float("nan")
+
+    def reset(self) -> None:
+        """A new log window after a log line (the run of skipped steps goes on)."""
+        self.sums = dict.fromkeys(self.sums, 0.0)
+        self.unread.reset()
+
+    def restart(self) -> None:
+        """A new window with nothing unread: a phase's start."""
+        self.sums = dict.fromkeys(self.sums, 0.0)
+        self.unread = StepStats(self.device)

@@ -1,22 +1,23 @@
 """The one training loop every algorithm runs in, readable top to bottom (``Trainer.fit``).
 
-One step: collect new experience when the algorithm's cadence says so, take the step's batch, ask the algorithm
-for its loss (``uavgnn.algorithms``; with ``optim.compile`` its whole step is compiled), clip and step each of its
-networks' optimisers, update the moving average of the weights (the policy that is evaluated and shipped: it smooths
-the step-to-step noise). Every ``eval_every`` steps the algorithm's workload scores the policy on its fixed
-validation set (the algorithm's ``score``: name and direction); ``last.pt`` (and ``best.pt`` on improvement) hold
-everything needed to continue with no lost or repeated step.
+One step: collect new experience when the algorithm's cadence says so, take the step's batch, update the weights
+once (``Updater``: the algorithm's loss, backward, clipping, each network's optimiser; with ``optim.compile`` the
+whole step compiled), update the moving average of the weights (the policy that is evaluated and shipped: it
+smooths the step-to-step noise). Every ``eval_every`` steps the algorithm's workload scores the policy on its fixed
+validation set (the algorithm's ``score``: name and direction), and the curriculum, ``best.pt`` and the plateau
+schedule follow it; ``last.pt`` and ``best.pt`` (``Checkpointer``) hold everything needed to continue with no lost
+or repeated step.
 
 Nothing in a step makes the host wait for the device: the loss, the stats and whether the update was applied
-accumulate on the device (``StepStats``), read once when the host needs them (a log line, an evaluation, a
-checkpoint). A step whose loss or gradients are not finite changes no weight (``Optimisers.step``) and still
-counts; at the read the LR is halved for each, and ``max_bad_steps`` in a row, or weights that blew up, roll
-back to ``last.pt`` (only ever written with healthy weights) with the LR lowered tenfold, stopping with a clear
-message when ``max_rollbacks`` are spent. SIGINT/SIGTERM stop the run at the end of the step with ``last.pt``
+accumulate on the device (``LogWindow``), read once when the host needs them (a log line, a validation, a
+checkpoint). A step whose loss or gradients are not finite changes no weight and still counts; at the read the
+LR is halved for each, and ``max_bad_steps`` in a row, or weights that blew up, roll back to ``last.pt`` (only
+ever written with healthy weights) with the LR lowered tenfold, stopping with a clear message when
+``max_rollbacks`` are spent (``Recovery``). SIGINT/SIGTERM stop the run at the end of the step with ``last.pt``
 written (``Interrupted``). A CUDA out-of-memory step halves the batch and goes on.
 
 Under ``torchrun`` (DDP) each rank trains on its shard of every global batch;
-rank 0 alone evaluates, logs and writes checkpoints, and broadcasts what it saw.
+rank 0 alone validates, logs and writes checkpoints, and broadcasts what it saw.
 """
 
 from __future__ import annotations
@@ -26,47 +27,35 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel
 
-from uavgnn.algorithms.base import AlgorithmStep, step_loss
-from uavgnn.algorithms.registry import describe, make_algorithm
+from uavgnn.algorithms.base import Phase, step_loss
+from uavgnn.algorithms.registry import make_algorithm
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import echo, progress
-from uavgnn.infrastructure.device import amp_dtype, maybe_compile, prepare_device
-from uavgnn.infrastructure.errors import CheckpointError, Interrupted
+from uavgnn.infrastructure.device import amp_dtype, prepare_device
+from uavgnn.infrastructure.errors import Interrupted, TrainingDiverged
 from uavgnn.infrastructure.perf import device_memory_mb, peak_memory_mb
 from uavgnn.infrastructure.randomness import seed_everything
 from uavgnn.loggers import MetricLogger
-from uavgnn.runs.checkpoints import (
-    load_checkpoint,
-    load_part,
-    load_weights,
-    rank_data_path,
-    rng_state,
-    save_checkpoint,
-    save_part,
-    set_rng_state,
-    weights_norm,
-    weights_problem,
-)
+from uavgnn.runs.checkpoints import load_weights
 from uavgnn.runs.layout import BEST, LAST
 from uavgnn.training.batch_size import resolve_batch_size
+from uavgnn.training.checkpointing import Checkpointer
 from uavgnn.training.curriculum import CurriculumState, curriculum_step
 from uavgnn.training.ema import update_moving_average
-from uavgnn.training.optimisers import Optimisers
-from uavgnn.training.phases import Phases, phase_lr
 from uavgnn.training.recovery import Recovery
+from uavgnn.training.schedule import phase_lr
 from uavgnn.training.state import TrainResult, TrainState
-from uavgnn.training.step_stats import HOST_KEYS, StepStats
+from uavgnn.training.step_stats import LogWindow
 from uavgnn.training.stop import StopRequest
-from uavgnn.training.update import Updates
+from uavgnn.training.update import Updater
 
 log = logging.getLogger(__name__)
-# sums of every log window (plus the algorithm's stats): loss and stats over the n applied of its steps
-WINDOW = ("loss", "n", *HOST_KEYS)
 
 
 @dataclass
@@ -75,10 +64,10 @@ class StepDone:
     stopping: bool  # a signal asked the run to stop (agreed by every rank)
 
 
-class Trainer(Recovery, Phases, Updates):
+class Trainer:
     """Owns the loop and everything algorithms share; ``fit()`` trains to ``train.steps``."""
 
-    def __init__(self, cfg, out_dir: Path, resume_from: Path | None = None) -> None:
+    def __init__(self, cfg: Any, out_dir: Path, resume_from: Path | None = None) -> None:
         """Build everything and restore ``resume_from``; nothing is written anywhere until ``fit``, so a
         checkpoint that does not fit is refused with the run directory as it was."""
         self.cfg, self.out_dir = cfg, out_dir
@@ -95,32 +84,20 @@ class Trainer(Recovery, Phases, Updates):
         self.cadence, self.score, self.sizes = self.algorithm.cadence(), self.algorithm.score, self.work.sizes
         self.phases = self.algorithm.phases()
         self.phase_starts = {phase.start: phase for phase in self.phases[1:]}  # each restarts from best.pt
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.dtype == torch.float16)
-        self.graphed = self.graph_updates()  # optim.cuda_graphs: the update replayed as one CUDA graph
-        self.optimisers = Optimisers(
-            self.algorithm.networks(self.model),
-            cfg.train.lr,
-            cfg.train.weight_decay,
-            cfg.train.grad_clip,
-            capturable=self.graphed is not None,
-        )
+        self.update = Updater(cfg, self.algorithm, self.model, self.device, self.dtype)
         # its counter on the weights' device (torch puts it on the CPU otherwise: a CUDA step would mix devices)
         self.ema = AveragedModel(self.model, self.device) if cfg.train.ema_decay > 0 else None
-        self.policy = self.ema.module if self.ema is not None else self.model  # evaluated, checkpointed, shipped
+        self.checkpoints = Checkpointer(cfg, self.model, self.ema, self.update, self.algorithm, self.work)
+        self.policy = self.checkpoints.policy  # evaluated, checkpointed, shipped
+        self.recovery = Recovery(cfg.train, out_dir / LAST)
         self.state, self.cur = TrainState(best=self.score.worst), CurriculumState()
-        self.window = dict.fromkeys(WINDOW, 0.0)  # sums since the last log line (saved in last.pt: exact after resume)
-        self.unread = StepStats(self.device)  # what the steps since the last read left on the device
-        self.updating = False  # inside the optimiser update of a step
+        self.window = LogWindow(self.device)  # the steps since the last log line (in last.pt: exact after resume)
         if resume_from is not None:
             self.restore(resume_from)
             log.info("resumed from %s at step %d", resume_from, self.state.step)
-        self.good_norm = weights_norm(self.model)  # of the last healthy checkpoint: what "exploded" is measured by
+        self.checkpoints.trust()  # the weights now are healthy: what "exploded" is measured by
         log.info("model %s: %s parameters", cfg.model.name, f"{self.model.num_parameters():,}")
-        # The algorithm's step as a module (its loss is the forward): DDP broadcasts rank 0's weights at construction
-        # and averages the gradients of that forward in backward; optim.compile compiles it whole (forward + loss).
-        stepper = AlgorithmStep(self.model, self.algorithm)
-        self.eager = torch.nn.parallel.DistributedDataParallel(stepper) if self.ctx.enabled else stepper
-        self.step_fn = maybe_compile(self.eager, cfg.optim.compile)
+        self.update.wrap()  # after the restore: DDP broadcasts rank 0's weights
         self.state.batch_size = self.state.batch_size or resolve_batch_size(
             cfg, self.model, step_loss(self.algorithm, self.device, self.dtype), self.work.probe_store, self.device
         )
@@ -174,9 +151,10 @@ class Trainer(Recovery, Phases, Updates):
                 if log_now:
                     speeds.append(self.log_window(done))
                 if eval_now:
-                    val = self.evaluate()
+                    val = self.validate(self.cur.stage)
+                    self.follow_validation(val)
                     tick = time.perf_counter()
-                if self.state.step != step:  # evaluate() rolled back
+                if self.state.step != step:  # rolled back
                     continue
                 if save_now:
                     problem = self.checkpoint(self.out_dir / LAST)
@@ -214,10 +192,10 @@ class Trainer(Recovery, Phases, Updates):
         batch = self.work.batch(state.step, self.cur.stage, state.batch_size)
         got_batch = time.perf_counter()
         lr, factor = phase_lr(self.phases, state.step, cfg.train.schedule)
-        self.optimisers.set_lr(lr, state.lr_scale * factor)
+        self.update.optimisers.set_lr(lr, state.lr_scale * factor)
         draws = self.algorithm.draws(batch, state.step)
         try:
-            result = self.graphed(batch, draws, stop_seen) if self.graphed else self.update(batch, draws, stop_seen)
+            result = self.update(batch, draws, stop_seen)
         except torch.cuda.OutOfMemoryError as err:
             return self.out_of_memory(err)
         self.algorithm.after_step(self.model, result.applied)
@@ -225,38 +203,34 @@ class Trainer(Recovery, Phases, Updates):
         if self.ema is not None:
             update_moving_average(self.ema, self.model, cfg.train.ema_decay, result.applied)
         state.step += 1
-        self.updating = False
-        self.unread.add(result.logged, result.stats, result.applied)
+        self.update.updating = False
+        self.window.add(result.logged, result.stats, result.applied)
         done = time.perf_counter()
-        for name, value in (
-            ("steps", 1),
-            ("wait", got_batch - tick),
-            ("busy", done - tick),
-            ("items", self.work.items(batch) * self.ctx.world_size),
-        ):
-            self.window[name] += value
+        items = self.work.items(batch) * self.ctx.world_size
+        self.window.count(steps=1, wait=got_batch - tick, busy=done - tick, items=items)
         self.bar.update(1)
         return StepDone(list(result.stats), result.stop_seen)
 
     # -- what happens around steps ---------------------------------------------------------------------------
 
-    def read_window(self) -> tuple[int, int, int]:
-        """The device sums into the log window; returns (steps skipped since the last read, the current run
-        of skipped steps, the longest since the last read)."""
-        sums, run, worst = self.unread.read()
-        self.window.update(sums)
-        skipped = self.window["steps"] - self.window["n"] - self.window["skipped"]
-        self.window["skipped"] += skipped
-        return int(skipped), run, worst
+    def read_steps(self) -> bool:
+        """The one host read of the steps since the last: their loss and stats into the log window, and the
+        verdict on those whose update was not applied (non-finite): the LR halved for each, a rollback after
+        ``max_bad_steps`` in a row. Returns False when it rolled back."""
+        skipped, run, worst = self.window.read()
+        self.state.bad_steps = run
+        if skipped and self.recovery.skipped(self.state, skipped, worst):
+            self.roll_back(f"{worst} non-finite losses in a row before step {self.state.step}")
+            return False
+        return True
 
     def log_window(self, done: StepDone) -> float:
         """Log the means since the last log line; returns the window's items (graphs, samples) per second."""
-        w, n, speed_key = self.window, self.window["n"], f"perf/{self.work.unit}_per_s"
-        mean = (lambda total: total / n) if n else (lambda total: float("nan"))  # n = 0: every step skipped
+        w, speed_key = self.window.sums, f"perf/{self.work.unit}_per_s"
         metrics = {
-            "train/loss": mean(w["loss"]),
-            **{f"train/{name}": mean(w[name]) for name in done.stats},
-            "train/lr": float(self.optimisers.adamw[0].param_groups[0]["lr"]),  # a device tensor with graphs
+            "train/loss": self.window.mean("loss"),
+            **{f"train/{name}": self.window.mean(name) for name in done.stats},
+            "train/lr": float(self.update.optimisers.adamw[0].param_groups[0]["lr"]),  # a device tensor with graphs
             speed_key: w["items"] / w["busy"],
             "perf/step_ms": 1000 * w["busy"] / w["steps"],
             "perf/data_wait_frac": w["wait"] / w["busy"],
@@ -265,8 +239,7 @@ class Trainer(Recovery, Phases, Updates):
         }
         self.logger.log(metrics, self.state.step)
         self.bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", speed=f"{metrics[speed_key]:.0f}/s")
-        self.window = dict.fromkeys(self.window, 0.0)
-        self.unread.reset()
+        self.window.reset()
         return metrics[speed_key]
 
     def validate(self, stage: int) -> dict[str, float]:
@@ -278,10 +251,10 @@ class Trainer(Recovery, Phases, Updates):
             self.logger.log(val, self.state.step)
         return distributed.broadcast_from_main(val)
 
-    def evaluate(self) -> dict[str, float]:
-        """Validate the current stage, move the curriculum, keep best.pt and the plateau schedule up to date."""
+    def follow_validation(self, val: dict[str, float]) -> None:
+        """What a validation moves: the curriculum's stage, ``best.pt`` on an improvement at the final stage, the
+        plateau schedule's LR; said in one line."""
         cfg, state, stage = self.cfg, self.state, self.cur.stage
-        val = self.validate(stage)
         value = val[self.score.key]
         state.last_val = {key: float(v) for key, v in val.items()}
         if len(self.sizes) > 1:
@@ -303,7 +276,7 @@ class Trainer(Recovery, Phases, Updates):
             problem = self.checkpoint(self.out_dir / BEST)
             if problem:
                 self.roll_back(f"the weights {problem} at step {state.step}")
-                return val
+                return
             state.best, state.evals_without_improvement = value, 0
         elif final_stage:
             state.evals_without_improvement += 1
@@ -312,72 +285,79 @@ class Trainer(Recovery, Phases, Updates):
                 state.evals_without_improvement = 0
         if self.ctx.is_main:
             echo(f"step {state.step}: {self.work.describe(val, stage, state.best)}")
-        return val
 
-    # -- checkpoints, faults ---------------------------------------------------------------------------------
+    # -- checkpoints, phases, faults ---------------------------------------------------------------------------
 
     def checkpoint(self, path: Path) -> str | None:
         """Write ``path`` if the weights are healthy (same verdict on every rank), else say what is wrong."""
-        norm = weights_norm(self.model)
-        problem = weights_problem(norm, self.good_norm) or weights_problem(weights_norm(self.policy), self.good_norm)
-        if problem:
-            return problem
-        self.good_norm = norm
-        self.read_window()  # the window as it is now, in case a signal came between reads
-        data = self.work.state_dict() if path.name == LAST else {}  # environments, replay: what resume needs
-        if self.ctx.enabled and not self.ctx.is_main and data:  # each rank's own environments and buffer
-            save_part(rank_data_path(path, self.ctx.rank), data)
-        if self.ctx.is_main:
-            save_checkpoint(
-                path,
-                {
-                    "model": self.model.state_dict(),
-                    "policy": self.policy.state_dict(),
-                    "ema": self.ema.state_dict() if self.ema is not None else None,
-                    "optimizer": self.optimisers.state_dict(),
-                    "scaler": self.scaler.state_dict(),
-                    "algorithm": self.algorithm.state_dict(),
-                    "state": asdict(self.state),
-                    "rng": rng_state(),
-                    "data": data,
-                    "window": dict(self.window),
-                    "history_rows": self.logger.rows,
-                    **self.work.checkpoint_extras(),
-                },
-                self.cfg,
-            )
-        return None
+        self.window.read()  # the window as it is now, in case a signal came between reads
+        return self.checkpoints.save(path, self.state, self.window.sums, self.logger.rows)
 
     def restore(self, path: Path) -> None:
-        """Everything a checkpoint holds: weights, optimiser, algorithm, counters, RNG (resume and rollback).
-        Each part goes through ``load_weights``: one that does not fit is a one-line error naming it."""
-        ckpt = load_checkpoint(path, self.device)
-        config = describe(ckpt["config"])
-        load_weights(self.model, ckpt["model"], path, config)
-        load_weights(self.optimisers, ckpt["optimizer"], path, config, "optimiser state")
-        load_weights(self.scaler, ckpt["scaler"], path, config, "gradient-scaler state")
-        if self.ema is not None:
-            load_weights(self.ema, ckpt["ema"], path, config, "moving-average weights")
-        load_weights(self.algorithm, ckpt.get("algorithm", {}), path, config, "algorithm state")
-        own = rank_data_path(path, self.ctx.rank)
-        data = load_part(own, self.device) if self.ctx.rank > 0 and own.exists() else ckpt.get("data", {})
-        load_weights(self.work, data, path, config, "environment and replay state")
+        """Everything ``path`` holds: weights, optimiser, algorithm, counters, RNG (resume and rollback)."""
+        self.state, self.cur, window = self.checkpoints.restore(path, self.score.worst)
+        self.window = LogWindow(self.device, window)
+
+    def roll_back(self, reason: str) -> None:
+        """Divergence: back to the last good ``last.pt`` with the LR lowered tenfold, or stop with
+        ``TrainingDiverged`` when no rollback is left (``Recovery``)."""
         try:
-            saved = dict(ckpt["state"])
-            saved.setdefault("best", saved.pop("best_gap", self.score.worst))  # named best_gap before issue 31
-            self.state = TrainState(**saved)
-            self.cur = CurriculumState(**self.state.curriculum)
-            set_rng_state(ckpt["rng"])
-        except (KeyError, TypeError, ValueError, RuntimeError) as err:
-            raise CheckpointError(
-                f"checkpoint {path} ({config}): its training counters do not fit this version "
-                f"({type(err).__name__}: {err})"
-            ) from None
-        self.window = {**dict.fromkeys(WINDOW, 0.0), **ckpt.get("window", {})}
-        self.window["steps"] = self.window["steps"] or self.window["n"]  # before issue 32: every step was applied
-        self.unread = StepStats(self.device, self.window)
+            rollbacks, lr_scale = self.recovery.rollback(self.state, reason)
+        except TrainingDiverged:
+            self.bar.close()
+            raise
+        at = self.state.step
+        self.restore(self.out_dir / LAST)
+        self.checkpoints.trust()
+        self.state.rollbacks, self.state.lr_scale = rollbacks, lr_scale
+        self.logger.truncate(self.state.step)
+        self.logger.event("rollback", self.state.step, reason=reason, from_step=at, lr_scale=lr_scale)
+        self.recovery.rolled_back(reason, self.state, at)
+        self.bar.reset(total=self.cfg.train.steps)
+        self.bar.update(self.state.step)  # the log window is the checkpoint's, as the history's kept rows are
+        self.work.restart(self.state.step, self.state.batch_size)
+
+    def start_phase(self, phase: Phase) -> None:
+        """``phase``'s first step is next: restart from the best policy so far with fresh optimisers, moving
+        average and log window (``uavgnn.training.schedule``)."""
+        weights = self.checkpoints.best_policy(self.out_dir / BEST)
+        if weights is not None:
+            load_weights(self.model, weights, self.out_dir / BEST, f"the best policy before phase {phase.name}")
+        self.update.restart(phase.lr)
+        if self.ema is not None:
+            self.ema.module.load_state_dict(self.model.state_dict())
+            self.ema.n_averaged.zero_()  # the first update copies the weights, as in a new run
+        state = self.state
+        state.lr_scale, state.evals_without_improvement, state.bad_steps = 0.1**state.rollbacks, 0, 0
+        self.window.restart()
+        self.work.restart(state.step, state.batch_size)
+        source = (
+            f"the best policy so far ({self.score.key} {state.best:.4f})"
+            if weights is not None
+            else "the current weights (no best.pt yet)"
+        )
+        if self.ctx.is_main:
+            echo(f"step {state.step}: phase {phase.name} starts from {source}")
+            self.logger.event(f"phase {phase.name}", state.step, best=state.best)
+
+    def out_of_memory(self, err: torch.cuda.OutOfMemoryError) -> None:
+        """CUDA OOM in a step: halve the batch, free the cache, log it, and go on from the same step."""
+        if self.ctx.enabled or self.state.batch_size < 2:
+            raise err
+        self.update.release()
+        torch.cuda.empty_cache()
+        self.state.batch_size //= 2
+        log.warning("CUDA out of memory at step %d: batch size halved to %d", self.state.step, self.state.batch_size)
+        self.logger.log({"hardware/batch_size": self.state.batch_size}, self.state.step)
+        self.work.restart(self.state.step, self.state.batch_size)
+
+    def stop_mid_step(self, stop: StopRequest, err: Exception) -> None:
+        """A signal came and the step under way failed with it: stop at the last completed step (``Recovery``)."""
+        self.bar.close()
+        save_last = None if self.update.updating else (lambda: self.checkpoint(self.out_dir / LAST))
+        raise self.recovery.stopped_mid_step(stop.requested, stop.exit_code, err, self.state.step, save_last)
 
 
-def train(cfg, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
+def train(cfg: Any, out_dir: Path, logger: MetricLogger, resume_from: Path | None = None) -> TrainResult:
     """Train with ``cfg.algorithm`` in the shared loop (see ``Trainer``)."""
     return Trainer(cfg, out_dir, resume_from).fit(logger)

@@ -1,6 +1,10 @@
 """One training update - the algorithm's forward and loss, backward, clipping, the optimisers' step - as one
 function of the step's batch and draws, with no host read: what the loop calls each step and what
-``optim.cuda_graphs`` captures as one CUDA graph (``uavgnn.training.cuda_graphs``)."""
+``optim.cuda_graphs`` captures as one CUDA graph (``uavgnn.training.cuda_graphs``).
+
+``Updater`` owns what an update needs: the algorithm's step as a module (DDP-wrapped under ``torchrun``, compiled
+with ``optim.compile``), one optimiser per network, the gradient scaler and the CUDA graphs of the update.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 
+from uavgnn.algorithms.base import Algorithm, AlgorithmStep
 from uavgnn.infrastructure import distributed
-from uavgnn.infrastructure.device import autocast
+from uavgnn.infrastructure.device import autocast, maybe_compile
 from uavgnn.training.cuda_graphs import GraphedUpdate, cuda_graphs_refusal
+from uavgnn.training.optimisers import Optimisers
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class Update:
+class UpdateResult:
     logged: torch.Tensor  # the step's loss (the batch's mean over the ranks), detached
     stats: dict[str, torch.Tensor]  # the algorithm's statistics
     applied: torch.Tensor  # device bool: the optimisers moved the weights (loss and gradients finite)
@@ -28,10 +35,33 @@ class Update:
     stop_seen: bool  # under DDP: a rank saw a stop signal
 
 
-class Updates:
-    """Mixed into ``Trainer``: uses its config, device, algorithm, step functions, optimisers and scaler."""
+class Updater:
+    """``updater(batch, draws, stop_seen)`` updates the weights once; ``updating`` is true from the backward to the
+    loop's new step count, while the weights and the counters disagree."""
 
-    def graph_updates(self) -> GraphedUpdate | None:
+    def __init__(
+        self, cfg: Any, algorithm: Algorithm, model: nn.Module, device: torch.device, dtype: torch.dtype | None
+    ) -> None:
+        self.cfg, self.algorithm, self.model, self.device, self.dtype = cfg, algorithm, model, device, dtype
+        self.ctx = distributed.context()
+        self.scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
+        self.graphed = self._graphs()  # optim.cuda_graphs: the update replayed as one CUDA graph
+        self.optimisers = self._optimisers(cfg.train.lr)
+        self.eager: nn.Module | None = None  # the step as a module, and what runs it (compiled or not): ``wrap``
+        self.step_fn: Any = None
+        self.updating = False
+
+    def _optimisers(self, lr: float) -> Optimisers:
+        train = self.cfg.train
+        return Optimisers(
+            self.algorithm.networks(self.model),
+            lr,
+            train.weight_decay,
+            train.grad_clip,
+            capturable=self.graphed is not None,
+        )
+
+    def _graphs(self) -> GraphedUpdate | None:
         """The CUDA-graph replay of ``update`` when ``optim.cuda_graphs`` asks for it and it can run here;
         otherwise None, said in one line when it was asked for."""
         if not self.cfg.optim.cuda_graphs:
@@ -43,6 +73,28 @@ class Updates:
             log.info("optim.cuda_graphs: off (%s): the update launches its kernels one by one", refusal)
             return None
         return GraphedUpdate(self.update, lambda: self.optimisers, self.device)
+
+    def wrap(self) -> None:
+        """The algorithm's step as a module (its loss is the forward), once the weights are final (a resumed run's
+        restored): DDP broadcasts rank 0's weights at construction and averages the gradients of that forward in
+        backward; ``optim.compile`` compiles it whole (forward and loss)."""
+        stepper = AlgorithmStep(self.model, self.algorithm)
+        self.eager = torch.nn.parallel.DistributedDataParallel(stepper) if self.ctx.enabled else stepper
+        self.step_fn = maybe_compile(self.eager, self.cfg.optim.compile)
+
+    def restart(self, lr: float) -> None:
+        """Fresh optimisers (at ``lr``) and gradient scaler: a phase's start."""
+        self.optimisers = self._optimisers(lr)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.scaler.is_enabled())
+
+    def release(self) -> None:
+        """After a CUDA out-of-memory step: no gradients left, no graphs of the larger batch holding memory."""
+        self.optimisers.zero_grad()
+        if self.graphed is not None:
+            self.graphed.reset()
+
+    def __call__(self, batch: Any, draws: Any, stop_seen: bool = False) -> UpdateResult:
+        return self.graphed(batch, draws, stop_seen) if self.graphed else self.update(batch, draws, stop_seen)
 
     def algorithm_step(self, batch: Any, draws: Any, capturing: bool = False) -> Any:
         """The algorithm's loss under autocast (without its cast cache when CUDA graphs capture the update, as
@@ -64,7 +116,7 @@ class Updates:
                 self.step_fn = self.eager
                 return self.step_fn(batch, draws)
 
-    def update(self, batch: Any, draws: Any, stop_seen: bool = False, capturing: bool = False) -> Update:
+    def update(self, batch: Any, draws: Any, stop_seen: bool = False, capturing: bool = False) -> UpdateResult:
         """Forward, loss, backward, clip and step each network's optimiser; the gradients are cleared first
         unless a CUDA graph is ``capturing`` it (its backward then writes them afresh at each replay)."""
         out = self.algorithm_step(batch, draws, capturing)
@@ -79,6 +131,6 @@ class Updates:
             self.scaler.scale(loss).backward()  # DDP reduces the gradients from AccumulateGrad's hooks
         else:
             self.optimisers.backward(self.scaler.scale(loss))
-        self.updating = True  # from here to the new step count the weights and the counters disagree
+        self.updating = True
         applied = self.optimisers.step(self.scaler, finite)  # each network clipped to its own norm
-        return Update(logged, stats, applied, out.feedback, stop_seen)
+        return UpdateResult(logged, stats, applied, out.feedback, stop_seen)
