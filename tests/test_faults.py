@@ -74,7 +74,8 @@ from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
 from uavgnn.runs.checkpoints import load_checkpoint, part_checksums, weights_norm
 from uavgnn.runs.history import read_history
 from uavgnn.training.resume import check_resume_config, config_changes, resume_checkpoint
-from uavgnn.training.trainer import Trainer, train
+from uavgnn.training.trainer import train
+from uavgnn.training.update import Updater
 
 SMALL = [
     "experiment=debug",
@@ -1606,7 +1607,7 @@ def test_the_first_history_row_after_a_resume_averages_the_whole_window(tmp_path
     """Audit 11: after a resume the first row averaged only the new process's steps (and could lack the
     per-agent keys). A SIGTERM at step 7 (rows every 5) now saves the log windows - the loop's and the
     environments' - in last.pt: the resumed history equals the uninterrupted one, key for key."""
-    real, calls = Trainer.algorithm_step, {"n": 0, "stop": False}
+    real, calls = Updater.algorithm_step, {"n": 0, "stop": False}
 
     def step(self, batch, draws, capturing=False):
         calls["n"] += 1
@@ -1614,7 +1615,7 @@ def test_the_first_history_row_after_a_resume_averages_the_whole_window(tmp_path
             signal.raise_signal(signal.SIGTERM)  # a real signal: seen after the step, the run stops at the next
         return real(self, batch, draws, capturing)
 
-    monkeypatch.setattr(Trainer, "algorithm_step", step)
+    monkeypatch.setattr(Updater, "algorithm_step", step)
 
     def run(name: str, resume: bool = False) -> list[dict]:
         cfg = window_cfg(tmp_path, algorithm)

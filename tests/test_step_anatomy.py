@@ -24,6 +24,7 @@ from uavgnn.training.anatomy import step_anatomy
 from uavgnn.training.ema import update_moving_average
 from uavgnn.training.optimisers import Optimisers
 from uavgnn.training.trainer import Trainer
+from uavgnn.training.update import Updater
 
 SMALL = {  # each algorithm at its smallest (the benchmark's configurations, shrunk)
     "imitation": [
@@ -327,7 +328,7 @@ def test_a_non_finite_step_changes_no_weight_and_halves_the_lr_at_the_read(tmp_p
         "train.warmup_steps=0",
         "train.schedule=plateau",
     )
-    real, seen = Trainer.algorithm_step, []
+    real, seen = Updater.algorithm_step, []
 
     def step(self, batch, draws, capturing=False):
         out = real(self, batch, draws, capturing)
@@ -336,7 +337,7 @@ def test_a_non_finite_step_changes_no_weight_and_halves_the_lr_at_the_read(tmp_p
             out.loss = out.loss * float("nan")
         return out
 
-    monkeypatch.setattr(Trainer, "algorithm_step", step)
+    monkeypatch.setattr(Updater, "algorithm_step", step)
     (tmp_path / "run").mkdir()
     trainer = Trainer(cfg, tmp_path / "run")
     logger = MetricLogger(tmp_path / "run", cfg.logger, config={})

@@ -11,6 +11,7 @@ where no allocator reports a per-step peak.
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import statistics
@@ -71,6 +72,17 @@ def gpu_utilization(device: torch.device) -> float | None:
         return float(torch.cuda.utilization(device))
     except Exception:  # noqa: BLE001 - NVML (pynvml) is optional
         return None
+
+
+def warn_if_near_capacity(peak_mb: float, device: torch.device) -> None:
+    """A warning when a step's peak memory is above 80% of the device's: the next larger batch may not fit."""
+    if peak_mb > 0.8 * device_memory_mb(device):
+        logging.getLogger(__name__).warning(
+            "peak memory %.0f MB is above 80%% of the device's %.0f MB: lower hardware.batch_size "
+            "or enable optim.grad_checkpoint / optim.amp",
+            peak_mb,
+            device_memory_mb(device),
+        )
 
 
 class ActivationMeter:

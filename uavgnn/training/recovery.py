@@ -7,9 +7,8 @@
   written): back to the last good ``last.pt`` with the LR lowered tenfold, at
   most ``train.max_rollbacks`` times, then ``TrainingDiverged`` naming the
   last good checkpoint;
+- CUDA out of memory: the batch is halved and the same step is tried again;
 - a signal while a step is under way: stop at the last completed step with its ``last.pt``.
-
-CUDA out of memory is the loop's own (it halves the batch and tries the step again).
 """
 
 from __future__ import annotations
@@ -19,9 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.errors import Interrupted, TrainingDiverged
 from uavgnn.runs.checkpoints import load_checkpoint
 from uavgnn.training.state import TrainState
+from uavgnn.training.update import Updater
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,16 @@ class Recovery:
             state.rollbacks,
             self.train.max_rollbacks,
         )
+
+    def out_of_memory(self, err: torch.cuda.OutOfMemoryError, state: TrainState, updater: Updater) -> None:
+        """A CUDA out-of-memory step: the update's memory released and the batch halved (``err`` raised again under
+        DDP, whose ranks must agree on the batch, or when the batch cannot shrink)."""
+        if distributed.context().enabled or state.batch_size < 2:
+            raise err
+        updater.release()
+        torch.cuda.empty_cache()
+        state.batch_size //= 2
+        log.warning("CUDA out of memory at step %d: batch size halved to %d", state.step, state.batch_size)
 
     def stopped_mid_step(
         self, signal: str, exit_code: int, err: Exception, step: int, save_last: Callable[[], str | None] | None

@@ -23,9 +23,8 @@ rank 0 alone validates, logs and writes checkpoints, and broadcasts what it saw.
 from __future__ import annotations
 
 import logging
-import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +37,8 @@ from uavgnn.algorithms.registry import make_algorithm
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import echo, progress
 from uavgnn.infrastructure.device import amp_dtype, prepare_device
-from uavgnn.infrastructure.errors import Interrupted, TrainingDiverged
-from uavgnn.infrastructure.perf import device_memory_mb, peak_memory_mb
+from uavgnn.infrastructure.errors import Interrupted
+from uavgnn.infrastructure.perf import peak_memory_mb, warn_if_near_capacity
 from uavgnn.infrastructure.randomness import seed_everything
 from uavgnn.loggers import MetricLogger
 from uavgnn.runs.checkpoints import load_weights
@@ -50,18 +49,12 @@ from uavgnn.training.curriculum import CurriculumState, curriculum_step
 from uavgnn.training.ema import update_moving_average
 from uavgnn.training.recovery import Recovery
 from uavgnn.training.schedule import phase_lr
-from uavgnn.training.state import TrainResult, TrainState
+from uavgnn.training.state import StepDone, TrainResult, TrainState
 from uavgnn.training.step_stats import LogWindow
 from uavgnn.training.stop import StopRequest
 from uavgnn.training.update import Updater
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class StepDone:
-    stats: list[str]  # the algorithm's stat names, summed into the log window
-    stopping: bool  # a signal asked the run to stop (agreed by every rank)
 
 
 class Trainer:
@@ -114,6 +107,7 @@ class Trainer:
     # -- the loop -------------------------------------------------------------------------------------------
 
     def fit(self, logger: MetricLogger) -> TrainResult:
+        """Train to ``train.steps``: the starting policy, the steps, the best policy as a result."""
         cfg, state, self.logger = self.cfg, self.state, logger
         if state.step == 0:  # a resumed run's history has it already
             self.logger.log({"model/params": self.model.num_parameters()}, step=state.step)
@@ -123,12 +117,29 @@ class Trainer:
                 self.state.best = val[self.score.key]
                 self.checkpoint(self.out_dir / BEST)
             log.info("starting policy: %s %.4f", self.score.key, val[self.score.key])
-        speeds: list[float] = []
-        val = dict(state.last_val)  # a run resumed at its end (stopped in its test phase) reports its last validation
         self.bar = progress(
             total=cfg.train.steps, initial=state.step, desc="train", unit="step", disable=not self.ctx.is_main
         )
         self.model.train()
+        try:
+            speeds, val = self.run_steps()
+        finally:
+            self.bar.close()  # before any error is said
+        if not (self.out_dir / BEST).exists():
+            self.checkpoint(self.out_dir / BEST)
+        perf = {
+            f"perf/{self.work.unit}_per_s": float(np.median(speeds)) if speeds else float("nan"),
+            "perf/peak_mem_mb": peak_memory_mb(self.device),
+        }
+        return TrainResult(
+            self.policy, self.state, self.score, self.out_dir / BEST, self.out_dir / LAST, val, perf, self.work
+        )
+
+    def run_steps(self) -> tuple[list[float], dict[str, float]]:
+        """The steps, each followed by what its count calls for: a log line, a validation, ``last.pt``; returns the
+        log lines' speeds and the last validation."""
+        cfg, speeds = self.cfg, []
+        val = dict(self.state.last_val)  # a run resumed at its end (stopped in its test phase): its last validation
         with StopRequest() as stop:  # SIGINT/SIGTERM: finish the step, write last.pt, raise Interrupted
             tick = time.perf_counter()
             while self.state.step < cfg.train.steps:
@@ -163,23 +174,13 @@ class Trainer:
                         continue
                     tick = time.perf_counter()
                 if stopping:
-                    self.bar.close()
                     raise Interrupted(
                         f"interrupted by {stop.requested or 'a signal on another rank'} at step "
                         f"{step}: {self.out_dir / LAST} saved",
                         stop.exit_code,
                         saved_step=step,
                     )
-        self.bar.close()
-        if not (self.out_dir / BEST).exists():
-            self.checkpoint(self.out_dir / BEST)
-        perf = {
-            f"perf/{self.work.unit}_per_s": float(np.median(speeds)) if speeds else float("nan"),
-            "perf/peak_mem_mb": peak_memory_mb(self.device),
-        }
-        return TrainResult(
-            self.policy, self.state, self.score, self.out_dir / BEST, self.out_dir / LAST, val, perf, self.work
-        )
+        return speeds, val
 
     def train_step(self, tick: float, stop_seen: bool) -> StepDone | None:
         """One optimiser step, its loss and stats left on the device for the next read; None when a CUDA
@@ -262,27 +263,14 @@ class Trainer:
                 cfg.curriculum, self.cur, 1.0 - value, self.sizes, self.logger, state.step, state.lr_scale
             )
             state.curriculum = asdict(self.cur)
-        if val["perf/peak_mem_mb"] > 0.8 * device_memory_mb(self.device):
-            log.warning(
-                "peak memory %.0f MB is above 80%% of the device's %.0f MB: lower hardware.batch_size "
-                "or enable optim.grad_checkpoint / optim.amp",
-                val["perf/peak_mem_mb"],
-                device_memory_mb(self.device),
-            )
-        final_stage = stage == len(self.sizes) - 1  # smaller stages' scores are not comparable with the target's
-        if not math.isfinite(value):
-            log.warning("validation %s is %s at step %d: best.pt kept as it is", self.score.key, value, state.step)
-        elif final_stage and self.score.improves(value, state.best):
+        warn_if_near_capacity(val["perf/peak_mem_mb"], self.device)
+        plateau = cfg.train.plateau_patience if cfg.train.schedule == "plateau" else None
+        if state.validated(value, self.score, stage == len(self.sizes) - 1, plateau):
             problem = self.checkpoint(self.out_dir / BEST)
             if problem:
                 self.roll_back(f"the weights {problem} at step {state.step}")
                 return
-            state.best, state.evals_without_improvement = value, 0
-        elif final_stage:
-            state.evals_without_improvement += 1
-            if cfg.train.schedule == "plateau" and state.evals_without_improvement >= cfg.train.plateau_patience:
-                state.lr_scale *= 0.8
-                state.evals_without_improvement = 0
+            state.improved(value)
         if self.ctx.is_main:
             echo(f"step {state.step}: {self.work.describe(val, stage, state.best)}")
 
@@ -301,11 +289,7 @@ class Trainer:
     def roll_back(self, reason: str) -> None:
         """Divergence: back to the last good ``last.pt`` with the LR lowered tenfold, or stop with
         ``TrainingDiverged`` when no rollback is left (``Recovery``)."""
-        try:
-            rollbacks, lr_scale = self.recovery.rollback(self.state, reason)
-        except TrainingDiverged:
-            self.bar.close()
-            raise
+        rollbacks, lr_scale = self.recovery.rollback(self.state, reason)
         at = self.state.step
         self.restore(self.out_dir / LAST)
         self.checkpoints.trust()
@@ -328,7 +312,7 @@ class Trainer:
             self.ema.module.load_state_dict(self.model.state_dict())
             self.ema.n_averaged.zero_()  # the first update copies the weights, as in a new run
         state = self.state
-        state.lr_scale, state.evals_without_improvement, state.bad_steps = 0.1**state.rollbacks, 0, 0
+        state.start_phase()
         self.window.restart()
         self.work.restart(state.step, state.batch_size)
         source = (
@@ -341,19 +325,13 @@ class Trainer:
             self.logger.event(f"phase {phase.name}", state.step, best=state.best)
 
     def out_of_memory(self, err: torch.cuda.OutOfMemoryError) -> None:
-        """CUDA OOM in a step: halve the batch, free the cache, log it, and go on from the same step."""
-        if self.ctx.enabled or self.state.batch_size < 2:
-            raise err
-        self.update.release()
-        torch.cuda.empty_cache()
-        self.state.batch_size //= 2
-        log.warning("CUDA out of memory at step %d: batch size halved to %d", self.state.step, self.state.batch_size)
+        """CUDA OOM in a step: halve the batch (``Recovery``), log it, and go on from the same step."""
+        self.recovery.out_of_memory(err, self.state, self.update)
         self.logger.log({"hardware/batch_size": self.state.batch_size}, self.state.step)
         self.work.restart(self.state.step, self.state.batch_size)
 
     def stop_mid_step(self, stop: StopRequest, err: Exception) -> None:
         """A signal came and the step under way failed with it: stop at the last completed step (``Recovery``)."""
-        self.bar.close()
         save_last = None if self.update.updating else (lambda: self.checkpoint(self.out_dir / LAST))
         raise self.recovery.stopped_mid_step(stop.requested, stop.exit_code, err, self.state.step, save_last)
 
