@@ -333,7 +333,7 @@ def test_a_non_finite_step_changes_no_weight_and_halves_the_lr_at_the_read(tmp_p
     def step(self, batch, draws, capturing=False):
         out = real(self, batch, draws, capturing)
         seen.append([p.detach().clone() for p in self.model.parameters()])
-        if self.state.step == 1:  # the second step's loss is NaN
+        if len(seen) == 2:  # the second step's loss is NaN
             out.loss = out.loss * float("nan")
         return out
 
