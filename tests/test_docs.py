@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 from hydra import compose, initialize_config_dir
 
-from uavgnn.algorithms.registry import check_config
+from uavgnn.algorithms.registry import algorithms, check_config
 from uavgnn.algorithms.run_config import training_config
 from uavgnn.config import register_configs
 
@@ -134,33 +134,54 @@ DOCUMENTED_RUNS = sorted(
 
 
 @pytest.mark.slow  # about 60 compositions: 15-30 s
-def test_every_documented_run_composes_and_passes_the_checks() -> None:
+def test_every_documented_run_composes_and_passes_the_checks(monkeypatch) -> None:
     """Every ``run.py`` command of the README, docs/ and BENCHMARKS.md as Hydra composes it, checked as the
-    program checks it before any work: a renamed key or option in the code fails here."""
+    program checks it before any work (the example algorithm registered, as its commands put it on PYTHONPATH): a
+    renamed key or option in the code fails here."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "a2c"))
+    algorithms.cache_clear()  # found again with the example beside the built-ins (and without it after)
     register_configs()
     failed = []
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        for line in DOCUMENTED_RUNS:
-            given = line.split(" ") if line else []
-            try:
-                cfg = compose("config", overrides=given)
-                check_config(cfg)
-                if cfg.mode == "train":
-                    training_config(cfg, given)  # an override of a group its algorithm never reads: refused
-            except Exception as err:  # noqa: BLE001 - every failure is reported, with its command
-                failed.append(f"{line}: {type(err).__name__}: {str(err).splitlines()[0]}")
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+            for line in DOCUMENTED_RUNS:
+                given = line.split(" ") if line else []
+                try:
+                    cfg = compose("config", overrides=given)
+                    check_config(cfg)
+                    if cfg.mode == "train":
+                        training_config(cfg, given)  # an override of a group its algorithm never reads: refused
+                except Exception as err:  # noqa: BLE001 - every failure is reported, with its command
+                    failed.append(f"{line}: {type(err).__name__}: {str(err).splitlines()[0]}")
+    finally:
+        algorithms.cache_clear()
     assert not failed
 
 
+EXCERPT = re.compile(r"# from (\S+)\n")  # the first line of a block that is an excerpt of a file
+
+
 def python_examples() -> list[tuple[str, str]]:
-    """Every python block of the README and docs/ but sketches (the first line says so) and those that need a
-    trained MASAC run (``tests/test_api.py`` trains one and runs them)."""
+    """Every python block of the README and docs/ but excerpts of a file (the first line names it: checked as
+    such) and those that need a trained MASAC run (``tests/test_api.py`` trains one and runs them)."""
     return [
         (page.name, code)
         for page in DOCUMENTED
         for code in re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
-        if "load_env_policy(" not in code and not code.startswith("# a sketch")
+        if "load_env_policy(" not in code and not EXCERPT.match(code)
     ]
+
+
+def test_the_guides_code_is_the_examples_code() -> None:
+    """Every code block of the guide to adding an algorithm is an excerpt, word for word, of a file of the example
+    the suite runs (``tests/test_example_algorithm.py``): the guide cannot drift from the code it shows."""
+    guide = (DOCS / "adding-an-algorithm.md").read_text()
+    blocks = re.findall(r"```(python|toml)\n(.*?)```", guide, re.S)
+    assert len(blocks) >= 5
+    for _, block in blocks:
+        named = EXCERPT.match(block)
+        assert named and named.group(1).startswith("examples/"), block[:80]
+        assert block[named.end() :] in (ROOT / named.group(1)).read_text(), f"not in {named.group(1)}: {block[:200]}"
 
 
 @pytest.mark.parametrize("page, code", python_examples(), ids=lambda x: x if x.endswith(".md") else "")

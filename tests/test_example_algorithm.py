@@ -1,8 +1,9 @@
-"""Issue 63: an algorithm outside the package. ``tests/toy_plugin`` holds one (``uavgnn_toy.py``) and the
-``dist-info`` that names it in the entry-point group ``uavgnn.algorithms``, as pip installs a package that declares
-it: with that folder on PYTHONPATH the real program trains it, resumes it exactly, evaluates its checkpoint and
-compares its runs, and the modes that time a step say in one line what times it; no file of uavgnn names it. A
-plug-in that does not load, or takes a built-in's name, is one line naming its entry point."""
+"""The algorithm of docs/adding-an-algorithm.md, from outside the package: ``examples/a2c`` holds it
+(``uavgnn_a2c.py``) and the ``dist-info`` that names it in the entry-point group ``uavgnn.algorithms``, as pip installs
+a package that declares it. With that folder on PYTHONPATH the real program lists it, trains it, resumes it exactly,
+evaluates its checkpoint and compares its runs, and the modes that time a step say in one line what times it; no
+file of uavgnn names it. A plug-in that does not load, or takes a built-in's name, is one line naming its entry
+point."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ from uavgnn.algorithms.registry import PLUGINS, algorithms
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.infrastructure.errors import ConfigError
 
-PLUGIN = Path(__file__).parent / "toy_plugin"
+PLUGIN = ROOT / "examples" / "a2c"
 HIDDEN, EPISODES, HORIZON = 8, 8, 10  # per update: 8 episodes of 10 steps, validated and tested on 8 episodes
-TOY = [
-    "algorithm=toy",
-    f"algorithm.hidden={HIDDEN}",
+A2C = [
+    "algorithm=a2c",
+    "model=mlp",
+    f"model.hidden={HIDDEN}",
+    "model.layers=1",
     "hardware.threads=1",
     f"hardware.batch_size={EPISODES}",
     f"env.val_episodes={EPISODES}",
@@ -37,7 +40,7 @@ TOY = [
     "train.warmup_steps=0",
     "logger=jsonl",
 ]
-METHODS = ["toy", "scripted planner", "decentralised planner", "nearest target", "random"]
+METHODS = ["a2c", "scripted planner", "decentralised planner", "nearest target", "random"]
 
 
 def logged(run: Path) -> dict[int, dict[str, float]]:
@@ -60,20 +63,21 @@ def refused(proc) -> list[str]:
 def test_a_plug_in_outside_the_package_runs_every_mode(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(PLUGIN), os.environ.get("PYTHONPATH")])))
     sources = [p for p in (ROOT / "uavgnn").rglob("*") if p.suffix in (".py", ".yaml")]
-    assert sources and not [p for p in sources if re.search(r"\btoy\b", p.read_text())]  # no file of uavgnn names it
+    assert sources and not [p for p in sources if re.search(r"\ba2c\b", p.read_text())]  # no file of uavgnn names it
     lines = run_cli("--help", cwd=tmp_path).stdout.splitlines()  # listed as the built-ins are, with its summary
-    assert any(line.split()[:1] == ["toy"] and "REINFORCE" in line for line in lines)
+    assert any(line.split()[:1] == ["a2c"] and "advantage actor-critic" in line for line in lines)
     options = next(line.strip() for line in lines if line.strip().startswith("algorithm: "))  # the group's options
-    assert "toy" in options.removeprefix("algorithm:").strip().split(", ")
+    assert "a2c" in options.removeprefix("algorithm:").strip().split(", ")
     sweep = tmp_path / "sweep"  # one process: a run stopped at step 3, and an uninterrupted one of 6 steps
-    run_cli("-m", *TOY, "train.steps=3,6", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    run_cli("-m", *A2C, "train.steps=3,6", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     stopped, straight = job_dirs(sweep)
     summary = json.loads((straight / "summary.json").read_text())
     assert [row["method"] for row in summary["test"]] == METHODS
     obs = EnvSettings(horizon=HORIZON).obs_dim()
-    assert summary["params"] == (obs + 1) * HIDDEN + (HIDDEN + 1) * 2  # its MLP: obs -> hidden -> velocity
+    actor, critic = (obs + 1) * HIDDEN + (HIDDEN + 1) * 2 + 2, (obs + 1) * HIDDEN + HIDDEN + 1  # + the log std
+    assert summary["params"] == actor + critic
 
-    run_cli(*TOY, "train.steps=6", "resume=auto", f"hydra.run.dir='{stopped}'", cwd=tmp_path)
+    run_cli(*A2C, "train.steps=6", "resume=auto", f"hydra.run.dir='{stopped}'", cwd=tmp_path)
     resumed = logged(stopped)
     assert resumed == logged(straight) and sorted(resumed) == list(range(7))  # steps 4-6 as if never stopped
     assert resumed[6]["train/env_steps"] == 6 * EPISODES * HORIZON  # a fresh collection before every update
@@ -92,7 +96,7 @@ def test_a_plug_in_outside_the_package_runs_every_mode(tmp_path, monkeypatch) ->
         cwd=tmp_path,
     )
     report = json.loads((tmp_path / "eval" / "eval.json").read_text())
-    assert report["algorithm"] == "toy" and [row["method"] for row in report["rows"]] == METHODS
+    assert report["algorithm"] == "a2c" and [row["method"] for row in report["rows"]] == METHODS
     tested = {row["method"]: row["return"] for row in summary["test"]}  # the test phase: best.pt, same episodes
     assert {row["method"]: row["return"] for row in report["rows"]} == tested
 
@@ -105,21 +109,21 @@ def test_a_plug_in_outside_the_package_runs_every_mode(tmp_path, monkeypatch) ->
         best = json.loads((run / "summary.json").read_text())["best_val_planner_gap"]
         assert float(rows[run.name]["best_val_planner_gap"]) == pytest.approx(best)
 
-    timer = Algorithm.timed_by  # what the toy leaves as it is: its run's perf/ figures
+    timer = Algorithm.timed_by  # what the example leaves as it is: its run's perf/ figures
     benchmarked = ", ".join(name for name, found in algorithms().items() if found.benchmarked)
     for mode, message in [
         (
             "benchmark",
             f"mode=benchmark measures the scene-assignment pipeline of algorithm="
-            f"{benchmarked}; algorithm=toy: time it with {timer}",
+            f"{benchmarked}; algorithm=a2c: time it with {timer}",
         ),
         (
             "profile",
-            "mode=profile times steps on a fixed dataset; algorithm=toy collects "
+            "mode=profile times steps on a fixed dataset; algorithm=a2c collects "
             f"experience as it trains: time it with {timer}",
         ),
     ]:
-        proc = run_cli(f"mode={mode}", *TOY, f"hydra.run.dir={tmp_path / mode}", cwd=tmp_path, check=False)
+        proc = run_cli(f"mode={mode}", *A2C, f"hydra.run.dir={tmp_path / mode}", cwd=tmp_path, check=False)
         assert refused(proc) == [f"error: {message}"] and not (tmp_path / mode).exists()
 
 
