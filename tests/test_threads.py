@@ -89,7 +89,7 @@ def test_a_gpu_preset_without_a_gpu_and_a_compiled_step_say_so_once(monkeypatch,
     minutes compiling: each is said in one warning, once a run."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # this machine, whatever runs the test
     monkeypatch.setattr(console, "_said", set())
-    logger = console.NOTES
+    logger = logging.getLogger(console.NOTES)
     monkeypatch.setattr(logger, "disabled", False)  # an earlier Hydra run in this worker may have disabled it
     monkeypatch.setattr(logger, "propagate", True)
     with caplog.at_level(logging.WARNING, logger=logger.name):

@@ -11,23 +11,21 @@ Problems!", with the current policy as its own baseline policy):
   by the true reward J, over-assigned and partial targets included; with
   ``algorithm.temperature`` T < 1 from the sharpened policy ``pi^(1/T)``
   (renormalised per UAV), whose greedy decode is the same: independent
-  per-UAV samples rarely complete a target together (under 1% of them beat
-  the greedy decode at T = 1, BENCHMARKS.md), samples nearer the greedy decode
+  per-UAV samples rarely complete a target together (few of them beat the
+  greedy decode at T = 1, BENCHMARKS.md), samples nearer the greedy decode
   more often do, and the gradient is that of the sharpened policy's E[J];
 - baseline (``algorithm.baseline``): ``mean`` (the default), the mean J of the
   scene's other samples, POMO's shared baseline; or ``greedy``, J of the greedy
-  decode of the same scores (what is deployed; Kool et al.'s rollout baseline,
-  the default until issue 32). Against the others' mean the step decodes
-  nothing: no data-dependent loop, no host sync, 947 ops a step instead of
-  1,725, and the main job's test gap at 16 UAVs is 1.56 +- 0.07% (three seeds)
-  against 1.77 +- 0.25 with the greedy rollout (2.66 / 2.65% against 2.54 /
-  2.58 at 256 / 1,024 UAVs zero-shot: about a standard deviation; BENCHMARKS.md);
+  decode of the same scores (what is deployed; Kool et al.'s rollout baseline).
+  Against the others' mean the step decodes nothing: no data-dependent loop,
+  no host sync, far fewer ops a step, and test gaps within a standard
+  deviation of the greedy rollout's (BENCHMARKS.md);
 - loss: ``-(J(a) - b) * sum_i log pi_i(a_i)``, with advantages in
   units of the scene's total target value (scenes of every size weigh alike)
   and log-probabilities averaged per UAV, minus ``algorithm.entropy_coef``
   (0.01 in the preset) times the mean per-UAV entropy: without it the policy
   sharpens until its samples stop differing from the greedy decode and the
-  validation gap drifts up (3.8% test gap against 2.2% with it, BENCHMARKS.md).
+  validation gap drifts up (BENCHMARKS.md).
 
 Validation and ``best.pt`` use the greedy decode, what is deployed, never the
 samples. With the greedy baseline it is also rollout 0 of every batch
@@ -38,7 +36,7 @@ Because the rollouts are exact samples the estimator is unbiased whatever the
 baseline. (Sampling through the greedy decoder instead - Gumbel-perturbed
 decodes - was tried first: the factorised log-probability is then a biased
 surrogate, and on the dev preset it flattened the policy and raised the
-validation gap from 3.0% to 16% in 400 steps.) The sampled objective is not
+validation gap within a few hundred steps.) The sampled objective is not
 the greedy-decoded one, so the validation gap improves for a few hundred steps
 and then drifts (measured in BENCHMARKS.md): best.pt keeps the best policy,
 and ``imitation_weight`` keeps the MILP's labels in the loss as an anchor.

@@ -53,7 +53,7 @@ class DataConfig:
     test_scenes: int = 256
     k_min: int = 8  # adaptive k = min(max(k_min, ceil(N / k_divisor)), k_max)
     k_divisor: int = 4
-    k_max: int = 32  # candidates stored per UAV in the cache: the cap in large scenes (BENCHMARKS.md, issue 33)
+    k_max: int = 32  # candidates stored per UAV in the cache: the cap in large scenes (BENCHMARKS.md)
     k_jitter: int = 2  # +-jitter of k per training batch
     uav_neighbours: int = 8  # UAV<->UAV edges per UAV
     cache_dir: str = ".cache/uavgnn"  # relative paths are relative to the launch directory
@@ -174,7 +174,7 @@ class LoggerConfig:
     init_timeout: float = 20.0  # wandb online: seconds to wait for the server before logging offline instead
 
 
-SHIFTS = {  # issue 16's shifted test sets (conf/eval/default.yaml documents them)
+SHIFTS = {  # the shifted test sets of mode=eval (conf/eval/default.yaml documents them)
     "clustered_2": {"positions": "clustered", "cluster_size": 2},
     "clustered_4": {"positions": "clustered", "cluster_size": 4},
     "clustered_12": {"positions": "clustered", "cluster_size": 12},

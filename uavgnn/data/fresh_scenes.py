@@ -2,8 +2,8 @@
 
 Reward-driven training (``algorithm=reinforce``) needs no labels, so it need not
 be limited to a few thousand cached scenes: each batch is ``generate_scene_batch``
-+ ``build_graph_batch`` on the training device (~45,000 graphs/s of 16 UAVs on
-2 CPU cores, BENCHMARKS.md), never copied from the host. The generator of step
++ ``build_graph_batch`` on the training device (faster than a step needs them,
+BENCHMARKS.md), never copied from the host. The generator of step
 ``s`` is seeded by (seed, step, rank), so a batch is a pure function of them and
 resume / rollback repeat exactly what an uninterrupted run saw; each rank of a
 ``torchrun`` job draws its own share of the global batch. With a curriculum, a

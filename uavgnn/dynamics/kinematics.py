@@ -99,8 +99,8 @@ def physics_residuals(est: Estimate, batch: WindowBatch, units: Units, start: in
     return torch.cat([got - expected for got, expected in physics_pairs(est, batch, units, start)], -1)
 
 
-WALL_PERSISTENCE_WEIGHT = 40.0  # on the squared persistence residuals (x1 left the wall rows' error where it was,
-#                                 x10 took test_ood's wall / inside from 2.05x to 1.99x, x40 to 1.55x: BENCHMARKS.md)
+WALL_PERSISTENCE_WEIGHT = 40.0  # on the squared persistence residuals: the weight that brought the error on the rows
+#                                 the wall stops closest to the error inside (BENCHMARKS.md)
 
 
 def physics_loss(est: Estimate, batch: WindowBatch, units: Units, start: int) -> torch.Tensor:

@@ -45,8 +45,8 @@ def evaluate_model(
 ) -> Evaluation:
     """Decode every scene of ``store`` and score it; ``optimality_gap`` is against ``reference`` (per scene),
     by default the label MILP's objective; ``rounds``: the refinement rounds to run (None: the model's own). The
-    forward runs layer-wise in cache-sized blocks (``CHUNK_EDGES``: the same numbers, 1.3-1.6x faster from a
-    batch of 16-UAV scenes to one of 16,384 UAVs on the CPU, BENCHMARKS.md)."""
+    forward runs layer-wise in cache-sized blocks (``CHUNK_EDGES``: the same numbers, faster at every scale on the
+    CPU, BENCHMARKS.md)."""
     assignments: list[np.ndarray] = []
     forward_s = decode_s = 0.0
     with eval_mode(model):

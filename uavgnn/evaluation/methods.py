@@ -1,5 +1,5 @@
 """The method table of one test split: the model's decision beside the controls a reviewer asks for, on the same
-scenes, each timed the same way (DESIGN §4.9, issue 61): the MILP pruned by the model and by rules without one
+scenes, each timed the same way (DESIGN §4.9): the MILP pruned by the model and by rules without one
 (``solvers.pruned``: nearest, value, relaxation; the same candidates, the same ``keep``, the relaxation's pair in
 each), the full MILP stopped at a few time budgets (its incumbent), greedy, lap, min-cost flow, min-cost flow with
 partial targets repaired by a rule (the pipeline of a model that reads the relaxation, a rule in its place), and

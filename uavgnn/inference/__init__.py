@@ -1,2 +1,3 @@
-"""A trained assignment policy applied to one scene of any size: decoded directly (``scene``) or guiding the
-MILP (``guided``). Above the solvers and the models: it uses both."""
+"""A trained assignment policy applied to scenes: the decoders (``decoders``: scores -> feasible assignments, the
+staged decision), one scene of any size decided directly (``scene``), refined in rounds (``refinement``) or
+guiding the MILP (``guided``). Above the solvers and the models: it uses both."""

@@ -13,11 +13,9 @@
   model finds nearly as likely idle. Each UAV's candidates are sorted
   once, so a UAV's next proposal is a pointer moved past its dead candidates
   in one step (a reverse running minimum over the live ones: a round is a
-  fixed number of ops; the staged decision of a 1,024-UAV scene dispatches
-  2.1x fewer ops and 2.9x fewer host reads than when each pointer stepped in
-  a loop, BENCHMARKS.md), and a round re-ranks only the targets that received
-  proposals: a round costs O(proposals), not O(candidates) (3.3x faster at
-  16,384 UAVs, same assignments). The loop is over rounds, never over UAVs.
+  fixed number of ops, however many candidates died), and a round re-ranks only
+  the targets that received proposals: a round costs O(proposals), not
+  O(candidates) (BENCHMARKS.md). The loop is over rounds, never over UAVs.
 
 - staged (``greedy`` when the model's ``Balancing.stages`` S > 1, ``model.commit_stages``): the decision is
   made target by target, the surest first, in S stages. Stage s greedy-decodes the policy and keeps each
@@ -26,9 +24,8 @@
   (``capacity_balanced``, as many rounds as the model balances, at most ``STAGE_ITERS``), and the next stage
   decodes that; the last keeps every target. A UAV whose likely target was taken by surer UAVs moves its mass
   to its next choices before the greedy decode has to settle it, so the targets still open are filled from it.
-  It reads nothing but the policy and the needs (no distance, no value): a decoder, not a repair pass. On the
-  validation scenes of the one-round pipeline, 20 stages take the gap from 1.35 / 2.27 / 2.18% to 1.08 / 1.76
-  / 1.75% at 16 / 256 / 1,024 UAVs (BENCHMARKS.md, issue 33 part 9).
+  It reads nothing but the policy and the needs (no distance, no value): a decoder, not a repair pass; deciding
+  in stages lowers the gap at every scale (BENCHMARKS.md).
   On a GPU (``decode`` on CUDA) every greedy decode of the stages runs in at most ``SYNC_FREE_ROUNDS``
   fixed-shape rounds (``fixed_round_greedy``), the host reading whether they converged every ``CHECK_EVERY``:
   a few host reads instead of one per loop pass, and the launches converging takes instead of all the rounds'.
@@ -64,10 +61,10 @@ from uavgnn.solvers.repair import repair_assignment
 
 DECODERS = ("argmax", "greedy", "sample")
 STAGE_ITERS = 10  # balancing rounds after a stage: the policy was balanced before it (on validation, as good as 50)
-SYNC_FREE_ROUNDS = 64  # fixed-shape rounds of each greedy decode of the staged decision on a GPU (35 sufficed at
-#                        256 UAVs, BENCHMARKS.md, issue 32 part 3; a decode left unconverged drops its partial targets)
+SYNC_FREE_ROUNDS = 64  # fixed-shape rounds of each greedy decode of the staged decision on a GPU (a margin over what
+#                        256 UAVs need, BENCHMARKS.md; a decode left unconverged drops its partial targets)
 CHECK_EVERY = 4  # a decision on a GPU reads back every that many rounds whether its decode converged and stops
-#                  there: a round is ~60 kernel launches, and most decodes converge long before 64 (BENCHMARKS.md)
+#                  there: a round is a few dozen kernel launches, and most decodes converge long before the last
 
 
 def decision_rounds(t: torch.Tensor) -> int | None:

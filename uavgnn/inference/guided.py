@@ -4,8 +4,8 @@ The trained policy ranks each UAV's candidates; the reduced MILP keeps each UAV'
 (idling is always allowed) and, as a trust region, the pair the min-cost-flow relaxation (``mcf``) gives it
 (``solvers.pruned.solve_pruned``, which the controls without a model - nearest, value, relaxation - share).
 With the relaxation's pairs in, the reduced problem contains ``mcf``'s assignment, so ``guided`` is never worse
-than ``mcf``; pruning on the model alone cost 0.4-4.8% of the optimum at 1,024 UAVs and made HiGHS slower, not
-faster (BENCHMARKS.md). The optimum is exact *on the reduced problem*: when the full optimum uses only kept pairs
+than ``mcf``; pruning on the model alone lost part of the optimum at scale and made HiGHS slower, not faster
+(BENCHMARKS.md). The optimum is exact *on the reduced problem*: when the full optimum uses only kept pairs
 it is the full optimum; otherwise the gap is what pruning cost.
 """
 

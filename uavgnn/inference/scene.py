@@ -21,8 +21,8 @@ from uavgnn.problem.scenes import Scene
 from uavgnn.solvers.min_cost_flow import relax_candidates
 from uavgnn.solvers.result import SolveResult
 
-CHUNK_EDGES = 2**16  # message edges per layer-wise block (TransformerGNN.forward_chunked): cache-sized blocks ran the
-# 1M-node forward 3.4x faster than 2**20-edge blocks on the 2-core CPU (88 -> 26 s, BENCHMARKS.md)
+CHUNK_EDGES = 2**16  # message edges per layer-wise block (TransformerGNN.forward_chunked): cache-sized blocks run the
+# forward of a large scene several times faster than blocks of 2**20 edges on a CPU (BENCHMARKS.md)
 SPATIAL_ORDER = 10_000  # UAVs from which nodes are put in Morton order before the build (memory locality)
 # Peak memory of scoring and deciding a scene: per candidate pair and hidden unit, per pair (the graph, the
 # relaxation's flow, the decision) and a fixed part (working buffers). The pretrained policy (hidden 64, 32
@@ -51,8 +51,8 @@ def _morton(pos: np.ndarray, cell: float) -> np.ndarray:
 
 def spatial_order(scene: Scene) -> tuple[Scene, np.ndarray, np.ndarray]:
     """The scene with UAVs and targets each in Morton order of range-sized cells, and the two permutations.
-    Neighbours then sit near each other in memory: the forward's gathers over 22 million edges of a
-    1M-node scene hit the cache (-15% forward time measured, BENCHMARKS.md); the graph is the same."""
+    Neighbours then sit near each other in memory: the forward's gathers over the edges of a large scene hit the
+    cache (a faster forward, BENCHMARKS.md); the graph is the same."""
     cell = float(scene.uav_range.max())
     uav = np.argsort(_morton(scene.uav_pos, cell), kind="stable")
     target = np.argsort(_morton(scene.target_pos, cell), kind="stable")

@@ -118,15 +118,16 @@ def progress(iterable: Iterable | None = None, **settings: Any) -> tqdm:
 
 
 _said: set[str] = set()
-NOTES = logging.getLogger("uavgnn")  # say_once's warnings: to the console and run.log, as every log record
+NOTES = "uavgnn.notes"  # the logger of say_once's warnings: to the console and run.log, as every log record
 
 
 def say_once(message: str) -> None:
     """A warning a run gives once however often the code that finds it runs (the device is resolved in several
-    places)."""
+    places). Its logger is looked up when it speaks: one made earlier could have been switched off since by a
+    logging config that disables the loggers it does not name."""
     if message not in _said:
         _said.add(message)
-        NOTES.warning(message)
+        logging.getLogger(NOTES).warning(message)
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

@@ -29,8 +29,8 @@ def available_cores(cpu_quota: Path | None = None) -> int:
 def cpu_threads(setting: int) -> int:
     """Torch's intra-op threads for ``hardware.threads``: 0 means every core this process may use; any setting
     is capped there. Why 1 is the default: torch's OpenMP threads spin at a barrier after every parallel op, so
-    two threads beside another busy process wait on each other for whole scheduler slices (the main job keeps
-    ~20% of its speed beside one other 2-thread job, one thread ~70%: BENCHMARKS.md, threads under load)."""
+    two threads beside another busy process wait on each other for whole scheduler slices, where one thread
+    keeps most of its speed (BENCHMARKS.md, threads under load)."""
     return min(setting, available_cores()) if setting > 0 else available_cores()
 
 

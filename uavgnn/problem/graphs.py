@@ -32,7 +32,7 @@ Features: displacements and distances are divided by the UAV's range; every
 unbounded quantity (range, counts, value per slot, travel cost, lam) goes
 through ``squash(x, c) = x / (x + c)`` and need enters as ``1 / need``, so
 every feature stays in [-1, 1] under any valid scene: a need of 5 or a range of
-8 is a new value inside the trained interval, not a value beyond it (issue 16).
+8 is a new value inside the trained interval, not a value beyond it (a shifted test set stays in range).
 No absolute position anywhere, so the graph is translation invariant and
 independent of the scene's size.
 

@@ -6,7 +6,7 @@ values and ranges; only the random stream differs. Randomness comes from a
 ``torch.Generator`` on the device, so a run that saves the generator's state
 draws the same scenes after a resume.
 
-``task.positions=mixed`` (``task=mixed``, issue 16) is drawn here only (the numpy
+``task.positions=mixed`` (``task=mixed``) is drawn here only (the numpy
 generator calls this one): every scene draws its own distribution, so a model
 trained on it has seen the shifts it will be tested on (``eval.shifts``). Per scene:
 uniform or (2 in 3) clustered with 2-16 targets per cluster (log-uniform),

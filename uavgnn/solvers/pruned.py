@@ -3,7 +3,7 @@ linear relaxation (``mcf``) gives it; HiGHS solves that reduced problem to optim
 
 The full MILP grows fast with the scene; a pruner decides which pairs it may use. The pruners without a model are
 the controls a learned one has to beat (predict-and-search is judged against heuristic and LP-based fixing at
-equal time, issue 61), each ranking the same candidates (each UAV's ``k`` nearest feasible targets):
+equal time), each ranking the same candidates (each UAV's ``k`` nearest feasible targets):
 
 - ``nearest``: the nearest targets first;
 - ``value``: the pair's profit per slot first, ``value / need - lam * dist``;
