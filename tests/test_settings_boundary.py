@@ -87,12 +87,6 @@ def test_an_override_of_a_group_the_algorithm_does_not_read_is_said(caplog) -> N
     kept = training_config(cfg, ["algorithm=masac", "data.k_max=8", "env.n_uav=8"])
     assert "data" not in kept and kept.env.n_uav == cfg.env.n_uav
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    import logging as _l
-
-    _n = _l.getLogger("uavgnn")
-    from uavgnn.infrastructure import console as _c
-
-    debug = (_n.disabled, _n.propagate, _n.level, _n.handlers, _l.getLogger().level, sorted(_c._said)[:5])
     assert said == [
         "data.k_max=8: algorithm=masac does not read the data group (its training reads task, env): left out"
     ]
