@@ -40,11 +40,12 @@ from uavgnn.dynamics.rollouts import SPLITS, RolloutSource, RolloutSpec, load_ro
 from uavgnn.dynamics.windows import N_FEATURES, Units, WindowBatch, window_starts
 from uavgnn.dynamics.workload import TrajectoryWorkload, WindowSettings
 from uavgnn.envs.policies import Policy, random_policy, scripted_planner
-from uavgnn.evaluation.dynamics import compare_on_test, plot_predictions, plot_steps_ahead, scoring_methods
+from uavgnn.evaluation.dynamics import compare_on_test, predictions, scoring_methods
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import CheckpointError, ConfigError
 from uavgnn.models.tcn import TCN, TCNConfig
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
+from uavgnn.reporting.dynamics_pictures import plot_predictions, plot_steps_ahead
 from uavgnn.reporting.figures import UP_TO_ONE, ZERO_UP, Compared, Curve, Score
 from uavgnn.reporting.tables import format_table
 from uavgnn.runs.layout import PREDICTIONS_PICTURE, STEPS_AHEAD_PICTURE
@@ -221,7 +222,7 @@ class Dynamics(Algorithm):
         )
         logger.log_image(
             "test/predictions",
-            plot_predictions(result.model, work, methods, "test_ood", out_dir / PREDICTIONS_PICTURE),
+            plot_predictions(predictions(result.model, work, methods, "test_ood"), out_dir / PREDICTIONS_PICTURE),
             result.state.step,
         )
         logger.log_image("test/steps_ahead", plot_steps_ahead(rows, out_dir / STEPS_AHEAD_PICTURE), result.state.step)
