@@ -25,15 +25,12 @@ from pathlib import Path
 
 import torch
 import yaml
-from hydra import compose, initialize_config_dir
 from torch.utils.data import DataLoader
 
 from uavgnn.algorithms.registry import make_algorithm, make_model
-from uavgnn.config import register_configs
 from uavgnn.dynamics.windows import NaiveWindows, collate_naive
 from uavgnn.dynamics.workload import TrajectoryWorkload
-
-ROOT = Path(__file__).resolve().parents[1]
+from uavgnn.program.from_python import compose_config
 
 
 def pipelines(work: TrajectoryWorkload, batch_size: int) -> dict[str, object]:
@@ -158,9 +155,7 @@ def main() -> None:
             print(name, json.dumps(entry))
         print("\n" + markdown(table))
         return
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["algorithm=dynamics", *args.overrides])
+    cfg = compose_config(["algorithm=dynamics", *args.overrides])
     print(json.dumps(pipeline(cfg, args.repeats, args.steps), indent=2))
 
 

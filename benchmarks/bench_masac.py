@@ -31,23 +31,19 @@ import importlib.util
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
 from uavgnn.algorithms.registry import make_algorithm, make_model
-from uavgnn.config import register_configs
 from uavgnn.envs.policies import random_policy
 from uavgnn.envs.replay import ReplayBuffer, Transitions
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
 from uavgnn.infrastructure.perf import OpCounter
 from uavgnn.problem.scenes import SceneDistribution
-
-ROOT = Path(__file__).resolve().parents[1]
+from uavgnn.program.from_python import compose_config
 
 
 def median_time(fn, repeats: int, warmup: int = 2) -> float:
@@ -191,21 +187,18 @@ def bench_toggles(n: int, batch: int, hidden: int, repeats: int) -> list[tuple[s
 def bench_prefetch(batch: int, repeats: int, device: torch.device) -> tuple[float, float]:
     """Training steps/s (collect, batch from a host replay buffer, update) with ``optim.prefetch`` off and on:
     the real ``Experience`` workload and ``MASACAgents`` on ``device``, default 4-UAV env."""
-    register_configs()
     rates = []
     for prefetch in ("false", "true"):
-        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-            cfg = compose(
-                "config",
-                overrides=[
-                    "algorithm=masac",
-                    "hardware.data_on_device=false",
-                    "hardware.pin_memory=true",
-                    f"optim.prefetch={prefetch}",
-                    "algorithm.learning_starts=0",
-                    "env.n_envs=16",
-                ],
-            )
+        cfg = compose_config(
+            [
+                "algorithm=masac",
+                "hardware.data_on_device=false",
+                "hardware.pin_memory=true",
+                f"optim.prefetch={prefetch}",
+                "algorithm.learning_starts=0",
+                "env.n_envs=16",
+            ]
+        )
         agents = make_model(cfg).to(device)
         work = make_algorithm(cfg, device).workload(agents)
         step = iter(range(10**9))

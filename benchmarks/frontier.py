@@ -25,39 +25,30 @@ import time
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 from uavgnn.algorithms.scene_policy import load_policy
-from uavgnn.config.schemas import register_configs
+from uavgnn.config.settings import test_set_settings
 from uavgnn.evaluation.test_sets import SetScorer
+from uavgnn.infrastructure.device import amp_dtype
 from uavgnn.infrastructure.storage import write_json
 from uavgnn.infrastructure.threads import apply_threads
+from uavgnn.program.from_python import compose_config
 from uavgnn.reporting.evaluation_pictures import plot_frontier
 from uavgnn.reporting.intervals import ci95
 
-CONF = Path(__file__).resolve().parents[1] / "uavgnn" / "conf"
 SEED_STRIDE = 100_000  # data.test_seed per seed of scenes (under the probe seeds of 4,000,000)
 MODEL_BASED = ("model (", "single-stage (", "unbalanced (", "sampled (", "unrefined (", "model-pruned milp")
 
 
 def score_sets(args: argparse.Namespace) -> list[dict]:
     """Every (seed, distribution, scale) set's rows, scored now or read back from ``DIR/sets``."""
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose(
-            "config",
-            overrides=[
-                "mode=eval",
-                f"ckpt={args.ckpt}",
-                "eval.shift_sets=[]",
-                "eval.best_of=0",
-                "logger=none",
-                *args.overrides,
-            ],
-        )
+    cfg = compose_config(
+        ["mode=eval", f"ckpt={args.ckpt}", "eval.shift_sets=[]", "eval.best_of=0", "logger=none", *args.overrides]
+    )
     apply_threads(cfg.hardware.threads)
-    model, graph, trained = load_policy(cfg.ckpt, torch.device("cpu"), "benchmarks/frontier.py --ckpt")
+    cpu = torch.device("cpu")
+    model, graph, trained = load_policy(cfg.ckpt, cpu, "benchmarks/frontier.py --ckpt")
     rows, done = [], args.out / "sets"
     done.mkdir(parents=True, exist_ok=True)
     base_seed = cfg.data.test_seed
@@ -70,7 +61,8 @@ def score_sets(args: argparse.Namespace) -> list[dict]:
                     with open_dict(cfg):
                         cfg.data.test_seed = base_seed + seed * SEED_STRIDE
                     task = {**OmegaConf.to_container(cfg.task), "positions": positions, "name": positions}
-                    scored, _ = SetScorer(cfg, model, graph, torch.device("cpu")).score(task, n_uav)
+                    settings = test_set_settings(cfg, amp_dtype(cfg, cpu))  # this seed's test split
+                    scored, _ = SetScorer(settings, model, graph, cpu).score(task, n_uav)
                     write_json(path, [{"seed": seed, "positions": positions, **row} for row in scored])
                     print(f"seed {seed}, {positions}, {n_uav} UAVs: {time.perf_counter() - start:.0f} s", flush=True)
                 rows += json.loads(path.read_text())

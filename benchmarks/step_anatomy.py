@@ -21,13 +21,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-
-from uavgnn.config.schemas import register_configs
+from uavgnn.program.from_python import compose_config
 from uavgnn.reporting.tables import format_table
 from uavgnn.training.anatomy import step_anatomy
 
-CONF = Path(__file__).resolve().parents[1] / "uavgnn" / "conf"
 ALGORITHMS = {  # issue 32's configurations
     "imitation": ["experiment=debug"],
     "reinforce": ["experiment=debug", "algorithm=reinforce", "data.source=generated"],
@@ -74,12 +71,10 @@ def main() -> None:
         "backward's are the function that called it)",
     )
     args = parser.parse_args()
-    register_configs()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only:
-            with initialize_config_dir(config_dir=str(CONF), version_base=None):
-                cfg = compose("config", overrides=[*ALGORITHMS[name], f"data.cache_dir={tmp}/cache", *args.overrides])
+            cfg = compose_config([*ALGORITHMS[name], f"data.cache_dir={tmp}/cache", *args.overrides])
             anatomy = step_anatomy(cfg, Path(tmp) / name, args.warmup, args.steps, args.trace, args.by_function)
             before_ops, before_syncs = ISSUE_32.get(name, ("", ""))
             rows.append(
