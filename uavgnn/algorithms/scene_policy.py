@@ -42,7 +42,7 @@ from uavgnn.data.batches import BatchSource, jittered_k
 from uavgnn.data.fresh_scenes import FreshScenes
 from uavgnn.data.splits import load_split
 from uavgnn.evaluation.assignments import evaluate_model
-from uavgnn.evaluation.methods import compare_on_split
+from uavgnn.evaluation.methods import INTERVAL_NOTE, SHOWN, compare_on_split
 from uavgnn.inference.refinement import policy_rounds
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import count, echo
@@ -168,21 +168,9 @@ class ScenePolicy(Algorithm):
         source = f"task.folder={cfg.task.folder}" if cfg.task.get("folder") else cfg.task.positions
         echo(
             f"\nTest set: {count(len(test_store), 'scene')} of {uavs} ({source})\n"
-            + format_table(
-                rows,
-                [
-                    "method",
-                    "reward",
-                    "completion_score",
-                    "efficiency",
-                    "optimality_gap",
-                    "gap_ci95",
-                    "infeasible",
-                    "time_s",
-                    "note",
-                ],
-            )
-            + "\ngap_ci95: half-width of the 95% interval of the mean gap over the test scenes"
+            + format_table(rows, [*SHOWN, "infeasible", "time_s", "note"])
+            + "\n"
+            + INTERVAL_NOTE
         )
         plot = model_vs_milp_picture(test_store, evaluation, cfg.model.name, out_dir / TEST_SCENE)
         logger.log_image("test/scene", plot, result.state.step)

@@ -14,21 +14,17 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
+from uavgnn.evaluation.methods import SHOWN
 from uavgnn.problem.scenes import SceneDistribution
 
 log = logging.getLogger(__name__)
 TRANSFER_FAILED = 0.5  # the original guide's threshold on transfer_ratio
 IN_DISTRIBUTION = "in-distribution"
-COLUMNS = [
+COLUMNS = [  # the table of every set
     "positions",
     "n_uav",
     "scenes",
-    "method",
-    "reward",
-    "completion_score",
-    "efficiency",
-    "optimality_gap",
-    "gap_ci95",
+    *SHOWN,
     "reference_optimal",
     "transfer_ratio",
     "time_s",

@@ -35,6 +35,7 @@ from uavgnn.config.schemas import Config
 from uavgnn.config.settings import env_settings, scene_distribution, test_set_settings
 from uavgnn.evaluation import environment, transfer
 from uavgnn.evaluation.episodes import TEST_SEED
+from uavgnn.evaluation.methods import INTERVAL_NOTE
 from uavgnn.evaluation.test_sets import SetScorer
 from uavgnn.infrastructure.console import count, echo
 from uavgnn.infrastructure.device import amp_dtype, prepare_device
@@ -98,10 +99,7 @@ def evaluate_assignment_policy(cfg: Config, out_dir: Path) -> dict[str, Any]:
         for row in set_rows
     ]
     ratios = transfer.transfer_ratios(rows, labels, train_size)  # none in a folder: no scales
-    echo(
-        format_table(rows, transfer.COLUMNS)
-        + "\ngap_ci95: half-width of the 95% interval of the mean gap over the test scenes"
-    )
+    echo(format_table(rows, transfer.COLUMNS) + "\n" + INTERVAL_NOTE)
     summary = transfer.shift_summary(shift_rows)
     if summary:
         columns = ["test_set", "scenes", *(f"{name}_gap" for name in transfer.SHIFT_COLUMNS), "beats_greedy"]
