@@ -266,7 +266,7 @@ class Reinforce(ScenePolicy):
 
     With ``algorithm.imitation_steps`` N > 0 (the main job, ``algorithm=imitation_reinforce``) the run has two
     phases: N steps of imitation of the MILP labels of the cached training split (``algorithm=imitation``'s
-    loss, at ``imitation_lr``), then REINFORCE from the best of them (``uavgnn.training.phases``) for the rest
+    loss, at ``imitation_lr``), then REINFORCE from the best of them (``uavgnn.training.schedule``) for the rest
     of ``train.steps``, its batches and rollouts counted from its own first step: the same run as
     ``algorithm=imitation train.steps=N`` followed by ``algorithm=reinforce algorithm.init_from=<its best.pt>``
     (with a curriculum, its stages go on through both phases).

@@ -1,7 +1,8 @@
 """Compare finished runs (a multirun sweep or any run directories) without a server.
 
 Reads each run back (``uavgnn.runs.record``: a damaged one is listed as such); finds the config values that
-differ between runs; groups runs that differ only by ``seed`` into a seed group named by what its runs share
+differ between runs, among the keys that define a run (``uavgnn.runs.identity``: how a run was resumed, logged or
+fed does not make another); groups runs that differ only by ``seed`` into a seed group named by what its runs share
 (``model=tiny``) and adds the group's mean row: mean, std over the seeds and the 95% interval of the mean
 (``intervals.mean_interval``: ``compare.interval``'s rule). Writes:
 
@@ -17,7 +18,7 @@ differ between runs; groups runs that differ only by ``seed`` into a seed group 
 - ``comparison.html``: every run, self-contained and sortable. It is written here rather than by ``Styler``:
   each seed group is its own ``<tbody>``, so sorting by any column moves a group's runs and its mean row
   together (Styler writes one body);
-- over environment policies' runs, the MARL section (``marl_report``): the runs' own test tables, the IQM per
+- over environment policies' runs, the MARL section (``marl_table``): the runs' own test tables, the IQM per
   algorithm with its stratified-bootstrap interval, and ``marl_eval.json``.
 """
 
