@@ -81,6 +81,23 @@ class Capabilities:
     stages: bool = False  # it trains through curriculum stages of scene sizes
     scene_splits: bool = False  # it trains on the task's scene splits (task=folder applies)
 
+    def model_options(self) -> list[str]:
+        """The ``model=`` options its networks can be: a kind's own (``options``, e.g. a TransformerGNN's sizes),
+        else the kind's name."""
+        return [
+            option for kind, schema in (self.models or {}).items() for option in getattr(schema, "options", (kind,))
+        ]
+
+    def describe(self) -> str:
+        """What it can train, in a few words (``uavgnn --help`` shows it under the algorithm)."""
+        said = [f"model={'|'.join(self.model_options())}"] if self.models else []
+        said += [f"env.action={'|'.join(self.actions)}"] if self.actions else []
+        said += ["on-policy" if self.on_policy else ("off-policy" if self.actions else "")]
+        said += ["centralised critic" if self.centralised_critic else ""]
+        said += ["curriculum stages" if self.stages else "", "task=folder" if self.scene_splits else ""]
+        said += ["" if self.auto_batch_size else "hardware.batch_size: a number"]
+        return "; ".join(part for part in said if part)
+
 
 @dataclass
 class AlgorithmConfig:

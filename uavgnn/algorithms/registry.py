@@ -176,11 +176,12 @@ def making(product: Product) -> str:
 
 
 def listing() -> str:
-    """The algorithms as ``uavgnn --help`` lists them, one line each: the name and what it is
-    (``Algorithm.summary``), the default marked."""
+    """The algorithms as ``uavgnn --help`` lists them: the name and what it is (``Algorithm.summary``, the default
+    marked), and below, what it can train (``Capabilities.describe``)."""
     width, default = max(map(len, algorithms())), DEFAULTS["algorithm"]
     return "\n".join(
-        f"  {name:<{width}}  {algorithm.summary()}{'; the default' if name == default else ''}"
+        f"  {name:<{width}}  {algorithm.summary()}{'; the default' if name == default else ''}\n"
+        f"  {'':<{width}}    ({algorithm.capabilities.describe()})"
         for name, algorithm in algorithms().items()
     )
 
@@ -201,7 +202,7 @@ def check_capabilities(algorithm: type[Algorithm], cfg: Any) -> None:
     if can.models is not None and OmegaConf.get_type(cfg.model) not in can.models.values():
         raise ConfigError(
             f"model={cfg.model.name} with algorithm={name}: its networks are "
-            + " or ".join(_model_options(kind) for kind in can.models)
+            + " or ".join(_model_choice(kind, schema) for kind, schema in can.models.items())
         )
     if can.actions and cfg.env.action not in can.actions:
         others = [a for a in algorithms().values() if cfg.env.action in a.capabilities.actions]
@@ -229,6 +230,9 @@ def check_capabilities(algorithm: type[Algorithm], cfg: Any) -> None:
         )
 
 
-def _model_options(kind: str) -> str:
-    """How a user picks a model kind: ``model=mlp``; the TransformerGNN's sizes as ``model=tiny|small|...``."""
-    return {"transformer_gnn": "a TransformerGNN size (model=tiny|small|medium|large)"}.get(kind, f"model={kind}")
+def _model_choice(kind: str, schema: type) -> str:
+    """How a user picks a model kind: ``model=mlp``; a kind of several sizes as ``a <Kind> size (model=...)``."""
+    options = getattr(schema, "options", None)
+    return (
+        f"a {schema.__name__.removesuffix('Config')} size (model={'|'.join(options)})" if options else f"model={kind}"
+    )

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -320,6 +321,8 @@ class TransformerGNN(nn.Module):
 @dataclass
 class TransformerGNNConfig:
     """``model=tiny|small|medium|large``: the TransformerGNN's size (conf/model/<size>.yaml picks the values)."""
+
+    options: ClassVar[tuple[str, ...]] = ("tiny", "small", "medium", "large")  # its model= options (conf/model/)
 
     name: str = "???"  # required (OmegaConf's MISSING): conf/model/<size>.yaml names it
     hidden: int = 64  # width of node embeddings
