@@ -1,4 +1,4 @@
-"""What the model's decision of one scene costs (issue 61, item 3): aten ops and host-sync ops of the staged
+"""What the model's decision of one scene costs: aten ops and host-sync ops of the staged
 decision, with its greedy decodes as the loop (the CPU's default), in all 64 fixed-shape rounds (a GPU's decision
 before it read back) and in rounds read back every ``CHECK_EVERY`` (what ``decode`` runs on a GPU), and of the
 forward that scores the scene, at several sizes; and the whole decision's time (``solve_with_model``: graph,

@@ -1,5 +1,5 @@
-"""How close ``mode=eval``'s up-front duration estimate comes to the time it then takes (issue 35: within 2x
-on the README example), with a cold cache (every test set labelled) and then warm (every set cached).
+"""How close ``mode=eval``'s up-front duration estimate comes to the time it then takes (the README example's
+estimate must be within 2x), with a cold cache (every test set labelled) and then warm (every set cached).
 
     .venv/bin/python benchmarks/bench_eval_estimate.py                 # the README example, ckpt=pretrained
     .venv/bin/python benchmarks/bench_eval_estimate.py --repeats 3 --out outputs/benchmarks/eval_estimate.json

@@ -1,4 +1,4 @@
-"""Benchmark (issue 15): device-generated training batches, the training step on them, huge-scene neighbours.
+"""Benchmark: device-generated training batches, the training step on them, huge-scene neighbours.
 
     .venv/bin/python benchmarks/bench_fresh_scenes.py [--device cpu|cuda] [--sections fresh,step,neighbours]
 

@@ -1,4 +1,4 @@
-"""Benchmark (issue 16, items 3-4): the model-guided MILP and the min-cost-flow relaxation on large scenes.
+"""Benchmark: the model-guided MILP and the min-cost-flow relaxation on large scenes.
 
     .venv/bin/python benchmarks/bench_scale_solvers.py --ckpt outputs/bench-model/best.pt \
         [--sizes 16384] [--relaxation-sizes 16384 100000] [--keep 2 3 4] [--time-limit 600]

@@ -1,5 +1,5 @@
-"""The main job's training speed alone and beside busy processes, for each ``hardware.threads`` setting (issue 65:
-the default must not collapse when the machine is shared).
+"""The main job's training speed alone and beside busy processes, for each ``hardware.threads`` setting (the
+default must not collapse when the machine is shared).
 
     .venv/bin/python benchmarks/bench_threads.py                       # threads 1 (default) and 0 (every core)
     .venv/bin/python benchmarks/bench_threads.py --threads 1 0 --busy 0 1 2 --repeats 3 --out outputs/threads.json

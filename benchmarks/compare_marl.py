@@ -20,8 +20,8 @@ Replaying on other episodes is another experiment, asked for by name and labelle
 Every checkpoint then plays its greedy policy in the action mode it was trained in on the same test scenes and
 horizon (unset: the first run's own), each mode's rows followed by that mode's references; runs of one algorithm
 and config but different seeds are summarised as mean +- std at the end. Its numbers equal the runs' own tables
-only at their own horizon and episode count (before issue 65 it replayed by default, at 14 steps and 256
-episodes: a run trained for 25 steps on 8 episodes read otherwise there than in its own table).
+only at their own horizon and episode count (replayed at another horizon or on other episodes, a run reads
+otherwise than in its own table).
 """
 
 from __future__ import annotations

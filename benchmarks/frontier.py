@@ -1,4 +1,4 @@
-"""The quality-time frontier of a checkpoint against the controls (issue 61), over several seeds of test scenes.
+"""The quality-time frontier of a checkpoint against the controls, over several seeds of test scenes.
 
     .venv/bin/python benchmarks/frontier.py --ckpt pretrained --out outputs/frontier            # 16 .. 16,384 UAVs
     .venv/bin/python benchmarks/frontier.py --ckpt RUN/best.pt --scales 16 256 1024 --seeds 0 1 2 --out DIR

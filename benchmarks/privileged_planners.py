@@ -1,4 +1,4 @@
-"""What the central planner lacks under a disruption, and what knowing it is worth (issue 64): the central scripted
+"""What the central planner lacks under a disruption, and what knowing it is worth: the central scripted
 planner beside planners told more, on ``mode=eval``'s test episodes of ``experiment=swarm`` at each disrupted test
 set's level (``eval.disruptions``).
 

@@ -1,4 +1,4 @@
-"""Benchmark (issue 16, item 2): the shifted-test-set table over seeds, mean +- std, from ``mode=eval`` runs.
+"""Benchmark: the shifted-test-set table over seeds, mean +- std, from ``mode=eval`` runs.
 
     .venv/bin/python benchmarks/shift_seeds.py outputs/eval-seed0 outputs/eval-seed1 outputs/eval-seed2
 

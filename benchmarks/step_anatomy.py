@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/step_anatomy.py hardware.device=cuda  # extra overrides for every run
     .venv/bin/python benchmarks/step_anatomy.py optim.compile=true    # the compiled step: compiles, graph breaks
 
-Each algorithm trains for real (its ``experiment=debug`` configuration, as in issue 32's table) under
+Each algorithm trains for real (its ``experiment=debug`` configuration, as BENCHMARKS.md's table counts it) under
 ``uavgnn.training.anatomy.step_anatomy``: ``--warmup`` steps, then ``--steps`` counted ones. On a GPU each
 aten op but a view (``views/step``: ``view``, ``t``, ``detach``, slices... alias a tensor, launch nothing) is at
 least one kernel launch; each sync op makes the host wait for the device. With
@@ -25,22 +25,22 @@ from uavgnn.program.from_python import compose_config
 from uavgnn.reporting.tables import format_table
 from uavgnn.training.anatomy import step_anatomy
 
-ALGORITHMS = {  # issue 32's configurations
+ALGORITHMS = {  # the configurations BENCHMARKS.md counts
     "imitation": ["experiment=debug"],
     "reinforce": ["experiment=debug", "algorithm=reinforce", "data.source=generated"],
     "masac": ["experiment=debug", "algorithm=masac"],
     "coma": ["experiment=coma"],
     "mappo": ["experiment=debug", "algorithm=mappo"],
-    "swarm": ["experiment=swarm"],  # MAPPO's graph actor, the planner teaching (issue 64)
+    "swarm": ["experiment=swarm"],  # MAPPO's graph actor, the planner teaching
     "dynamics": ["experiment=debug", "algorithm=dynamics"],
 }
-ISSUE_32 = {
+BEFORE_SYNC_FREE = {
     "imitation": (1312, 16),
     "reinforce": (2229, 25),
     "masac": (1055, 7),
     "coma": (477, 12),
     "dynamics": (368, 4),
-}  # counted on the code before issue 32 (ops, syncs per step); mappo came after
+}  # counted on the code before the steps stopped waiting on the host (ops, syncs per step); mappo came after
 
 
 def algorithms(names: str) -> list[str]:
@@ -76,7 +76,7 @@ def main() -> None:
         for name in args.only:
             cfg = compose_config([*ALGORITHMS[name], f"data.cache_dir={tmp}/cache", *args.overrides])
             anatomy = step_anatomy(cfg, Path(tmp) / name, args.warmup, args.steps, args.trace, args.by_function)
-            before_ops, before_syncs = ISSUE_32.get(name, ("", ""))
+            before_ops, before_syncs = BEFORE_SYNC_FREE.get(name, ("", ""))
             rows.append(
                 {
                     "algorithm": name,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce the pretrained policy shipped in the package (uavgnn/pretrained/policy16.pt; README "Pretrained
 # policy"): the main job - imitation of the MILP on 16-UAV scenes by a model that reads the linear relaxation's
-# assignment (model.relaxation, issue 61) - seed 0; graphs of up to 32 candidates per UAV in large scenes; about
+# assignment (model.relaxation) - seed 0; graphs of up to 32 candidates per UAV in large scenes; about
 # 3 minutes on 2 cores. The shipped file is replaced only once you have removed it (export_policy never replaces a
 # file); then the new one is evaluated as the README documents it.
 set -euo pipefail
