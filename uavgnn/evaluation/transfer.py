@@ -25,6 +25,7 @@ COLUMNS = [  # the table of every set
     "n_uav",
     "scenes",
     *SHOWN,
+    "bound_gap",
     "reference_optimal",
     "transfer_ratio",
     "time_s",

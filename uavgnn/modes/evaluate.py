@@ -99,7 +99,8 @@ def evaluate_assignment_policy(cfg: Config, out_dir: Path) -> dict[str, Any]:
         for row in set_rows
     ]
     ratios = transfer.transfer_ratios(rows, labels, train_size)  # none in a folder: no scales
-    echo(format_table(rows, transfer.COLUMNS) + "\n" + INTERVAL_NOTE)
+    shown = [column for column in transfer.COLUMNS if any(column in row for row in rows)]  # bound_gap: if any
+    echo(format_table(rows, shown) + "\n" + INTERVAL_NOTE)
     summary = transfer.shift_summary(shift_rows)
     if summary:
         columns = ["test_set", "scenes", *(f"{name}_gap" for name in transfer.SHIFT_COLUMNS), "beats_greedy"]

@@ -16,7 +16,7 @@ TABLE_WIDTH = 120  # characters: a wider table wraps its headers, then continues
 GAP = 2  # characters between columns
 # gaps and shares of a reference, shown in percent as the README, the docs, the pictures and mode=compare show them
 # (the rows themselves, in summary.json and eval.json, keep the recorded fractions)
-PERCENT = ("optimality_gap", "gap_ci95", "gap_vs_milp", "planner_gap", "of_planner", "of_nominal_planner")
+PERCENT = ("optimality_gap", "gap_ci95", "bound_gap", "gap_vs_milp", "planner_gap", "of_planner", "of_nominal_planner")
 
 
 def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
