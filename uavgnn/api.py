@@ -6,8 +6,10 @@ Training:
     ``uavgnn algorithm=mappo train.steps=2000`` makes (Hydra's compose API over the packaged configs), in the same
     run directory layout (``outputs/<date>/<time>``, or ``run_dir=``) with the same record, checkpoints and results.
 Scenes and solvers:
-    ``generate_scenes(SceneDistribution(), n_uav, count, seed)``, ``load_scene(path)`` / ``save_scene``, and
-    ``solve(scene, "milp" | "greedy" | "lap" | "mcf")`` -> ``SolveResult`` (assignment, objective, status).
+    ``generate_scenes(SceneDistribution(), n_uav, count, seed)``, ``load_scene(path)`` / ``save_scene``,
+    ``solve(scene, "milp" | "greedy" | "lap" | "mcf")`` -> ``SolveResult`` (assignment, objective, status), and
+    ``scene_bound(scene)`` -> ``Bound``: a certified upper bound on the optimum, at any scale (its ``value``,
+    ``kind``, ``seconds``): ``(bound.value - result.objective) / bound.value`` is how far from the optimum at most.
 A trained assignment policy (algorithm=imitation, imitation_reinforce, reinforce):
     ``load_policy(best.pt)`` -> (model, graph settings, config); ``load_policy("pretrained")``: the 16-UAV
     policy shipped in the package; ``solve_with_model(model, scene, graph)`` -> (``SolveResult``, timings): any
@@ -46,8 +48,10 @@ from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.runs.checkpoints import export_policy, kind, load_checkpoint
 from uavgnn.runs.layout import SUMMARY
 from uavgnn.solvers import solve
+from uavgnn.solvers.bound import Bound, scene_bound
 
 __all__ = [
+    "Bound",
     "EnvSettings",
     "EpisodeScores",
     "Scene",
@@ -61,6 +65,7 @@ __all__ = [
     "load_scene",
     "play",
     "save_scene",
+    "scene_bound",
     "solve",
     "solve_with_model",
     "train",

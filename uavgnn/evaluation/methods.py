@@ -25,10 +25,10 @@ from uavgnn.models.choices import Balancing
 from uavgnn.models.policy import balancing_of, deciding_with
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.metrics import assignment_metrics, mean_metrics, reward
-from uavgnn.problem.scenes import FeasiblePairs, Scene, feasible_pairs, rank_in_runs
+from uavgnn.problem.scenes import Scene
 from uavgnn.reporting.intervals import ci95
 from uavgnn.solvers import ProblemTooLarge, SolveResult, solve, solve_mcf, solve_milp
-from uavgnn.solvers.bound import certified_bound
+from uavgnn.solvers.bound import scene_bound
 from uavgnn.solvers.pruned import solve_with_pruner
 
 TABLE_KEYS = ("reward", "completion_score", "efficiency", "optimality_gap", "infeasible")
@@ -215,9 +215,7 @@ def _bounds(scenes: list[Scene], proven: np.ndarray, optimum: np.ndarray, k: int
         return None, ""
     bounds, seconds, certified = optimum.copy(), [], 0
     for i in np.flatnonzero(~proven):
-        pairs = feasible_pairs(scenes[i])
-        near = rank_in_runs(pairs.uav) < k
-        bound = certified_bound(scenes[i], FeasiblePairs(pairs.uav[near], pairs.target[near], pairs.dist[near]))
+        bound = scene_bound(scenes[i], k)
         bounds[i] = bound.value
         seconds.append(bound.seconds)
         certified += bound.certified

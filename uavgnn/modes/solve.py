@@ -7,6 +7,11 @@ solves the reduced MILP (``uavgnn.inference.guided``); ``solver=pruned`` prunes
 them by a rule instead (``solve.pruner``: nearest, value, relaxation;
 ``uavgnn.solvers.pruned``), the control the guided MILP is measured against.
 
+An answer not proven optimal also gets how far from the optimum it is at most:
+``bound_gap`` to a certified bound (``uavgnn.solvers.bound.scene_bound``: the LP
+relaxation priced against every feasible pair, or the MILP's dual bound where a
+MILP stopped early and it is tighter), with the bound's kind and time.
+
 Writes ``scene.json`` (the scene in the documented file format),
 ``assignment.json`` (assignment + solver status) and ``metrics.json`` into
 the run directory, so any result can be verified independently.
@@ -33,6 +38,7 @@ from uavgnn.problem.scenes import Scene
 from uavgnn.reporting.tables import format_table
 from uavgnn.runs.layout import ASSIGNMENT, SOLVE_METRICS, SOLVED_SCENE
 from uavgnn.solvers import solve, solve_milp
+from uavgnn.solvers.bound import scene_bound
 from uavgnn.solvers.pruned import solve_with_pruner
 
 log = logging.getLogger(__name__)
@@ -92,6 +98,10 @@ def run_solve(cfg: Config, out_dir: Path) -> dict[str, float]:
             )
     metrics = mean_metrics(assignment_metrics([scene], [result.assignment], None if optimum is None else [optimum]))
     metrics["wall_time_s"] = result.wall_time
+    if not result.is_optimal:  # how far from the optimum it is at most: a certified bound, named and timed
+        bound = scene_bound(scene, milp_dual=result.bound)
+        metrics.update(bound=bound.value, bound_gap=(bound.value - result.objective) / max(abs(bound.value), 1e-9))
+        metrics.update(bound_kind=bound.kind, bound_s=bound.seconds)
     save_scene(out_dir / SOLVED_SCENE, scene)
     write_json(out_dir / ASSIGNMENT, result.to_json())
     write_json(out_dir / SOLVE_METRICS, {"solver": result.solver, "status": result.status, **metrics})

@@ -23,12 +23,12 @@ only looser (``certified`` False).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.spatial import cKDTree
 
-from uavgnn.problem.scenes import FeasiblePairs, Scene
+from uavgnn.problem.scenes import FeasiblePairs, Scene, feasible_pairs, rank_in_runs
 from uavgnn.solvers.min_cost_flow import flow_choice
 
 TOLERANCE = 1e-6  # reward units: a reduced cost above this violates the prices (the flow's costs are rounded to 5e-7)
@@ -132,3 +132,14 @@ def certified_bound(scene: Scene, candidates: FeasiblePairs, max_rounds: int = M
         uav = np.concatenate([uav, earning.uav[missing]])
         target = np.concatenate([target, earning.target[missing]])
         dist = np.concatenate([dist, earning.dist[missing]])
+
+
+def scene_bound(scene: Scene, k: int = 16, milp_dual: float | None = None) -> Bound:
+    """The bound a table or ``mode=solve`` reports for one scene: the certified LP over each UAV's ``k`` nearest
+    feasible targets, or the MILP's dual bound (``milp_dual``, from a MILP that stopped early) where it is tighter."""
+    pairs = feasible_pairs(scene)
+    near = rank_in_runs(pairs.uav) < k
+    bound = certified_bound(scene, FeasiblePairs(pairs.uav[near], pairs.target[near], pairs.dist[near]))
+    if milp_dual is not None and milp_dual < bound.value:
+        return replace(bound, value=milp_dual, kind="MILP dual")
+    return bound
