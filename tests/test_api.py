@@ -9,8 +9,7 @@ import re
 
 import pytest
 import torch
-from conftest import ROOT, run_cli
-from test_marl_eval import MASAC
+from conftest import MASAC, ROOT, run_cli
 
 from uavgnn.api import SceneDistribution, generate_scenes, load_env_policy, play, solve
 from uavgnn.config.settings import env_settings, scene_distribution
@@ -67,7 +66,7 @@ TINY = [
 
 @pytest.mark.slow
 def test_train_from_python_is_the_command_lines_run(tmp_path, monkeypatch) -> None:
-    """Issue 65 item 7: ``uavgnn.api.train(overrides)`` makes the run ``python run.py <overrides>`` makes: the same
+    """``uavgnn.api.train(overrides)`` makes the run ``python run.py <overrides>`` makes: the same
     files, the same recorded config and overrides, the same results (all but the timings)."""
     from uavgnn.api import train
 

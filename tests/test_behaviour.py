@@ -46,7 +46,7 @@ REINFORCE = {
 }
 
 
-# issue 31: the curves of the environment and dynamics algorithms (one CPU thread); each run's settings, its
+# the curves of the environment and dynamics algorithms (one CPU thread); each run's settings, its
 # validation metric and the columns of its test table
 RL = ["model.hidden=16", "env.val_episodes=8", "train.log_every=5", "train.ckpt_every=10", "train.eval_every=10"]
 PINNED = {
@@ -211,7 +211,7 @@ def test_the_environment_and_dynamics_algorithms_keep_their_curves(tmp_path, alg
     got = {
         "val": [(r["step"], r[metric]) for r in rows if metric in r],
         "loss": [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r],
-        # the decentralised planner's row came after the recording (issue 64)
+        # the decentralised planner's row came after the recording
         "test": [tuple(r[c] for c in columns) for r in test if r.get("method") != "decentralised planner"],
     }
     assert same(got["val"], want["val"]) and same(got["loss"], want["loss"]), got
@@ -247,28 +247,22 @@ def test_size_limits_of_the_package() -> None:
 
 def test_profile_and_auto_batch_size_measure_the_configured_algorithms_step(tmp_path, monkeypatch) -> None:
     """``mode=profile algorithm=reinforce`` times REINFORCE's own step, and so does ``batch_size=auto``."""
-    from hydra import compose, initialize_config_dir
+    from conftest import compose
     from omegaconf import open_dict
 
     from uavgnn.algorithms.reinforce import Reinforce
-    from uavgnn.config import register_configs
     from uavgnn.modes.profile import run_profile
 
-    register_configs()
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        cfg = compose(
-            "config",
-            overrides=[
-                "mode=profile",
-                "algorithm=reinforce",
-                "algorithm.samples=3",
-                "model=tiny",
-                "logger=none",
-                "hardware.batch_size=auto",
-                "hardware.memory_limit_mb=50",
-                "hardware.max_batch_size=16",
-            ],
-        )
+    cfg = compose(
+        "mode=profile",
+        "algorithm=reinforce",
+        "algorithm.samples=3",
+        "model=tiny",
+        "logger=none",
+        "hardware.batch_size=auto",
+        "hardware.memory_limit_mb=50",
+        "hardware.max_batch_size=16",
+    )
     with open_dict(cfg):
         cfg.data.update(
             n_uav=6, train_scenes=32, val_scenes=8, test_scenes=8, cache_dir=str(tmp_path / "cache"), label_workers=1
@@ -293,29 +287,18 @@ def test_profile_and_auto_batch_size_measure_the_configured_algorithms_step(tmp_
 
 def test_checkpoints_carry_the_graph_settings_that_eval_and_solve_use(tmp_path) -> None:
     """k and the UAV neighbours are the model's, not the current config's: they travel in the checkpoint."""
-    from hydra import compose, initialize_config_dir
+    from conftest import compose
     from omegaconf import open_dict
 
     from uavgnn.algorithms.scene_policy import load_initial_policy, load_policy
-    from uavgnn.config import register_configs
     from uavgnn.infrastructure.errors import CheckpointError
     from uavgnn.models import model_from_config
     from uavgnn.modes.train import run_train
     from uavgnn.problem.graphs import FEATURE_SET, GraphSettings
 
-    register_configs()
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        cfg = compose(
-            "config",
-            overrides=[
-                "experiment=debug",
-                "model=tiny",
-                "logger=jsonl",
-                "data.k_min=5",
-                "data.k_max=12",
-                "data.uav_neighbours=3",
-            ],
-        )
+    cfg = compose(
+        "experiment=debug", "model=tiny", "logger=jsonl", "data.k_min=5", "data.k_max=12", "data.uav_neighbours=3"
+    )
     with open_dict(cfg):
         cfg.data.update(
             n_uav=6, train_scenes=16, val_scenes=4, test_scenes=4, cache_dir=str(tmp_path / "cache"), label_workers=1

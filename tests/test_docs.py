@@ -118,7 +118,7 @@ def test_every_documented_command_is_listed_with_what_runs_it() -> None:
     listed = " ".join(CHECKS.read_text().replace("\\|", "|").split())
     missing = [f"{page.name}: {c}" for page in DOCUMENTED for c in commands(page.read_text()) if f"`{c}`" not in listed]
     assert not missing, "add these to docs/checks.md, with the test or the check that runs them"
-    for path, name in re.findall(r"(tests/\w+\.py)(?:::(\w+))?", listed):
+    for path, name in re.findall(r"(tests/[\w/]+\.py)(?:::(\w+))?", listed):
         assert (ROOT / path).exists(), path
         assert not name or re.search(rf"def {name}\b", (ROOT / path).read_text()), f"{path}::{name}"
 

@@ -1,4 +1,4 @@
-"""Issue 63: below the plug-ins, typed settings only. ``data/``, ``envs/``, ``dynamics/``, ``models/``,
+"""Below the plug-ins, typed settings only. ``data/``, ``envs/``, ``dynamics/``, ``models/``,
 ``problem/``, ``solvers/`` and ``scoring/`` never receive the Hydra config: import-linter forbids them
 ``omegaconf`` (``tests/test_layers.py``), and here every call into them during a whole training run of each
 registered algorithm (training, validation, checkpoints, the test phase) is watched for a config argument. The
@@ -14,8 +14,8 @@ from types import FrameType
 from typing import Any
 
 import pytest
+from conftest import compose, shrink
 from omegaconf import Container, DictConfig, OmegaConf, open_dict
-from test_config import compose_cfg, tiny
 
 import uavgnn
 from uavgnn.algorithms.registry import algorithm_class, algorithms
@@ -46,7 +46,7 @@ class ConfigCalls:
 
 @pytest.mark.parametrize("name", sorted(algorithms()))
 def test_no_config_reaches_below_the_plug_ins_during_a_run(name, tmp_path, isolated_dirs) -> None:
-    cfg = tiny(compose_cfg(f"algorithm={name}"), tmp_path, tmp_path / "cache")
+    cfg = shrink(compose(f"algorithm={name}"), tmp_path / "cache")
     with open_dict(cfg):
         cfg.train.update(steps=2, eval_every=2, ckpt_every=2, log_every=1)
         cfg.logger.name = "none"
@@ -69,7 +69,7 @@ def test_the_watch_sees_a_config_passed_below() -> None:
     """The hook is not blind: a scene generator handed the ``task`` group itself is caught."""
     from uavgnn.problem.generator import generate_scenes
 
-    task = compose_cfg().task
+    task = compose().task
     calls = ConfigCalls()
     sys.setprofile(calls)
     try:
@@ -83,7 +83,7 @@ def test_the_watch_sees_a_config_passed_below() -> None:
 def test_an_override_of_a_group_the_algorithm_does_not_read_is_said(caplog) -> None:
     """``algorithm=masac data.k_max=8`` would change nothing: said in one warning naming what MASAC reads, and
     the group is left out."""
-    cfg = compose_cfg("algorithm=masac", "data.k_max=8")
+    cfg = compose("algorithm=masac", "data.k_max=8")
     kept = training_config(cfg, ["algorithm=masac", "data.k_max=8", "env.n_uav=8"])
     assert "data" not in kept and kept.env.n_uav == cfg.env.n_uav
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]

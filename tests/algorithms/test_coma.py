@@ -7,14 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, resume_is_exact
-from hydra import compose, initialize_config_dir
+from conftest import compose, resume_is_exact
 
 from uavgnn.algorithms.coma import COMAAgents, COMASettings, coma_loss
 from uavgnn.algorithms.coma_naive import naive_loss
 from uavgnn.algorithms.registry import check_config
 from uavgnn.algorithms.rl_math import td_lambda_targets
-from uavgnn.config import register_configs
 from uavgnn.config.settings import env_settings
 from uavgnn.envs.on_policy import Episodes
 from uavgnn.envs.settings import HEADINGS, EnvSettings
@@ -86,26 +84,22 @@ def test_infeasible_headings_are_masked_and_never_sampled() -> None:
 
 
 def compose_coma(*overrides: str):
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return compose(
-            "config",
-            overrides=[
-                "algorithm=coma",
-                "logger=jsonl",
-                "hardware.batch_size=4",
-                "algorithm.minibatches=2",
-                "algorithm.data_passes=2",
-                "algorithm.target_update_every=3",
-                "env.val_episodes=8",
-                "model.hidden=16",
-                "algorithm.critic_hidden=16",
-                "train.log_every=4",
-                "train.eval_every=6",
-                "train.ckpt_every=6",
-                *overrides,
-            ],
-        )
+    """COMA at a test's budget: small networks, two minibatches, a row every 4 steps, a checkpoint every 6."""
+    return compose(
+        "algorithm=coma",
+        "logger=jsonl",
+        "hardware.batch_size=4",
+        "algorithm.minibatches=2",
+        "algorithm.data_passes=2",
+        "algorithm.target_update_every=3",
+        "env.val_episodes=8",
+        "model.hidden=16",
+        "algorithm.critic_hidden=16",
+        "train.log_every=4",
+        "train.eval_every=6",
+        "train.ckpt_every=6",
+        *overrides,
+    )
 
 
 def test_the_targets_of_a_collection_are_each_minibatchs_own_until_the_target_critic_moves() -> None:
@@ -203,18 +197,9 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
         save_checkpoint(tmp_path / name, {"policy": make_model(cfg).state_dict()}, cfg)
         return str(tmp_path / name)
 
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):  # another algorithm's keys
-        masac_cfg = compose(
-            "config",
-            overrides=[
-                "algorithm=masac",
-                "logger=jsonl",
-                "env.val_episodes=8",
-                "model.hidden=16",
-                "algorithm.critic_hidden=16",
-            ],
-        )
+    masac_cfg = compose(
+        "algorithm=masac", "logger=jsonl", "env.val_episodes=8", "model.hidden=16", "algorithm.critic_hidden=16"
+    )
     masac = checkpoint("masac.pt", masac_cfg)
     coma = checkpoint("coma.pt", compose_coma("env=goto", "seed=3"))
     rows = compare_checkpoints([masac, coma], episodes=16, horizon=6, device=torch.device("cpu"))

@@ -12,15 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, resume_is_exact
-from hydra import compose, initialize_config_dir
+from conftest import compose, resume_is_exact
 from torch.distributions import Categorical, Normal
 
 from uavgnn.algorithms.mappo import MAPPOAgents, MAPPOSettings, mappo_loss
 from uavgnn.algorithms.mappo_rollouts import Rollouts, TaughtRollouts
 from uavgnn.algorithms.registry import check_config
 from uavgnn.algorithms.rl_math import gae
-from uavgnn.config import register_configs
 from uavgnn.infrastructure.errors import ConfigError
 
 
@@ -173,25 +171,21 @@ def test_the_value_normaliser_tracks_the_returns_moving_moments() -> None:
 
 
 def compose_mappo(*overrides: str):
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return compose(
-            "config",
-            overrides=[
-                "algorithm=mappo",
-                "logger=jsonl",
-                "hardware.batch_size=4",
-                "algorithm.minibatches=2",
-                "algorithm.data_passes=2",
-                "env.val_episodes=8",
-                "model.hidden=16",
-                "algorithm.critic_hidden=16",
-                "train.log_every=4",
-                "train.eval_every=6",
-                "train.ckpt_every=6",
-                *overrides,
-            ],
-        )
+    """MAPPO at a test's budget: small networks, two minibatches, a row every 4 steps, a checkpoint every 6."""
+    return compose(
+        "algorithm=mappo",
+        "logger=jsonl",
+        "hardware.batch_size=4",
+        "algorithm.minibatches=2",
+        "algorithm.data_passes=2",
+        "env.val_episodes=8",
+        "model.hidden=16",
+        "algorithm.critic_hidden=16",
+        "train.log_every=4",
+        "train.eval_every=6",
+        "train.ckpt_every=6",
+        *overrides,
+    )
 
 
 def test_a_resumed_mappo_run_repeats_the_uninterrupted_one_exactly(tmp_path) -> None:

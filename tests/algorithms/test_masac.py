@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
-from conftest import straight_and_resumed
-from hydra import compose, initialize_config_dir
+from conftest import compose_masac, straight_and_resumed
 
 from uavgnn.algorithms.masac import MASACAgents, MASACSettings, masac_loss
 from uavgnn.algorithms.masac_naive import NaiveMASAC
 from uavgnn.algorithms.registry import make_algorithm, make_model
-from uavgnn.config import register_configs
 from uavgnn.envs.replay import ReplayBuffer, SumTree, Transitions
 from uavgnn.loggers import MetricLogger
 from uavgnn.training.trainer import train
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def random_batch(n: int, obs: int, state: int, b: int, dtype: torch.dtype) -> Transitions:
@@ -175,29 +169,6 @@ def test_a_learning_curve_of_one_validation_draws_its_references_across(tmp_path
     for colour in ((0x2C, 0xA0, 0x2C), (0xD6, 0x27, 0x28)):  # matplotlib's C2 (planner) and C3 (nearest)
         hits = (abs(image - torch.tensor(colour).numpy() / 255) < 0.02).all(-1)
         assert hits.any(0).mean() > 0.5  # in more than half of the picture's columns: a line across
-
-
-def compose_masac(tmp_path: Path, *overrides: str):
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return compose(
-            "config",
-            overrides=[
-                "algorithm=masac",
-                "logger=jsonl",
-                "env.n_envs=8",
-                "env.val_episodes=8",
-                "algorithm.learning_starts=16",
-                "algorithm.buffer_size=512",
-                "model.hidden=16",
-                "algorithm.critic_hidden=16",
-                "hardware.batch_size=32",
-                "train.log_every=5",
-                "train.eval_every=10",
-                "train.ckpt_every=10",
-                *overrides,
-            ],
-        )
 
 
 @pytest.mark.parametrize("host_prefetch", [False, True])

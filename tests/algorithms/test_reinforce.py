@@ -226,16 +226,12 @@ def test_init_from_a_missing_checkpoint_or_another_architecture_fails_naming_it(
 
 
 def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> None:
-    from conftest import ROOT
-    from hydra import compose, initialize_config_dir
+    from conftest import compose
 
     from uavgnn.algorithms.registry import check_config
-    from uavgnn.config import register_configs
     from uavgnn.infrastructure.errors import ConfigError
 
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["algorithm=reinforce", f"algorithm.init_from={tmp_path / 'nope.pt'}"])
+    cfg = compose("algorithm=reinforce", f"algorithm.init_from={tmp_path / 'nope.pt'}")
     with pytest.raises(ConfigError, match="nope.pt: no checkpoint there"):
         check_config(cfg)
 
@@ -252,15 +248,11 @@ def test_a_missing_init_from_checkpoint_is_refused_before_any_work(tmp_path) -> 
 )
 def test_too_few_rollouts_for_the_baseline_are_refused_before_any_work(overrides, message) -> None:
     """samples - 1 rollouts are drawn: the others' mean needs two of them, the greedy rollout one."""
-    from conftest import ROOT
-    from hydra import compose, initialize_config_dir
+    from conftest import compose
 
     from uavgnn.algorithms.registry import check_config
-    from uavgnn.config import register_configs
     from uavgnn.infrastructure.errors import ConfigError
 
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["algorithm=reinforce", *overrides])
+    cfg = compose("algorithm=reinforce", *overrides)
     with pytest.raises(ConfigError, match=message):
         check_config(cfg)

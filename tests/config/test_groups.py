@@ -8,15 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, run_cli
-from hydra import compose, initialize_config_dir
+from conftest import ROOT, compose, run_cli, shrink
 from omegaconf import open_dict
 from torch import nn
 
 from uavgnn.algorithms.base import DatasetWorkload, EnvAgents, Trained, Workload
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.registry import algorithms, check_config, make_algorithm
-from uavgnn.config import register_configs
 from uavgnn.config.settings import env_settings, scene_distribution
 from uavgnn.envs.uav_env import make_env
 from uavgnn.infrastructure.errors import ConfigError
@@ -30,32 +28,6 @@ from uavgnn.problem.scenes import SceneDistribution
 CONF = ROOT / "conf"
 GROUPS = ("task", "model", "hardware", "optim", "curriculum", "algorithm", "logger", "experiment")
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
-register_configs()
-
-
-def compose_cfg(*overrides: str):
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
-        return compose("config", overrides=list(overrides))
-
-
-def tiny(cfg, tmp_path: Path, cache_dir: Path):
-    """Shrink a composed config to a few steps on 6-UAV scenes, everything in tmp_path."""
-    with open_dict(cfg):
-        cfg.data.update(
-            n_uav=6, train_scenes=32, val_scenes=8, test_scenes=8, cache_dir=str(cache_dir), label_workers=1
-        )
-        cfg.train.update(steps=4, eval_every=2, ckpt_every=2, log_every=2, warmup_steps=1)
-        cfg.hardware.batch_size = 8
-        cfg.env.update(n_envs=8, val_episodes=16)
-        shrink = {"learning_starts": 16, "train_envs": 4, "eval_envs": 2, "rollout_steps": 48}
-        cfg.algorithm.update({key: value for key, value in shrink.items() if key in cfg.algorithm})
-        if cfg.algorithm.get("imitation_steps"):  # the main job's imitation phase, then REINFORCE
-            cfg.algorithm.imitation_steps = 2
-        if cfg.curriculum.name != "none":
-            cfg.curriculum.update(stages=[3, 6], replay=[0.0, 0.3], patience=1)
-        if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
-            cfg.hardware.device = "auto"
-    return cfg
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +51,7 @@ def test_groups_have_the_documented_options() -> None:
 
 
 def test_model_sizes() -> None:
-    sizes = {name: compose_cfg(f"model={name}").model for name in ("tiny", "small", "medium", "large")}
+    sizes = {name: compose(f"model={name}").model for name in ("tiny", "small", "medium", "large")}
     assert [(m.hidden, m.heads, m.layers) for m in sizes.values()] == [(32, 1, 1), (64, 2, 2), (128, 4, 3), (256, 8, 4)]
 
 
@@ -89,17 +61,17 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
     overrides = [f"{group}={option}"]
     if (group, option) == ("model", "mlp"):  # the environment policies' actors: each of them runs them
         for name in (n for n, algorithm in algorithms().items() if algorithm.produces == ENV_POLICY):
-            check_config(compose_cfg("model=mlp", f"algorithm={name}"))
+            check_config(compose("model=mlp", f"algorithm={name}"))
         with pytest.raises(
             ConfigError, match="model=mlp with algorithm=imitation: its networks are a TransformerGNN size"
         ):
-            check_config(compose_cfg("model=mlp"))
+            check_config(compose("model=mlp"))
         return
     if (group, option) == ("model", "tcn"):  # the dynamics model: the algorithms that make one run it
         for name in (n for n, algorithm in algorithms().items() if algorithm.produces.name == "dynamics model"):
-            check_config(compose_cfg("model=tcn", f"algorithm={name}"))
+            check_config(compose("model=tcn", f"algorithm={name}"))
         with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation"):
-            check_config(compose_cfg("model=tcn"))
+            check_config(compose("model=tcn"))
         return
     if group != "logger":
         overrides.append("logger=jsonl")
@@ -112,7 +84,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         for i, scene in enumerate(generate_scenes(SceneDistribution(), 6, 10, 0)):
             save_scene(tmp_path / "scenes" / f"scene{i}.json", scene)
         overrides += [f"task.folder={tmp_path / 'scenes'}", "data.source=cache"]  # the main job's REINFORCE: yours
-    cfg = tiny(compose_cfg(*overrides), tmp_path, shared_cache)
+    cfg = shrink(compose(*overrides), shared_cache)
     check_config(cfg)
     if (group, option) == ("optim", "gpu"):
         assert cfg.optim.compile and cfg.optim.amp
@@ -194,11 +166,11 @@ def test_bad_config_fails_before_any_work_naming_the_key(override, message, tmp_
 
 
 def test_batch_size_and_checkpoint_layers_are_validated() -> None:
-    check_config(compose_cfg("hardware.batch_size=auto"))
+    check_config(compose("hardware.batch_size=auto"))
     with pytest.raises(ConfigError, match="hardware.batch_size='big' must be a positive integer or 'auto'"):
-        check_config(compose_cfg("hardware.batch_size=big"))
+        check_config(compose("hardware.batch_size=big"))
     with pytest.raises(ConfigError, match=r"optim.checkpoint_layers=\[0, 5\] must index the model's 2 layers"):
-        check_config(compose_cfg("optim.checkpoint_layers=[0,5]"))
+        check_config(compose("optim.checkpoint_layers=[0,5]"))
 
 
 def test_the_schema_defaults_are_the_composed_default_config() -> None:
@@ -211,17 +183,17 @@ def test_the_schema_defaults_are_the_composed_default_config() -> None:
     from uavgnn.algorithms.registry import algorithms
     from uavgnn.infrastructure.nested import flatten
 
-    composed = flatten(OmegaConf.to_container(compose_cfg("algorithm=imitation"), resolve=True))
+    composed = flatten(OmegaConf.to_container(compose("algorithm=imitation"), resolve=True))
     schema = flatten(OmegaConf.to_container(default_config()))
     assert composed == {**schema, "train.steps": 1500}  # experiment=dev's budget
-    assert compose_cfg() == compose_cfg("algorithm=imitation")  # the main job
+    assert compose() == compose("algorithm=imitation")  # the main job
     # algorithm=imitation_reinforce: REINFORCE's schema with an imitation phase
-    assert compose_cfg("algorithm=imitation_reinforce").algorithm == {
+    assert compose("algorithm=imitation_reinforce").algorithm == {
         **default_config("reinforce").algorithm,
         "imitation_steps": 1500,
     }
     for name in algorithms():
-        assert compose_cfg(f"algorithm={name}").algorithm == default_config(name).algorithm, name
+        assert compose(f"algorithm={name}").algorithm == default_config(name).algorithm, name
     for group in (
         "task",
         "model",
@@ -249,9 +221,9 @@ def test_the_disrupted_swarm_preset_is_the_recipe_benchmarks_measured() -> None:
     line = next(x for x in (ROOT / "BENCHMARKS.md").read_text().splitlines() if "outputs/s64/mobsLh_s0 " in x)
     measured = [word for word in line.split("#")[0].split()[2:] if not word.startswith("hydra.run.dir=")]
     assert measured[0] == "experiment=swarm" and "algorithm.target_scores=true" in measured
-    preset = compose_cfg("experiment=swarm_disrupted", "seed=0", "logger=jsonl", "hardware.threads=1")
-    assert preset == compose_cfg(*measured)
-    assert compose_cfg("experiment=swarm_disrupted") != compose_cfg("experiment=swarm")
+    preset = compose("experiment=swarm_disrupted", "seed=0", "logger=jsonl", "hardware.threads=1")
+    assert preset == compose(*measured)
+    assert compose("experiment=swarm_disrupted") != compose("experiment=swarm")
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "env").glob("*.yaml")))
@@ -259,7 +231,7 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
     from uavgnn.envs.policies import random_policy
     from uavgnn.envs.uav_env import UAVEnv
 
-    cfg = compose_cfg(f"env={preset}")
+    cfg = compose(f"env={preset}")
     check_config(cfg)
     settings = env_settings(cfg)
     env = UAVEnv(settings, scene_distribution(cfg), 4, torch.device("cpu"), seed=0)
@@ -311,19 +283,19 @@ def test_every_env_preset_composes_and_steps(preset) -> None:
 )
 def test_shifted_test_sets_and_mixed_scenes_are_validated(overrides, message) -> None:
     with pytest.raises(ConfigError, match=message):
-        check_config(compose_cfg(*overrides))
+        check_config(compose(*overrides))
 
 
 def test_a_test_set_of_late_targets_is_valid() -> None:
     """When targets appear is a test set's field too (the nominal set keeps the trained one)."""
-    check_config(compose_cfg("+eval.disruptions.late={appear_steps:40}", "eval.disruption_sets=[late,failures]"))
+    check_config(compose("+eval.disruptions.late={appear_steps:40}", "eval.disruption_sets=[late,failures]"))
 
 
 def test_default_shifted_test_sets_are_all_run_and_valid() -> None:
-    cfg = compose_cfg("+eval.shifts.needs_4={need_max:4}", "eval.shift_sets=[needs_4]")
+    cfg = compose("+eval.shifts.needs_4={need_max:4}", "eval.shift_sets=[needs_4]")
     check_config(cfg)
     assert set(cfg.eval.shifts) > {"needs_4", "clustered_2", "ranges_wide"} and cfg.eval.shift_sets == ["needs_4"]
-    default = compose_cfg().eval
+    default = compose().eval
     assert list(default.shift_sets) == list(default.shifts)  # every defined set runs by default
 
 
@@ -338,20 +310,24 @@ def test_an_algorithm_composes_its_own_keys_only(algorithm) -> None:
     from hydra.errors import ConfigCompositionException
 
     key = "algorithm." + next(k for other in algorithms() for k in fields(other) if k not in fields(algorithm))
-    with pytest.raises(ConfigCompositionException, match=f"Could not override '{key}'") as err:
-        compose_cfg(f"algorithm={algorithm}", f"{key}=1")
-    assert f"not in '{type(algorithms()[algorithm].config()).__name__}'" in str(err.value.__cause__)
-    assert set(compose_cfg(f"algorithm={algorithm}").algorithm) == set(fields(algorithm))
+    with pytest.raises(ConfigError) as err:
+        compose(f"algorithm={algorithm}", f"{key}=1")
+    assert str(err.value).startswith(f"{key}=1: no key '{key}'") and "\n" not in str(err.value)  # the user's line
+    refused = err.value.__context__  # Hydra's own error, which the line says: the schema refused the key
+    assert isinstance(refused, ConfigCompositionException) and f"Could not override '{key}'" in str(refused)
+    assert f"not in '{type(algorithms()[algorithm].config()).__name__}'" in str(refused.__cause__)
+    assert set(compose(f"algorithm={algorithm}").algorithm) == set(fields(algorithm))
 
 
 @pytest.mark.parametrize("name", sorted(algorithms()))
 def test_modes_ask_each_plug_in_what_measures_it(name, tmp_path) -> None:
-    """Issue 63: ``mode=benchmark`` assumed a TransformerGNN (a traceback for MAPPO and dynamics after its cache
-    section ran) and ``mode=profile`` sent an algorithm to ``benchmarks/bench_<name>.py`` built from its name.
-    Now each plug-in declares it: one the benchmark does not measure is refused in one line, before any work,
-    naming those it measures (from the registry) and what times this one."""
+    """The modes that time a step must not guess the algorithm: ``mode=benchmark`` assuming a TransformerGNN was a
+    traceback for MAPPO and dynamics after its cache section ran, and ``mode=profile`` sent an algorithm to a
+    ``benchmarks/bench_<name>.py`` built from its name. So each plug-in declares it: one the benchmark does not
+    measure is refused in one line, before any work, naming those it measures (from the registry) and what times
+    this one."""
     algorithm = algorithms()[name]
-    cfg = compose_cfg(f"algorithm={name}", "mode=benchmark")
+    cfg = compose(f"algorithm={name}", "mode=benchmark")
     if algorithm.benchmarked:
         assert algorithm.capabilities.scene_splits  # the benchmark's sections build scene splits and a TransformerGNN
         return
@@ -369,10 +345,10 @@ def test_modes_ask_each_plug_in_what_measures_it(name, tmp_path) -> None:
 
 @pytest.mark.parametrize("name", sorted(algorithms()))
 def test_every_algorithm_says_what_the_comparison_and_the_help_show_of_it(name) -> None:
-    """Issue 63: ``mode=compare`` chose its columns by sniffing summary keys, and the help listed the algorithms
-    by hand. Each plug-in declares them: its comparison shows the figure that selected its ``best.pt`` (as
-    ``write_results`` records it) in that figure's direction, its bars are figures it shows, and it says what
-    it is in one line (``uavgnn --help``)."""
+    """What a comparison and the help show of an algorithm comes from the algorithm, not from sniffing summary keys
+    or a list kept by hand (which a new algorithm would be missing from). Each plug-in declares them: its
+    comparison shows the figure that selected its ``best.pt`` (as ``write_results`` records it) in that figure's
+    direction, its bars are figures it shows, and it says what it is in one line (``uavgnn --help``)."""
     algorithm = algorithms()[name]
     shown = {score.key: score.minimize for score in algorithm.compared.final}
     assert len(shown) == len(algorithm.compared.final) and set(algorithm.compared.bars) <= set(shown)
@@ -382,12 +358,12 @@ def test_every_algorithm_says_what_the_comparison_and_the_help_show_of_it(name) 
 
 @pytest.mark.parametrize("name", sorted(algorithms()))
 def test_every_algorithm_keeps_the_declared_contracts(name, tmp_path) -> None:
-    """Issue 63: the loop, validation and the test phase called ``num_parameters``, ``play``, ``act`` and
-    ``acting`` by convention (``act`` took two signatures, ``acting`` was probed with ``getattr``, ``host_batches``
-    was in no protocol). Each is declared in ``algorithms/base.py`` and every registered algorithm keeps them:
+    """The loop, validation and the test phase call ``num_parameters``, ``play``, ``act`` and ``acting``, so each
+    is a declared contract (``algorithms/base.py``), not a convention (one ``act`` signature, no ``getattr``
+    probing, ``host_batches`` in a protocol), and every registered algorithm keeps them:
     its networks are ``Trained`` (an environment policy's are ``EnvAgents``, whose ``acting`` networks exist and
     whose ``act`` plays), and one that trains on a fixed dataset has a ``DatasetWorkload``."""
-    cfg = tiny(compose_cfg(f"algorithm={name}"), tmp_path, tmp_path / "cache")
+    cfg = shrink(compose(f"algorithm={name}"), tmp_path / "cache")
     algorithm = make_algorithm(cfg, torch.device("cpu"))
     model = algorithm.build_model(cfg)
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)  # a target network's copy is not

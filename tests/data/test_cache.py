@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from uavgnn.config.settings import split_settings
-from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build, verify
+from uavgnn.data.cache import (
+    BuildSettings,
+    SplitSpec,
+    cache_entries,
+    clear_cache,
+    foreign_entries,
+    load_or_build,
+    verify,
+)
 from uavgnn.problem.scenes import SceneDistribution
 
 SPEC = SplitSpec("train", 6, 12, 7)
@@ -156,3 +164,34 @@ def test_an_interrupt_while_the_pool_starts_is_the_error_the_user_sees(monkeypat
     with pytest.raises(Interrupted):
         solve_labels(generate_scenes(DIST, 6, INLINE_BELOW, seed=12), 5.0, workers=2)
     assert not mp.active_children()
+
+
+@pytest.mark.parametrize(
+    "manifest, reason",
+    [
+        ([], "manifest of the wrong shape"),
+        ({"files": []}, "manifest of the wrong shape"),
+        ({"files": {"graphs.pt": {"sha256": "00"}}}, "lacks the size and checksum"),
+        ({"files": {"graphs.pt": {"bytes": "12", "sha256": "00"}}}, "lacks the size and checksum"),
+        ("not json", "unreadable manifest"),
+    ],
+)
+def test_a_manifest_of_the_wrong_shape_means_damaged_and_rebuild(tmp_path, manifest, reason) -> None:
+    cache = tmp_path / "cache"
+    first = load_or_build(SPEC, SceneDistribution(), SETTINGS, cache, workers=1)
+    (directory,) = [p for p in cache.iterdir() if p.is_dir()]
+    (directory / "manifest.json").write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
+    assert reason in verify(directory) and reason in cache_entries(cache)[0]["problem"]
+    with pytest.warns(RuntimeWarning, match=reason):
+        again = load_or_build(SPEC, SceneDistribution(), SETTINGS, cache, workers=1)
+    assert torch.equal(again.objective, first.objective) and verify(directory) is None
+
+
+def test_cache_verify_lists_only_uavgnn_caches(tmp_path) -> None:
+    """A foreign directory is not a damaged cache (``verify`` used to fail on it): it is named as left alone."""
+    root = tmp_path / "cache"
+    load_or_build(SPEC, SceneDistribution(), SETTINGS, root, workers=1)
+    (root / "photos").mkdir()
+    assert [row["problem"] for row in cache_entries(root)] == [None] and foreign_entries(root) == ["photos"]
+    assert clear_cache(root) == 1 and [p.name for p in root.iterdir()] == ["photos"]
+    assert cache_entries(tmp_path / "missing") == [] and clear_cache(tmp_path / "missing") == 0

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 
 import torch
-from conftest import ROOT
-from hydra import compose, initialize_config_dir
+from conftest import compose
 from torch_geometric.data import Batch
 
 from uavgnn.algorithms.checkpoint_config import default_config
-from uavgnn.config import register_configs
 from uavgnn.config.settings import fresh_settings, stage_mix
 from uavgnn.data.fresh_scenes import FreshScenes
 from uavgnn.data.padded import concat_batches
@@ -112,7 +110,6 @@ def test_concatenated_batches_equal_one_batch_of_the_same_scenes() -> None:
 def test_training_on_fresh_scenes_resumes_exactly(tmp_path) -> None:
     """algorithm=reinforce on data.source=generated, the real loop in this process: stopped at step 10 and
     resumed to 20, it ends with the weights of a straight run; no training split is ever labelled."""
-    register_configs()
 
     def train(run: str, steps: int, resume: bool) -> None:
         overrides = [
@@ -129,8 +126,7 @@ def test_training_on_fresh_scenes_resumes_exactly(tmp_path) -> None:
             f"train.steps={steps}",
             f"resume={resume}",
         ]
-        with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-            run_train(compose("config", overrides=overrides), tmp_path / run)
+        run_train(compose(*overrides), tmp_path / run)
 
     train("resumed", 10, False)
     train("resumed", 20, True)

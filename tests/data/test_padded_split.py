@@ -1,4 +1,4 @@
-"""Issue 32: a cached split as padded tensors on the device (``PaddedSplit``) gives the ``GraphStore``'s batches'
+"""A cached split as padded tensors on the device (``PaddedSplit``) gives the ``GraphStore``'s batches'
 policy and loss at fixed shapes, and training uses it when the dense attention path covers the stage."""
 
 from __future__ import annotations
@@ -6,12 +6,9 @@ from __future__ import annotations
 import json
 
 import torch
-from conftest import ROOT
-from hydra import compose, initialize_config_dir
-from test_step_anatomy import compose_small
+from conftest import compose, compose_small
 
 from uavgnn.algorithms.scene_policy import batch_imitation_loss
-from uavgnn.config import register_configs
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.data.padded import PaddedSplit
 from uavgnn.data.stages import CurriculumSampler
@@ -65,27 +62,22 @@ def test_training_with_the_dense_path_draws_fixed_shape_batches_and_follows_the_
     sparse run's on the same batches (fp32 sums in another order: rel 1e-4)."""
     trainer = Trainer(compose_small(tmp_path, "imitation", "optim.dense_max_nodes=64"), tmp_path / "probe")
     assert isinstance(trainer.work.batches.split, PaddedSplit)
-    register_configs()
     losses = []
     for dense in (0, 64):
-        with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-            cfg = compose(
-                "config",
-                overrides=[
-                    "experiment=debug",
-                    "model=tiny",
-                    "data.n_uav=6",
-                    "logger=jsonl",
-                    "data.train_scenes=32",
-                    "data.val_scenes=8",
-                    "data.test_scenes=8",
-                    "hardware.batch_size=8",
-                    "train.steps=10",
-                    "train.log_every=1",
-                    f"optim.dense_max_nodes={dense}",
-                    f"data.cache_dir={tmp_path / 'c'}",
-                ],
-            )
+        cfg = compose(
+            "experiment=debug",
+            "model=tiny",
+            "data.n_uav=6",
+            "logger=jsonl",
+            "data.train_scenes=32",
+            "data.val_scenes=8",
+            "data.test_scenes=8",
+            "hardware.batch_size=8",
+            "train.steps=10",
+            "train.log_every=1",
+            f"optim.dense_max_nodes={dense}",
+            f"data.cache_dir={tmp_path / 'c'}",
+        )
         run_train(cfg, tmp_path / f"run{dense}")
         rows = [json.loads(line) for line in (tmp_path / f"run{dense}" / "metrics.jsonl").read_text().splitlines()]
         losses.append([r["train/loss"] for r in rows if "train/loss" in r])

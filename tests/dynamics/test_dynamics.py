@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, straight_and_resumed
-from hydra import compose, initialize_config_dir
+from conftest import compose, straight_and_resumed
 
 from uavgnn.algorithms.dynamics import rollout_source
 from uavgnn.algorithms.registry import check_config
-from uavgnn.config import register_configs
 from uavgnn.config.settings import env_settings
 from uavgnn.dynamics.filters import Calibration, KinematicFilter, calibrate
 from uavgnn.dynamics.kinematics import (
@@ -294,29 +292,26 @@ def test_the_filters_calibrate_on_the_training_split(small_rollouts) -> None:
 
 
 def compose_dynamics(tmp_path: Path, *overrides: str):
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return compose(
-            "config",
-            overrides=[
-                "algorithm=dynamics",
-                "logger=jsonl",
-                f"data.cache_dir={tmp_path / 'cache'}",
-                "algorithm.train_envs=4",
-                "algorithm.eval_envs=2",
-                "algorithm.rollout_steps=60",
-                "algorithm.window=16",
-                "algorithm.burn_in=4",
-                "model.hidden=8",
-                "model.layers=2",
-                "hardware.batch_size=16",
-                "train.log_every=5",
-                "train.eval_every=10",
-                "train.ckpt_every=10",
-                "train.warmup_steps=0",
-                *overrides,
-            ],
-        )
+    """The dynamics model at a test's budget: 4 training environments of 60 steps, a small TCN, its cache in
+    ``tmp_path``."""
+    return compose(
+        "algorithm=dynamics",
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "algorithm.train_envs=4",
+        "algorithm.eval_envs=2",
+        "algorithm.rollout_steps=60",
+        "algorithm.window=16",
+        "algorithm.burn_in=4",
+        "model.hidden=8",
+        "model.layers=2",
+        "hardware.batch_size=16",
+        "train.log_every=5",
+        "train.eval_every=10",
+        "train.ckpt_every=10",
+        "train.warmup_steps=0",
+        *overrides,
+    )
 
 
 def test_rollouts_are_cached_by_content(tmp_path) -> None:
@@ -341,9 +336,7 @@ def test_dynamics_settings_are_checked_before_any_work(tmp_path) -> None:
         ConfigError, match="model=mlp with algorithm=dynamics: its networks are model=tcn or a TransformerGNN size"
     ):
         check_config(compose_dynamics(tmp_path, "model=mlp"))
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        tcn_policy = compose("config", overrides=["algorithm=imitation", "model=tcn"])
+    tcn_policy = compose("algorithm=imitation", "model=tcn")
     with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation: its networks are a TransformerGNN size"):
         check_config(tcn_policy)
     with pytest.raises(ConfigError, match="rollout_policy='nope.pt' is not scripted, random or an environment"):
@@ -403,9 +396,7 @@ def test_a_masac_checkpoint_can_fly_the_rollouts(tmp_path) -> None:
     from uavgnn.algorithms.registry import make_algorithm, make_model
     from uavgnn.runs.checkpoints import save_checkpoint
 
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        masac = compose("config", overrides=["algorithm=masac", "model.hidden=8", "algorithm.critic_hidden=8"])
+    masac = compose("algorithm=masac", "model.hidden=8", "algorithm.critic_hidden=8")
     agents = make_model(masac)
     save_checkpoint(tmp_path / "best.pt", {"policy": agents.state_dict()}, masac)
     flown_by = f"algorithm.rollout_policy={tmp_path / 'best.pt'}"

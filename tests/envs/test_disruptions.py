@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 import torch
-from test_env import CPU, one_target_env, restored_env_repeats
+from test_uav_env import CPU, one_target_env, restored_env_repeats
 
 from uavgnn.envs.actions import approach_velocity, intercept_point, motion_travel
 from uavgnn.envs.disruptions import drift, heard_ahead

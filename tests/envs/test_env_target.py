@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import ROOT, run_cli
-from hydra import compose, initialize_config_dir
-from test_faults import one_error_line
+from conftest import compose, one_error_line, run_cli
 
 from uavgnn.algorithms.registry import check_config
-from uavgnn.config import register_configs
 from uavgnn.envs.policies import random_policy, run_episodes
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv, make_env
@@ -106,13 +103,10 @@ def test_masac_trains_and_validates_on_your_environment(tmp_path, my_envs) -> No
 def test_a_wrong_environment_is_one_line(tmp_path, my_envs) -> None:
     with pytest.raises(ConfigError, match=r"env.target=my_envs.NOT_AN_ENV: 3 is not a subclass of .*UAVEnv"):
         make_env(EnvSettings(target="my_envs.NOT_AN_ENV"), SceneDistribution(), 2, "cpu", seed=0)
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["algorithm=masac", "model=mlp", "env.target=my_envs.Nowhere"])
+    cfg = compose("algorithm=masac", "model=mlp", "env.target=my_envs.Nowhere")
     with pytest.raises(ConfigError, match="env.target=my_envs.Nowhere: cannot import it"):
         check_config(cfg)  # before any work
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["env.target=my_envs.Frozen"])  # the main job: no environment
+    cfg = compose("env.target=my_envs.Frozen")  # the main job: no environment
     with pytest.raises(ConfigError, match="env.target with algorithm=imitation: it trains on scenes"):
         check_config(cfg)
 

@@ -150,7 +150,7 @@ def test_valid_actions_of_every_form_still_step() -> None:
 
 
 def test_rgb_array_renders_the_episode_and_no_render_mode_warns() -> None:
-    """Issue 65 item 7: ``render_mode="rgb_array"`` draws the episode so far (the run directories' pictures) as an
+    """``render_mode="rgb_array"`` draws the episode so far (the run directories' pictures) as an
     (H, W, 3) uint8 frame, through PettingZoo's own render test; without a render mode ``render()`` warns and
     returns None, as PettingZoo's environments do; another mode is refused."""
     from pettingzoo.test import render_test

@@ -1,6 +1,6 @@
 """First-class evaluation of environment policies: ``mode=eval`` on a real (small) MASAC checkpoint scores it on
 fixed test episodes against the planner, nearest targets and random actions, with its table, pictures and
-dashboard run; ``mode=compare`` over MARL runs. (A checkpoint of another kind: ``tests/test_faults.py``.)"""
+dashboard run; ``mode=compare`` over MARL runs. (A checkpoint of another kind: ``tests/runs/test_checkpoints.py``.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import ROOT, job_dirs, run_cli
+from conftest import MASAC, ROOT, job_dirs, run_cli
 from wandb_records import media
 
 from uavgnn.algorithms.env_policy import compare_checkpoints
@@ -21,21 +21,6 @@ from uavgnn.api import load_env_policy
 from uavgnn.config.settings import env_settings, scene_distribution
 from uavgnn.envs.policies import run_episodes
 from uavgnn.envs.uav_env import make_env
-
-MASAC = [
-    "algorithm=masac",
-    "env.n_envs=8",
-    "env.val_episodes=8",
-    "algorithm.learning_starts=16",
-    "algorithm.buffer_size=512",
-    "model.hidden=16",
-    "algorithm.critic_hidden=16",
-    "hardware.batch_size=32",
-    "train.steps=20",
-    "train.eval_every=10",
-    "train.ckpt_every=10",
-    "logger=jsonl",
-]
 
 
 @pytest.mark.slow
@@ -104,7 +89,7 @@ def check_compare(tmp_path: Path, sweep: Path) -> None:
     assert (sweep / "comparison.png").stat().st_size > 0
     assert r"planner's (\%) $\uparrow$" in (sweep / "comparison.tex").read_text()  # a header's second line
 
-    # issue 65: compare_marl.py gave MAPPO a return of 0.069 where the run's own table said -0.039: it replayed
+    # compare_marl.py once gave MAPPO a return of 0.069 where the run's own table said -0.039: it replayed
     # the checkpoints at 14 steps on 256 episodes by default, not the run's 25 steps on env.val_episodes=8
     script = importlib.util.spec_from_file_location("compare_marl", ROOT / "benchmarks" / "compare_marl.py")
     compare_marl = importlib.util.module_from_spec(script)

@@ -7,9 +7,8 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import run_cli
+from conftest import run_cli, six_uav_cfg, train_in_process
 from omegaconf import open_dict
-from test_phases import compose_cfg, run
 from wandb_records import media, run_record, summary
 
 from uavgnn.algorithms.scene_policy import load_policy
@@ -155,13 +154,13 @@ def test_eval_reads_large_scenes_with_the_checkpoints_candidates_or_eval_k_max(t
     """``mode=eval`` builds its test graphs as the checkpoint's model reads them, whatever the command's
     ``data.k_max`` says; ``eval.k_max`` sets the candidates per UAV instead (e.g. more in large scenes than the
     model was trained with). Each model row is recomputed here from a split built with those candidates."""
-    cfg = compose_cfg(tmp_path, "algorithm=imitation", "train.steps=3", "model.capacity_iters=0")
-    run(cfg, tmp_path / "run")
+    cfg = six_uav_cfg(tmp_path, "algorithm=imitation", "train.steps=3", "model.capacity_iters=0")
+    train_in_process(cfg, tmp_path / "run")
     model, graph, _ = load_policy(tmp_path / "run/best.pt")
     assert graph.k_max == 32 and graph.k(24) == 8  # 12 targets at 24 UAVs: k_min's 8 candidates a UAV
 
     def model_row(*overrides: str) -> dict:
-        evaluation = compose_cfg(
+        evaluation = six_uav_cfg(
             tmp_path,
             "mode=eval",
             f"ckpt={tmp_path / 'run/best.pt'}",
@@ -179,7 +178,7 @@ def test_eval_reads_large_scenes_with_the_checkpoints_candidates_or_eval_k_max(t
         return model_at(run_eval(evaluation, out)["rows"], "uniform", 24)
 
     def recomputed(k_max: int) -> dict:
-        split_cfg = compose_cfg(tmp_path)
+        split_cfg = six_uav_cfg(tmp_path)
         with open_dict(split_cfg):
             split_cfg.data.k_max = k_max
         store = load_split(split_settings(split_cfg), "test", n_uav=24, count=2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_phases import compose_cfg, run
+from conftest import six_uav_cfg, train_in_process
 
 from uavgnn.algorithms.reinforce import reinforce_loss
 from uavgnn.algorithms.scene_policy import batch_imitation_loss, load_initial_policy, load_policy
@@ -103,8 +103,8 @@ def test_training_reaches_every_round(labelled_store) -> None:
 def test_a_refining_run_ships_its_rounds_and_its_table_shows_what_they_buy(tmp_path) -> None:
     """Trained with ``model.refine_rounds=1`` through both phases of the main job; its checkpoint loads as a
     refining model; the test table adds the unrefined row; a plain policy starts a refining run, not back."""
-    run(
-        compose_cfg(
+    train_in_process(
+        six_uav_cfg(
             tmp_path,
             "algorithm=imitation_reinforce",
             "algorithm.imitation_steps=3",
@@ -115,10 +115,10 @@ def test_a_refining_run_ships_its_rounds_and_its_table_shows_what_they_buy(tmp_p
     )
     model, graph, config = load_policy(tmp_path / "refining/best.pt")
     assert model.refine_rounds == 1 and config["model"]["refine_rounds"] == 1
-    cfg = compose_cfg(tmp_path, "algorithm=imitation")
+    cfg = six_uav_cfg(tmp_path, "algorithm=imitation")
     rows, _ = compare_on_split(model, load_split(split_settings(cfg), "test"), "greedy", graph, 6, torch.device("cpu"))
     assert [r["method"] for r in rows[:2]] == ["model (greedy, 1 refinement round)", "unrefined (greedy)"]
-    run(cfg, tmp_path / "plain")
+    train_in_process(cfg, tmp_path / "plain")
     refining_model = TransformerGNN(
         hidden=cfg.model.hidden,
         heads=cfg.model.heads,

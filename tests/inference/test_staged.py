@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_capacity import dense_balancing
-from test_model import reference_greedy
+from conftest import dense_balancing
+from test_decoders import reference_greedy
 
 from uavgnn.inference.decoders import CHECK_EVERY, STAGE_ITERS, decode, greedy_decode, staged_decode
 from uavgnn.infrastructure.perf import OpCounter

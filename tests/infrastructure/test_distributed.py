@@ -259,7 +259,7 @@ def test_sweep_on_submitit_local_launcher(tmp_path) -> None:
 # two torchrun jobs of MASAC: ~27 s; `pytest -m heavy` runs it (the imitation DDP test stays in the default suite)
 @pytest.mark.heavy
 def test_masac_under_torchrun_steps_its_own_environments_and_resumes(tmp_path) -> None:
-    """(Bit-exact resume of one process: tests/test_masac.py; of a DDP run: the imitation test above.)"""
+    """(Bit-exact resume of one process: tests/algorithms/test_masac.py; of a DDP run: the imitation test above.)"""
     masac = [
         "algorithm=masac",
         "logger=jsonl",

@@ -1,21 +1,35 @@
-"""Issue 62: one memory estimate before every large allocation, against the limit the process really has.
+"""One memory estimate before every large allocation, against the limit the process really has.
 
-The audit: ``mode=solve solver=model`` on a 2,000,000-UAV scene grew to 17 GB with no estimate; the estimates
-read physical RAM and ignored ``ulimit -v`` (a 9e7-pair scene under an 8 GB limit died in a numpy traceback);
+Without it ``mode=solve solver=model`` on a 2,000,000-UAV scene grew to 17 GB; estimates that read physical RAM
+and ignore ``ulimit -v`` let a 9e7-pair scene under an 8 GB limit die in a numpy traceback; and
 ``hardware.batch_size=10**9`` with generated scenes allocated 64 GB, ended in a traceback and left a run
-directory. Each is refused first now, in one line naming the size and the knob, leaving nothing behind.
+directory. Each is refused first, in one line naming the size and the knob, leaving nothing behind; so are a
+scene of 2e9 feasible pairs, a JSON scene file too large to parse, and environments or a replay buffer that
+cannot fit.
 """
 
 from __future__ import annotations
 
+import re
 import resource
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
-from conftest import ROOT
-from test_faults import one_error_line
+import torch
+from conftest import ROOT, compose, one_error_line, run_cli
+from scipy.spatial import cKDTree
+
+from uavgnn.algorithms.registry import check_config
+from uavgnn.envs.replay import ReplayBuffer
+from uavgnn.envs.settings import EnvSettings
+from uavgnn.envs.uav_env import UAVEnv
+from uavgnn.infrastructure.errors import ConfigError, MemoryBudgetError, SceneFileError
+from uavgnn.problem import scenes
+from uavgnn.problem.scene_io import load_scene
+from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
 
 GB = 2**30
 
@@ -106,3 +120,84 @@ def test_a_generated_batch_too_large_is_refused_before_it_is_drawn(tmp_path) -> 
     assert "hardware.batch_size=1000000000: a training step of 1,000,000,000 items would need about" in line, line
     assert "lower hardware.batch_size" in line
     assert not run.exists()
+
+
+def test_memory_estimates_refuse_before_allocating(tmp_path, monkeypatch) -> None:
+    """Unchecked, a scene of ~2e9 feasible pairs ran 85 s to 6.7 GB and died, an 8 GB JSON scene was read whole,
+    and env.n_envs=10**8 allocated until it failed. Each is refused first, with the estimate and the limit: the
+    pairs counted on a sample of UAVs, none listed; the file's size checked before it is read."""
+    rng = np.random.default_rng(0)
+    n, m = 100_000, 20_000  # every UAV reaches every target: 2e9 pairs, ranges within the documented bound
+    scene = Scene(
+        rng.random((n, 2)) * 10, np.full(n, 100.0), rng.random((m, 2)) * 10, np.ones(m, np.int64), np.ones(m), 0.1
+    )
+    queries = []  # the k-d tree's queries: (what, how many UAVs asked)
+
+    class Watched(cKDTree):
+        def query(self, x, *args, **kwargs):
+            queries.append(("nearest targets", len(x)))  # lists pairs: what allocating them starts with
+            return super().query(x, *args, **kwargs)
+
+        def query_ball_point(self, x, r, *args, **kwargs):
+            queries.append(("counts" if kwargs.get("return_length") else "pairs in range", len(x)))
+            return super().query_ball_point(x, r, *args, **kwargs)
+
+    monkeypatch.setattr(scenes, "cKDTree", Watched)
+    with pytest.raises(
+        MemoryBudgetError,
+        match=r"about 2e\+09 feasible UAV-target pairs would need about 178\.8 GB "
+        r"of memory, but .* available .*shorten the UAVs' ranges",
+    ):
+        feasible_pairs(scene)
+    assert queries == [("counts", scenes.PAIR_SAMPLE)] and scenes.PAIR_SAMPLE < n  # counted on a sample, none listed
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(1 << 40)  # a 1 TB sparse file: nothing is read
+    with pytest.raises(SceneFileError, match=r"huge.json: reading this JSON scene file would need about 5120\.0 GB"):
+        load_scene(huge)
+    settings = EnvSettings(n_uav=64)
+    with pytest.raises(MemoryBudgetError, match=r"env.n_envs=1000000: 1,000,000 environments of 64 UAVs would need"):
+        UAVEnv(settings, SceneDistribution(), 1_000_000, torch.device("cpu"), seed=0)
+    with pytest.raises(MemoryBudgetError, match=r"algorithm.buffer_size=1000000000: a replay buffer .*lower algorithm"):
+        ReplayBuffer(
+            10**9,
+            {
+                "obs": (4, 49),
+                "state": (31,),
+                "next_obs": (4, 49),
+                "next_state": (31,),
+                "action": (4, 2),
+                "reward": (4,),
+                "done": (),
+            },
+            torch.device("cpu"),
+        )
+    with pytest.raises(ConfigError, match=re.escape("env.n_envs=100000000 must be in [1, 1.04858e+06]")):
+        check_config(compose("algorithm=masac", "model=mlp", "env.n_envs=100000000"))
+
+
+@pytest.mark.slow
+def test_a_scene_too_large_for_memory_is_one_line_in_mode_solve(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    n, m = 100_000, 20_000
+    path = tmp_path / "dense.npz"
+    np.savez(
+        path,
+        uav_position=rng.random((n, 2)) * 10,
+        uav_range=np.full(n, 100.0),
+        target_position=rng.random((m, 2)) * 10,
+        target_need=np.ones(m, np.int64),
+        target_value=np.ones(m),
+        lam=np.float64(0.1),
+    )
+    proc = run_cli(
+        "mode=solve",
+        "solver=greedy",
+        "task=file",
+        f"task.file={path}",
+        "logger=none",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 2 and "feasible UAV-target pairs would need" in one_error_line(proc, "error:")

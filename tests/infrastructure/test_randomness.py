@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 import torch
-from test_masac import compose_masac
+from conftest import compose_masac
 
 from uavgnn.algorithms.registry import algorithms, make_algorithm
 from uavgnn.infrastructure.randomness import STREAMS, declare, stream, stream_seed
@@ -64,8 +64,9 @@ def test_masac_draws_each_purpose_from_its_own_stream(tmp_path) -> None:
 
 
 def test_a_plug_in_declares_its_own_streams_in_its_class() -> None:
-    """Issue 63: ``STREAMS`` held MASAC's and REINFORCE's streams and refused others, so a plug-in that draws
-    noise had to edit the services layer. Each declares its own (``Algorithm.streams``); a name is one owner's."""
+    """A plug-in that draws noise must not have to edit the services layer (a central ``STREAMS`` that knew MASAC's
+    and REINFORCE's streams and refused others). Each declares its own (``Algorithm.streams``); a name is one
+    owner's."""
     assert DECLARED == {"update_noise": "masac", "rollouts": "reinforce"} and not set(DECLARED) & set(STREAMS)
     declare("toy", {"toy_noise": "a toy plug-in's draws"})
     assert stream_seed(1, "toy_noise", 2) == stream_seed(1, "toy_noise", 2) != stream_seed(1, "replay", 2)

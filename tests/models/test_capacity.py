@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_phases import compose_cfg, run
+from conftest import dense_balancing, six_uav_cfg, train_in_process
 
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.config.settings import split_settings
 from uavgnn.data.splits import load_split
 from uavgnn.evaluation.methods import compare_on_split
 from uavgnn.models import TransformerGNN
-from uavgnn.models.choices import TARGET_FLOOR, Balancing, capacity_balanced, choice_log_probs
+from uavgnn.models.choices import Balancing, capacity_balanced, choice_log_probs
 from uavgnn.models.policy import deciding_with, policy_log_probs
 from uavgnn.modes.evaluate import run_eval
 from uavgnn.problem.graphs import with_budget
@@ -48,16 +48,6 @@ def test_two_uavs_most_of_a_targets_need_fill_it_from_the_share_on() -> None:
     for kept in (Balancing(200, fill=0.7), Balancing(200)):
         same, _ = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, need, kept)
         torch.testing.assert_close(same.exp(), torch.full((2,), 0.6))
-
-
-def dense_balancing(prob: np.ndarray, need: np.ndarray, iters: int, fill: float = 1.0) -> np.ndarray:
-    """The same scaling on a dense (UAVs, targets + idle) probability matrix."""
-    p = prob.copy()
-    for _ in range(iters):
-        mass = p[:, :-1].sum(0) + np.exp(TARGET_FLOOR)
-        p[:, :-1] *= np.where(mass > fill * need, need / mass, 1.0)
-        p /= p.sum(1, keepdims=True)
-    return p
 
 
 @pytest.mark.parametrize("fill", [1.0, 0.3])
@@ -118,7 +108,7 @@ def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tm
     checkpoint loads with them, the test table adds the plain policy's row and the one-stage decision's, and
     ``mode=eval`` can set others (``eval.capacity_iters``, ``eval.capacity_fill``, ``eval.commit_stages``, e.g.
     for an older checkpoint)."""
-    cfg = compose_cfg(
+    cfg = six_uav_cfg(
         tmp_path,
         "algorithm=imitation",
         "train.steps=3",
@@ -126,7 +116,7 @@ def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tm
         "model.capacity_fill=0.5",
         "model.commit_stages=3",
     )
-    run(cfg, tmp_path / "run")
+    train_in_process(cfg, tmp_path / "run")
     model, graph, config = load_policy(tmp_path / "run/best.pt")
     assert model.balancing == Balancing(4, 0.5, 3) and config["model"]["capacity_fill"] == 0.5
     rows, _ = compare_on_split(model, load_split(split_settings(cfg), "test"), "greedy", graph, 6, torch.device("cpu"))
@@ -137,7 +127,7 @@ def test_a_balancing_run_ships_its_balancing_and_its_table_shows_what_it_buys(tm
         ("plain", ["eval.capacity_iters=0", "eval.capacity_fill=1.0"], rows[1]),
         ("at-once", [], rows[2]),
     ):
-        evaluation = compose_cfg(
+        evaluation = six_uav_cfg(
             tmp_path,
             "mode=eval",
             f"ckpt={tmp_path / 'run/best.pt'}",

@@ -1,4 +1,4 @@
-"""Issue 32: the dense attention path (``optim.dense_max_nodes``) equals PyG's sparse path, and padded fresh-scene
+"""The dense attention path (``optim.dense_max_nodes``) equals PyG's sparse path, and padded fresh-scene
 batches (a fixed number of candidate slots per UAV) give the policy of the unpadded graphs."""
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
     assert not any("model=tiny" in t or "model=small" in t for t in tags)  # model:tiny says it once
 
 
-@pytest.mark.heavy  # 21 s; by default in test_faults: a joblib sweep killed and resumed, a sweep with failed jobs
+@pytest.mark.heavy  # 21 s; joblib sweeps also in tests/runs/test_sweep_worker.py: killed and resumed, with failed jobs
 def test_multirun_joblib_and_a_failing_job(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # as a user's shell has it: the sweep splits the cores
     sweep = tmp_path / "sweep"

@@ -7,17 +7,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_cli
-from hydra import compose, initialize_config_dir
+from conftest import compose, run_cli
 
 from uavgnn.algorithms.registry import check_config
-from uavgnn.config import register_configs
 from uavgnn.config.settings import split_settings
 from uavgnn.data.splits import load_split
 from uavgnn.infrastructure.errors import ConfigError, SceneFileError
@@ -98,9 +95,7 @@ def test_a_folder_of_scenes_of_several_sizes_trains_and_evaluates(tmp_path) -> N
         ["val", "folder"],
     ]
 
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["experiment=debug", "data.n_uav=6", *common, f"data.cache_dir={cache}"])
+    cfg = compose("experiment=debug", "data.n_uav=6", *common, f"data.cache_dir={cache}")
     store = load_split(split_settings(cfg), "train")  # the cached split the run trained on (a cache hit)
     files = sorted((folder / "train").iterdir())
     assert len(store) == 24 and store.tensors["n_uav"].tolist() == sizes["train"]
@@ -141,9 +136,7 @@ def test_a_folder_of_scenes_of_several_sizes_trains_and_evaluates(tmp_path) -> N
     ],
 )
 def test_a_wrong_folder_task_is_refused_before_any_work(tmp_path, overrides, says) -> None:
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("config", overrides=["experiment=debug", *(o.replace("TMP", str(tmp_path)) for o in overrides)])
+    cfg = compose("experiment=debug", *(o.replace("TMP", str(tmp_path)) for o in overrides))
     with pytest.raises(ConfigError, match=re.escape(says)):
         check_config(cfg)
 
@@ -174,7 +167,7 @@ def test_a_folders_fingerprint_is_unchanged_and_read_as_a_stream(tmp_path) -> No
     assert peak < 4 * 2**20  # the 128 MB file is never in memory at once
 
 
-def test_a_file_over_the_cap_is_refused_before_it_is_read(tmp_path) -> None:
+def test_a_file_over_the_cap_is_refused_before_it_is_read(tmp_path, monkeypatch) -> None:
     write_scenes(tmp_path / "scenes", [5, 5], seed=0)
     huge = tmp_path / "scenes" / "huge.json"
     with huge.open("wb") as f:
@@ -182,10 +175,17 @@ def test_a_file_over_the_cap_is_refused_before_it_is_read(tmp_path) -> None:
     assert huge.stat().st_size > MAX_SCENE_FILE_BYTES
     files = [path for split in ("train", "val", "test") for path in split_files(tmp_path / "scenes", split)]
     assert huge in files
-    start = time.perf_counter()
+    digested = []  # the files whose bytes were read, in order
+    real_digest = hashlib.file_digest
+
+    def digest(fileobj, name):
+        digested.append(Path(fileobj.name))
+        return real_digest(fileobj, name)
+
+    monkeypatch.setattr(hashlib, "file_digest", digest)
     with pytest.raises(SceneFileError) as caught:
         files_fingerprint(files)
-    assert time.perf_counter() - start < 1.0
+    assert digested == files[: files.index(huge)]  # the files before it read, it refused on its size unread
     assert str(caught.value) == (
         f"{huge}: 100.0 GB (107,374,182,400 bytes), over the 64.0 GB a scene file can be "
         "(MAX_SCENE_FILE_BYTES): not a scene; take it out of the folder"

@@ -7,10 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_cli
-from hydra import compose, initialize_config_dir
+from conftest import compose, run_cli
 
-from uavgnn.config import register_configs
 from uavgnn.config.settings import split_settings
 from uavgnn.data.splits import load_split
 from uavgnn.infrastructure.errors import ConfigError
@@ -69,18 +67,13 @@ def test_a_custom_generator_trains_and_its_scenes_are_the_splits(tmp_path, my_ge
     manifest = json.loads((train / "manifest.json").read_text())
     assert manifest["key"]["distribution"]["generator"] == my_generator
     assert len(manifest["key"]["distribution"]["generator_source"]) == 64  # a changed generator: a new split
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose(
-            "config",
-            overrides=[
-                "experiment=debug",
-                "data.n_uav=6",
-                "data.train_scenes=32",
-                f"task.generator={my_generator}",
-                f"data.cache_dir={tmp_path / 'cache'}",
-            ],
-        )
+    cfg = compose(
+        "experiment=debug",
+        "data.n_uav=6",
+        "data.train_scenes=32",
+        f"task.generator={my_generator}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+    )
     stored = load_split(split_settings(cfg), "train").scenes()  # the cached split the run trained on (a cache hit)
     drawn = generate_scenes(SceneDistribution(generator=my_generator), 6, 32, seed=manifest["key"]["seed"])
     assert len(stored) == 32 and all(np.allclose(s.uav_pos[:, 1], 0) for s in stored)  # on the generator's line

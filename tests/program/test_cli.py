@@ -253,8 +253,8 @@ def test_printed_commands_use_the_program_the_user_typed(monkeypatch, argv0, com
 
 
 def test_the_resume_command_pastes_into_a_shell_as_the_command_it_continues(tmp_path, monkeypatch) -> None:
-    """Issue 62: a run directory with a space (or a quote, a ``$``) was printed bare, so pasted into a shell it
-    split into other words; every argument after the program is quoted now."""
+    """A run directory with a space (or a quote, a ``$``) printed bare would split into other words pasted into a
+    shell: every argument after the program is quoted."""
     monkeypatch.setattr(sys, "argv", ["/x/run.py"])
     run = tmp_path / "my runs" / "it's $HOME"
     monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # outside a Hydra launch: the directory alone
@@ -272,7 +272,7 @@ def test_the_resume_command_pastes_into_a_shell_as_the_command_it_continues(tmp_
     ]
 
 
-# ---------------------------------------------------------------- issue 65 item 6: one error style
+# ---------------------------------------------------------------- one error style
 
 
 @pytest.mark.parametrize(

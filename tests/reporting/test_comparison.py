@@ -134,10 +134,10 @@ def test_table_values_aggregates_and_failures(sweep) -> None:
 
 
 def test_latex_is_booktabs_with_percent_seed_means_and_valid_intervals(sweep, tmp_path) -> None:
-    """Issue 65: comparison.tex had left-aligned numbers, rows named by run directory, per-seed rows, raw metric
-    names, gaps as fractions and, with 2 seeds, a gap's interval below zero. Now: a table float with caption and
-    label, booktabs rules, numbers right-aligned, one row per seed group named by what it shares, its interval
-    on the line below; rendered by pdflatex where one is installed."""
+    """comparison.tex is a table a paper can take as it is (not left-aligned numbers, rows named by run directory,
+    per-seed rows, raw metric names, gaps as fractions or, with 2 seeds, a gap's interval below zero): a table
+    float with caption and label, booktabs rules, numbers right-aligned, one row per seed group named by what it
+    shares, its interval on the line below; rendered by pdflatex where one is installed."""
     make_run(sweep, "5", "small", 64, 2, 0.002, speed=90)  # small: 3 seeds, a gap near 0: t would leave [0, inf)
     compare_paths([sweep], sweep)
     latex = (sweep / "comparison.tex").read_text().splitlines()
@@ -265,8 +265,8 @@ def recorded_run(root: Path, name: str, config: dict, summary: dict, history: li
 
 
 def test_each_runs_algorithm_says_what_the_comparison_shows(tmp_path) -> None:
-    """Issue 63: the columns came from sniffing summary keys (a planner gap and no optimality gap: the environment
-    policies'; anything else, a dynamics model's runs too, the assignment policies', every cell empty). Now the
+    """Columns sniffed from summary keys would guess wrong (a planner gap and no optimality gap: the environment
+    policies'; anything else, a dynamics model's runs too, the assignment policies', every cell empty). The
     algorithm on each run's record says (``Algorithm.compared``): runs of several algorithms show each one's
     columns and curves, in the order of the runs, each figure best in its own direction; an algorithm that is
     not registered here adds none."""
@@ -476,3 +476,25 @@ def test_sweep_then_compare_renders_in_chromium(tmp_path) -> None:
     subprocess.run([chromium(), *flags, f"--screenshot={shot}", page], capture_output=True, text=True, timeout=120)
     image = matplotlib.image.imread(shot)
     assert image.shape[:2] == (1200, 1400) and image[..., :3].std() > 0.05  # not blank
+
+
+@pytest.mark.slow
+def test_compare_lists_damaged_runs_instead_of_failing(tmp_path, finished_run) -> None:
+    """A truncated summary.json, a summary.json of [], a torn middle line of metrics.jsonl and a broken
+    .hydra/config.yaml are each listed as a damaged run, naming what is wrong, and the rest compared: never a
+    traceback in mode=compare."""
+    sweep = tmp_path / "sweep"
+    for name in "abcde":
+        shutil.copytree(finished_run / "run", sweep / name)
+    (sweep / "a" / "summary.json").write_text((finished_run / "run" / "summary.json").read_text()[:40])
+    (sweep / "b" / "summary.json").write_text("[]")
+    lines = (sweep / "c" / "metrics.jsonl").read_text().splitlines()
+    (sweep / "c" / "metrics.jsonl").write_text("\n".join([lines[0], lines[1][:15], *lines[2:]]) + "\n")
+    (sweep / "d" / ".hydra" / "config.yaml").write_text("model: [unclosed\n")
+    proc = run_cli("mode=compare", f"path={sweep}", f"hydra.run.dir={tmp_path / 'cmp'}", cwd=tmp_path)
+    assert "Traceback" not in proc.stderr
+    damaged = {line.split()[1] for line in proc.stderr.splitlines() if "is damaged:" in line}
+    assert damaged == {"a", "b", "c", "d"}
+    report = (sweep / "comparison.md").read_text()
+    assert "Damaged runs:" in report and "- b: summary.json: expected a JSON object" in report
+    assert "line 2 is not a JSON object" in report and "config.yaml" in report

@@ -1,4 +1,4 @@
-"""Pictures a paper shows (issue 65): nothing cut at the figure's edges, no text over other text, captions that
+"""Pictures a paper shows: nothing cut at the figure's edges, no text over other text, captions that
 say what is drawn. Measured on the drawn figures (matplotlib's window extents), not looked at."""
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def check_layout(fig) -> None:
 
 @pytest.mark.parametrize("scales", [[16], [16, 256, 1024], [16, 256, 1024, 4096, 16384]])
 def test_frontier_legend_fits_the_figure(scales) -> None:
-    """Issue 65: the README's own command (3 scales) cut the legend at both edges; one scale, worse."""
+    """The legend fits inside the figure at the README's own command (3 scales), and at one scale, where it is
+    hardest to fit: cut at both edges, the legend would hide which line is which."""
     rng = np.random.default_rng(0)
     rows = [
         {
@@ -99,10 +100,10 @@ class Store:
 
 
 def test_the_test_scene_caption_says_what_is_drawn(monkeypatch, tmp_path) -> None:
-    """Issue 65: the caption read "the first where they differ" and then "0.0% below the MILP" (a scene whose
-    assignment differed at the same reward, or by less than 0.05%). Now: the scene of median gap among those
-    where the model's reward is below the MILP's, with the gap to 0.01%; else a difference at the same reward;
-    else a match. The title sits above the panels' own, the legend below their x labels."""
+    """The caption says which scene is drawn and why, never "the first where they differ" then "0.0% below the
+    MILP" (a scene whose assignment differed at the same reward, or by less than 0.05%): the scene of median gap
+    among those where the model's reward is below the MILP's, with the gap to 0.01%; else a difference at the same
+    reward; else a match. The title sits above the panels' own, the legend below their x labels."""
     drawn = {}
     monkeypatch.setattr(scene_policy, "plot_assignments", lambda scene, panels, path, title: drawn.update(t=title))
     store = Store(6)

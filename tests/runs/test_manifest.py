@@ -1,5 +1,5 @@
-"""Issue 35: every run records what produced it - command, git commit and dirty flag, versions, hardware - in
-``summary.json``, at the head of ``run.log`` and on its dashboard (wandb's config: ``test_train.py``)."""
+"""Every run records what produced it - command, git commit and dirty flag, versions, hardware - in
+``summary.json``, at the head of ``run.log`` and on its dashboard (wandb's config: ``tests/modes/test_train.py``)."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ def test_a_checkpoint_from_before_the_plug_ins_resumes(tmp_path, name, optimiser
 
 @pytest.mark.slow
 def test_a_scene_policy_run_from_before_32_candidates_resumes_only_with_its_16_and_its_inputs(tmp_path) -> None:
-    """``data.k_max``'s default went from 16 to 32 (issue 33): the graphs of a resumed assignment policy would
+    """``data.k_max``'s default went from 16 to 32: the graphs of a resumed assignment policy would
     change at scale, so the run is refused in one line naming the key and the run directory is left as it was
     (with ``data.k_max=16`` it resumes, above); MASAC, which builds no scene graph, resumes without it (above)."""
     run, proc = resume(
@@ -96,14 +96,14 @@ def test_a_scene_policy_run_from_before_32_candidates_resumes_only_with_its_16_a
     )
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error:")]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 1
-    # and a model that reads the relaxation (issue 61) is not the one it trained: refused by name too
+    # and a model that reads the linear relaxation is not the one it trained: refused by name too
     assert "would break exact resumption: data.k_max: 16 -> 32; model.relaxation: False -> True." in lines[0]
     assert sorted(p.name for p in run.iterdir()) == ["last.pt"]
 
 
 @pytest.mark.slow
 def test_an_on_policy_checkpoint_from_before_the_plug_ins_is_refused_in_one_line(tmp_path) -> None:
-    """Its critic has no columns for the agent's observation (issue 34): resuming it is one line naming the
+    """Its critic has no columns for the agent's observation (added since): resuming it is one line naming the
     weights that do not fit, the run directory as it was. Its collection state, which predates the recorded
     start step, is refused by name too (the weights are checked first, so that part is loaded on its own)."""
     run, proc = resume("coma", tmp_path)

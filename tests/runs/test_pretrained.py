@@ -83,7 +83,8 @@ def assert_is_the_pretrained_policy(path) -> None:
 
 
 def test_export_policy_refuses_a_dangling_symlink_and_leaves_it_one(tmp_path) -> None:
-    """Issue 62: ``exists()`` follows the link, so a symlink to nothing passed as free and was replaced."""
+    """``exists()`` follows the link, so a symlink to nothing would pass as free and be replaced: refused, and
+    left a symlink."""
     out = tmp_path / "out"
     out.mkdir()
     link = out / "policy.pt"
@@ -95,7 +96,7 @@ def test_export_policy_refuses_a_dangling_symlink_and_leaves_it_one(tmp_path) ->
 
 
 def test_two_exports_racing_to_one_path_one_succeeds_the_other_is_refused(tmp_path, monkeypatch) -> None:
-    """Issue 62: both passed the up-front check, then each replaced the other's file and both reported success.
+    """Both could pass an up-front check, then each replace the other's file and both report success: one wins.
     A barrier holds each export just past its check until the other is there too, so they always race."""
     barrier, load = threading.Barrier(2, timeout=60), checkpoints.load_checkpoint
 

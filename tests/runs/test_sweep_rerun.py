@@ -1,4 +1,4 @@
-"""Issue 62: kill a sweep anywhere, re-issue the same command, get the same tables.
+"""Kill a sweep anywhere, re-issue the same command, get the same tables.
 
 The command is the same every time (``hydra.sweep.dir=<name> resume=auto``): finished jobs are skipped (their
 summary and score kept), unfinished ones continue from ``last.pt``, one stopped before its first checkpoint
@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, job_dirs, run_cli
-from test_faults import SMALL, copy_run, finished_run  # noqa: F401 - finished_run: the fixture
+from conftest import ROOT, SMALL, copy_run, job_dirs, run_cli
 
 TIMED = (
     "time",
@@ -76,9 +75,9 @@ def compared(sweep: Path, tmp_path: Path) -> list[dict[str, str]]:
 @pytest.mark.slow
 @pytest.mark.heavy  # ~28 s: left out of the default suite for time (the sweep re-run drills: pytest -m heavy)
 def test_a_refused_sweep_then_the_same_command_with_resume_auto_finishes_with_exit_0(tmp_path) -> None:
-    """Audit: a sweep re-run without resume=auto was refused per job (failed-<job>.json); re-run with resume=auto
-    it finished every job but still printed "1 of 2 jobs failed ... already holds a run" and exited 1, on every
-    later re-run too. Now the finished jobs are found finished, their stale records cleared, exit 0."""
+    """A sweep re-run without resume=auto is refused per job (failed-<job>.json); re-run with resume=auto it must
+    not go on printing "1 of 2 jobs failed ... already holds a run" and exiting 1 once every job is finished: the
+    finished jobs are found finished, their stale records cleared, exit 0."""
     sweep = tmp_path / "sweep"
     command = sweep_command(tmp_path, sweep, "seed=0,1", "train.steps=4", "train.eval_every=2")
     command.remove("resume=auto")
@@ -198,11 +197,12 @@ def test_a_sweep_killed_anywhere_a_few_times_then_re_issued_ends_with_an_uninter
     assert compared(killed, tmp_path) == compared(straight, tmp_path)
 
 
-@pytest.mark.heavy  # the suite's time (20 s): pytest -m heavy tests/test_sweep_rerun.py
+@pytest.mark.heavy  # the suite's time (20 s): pytest -m heavy tests/runs/test_sweep_rerun.py
 def test_masac_resumed_after_a_stop_in_its_test_phase_reports_its_final_validation(tmp_path) -> None:
-    """Audit: SIGTERM in MASAC's test phase, then the resume: its summary.json had ``final_val = {}`` (the
-    uninterrupted run's has 7 keys). A stop there leaves ``last.pt`` at the last step and no summary; the resumed
-    run trains no step, and now reports the validation its checkpoint saved."""
+    """SIGTERM in MASAC's test phase, then the resume: its summary.json must hold the final validation (an empty
+    ``final_val`` where the uninterrupted run's has 7 keys would be a lost result). A stop there leaves ``last.pt``
+    at the last step and no summary; the resumed run trains no step, and reports the validation its checkpoint
+    saved."""
     run = tmp_path / "run"
     masac = [
         "algorithm=masac",

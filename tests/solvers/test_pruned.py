@@ -1,4 +1,4 @@
-"""Issue 61, item 1: the controls as solvers. The MILP pruned by a rule without a model (nearest, value, the linear
+"""The controls as solvers. The MILP pruned by a rule without a model (nearest, value, the linear
 relaxation's reduced cost) keeps what each rule says, is the full MILP when nothing is pruned and never worse than
 the relaxation's rounding; the reduced costs are the LP's, checked against HiGHS's own primal and by hand."""
 

@@ -1,4 +1,4 @@
-"""Issue 61, item 2: a policy that reads the linear relaxation. The relaxation's pairs on a graph's candidates
+"""A policy that reads the linear relaxation. The relaxation's pairs on a graph's candidates
 (``relax_candidates``: one min-cost flow for a whole batch) equal each scene's own relaxation; its inputs
 (``relaxation_inputs``) on hand-worked scenes; a model built with ``relaxation`` reads them, on every path that
 makes graphs for it (cache, fresh batches, single scenes)."""

@@ -89,3 +89,21 @@ def test_lap_declines_above_its_size_with_a_message() -> None:
 def test_unknown_solver_is_named(hand_scene) -> None:
     with pytest.raises(ValueError, match="unknown solver 'cplex'"):
         solve(hand_scene, "cplex")
+
+
+def test_repair_fills_or_drops_partial_targets_by_hand(hand_scene) -> None:
+    import dataclasses
+
+    from uavgnn.problem.metrics import reward
+    from uavgnn.solvers.repair import repair_assignment
+
+    partial = np.array([-1, 1, -1, -1])  # target 1 (need 2) has only UAV 1, 4 away: J = -0.5 * 4
+    # idle UAVs in range of target 1: UAV 2 (3 away) and UAV 0 (5 away, range 5); UAV 3 is out of range
+    filled = repair_assignment(hand_scene, partial)
+    assert filled.tolist() == [-1, 1, 1, -1]
+    assert reward(hand_scene, filled) == pytest.approx(5 - 0.5 * (4 + 3)) and reward(hand_scene, partial) == -2
+    costly = dataclasses.replace(hand_scene, lam=1.0)  # travel 7 > value 5: completing does not pay
+    assert repair_assignment(costly, partial).tolist() == [-1, -1, -1, -1]
+    assert repair_assignment(hand_scene, partial, max_missing=0).tolist() == [-1, -1, -1, -1]
+    done = np.array([0, 1, 1, -1])
+    assert repair_assignment(hand_scene, done).tolist() == done.tolist()  # nothing partial: unchanged

@@ -1,4 +1,4 @@
-"""Issue 32: ``optim.compile`` compiles each algorithm's whole step - forward and loss as one TorchDynamo graph
+"""``optim.compile`` compiles each algorithm's whole step - forward and loss as one TorchDynamo graph
 (AOTAutograd then compiles its backward) - that gives the eager step's loss and gradients and is compiled again
 only when a curriculum stage changes the shapes."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch._dynamo
-from test_step_anatomy import SMALL, compose_small
+from conftest import SMALLEST, compose_small
 
 from uavgnn.infrastructure.perf import CompileCounter
 from uavgnn.loggers import MetricLogger
@@ -29,7 +29,7 @@ def first_step(tmp_path: Path, algorithm: str, *extra: str) -> tuple[Trainer, ob
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm", list(SMALL))
+@pytest.mark.parametrize("algorithm", list(SMALLEST))
 def test_each_algorithms_forward_and_loss_is_one_graph(tmp_path, algorithm) -> None:
     trainer, batch, draws = first_step(tmp_path, algorithm)
     explained = torch._dynamo.explain(trainer.update.eager)(batch, draws)
@@ -44,7 +44,7 @@ def loss_and_gradients(step, model: torch.nn.Module, batch, draws) -> tuple[torc
 
 
 @pytest.mark.heavy  # torch.compile on a CPU: ~20 s an algorithm; `pytest -m heavy` runs it
-@pytest.mark.parametrize("algorithm", list(SMALL))
+@pytest.mark.parametrize("algorithm", list(SMALLEST))
 def test_a_compiled_step_gives_the_eager_loss_and_gradients(tmp_path, algorithm) -> None:
     trainer, batch, draws = first_step(tmp_path, algorithm)
     eager_loss, eager_grads = loss_and_gradients(trainer.update.eager, trainer.model, batch, draws)
@@ -59,8 +59,8 @@ def test_a_compiled_step_gives_the_eager_loss_and_gradients(tmp_path, algorithm)
 @pytest.mark.heavy  # 300 compiled steps on a CPU: ~2 min each, REINFORCE's ~N min
 @pytest.mark.parametrize("algorithm", ["imitation", "imitation_padded", "reinforce_fresh"])
 def test_a_curriculum_compiles_the_step_again_only_when_a_stage_changes_its_shapes(tmp_path, algorithm) -> None:
-    """4 -> 8 -> 16 UAVs, on cached batches, on padded splits on the device and on fresh scenes (issue 32's
-    configuration): the stages change the batch's sizes and the candidate budget k; at most one compile per
+    """4 -> 8 -> 16 UAVs, on cached batches, on padded splits on the device and on fresh scenes (the configuration
+    BENCHMARKS.md measured): the stages change the batch's sizes and the candidate budget k; at most one compile per
     stage (the first, and one when a stage's new k makes TorchDynamo treat it as dynamic), none per step."""
     cfg = compose_small(
         tmp_path,
@@ -90,7 +90,7 @@ def test_a_curriculum_compiles_the_step_again_only_when_a_stage_changes_its_shap
 
 
 @pytest.mark.heavy  # torch.compile on a CPU: ~30 s an algorithm
-@pytest.mark.parametrize("algorithm", list(SMALL))
+@pytest.mark.parametrize("algorithm", list(SMALLEST))
 def test_a_compiled_run_compiles_its_step_once(tmp_path, algorithm) -> None:
     """A whole run (collections, validation, the step between them) compiles the step once with no graph break;
     MAPPO read its config inside the step and recompiled at every update (28 compiles in 13 steps)."""

@@ -1,9 +1,9 @@
-"""Issue 32: ``optim.cuda_graphs`` - each update replayed as one CUDA graph per input signature.
+"""``optim.cuda_graphs`` - each update replayed as one CUDA graph per input signature.
 
 On a CPU: the signature that decides when a graph replays, the capturable optimisers (learning rates as device
 tensors set in place, the same updates as the float ones, checkpoints interchangeable), and the run's one line
-when CUDA graphs cannot run. The captured update itself needs CUDA: ``pytest -m gpu tests/test_cuda_graphs.py``
-on a GPU machine (BENCHMARKS.md, issue 32 part 5) checks that graphed training equals eager training."""
+when CUDA graphs cannot run. The captured update itself needs CUDA: ``pytest -m gpu tests/training/test_cuda_graphs.py``
+on a GPU machine (BENCHMARKS.md records its runs) checks that graphed training equals eager training."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import logging
 
 import pytest
 import torch
-from test_step_anatomy import SMALL, compose_small
+from conftest import SMALLEST, compose_small
 
 from uavgnn.algorithms.base import Network
 from uavgnn.algorithms.registry import algorithms
@@ -90,13 +90,13 @@ def test_a_run_asking_for_cuda_graphs_where_they_cannot_run_says_so_and_trains(t
 
 
 def graphed(name: str) -> str:
-    """``name`` at its smallest (``SMALL``) with a step that reads nothing back on the host: one that trains on
+    """``name`` at its smallest (``SMALLEST``) with a step that reads nothing back on the host: one that trains on
     scene splits on padded batches with the dense attention path (``optim.dense_max_nodes``), the others as
     they are."""
     padded = algorithms()[name].capabilities.scene_splits
     return next(
         key
-        for key, overrides in SMALL.items()
+        for key, overrides in SMALLEST.items()
         if (key == name or key.startswith(f"{name}_"))
         and (not padded or any(o.startswith("optim.dense_max_nodes=") for o in overrides))
     )
@@ -104,12 +104,12 @@ def graphed(name: str) -> str:
 
 GRAPHED = [
     graphed(name)
-    for name, algorithm in algorithms().items()  # the package's: SMALL has each
+    for name, algorithm in algorithms().items()  # the package's: SMALLEST has each
     if algorithm.__module__.startswith("uavgnn.")
 ] + ["mappo_swarm"]  # the graph actor and critic, the teacher's term, the disruptions
 
 
-@pytest.mark.gpu  # needs CUDA: pytest -m gpu tests/test_cuda_graphs.py on a GPU machine
+@pytest.mark.gpu  # needs CUDA: pytest -m gpu tests/training/test_cuda_graphs.py on a GPU machine
 @pytest.mark.parametrize("algorithm", GRAPHED)
 def test_graphed_training_equals_eager_training_on_cuda(tmp_path, algorithm) -> None:
     """12 steps with each update replayed from its CUDA graph end with the weights of 12 eager steps (CUDA's

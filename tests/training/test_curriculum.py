@@ -98,7 +98,7 @@ def test_replay_fraction_over_many_batches(tmp_path) -> None:
     assert sorted(torch.cat(halves).tolist()) == sorted(sampler.batch(5, 2, 32, 0.4).scene_id.tolist())
 
 
-@pytest.mark.heavy  # 20 s; resume exactness runs by default in test_train and test_faults, with -m heavy here too
+@pytest.mark.heavy  # 20 s; resume exactness runs by default in test_stop and test_log_window, with -m heavy here too
 def test_resumed_run_keeps_its_stage_and_matches_an_uninterrupted_run(tmp_path) -> None:
     args = [
         "experiment=debug",

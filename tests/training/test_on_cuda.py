@@ -1,15 +1,14 @@
-"""What only CUDA can check besides the CUDA graphs (``tests/test_cuda_graphs.py``): runs resumed on the GPU (the
-checkpoint's random states come back onto the device), a loss whose reductions CUDA runs with other kernels than
-the CPU, and decisions whose decodes run in fixed rounds there. Left out by default; ``pytest -m gpu
-tests/test_on_cuda.py -n 0`` on a GPU machine."""
+"""What only CUDA can check besides the CUDA graphs (``tests/training/test_cuda_graphs.py``): runs resumed on the
+GPU (the checkpoint's random states come back onto the device), a loss whose reductions CUDA runs with other
+kernels than the CPU, and decisions whose decodes run in fixed rounds there. Left out by default; ``pytest -m gpu
+tests/training/test_on_cuda.py -n 0`` on a GPU machine."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from conftest import straight_and_resumed
-from test_step_anatomy import compose_small
+from conftest import compose_small, straight_and_resumed
 
 from uavgnn.inference.decoders import decode
 from uavgnn.models.choices import Balancing, choice_log_probs, imitation_loss

@@ -3,53 +3,20 @@ same weights as the two runs it replaces, resumable exactly at the boundary, its
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
-from conftest import ROOT, resume_is_exact
-from hydra import compose, initialize_config_dir
-from omegaconf import open_dict
+from conftest import compose, resume_is_exact, six_uav_cfg, train_in_process
 
 from uavgnn.algorithms.registry import check_config
 from uavgnn.algorithms.scene_policy import SceneWorkload
-from uavgnn.config import register_configs
 from uavgnn.infrastructure.errors import ConfigError
-from uavgnn.loggers import MetricLogger
-from uavgnn.training.trainer import train
-
-register_configs()
-
-
-def compose_cfg(tmp_path: Path, *overrides: str):
-    """A few steps on 6-UAV scenes with every directory in ``tmp_path``."""
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        cfg = compose("config", overrides=["experiment=debug", "model=tiny", "logger=jsonl", *overrides])
-    with open_dict(cfg):
-        cfg.data.update(
-            n_uav=6, train_scenes=32, val_scenes=8, test_scenes=8, cache_dir=str(tmp_path / "cache"), label_workers=1
-        )
-        cfg.train.update(eval_every=3, ckpt_every=3, log_every=3)
-        cfg.hardware.batch_size = 8
-    check_config(cfg)
-    return cfg
-
-
-def run(cfg, out: Path) -> dict:
-    out.mkdir(parents=True)
-    logger = MetricLogger(out, cfg.logger, config={})
-    try:
-        train(cfg, out, logger)
-    finally:
-        logger.finish()
-    return torch.load(out / "last.pt", weights_only=True)
 
 
 def test_one_run_of_two_phases_is_imitation_then_reinforce_from_its_best_checkpoint(tmp_path) -> None:
     """The one run's weights (and moving average) equal, to the bit, those of ``algorithm=imitation`` for the
     first phase's steps followed by ``algorithm=reinforce algorithm.init_from=<its best.pt>`` for the rest."""
-    both = run(
-        compose_cfg(
+    both = train_in_process(
+        six_uav_cfg(
             tmp_path,
             "algorithm=imitation_reinforce",
             "algorithm.imitation_steps=6",
@@ -59,12 +26,12 @@ def test_one_run_of_two_phases_is_imitation_then_reinforce_from_its_best_checkpo
         ),
         tmp_path / "one-run",
     )
-    run(
-        compose_cfg(tmp_path, "algorithm=imitation", "train.steps=6", "train.lr=3e-3", "train.warmup_steps=2"),
+    train_in_process(
+        six_uav_cfg(tmp_path, "algorithm=imitation", "train.steps=6", "train.lr=3e-3", "train.warmup_steps=2"),
         tmp_path / "imitation",
     )
-    second = run(
-        compose_cfg(
+    second = train_in_process(
+        six_uav_cfg(
             tmp_path,
             "algorithm=reinforce",
             f"algorithm.init_from={tmp_path / 'imitation/best.pt'}",
@@ -87,7 +54,7 @@ def test_a_run_stopped_at_the_phase_boundary_resumes_exactly(tmp_path) -> None:
     """Stopped after the imitation phase (``train.steps`` = ``imitation_steps``, then raised on resume: a safe
     change), the run goes on into REINFORCE as the uninterrupted one did."""
     a, _ = resume_is_exact(
-        lambda *o: compose_cfg(tmp_path, "algorithm=imitation_reinforce", "algorithm.imitation_steps=6", *o),
+        lambda *o: six_uav_cfg(tmp_path, "algorithm=imitation_reinforce", "algorithm.imitation_steps=6", *o),
         tmp_path,
         half=6,
     )
@@ -115,17 +82,13 @@ def test_a_run_stopped_at_the_phase_boundary_resumes_exactly(tmp_path) -> None:
 def test_bad_phase_settings_are_refused_in_one_line(tmp_path, overrides, message) -> None:
     (tmp_path / "ckpt").mkdir()
     torch.save({}, tmp_path / "ckpt" / "last.pt")
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        cfg = compose(
-            "config",
-            overrides=[
-                "experiment=debug",
-                "algorithm=imitation_reinforce",
-                "algorithm.imitation_steps=4",
-                "train.steps=20",
-                *[o.replace("ckpt", str(tmp_path / "ckpt" / "last.pt")) for o in overrides],
-            ],
-        )
+    cfg = compose(
+        "experiment=debug",
+        "algorithm=imitation_reinforce",
+        "algorithm.imitation_steps=4",
+        "train.steps=20",
+        *[o.replace("ckpt", str(tmp_path / "ckpt" / "last.pt")) for o in overrides],
+    )
     with pytest.raises(ConfigError) as err:
         check_config(cfg)
     assert message in str(err.value) and "\n" not in str(err.value)
@@ -143,8 +106,7 @@ def test_fresh_scenes_of_a_reinforce_phase_stop_no_mode_that_does_not_train_on_t
     """``algorithm=imitation_reinforce``'s REINFORCE phase draws fresh scenes (``data.source=generated``); solving
     or scoring your own scenes with that config, or training on them with ``data.source=cache``, is not refused
     for it."""
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        cfg = compose("config", overrides=["algorithm=imitation_reinforce", *overrides])
+    cfg = compose("algorithm=imitation_reinforce", *overrides)
     assert cfg.algorithm.imitation_steps > 0
     check_config(cfg)
 
@@ -153,11 +115,11 @@ def test_the_candidate_cap_above_a_scenes_targets_changes_no_training_batch(tmp_
     """``data.k_max`` only binds above the k rule's jittered budget (8 +- 2 here) and a UAV's feasible targets: on
     6-UAV scenes (3 targets) the main job's batches with caps 10 and 32 - imitation's from the cache, REINFORCE's
     fresh - are equal tensor for tensor (why raising the default to 32 left training at 16 UAVs as it was;
-    BENCHMARKS.md, issue 33 part 7).
+    BENCHMARKS.md).
     The per-rank edge counts of a batch only run longer, holding their total."""
 
     def workload(k_max: int) -> SceneWorkload:
-        cfg = compose_cfg(
+        cfg = six_uav_cfg(
             tmp_path,
             "algorithm=imitation_reinforce",
             "algorithm.imitation_steps=3",

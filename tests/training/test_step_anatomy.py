@@ -5,17 +5,13 @@ dispatch (``uavgnn.infrastructure.perf.OpCounter``), against hand-worked counts 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
-from hydra import compose, initialize_config_dir
-from omegaconf import open_dict
+from conftest import SMALLEST, compose_small
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from uavgnn.algorithms.base import Network
-from uavgnn.config import register_configs
 from uavgnn.infrastructure.perf import OpCounter
 from uavgnn.loggers import MetricLogger
 from uavgnn.models.choices import choice_log_probs, imitation_loss, policy_entropy
@@ -25,108 +21,6 @@ from uavgnn.training.ema import update_moving_average
 from uavgnn.training.optimisers import Optimisers
 from uavgnn.training.trainer import Trainer
 from uavgnn.training.update import Updater
-
-SMALL = {  # each algorithm at its smallest (the benchmark's configurations, shrunk)
-    "imitation": [
-        "experiment=debug",
-        "model=tiny",
-        "data.n_uav=6",
-        "data.train_scenes=32",
-        "data.val_scenes=8",
-        "data.test_scenes=8",
-        "hardware.batch_size=8",
-    ],
-    "imitation_padded": [
-        "experiment=debug",
-        "model=tiny",
-        "data.n_uav=6",
-        "data.train_scenes=32",
-        "data.val_scenes=8",
-        "data.test_scenes=8",
-        "hardware.batch_size=8",
-        "optim.dense_max_nodes=64",
-    ],  # PaddedSplit
-    "masac": [
-        "experiment=debug",
-        "algorithm=masac",
-        "model=mlp",
-        "model.hidden=16",
-        "env.n_envs=4",
-        "algorithm.learning_starts=8",
-        "algorithm.buffer_size=64",
-        "algorithm.critic_hidden=16",
-        "hardware.batch_size=8",
-        "env.val_episodes=4",
-    ],
-    "reinforce": [
-        "experiment=debug",
-        "algorithm=reinforce",
-        "model=tiny",
-        "data.n_uav=6",
-        "data.train_scenes=32",
-        "data.val_scenes=8",
-        "data.test_scenes=8",
-        "hardware.batch_size=8",
-        "algorithm.samples=3",
-        "optim.sync_free=true",
-    ],
-    "reinforce_default": [
-        "experiment=debug",
-        "algorithm=reinforce",
-        "model=tiny",
-        "data.n_uav=6",
-        "data.val_scenes=8",
-        "data.source=generated",
-        "hardware.batch_size=8",
-        "algorithm.samples=3",
-    ],  # as shipped
-    "reinforce_fresh": [
-        "experiment=debug",
-        "algorithm=reinforce",
-        "model=tiny",
-        "data.n_uav=6",
-        "data.val_scenes=8",
-        "data.source=generated",
-        "hardware.batch_size=8",
-        "algorithm.samples=3",
-        "optim.sync_free=true",
-        "optim.dense_max_nodes=64",
-    ],  # padded fresh scenes, dense attention: fixed shapes
-    "coma": ["experiment=coma", "env.val_episodes=4", "hardware.batch_size=4", "algorithm.minibatches=2"],
-    "mappo": [
-        "experiment=debug",
-        "algorithm=mappo",
-        "env.val_episodes=4",
-        "hardware.batch_size=4",
-        "algorithm.minibatches=2",
-    ],
-    "mappo_swarm": [
-        "experiment=swarm",
-        "env.n_uav=6",
-        "env.n_envs=4",
-        "env.val_episodes=4",
-        "hardware.batch_size=4",
-        "algorithm.minibatches=2",
-        "algorithm.critic=graph",
-        "algorithm.critic_hidden=16",
-        "algorithm.critic_layers=1",
-        "env.failures=0.5",
-        "env.comm_drop=0.3",
-        "env.target_speed=0.05",
-        "env.obs_links=true",
-        "model.layers=2",
-    ],  # the graph actor (both kinds of its dense layers) and critic, the planner teaching, every disruption on
-    "dynamics": ["experiment=debug", "algorithm=dynamics"],
-}
-
-
-def compose_small(tmp_path: Path, algorithm: str, *extra: str):
-    register_configs()
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        cfg = compose("config", overrides=[*SMALL[algorithm], "logger=none", *extra])
-    with open_dict(cfg):
-        cfg.data.cache_dir = str(tmp_path / "cache")
-    return cfg
 
 
 def test_the_counter_counts_what_makes_the_host_wait() -> None:
@@ -152,7 +46,7 @@ def test_the_counter_counts_what_makes_the_host_wait() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm", list(SMALL))
+@pytest.mark.parametrize("algorithm", list(SMALLEST))
 def test_steps_between_log_points_make_no_host_sync(tmp_path, algorithm) -> None:
     anatomy = step_anatomy(compose_small(tmp_path, algorithm), tmp_path / "run", warmup=2, steps=3, trace=True)
     assert anatomy.ops_per_step > 50  # the steps did run under the counter
