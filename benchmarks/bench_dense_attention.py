@@ -6,7 +6,7 @@
 Padded fresh-scene batches (``build_graph_batch``, k = 8) of 8 to 256 UAVs and ``model=small``: for each path the
 median time of a forward + backward of the policy's log-probabilities, its aten ops and host-sync ops, and the
 dense path's pair grid (graphs x nodes^2 x (edge features + mask)), what grows with the square of the scene.
-(That the two paths agree is tested: ``tests/test_dense_attention.py``, fp64, 1e-10.)
+(That the two paths agree is tested: ``tests/models/test_dense_attention.py``, fp64, 1e-10.)
 """
 
 from __future__ import annotations

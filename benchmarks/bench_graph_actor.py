@@ -10,7 +10,7 @@ model.layers=2``), on a training minibatch (16 episodes x 40 steps x 16 UAVs) an
 episodes): the median time of a forward + backward of the actor, its aten ops (those that are views launch no
 kernel) and host-sync ops, its graph's build included; beside it the same weights as PyG layers on the edge list
 of what each UAV sees (their graph built outside the timing and the count). That the two agree is tested
-(``tests/test_masac.py::test_the_graph_actor_equals_pyg_layers_on_what_each_uav_sees``, fp64, 1e-10).
+(``tests/algorithms/test_masac.py::test_the_graph_actor_equals_pyg_layers_on_what_each_uav_sees``, fp64, 1e-10).
 """
 
 from __future__ import annotations

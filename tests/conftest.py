@@ -19,13 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 from omegaconf import DictConfig, open_dict
+from scipy.optimize import linprog
 
 from uavgnn.data.store import GraphStore
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import build_graph
-from uavgnn.problem.scenes import Scene, SceneDistribution
+from uavgnn.problem.scenes import FeasiblePairs, Scene, SceneDistribution, feasible_pairs, rank_in_runs
 from uavgnn.solvers import solve_milp
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -587,3 +589,29 @@ def hostile(tmp_path) -> tuple[Path, Path]:
     path = tmp_path / "hostile.pt"
     torch.save({"policy": {"w": Payload(marker)}, "config": "model: {}", "state": {"step": 1}}, path)
     return path, marker
+
+
+def nearest(scene: Scene, k: int) -> FeasiblePairs:
+    """Each UAV's ``k`` nearest feasible targets: the candidates a graph gives it."""
+    pairs = feasible_pairs(scene)
+    near = rank_in_runs(pairs.uav) < k
+    return FeasiblePairs(pairs.uav[near], pairs.target[near], pairs.dist[near])
+
+
+def whole_lp(scene: Scene) -> float:
+    """The MILP of ``uavgnn.solvers.milp`` over every feasible pair, x and y in [0, 1], by HiGHS's interior point."""
+    pairs = feasible_pairs(scene)
+    p, n, m = len(pairs.uav), scene.n_uav, scene.n_target
+    column = np.arange(p)
+    uav_rows = sp.csr_matrix((np.ones(p), (pairs.uav, column)), shape=(n, p + m))
+    target_rows = sp.csr_matrix(
+        (
+            np.concatenate([np.ones(p), -scene.need.astype(float)]),
+            (np.concatenate([pairs.target, np.arange(m)]), np.concatenate([column, p + np.arange(m)])),
+        ),
+        shape=(m, p + m),
+    )
+    cost = np.concatenate([scene.lam * pairs.dist, -scene.value])
+    res = linprog(cost, uav_rows, np.ones(n), target_rows, np.zeros(m), bounds=(0, 1), method="highs-ipm")
+    assert res.status == 0
+    return -res.fun

@@ -64,10 +64,15 @@ def test_console_script_help_lists_every_mode_and_group(tmp_path) -> None:
         if d.is_dir() and d.name not in ("hydra", "__pycache__")
     }
     assert listed == shipped
-    # the algorithms: the registry's, each with its module docstring's first line; the default marked
+    # the algorithms: the registry's, each with its module docstring's first line, the default marked, and under
+    # each what it declares it can train
     start = lines.index(next(line for line in lines if line.startswith("== Algorithms")))
-    listed = lines[start + 1 : lines.index("", start)]
+    block = lines[start + 1 : lines.index("", start)]
+    listed, capable = block[::2], [line.strip() for line in block[1::2]]
     assert [line.split()[0] for line in listed] == list(algorithms())
+    assert capable == [f"({algorithm.capabilities.describe()})" for algorithm in algorithms().values()]
+    coma = capable[list(algorithms()).index("coma")]  # by hand: a shared MLP actor over choices, on-policy
+    assert coma.startswith("(model=mlp; env.action=discrete|goto; on-policy; centralised critic")
     choices = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "config.yaml").defaults)
     default = next(choice["algorithm"] for choice in choices if isinstance(choice, dict) and "algorithm" in choice)
     for line, (name, algorithm) in zip(listed, algorithms().items()):

@@ -6,41 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
-from scipy.optimize import linprog
+from conftest import nearest, whole_lp
 
 from uavgnn.problem.generator import generate_scenes
-from uavgnn.problem.scenes import FeasiblePairs, Scene, SceneDistribution, feasible_pairs, rank_in_runs
+from uavgnn.problem.scenes import FeasiblePairs, Scene, SceneDistribution, feasible_pairs
 from uavgnn.solvers import solve_milp
 from uavgnn.solvers.bound import certified_bound
 
 RELATIVE = 1e-6  # the bound's margin over the flow's rounded costs
-
-
-def nearest(scene: Scene, k: int) -> FeasiblePairs:
-    """Each UAV's ``k`` nearest feasible targets: the candidates a graph gives it."""
-    pairs = feasible_pairs(scene)
-    near = rank_in_runs(pairs.uav) < k
-    return FeasiblePairs(pairs.uav[near], pairs.target[near], pairs.dist[near])
-
-
-def whole_lp(scene: Scene) -> float:
-    """The MILP of ``uavgnn.solvers.milp`` over every feasible pair, x and y in [0, 1], by HiGHS's interior point."""
-    pairs = feasible_pairs(scene)
-    p, n, m = len(pairs.uav), scene.n_uav, scene.n_target
-    column = np.arange(p)
-    uav_rows = sp.csr_matrix((np.ones(p), (pairs.uav, column)), shape=(n, p + m))
-    target_rows = sp.csr_matrix(
-        (
-            np.concatenate([np.ones(p), -scene.need.astype(float)]),
-            (np.concatenate([pairs.target, np.arange(m)]), np.concatenate([column, p + np.arange(m)])),
-        ),
-        shape=(m, p + m),
-    )
-    cost = np.concatenate([scene.lam * pairs.dist, -scene.value])
-    res = linprog(cost, uav_rows, np.ones(n), target_rows, np.zeros(m), bounds=(0, 1), method="highs-ipm")
-    assert res.status == 0
-    return -res.fun
 
 
 def test_a_pair_the_optimum_needs_left_out_is_priced_back_in(hand_scene) -> None:
