@@ -71,15 +71,15 @@ def test_the_address_space_limit_caps_what_is_available() -> None:
 
 @pytest.mark.slow
 def test_the_model_on_a_scene_too_large_for_the_limit_is_refused_before_scoring(tmp_path) -> None:
-    """``mode=solve solver=model`` estimates the scoring (11 KB a UAV for the pretrained policy, measured in
-    benchmarks/bench_memory.py) before building the graph: 600,000 UAVs under a 4 GB limit is one line."""
+    """``mode=solve solver=model`` estimates the scoring before building the graph (benchmarks/bench_memory.py
+    measures it): 1,500,000 UAVs, scored in tiles, under a 4 GB limit is one line."""
     run = tmp_path / "run"
     proc = run_limited(
         4 * GB,
         "mode=solve",
         "solver=model",
         "ckpt=pretrained",
-        "solve.n_uav=600000",
+        "solve.n_uav=1500000",
         "solve.gap_reference=false",
         "logger=none",
         "hardware.threads=1",
@@ -87,8 +87,10 @@ def test_the_model_on_a_scene_too_large_for_the_limit_is_refused_before_scoring(
         cwd=tmp_path,
     )
     line = one_error_line(proc, "error:")
-    need = (600_000 * 32 * (5 * 64 + 32) + 2**28) / GB  # 32 candidates, hidden 64: 11 KB a UAV, and 256 MB
-    assert f"scoring a scene of 600,000 UAVs with the model would need about {need:.1f} GB" in line, line
+    # 32 candidates a UAV, 48 bytes each; a tile of 65,536 UAVs with its halo (3x) 5 bytes per pair and hidden unit
+    # (hidden 64); 256 MB
+    need = (1_500_000 * 32 * 48 + 3 * 65_536 * 32 * 5 * 64 + 2**28) / GB
+    assert f"scoring a scene of 1,500,000 UAVs with the model would need about {need:.1f} GB" in line, line
     assert "ulimit -v" in line and "solver=mcf" in line
     assert not run.exists()
 

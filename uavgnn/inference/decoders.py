@@ -11,11 +11,11 @@
   more likely than idling: on 512 test scenes of 16 UAVs that halves the
   gap (9.9% -> 5.3%), because the last UAV a target needs is often one the
   model finds nearly as likely idle. Each UAV's candidates are sorted
-  once, so a UAV's next proposal is a pointer moved past its dead candidates
-  in one step (a reverse running minimum over the live ones: a round is a
-  fixed number of ops, however many candidates died), and a round re-ranks only
-  the targets that received proposals: a round costs O(proposals), not
-  O(candidates) (BENCHMARKS.md). The loop is over rounds, never over UAVs.
+  once, so a UAV's next proposal is a pointer moved past its dead candidates,
+  looking several ahead at once (``LOOK_AHEAD``), and a round re-ranks only
+  the targets that received proposals: a round's work is in the free UAVs and
+  the proposals, not in every candidate (BENCHMARKS.md). The loop is over
+  rounds, never over UAVs.
 
 - staged (``greedy`` when the model's ``Balancing.stages`` S > 1, ``model.commit_stages``): the decision is
   made target by target, the surest first, in S stages. Stage s greedy-decodes the policy and keeps each
@@ -63,6 +63,7 @@ DECODERS = ("argmax", "greedy", "sample")
 STAGE_ITERS = 10  # balancing rounds after a stage: the policy was balanced before it (on validation, as good as 50)
 SYNC_FREE_ROUNDS = 64  # fixed-shape rounds of each greedy decode of the staged decision on a GPU (a margin over what
 #                        256 UAVs need, BENCHMARKS.md; a decode left unconverged drops its partial targets)
+LOOK_AHEAD = 8  # candidates a free UAV's pointer looks ahead at once for its next live one (``greedy_decode``)
 CHECK_EVERY = 4  # a decision on a GPU reads back every that many rounds whether its decode converged and stops
 #                  there: a round is a few dozen kernel launches, and most decodes converge long before the last
 
@@ -113,12 +114,9 @@ def greedy_decode(
     alive = possible.clone()
     held = torch.full((n,), -1, dtype=torch.long, device=dev)  # per UAV node: its held candidate edge
     reopened = torch.zeros(n, dtype=torch.bool, device=dev)
-    position = torch.arange(c, device=dev)
     while True:
         free = torch.nonzero((held < 0) & (ptr < end)).squeeze(1)
-        # move each free UAV's pointer past candidates that died: to the next live one in its list, or its end
-        next_live = torch.where(alive[order], position, c).flip(0).cummin(0).values.flip(0)
-        ptr[free] = torch.minimum(next_live[ptr[free].clamp(max=c - 1)], end[free])
+        ptr[free] = _next_live(ptr[free], end[free], alive, order)
         proposers = free[ptr[free] < end[free]]
         if proposers.numel():
             proposed = order[ptr[proposers]]
@@ -158,6 +156,20 @@ def greedy_decode(
     h = held[held >= 0]
     choice[cand_uav[h]] = cand_target_node[h]
     return choice
+
+
+def _next_live(ptr: torch.Tensor, end: torch.Tensor, alive: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """Each pointer moved past the candidates that died: to the next live one in its UAV's list, or its end. Looks
+    ``LOOK_AHEAD`` candidates ahead of the free UAVs' pointers at once (rarely again): work in the free UAVs, not a
+    pass over every candidate."""
+    last, ahead = order.numel() - 1, torch.arange(LOOK_AHEAD, device=ptr.device)
+    while True:
+        at = ptr[:, None] + ahead
+        stop = (at >= end[:, None]) | alive[order[at.clamp(max=last)]]  # the first live candidate, or the list's end
+        found = stop.any(1)
+        ptr = torch.where(found, torch.minimum(ptr + stop.byte().argmax(1), end), ptr + LOOK_AHEAD)
+        if bool(found.all()):
+            return ptr
 
 
 def staged_decode(

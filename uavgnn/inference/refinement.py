@@ -49,22 +49,27 @@ def policy_rounds(
             policies.append(graph_log_probs(model, batch, graph, max_edges, assignment))
         if r < rounds:
             cand_logp, _, keep = policies[-1]
-            cand_uav, cand_target = batch.cand_index[0, keep], batch.cand_index[1, keep]
-            if greedy_rounds is None:
-                choice = greedy_decode(cand_logp.detach().float(), cand_uav, cand_target, batch.need)
-            else:
-                choice = fixed_round_greedy(
-                    cand_logp.detach().float(),
-                    cand_uav,
-                    cand_target,
-                    batch.need,
-                    batch.batch,
-                    batch.num_graphs,
-                    greedy_rounds,
-                    check_every,
-                )[0]
-            assignment = assignment_features(batch.need, choice)
+            assignment = round_assignment(batch, cand_logp, batch.cand_index[:, keep], greedy_rounds, check_every)
     return policies
+
+
+def round_assignment(
+    batch: Batch,
+    cand_logp: torch.Tensor,
+    cand_index: torch.Tensor,
+    greedy_rounds: int | None = None,
+    check_every: int = 0,
+) -> torch.Tensor:
+    """The next round's input (``assignment_features``): the greedy decode of a round's policy over the candidates
+    ``cand_index`` (UAV node, target node), by ``greedy_decode``'s loop or in ``greedy_rounds`` fixed-shape rounds
+    (``policy_rounds``)."""
+    cand_logp = cand_logp.detach().float()
+    if greedy_rounds is None:
+        choice = greedy_decode(cand_logp, cand_index[0], cand_index[1], batch.need)
+    else:
+        scenes = (batch.batch, batch.num_graphs)
+        choice = fixed_round_greedy(cand_logp, *cand_index, batch.need, *scenes, greedy_rounds, check_every)[0]
+    return assignment_features(batch.need, choice)
 
 
 def refined_log_probs(

@@ -11,6 +11,7 @@ from torch_geometric.data import Batch, Data
 
 from uavgnn.inference.decoders import decode
 from uavgnn.inference.refinement import refined_log_probs
+from uavgnn.inference.tiles import scene_batch, score_tiled
 from uavgnn.infrastructure.device import autocast
 from uavgnn.infrastructure.memory import check_fits
 from uavgnn.models import TransformerGNN
@@ -24,16 +25,22 @@ from uavgnn.solvers.result import SolveResult
 CHUNK_EDGES = 2**16  # message edges per layer-wise block (TransformerGNN.forward_chunked): cache-sized blocks run the
 # forward of a large scene several times faster than blocks of 2**20 edges on a CPU (BENCHMARKS.md)
 SPATIAL_ORDER = 10_000  # UAVs from which nodes are put in Morton order before the build (memory locality)
+TILE_UAVS = 2**16  # UAVs from which a scene is scored in tiles of about this many (``inference.tiles``)
 # Peak memory of scoring and deciding a scene: per candidate pair and hidden unit, per pair (the graph, the
 # relaxation's flow, the decision) and a fixed part (working buffers). The pretrained policy (hidden 64, 32
 # candidates) measured 313 MB at 16,384 UAVs, 831 at 65,536 and 2,830 at 262,144 (10.4 KB a UAV at the margin);
-# these give 432, 977 and 3,140 (benchmarks/bench_memory.py)
-BYTES_PER_PAIR_UNIT, BYTES_PER_PAIR, FIXED_BYTES = 5, 32, 256 * 2**20
+# these give 432, 977 and 3,140 (benchmarks/bench_memory.py). In tiles the hidden-sized part is a tile's, with its
+# halo (TILE_HALO_SHARE more UAVs at most)
+BYTES_PER_PAIR_UNIT, BYTES_PER_PAIR, FIXED_BYTES = 5, 48, 256 * 2**20
+TILE_HALO_SHARE = 2.0
 
 
-def scoring_bytes(model: TransformerGNN, n_uav: int, k: int) -> float:
-    """What ``score_scene`` and the decision after it hold at most, for ``n_uav`` UAVs of ``k`` candidates."""
-    return n_uav * k * (BYTES_PER_PAIR_UNIT * model.final_norm.normalized_shape[0] + BYTES_PER_PAIR) + FIXED_BYTES
+def scoring_bytes(model: TransformerGNN, n_uav: int, k: int, tile_uavs: int | None = None) -> float:
+    """What ``score_scene`` and the decision after it hold at most, for ``n_uav`` UAVs of ``k`` candidates, scored
+    whole or in tiles of about ``tile_uavs`` UAVs."""
+    hidden = model.final_norm.normalized_shape[0]
+    scored = n_uav if tile_uavs is None else min(n_uav, tile_uavs * (1 + TILE_HALO_SHARE))
+    return scored * k * BYTES_PER_PAIR_UNIT * hidden + n_uav * k * BYTES_PER_PAIR + FIXED_BYTES
 
 
 def _morton(pos: np.ndarray, cell: float) -> np.ndarray:
@@ -123,12 +130,16 @@ def score_scene(
     graph: GraphSettings,
     device: torch.device | str = "cpu",
     amp_dtype: torch.dtype | None = None,
+    tile_uavs: int = TILE_UAVS,
 ) -> SceneScores:
-    """Build ``scene``'s graph with the checkpoint's settings ``graph`` (``scene_graph``) and run the model once."""
+    """Build ``scene``'s graph with the checkpoint's settings ``graph`` (``scene_graph``) and run the model once;
+    a scene of more than ``tile_uavs`` UAVs is scored in tiles of about that many (``inference.tiles``: the same
+    scores in memory set by the tile)."""
     device = torch.device(device)
+    tiled = scene.n_uav > tile_uavs
     check_fits(
         f"scoring a scene of {scene.n_uav:,} UAVs with the model",
-        scoring_bytes(model, scene.n_uav, graph.k(scene.n_uav)),
+        scoring_bytes(model, scene.n_uav, graph.k(scene.n_uav), tile_uavs if tiled else None),
         "solve it with solver=mcf or solver=lap, or split the scene",
         device,
     )
@@ -136,24 +147,24 @@ def score_scene(
     uav_order, target_order = np.arange(scene.n_uav), np.arange(scene.n_target)
     if scene.n_uav >= SPATIAL_ORDER:
         scene, uav_order, target_order = spatial_order(scene)
-    data = scene_graph(model, scene, graph, device)
-    data.n_uav = torch.tensor([scene.n_uav])
-    batch = Batch.from_data_list([data]).to(device)
-    built = time.perf_counter()
     with autocast(device, amp_dtype):
-        cand_logp, idle_logp, keep = refined_log_probs(model.eval(), batch, graph.k(scene.n_uav), max_edges=CHUNK_EDGES)
+        if tiled:
+            scores = score_tiled(model.eval(), scene, graph, tile_uavs, CHUNK_EDGES, device)
+            batch = scene_batch(scene, scores.cand_index, scores.cand_relaxed)
+            policy, forward_s = (scores.cand_logp, scores.idle_logp, scores.keep), scores.forward_s
+            build_s = time.perf_counter() - start - forward_s  # the order, the tiles' graphs, the relaxation
+        else:
+            data = scene_graph(model, scene, graph, device)
+            data.n_uav = torch.tensor([scene.n_uav])
+            batch = Batch.from_data_list([data]).to(device)
+            build_s = time.perf_counter() - start
+            policy = refined_log_probs(model.eval(), batch, graph.k(scene.n_uav), max_edges=CHUNK_EDGES)
+            forward_s = time.perf_counter() - start - build_s
     if device.type == "cuda":
         torch.cuda.synchronize()
+    cand_logp, idle_logp, keep = policy
     return SceneScores(
-        scene,
-        batch,
-        cand_logp.float(),
-        idle_logp.float(),
-        keep,
-        uav_order,
-        target_order,
-        built - start,
-        time.perf_counter() - built,
+        scene, batch, cand_logp.float(), idle_logp.float(), keep, uav_order, target_order, build_s, forward_s
     )
 
 
@@ -164,11 +175,12 @@ def solve_with_model(
     decoder: str = "greedy",
     device: torch.device | str = "cpu",
     amp_dtype: torch.dtype | None = None,
+    tile_uavs: int = TILE_UAVS,
 ) -> tuple[SolveResult, dict[str, float]]:
     """The model's assignment of ``scene`` and the time split {build_s, forward_s, decode_s}; ``graph``:
     the settings the model was trained with (``scene_policy.load_policy``); ``amp_dtype`` runs the forward under
-    autocast."""
-    scores = score_scene(model, scene, graph, device, amp_dtype)
+    autocast; ``tile_uavs``: see ``score_scene``."""
+    scores = score_scene(model, scene, graph, device, amp_dtype, tile_uavs)
     start = time.perf_counter()
     decoded = decode(
         decoder,

@@ -62,6 +62,15 @@ def graph_log_probs(
     assignment: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``policy_log_probs`` on an assembled ``MessageGraph``."""
+    cand_logit, idle_logit = graph_logits(model, graph, max_edges, assignment)
+    return (*decided_log_probs(model, cand_logit, idle_logit, graph.args[4], batch.need), graph.keep)
+
+
+def graph_logits(
+    model: nn.Module, graph: MessageGraph, max_edges: int | None = None, assignment: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward's logits of the kept candidates (padding: -inf) and of idling at every node; with
+    ``max_edges``, a graph of more message edges runs layer-wise in bounded memory (``forward_chunked``)."""
     if graph.sink and assignment is not None:
         assignment = torch.cat([assignment, assignment[:1]])  # the sink's row: its output is dropped
     if max_edges is not None and graph.args[2].shape[1] > max_edges:
@@ -73,12 +82,20 @@ def graph_log_probs(
         idle_logit = idle_logit[:-1]
     if graph.cand_valid is not None:
         cand_logit = cand_logit.masked_fill(~graph.cand_valid, float("-inf"))
-    cand_uav, cand_target = graph.args[4]  # the kept candidates'
-    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, cand_uav)
+    return cand_logit, idle_logit
+
+
+def decided_log_probs(
+    model: nn.Module, cand_logit: torch.Tensor, idle_logit: torch.Tensor, cand_index: torch.Tensor, need: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The policy of a forward's logits over the candidates ``cand_index`` (UAV node, target node): each UAV's
+    softmax, balanced against the targets' ``need`` when the model decides (evaluation; trained plain:
+    ``model.capacity_iters``)."""
+    cand_logp, idle_logp = choice_log_probs(cand_logit, idle_logit, cand_index[0])
     balanced = balancing_of(model)
-    if balanced.iters and not model.training:  # the policy that decides; trained plain (``model.capacity_iters``)
-        cand_logp, idle_logp = capacity_balanced(cand_logp, idle_logp, cand_uav, cand_target, batch.need, balanced)
-    return cand_logp, idle_logp, graph.keep
+    if balanced.iters and not model.training:
+        cand_logp, idle_logp = capacity_balanced(cand_logp, idle_logp, cand_index[0], cand_index[1], need, balanced)
+    return cand_logp, idle_logp
 
 
 def policy_log_probs(

@@ -54,14 +54,7 @@ def kdtree_neighbours(scene: Scene, k_max: int, uav_neighbours: int) -> Neighbou
     nearest = np.full(n, np.inf)
     nearest[n_feasible > 0] = pairs.dist[first[:-1][n_feasible > 0]]
     keep = rank < k_max
-    n_nb = min(uav_neighbours, n - 1)
-    if n_nb > 0:
-        workers = -1 if n >= PARALLEL_QUERY else 1
-        nb_dist, nb = cKDTree(scene.uav_pos).query(scene.uav_pos, k=n_nb + 1, workers=workers)
-        src, dst, d = np.repeat(np.arange(n), n_nb), nb[:, 1:].reshape(-1), nb_dist[:, 1:].reshape(-1)
-    else:
-        src = dst = np.zeros(0, dtype=np.int64)
-        d = np.zeros(0)
+    src, dst, d = nearest_uavs(scene.uav_pos, min(uav_neighbours, n - 1))
     return Neighbours(
         pairs.uav[keep],
         pairs.target[keep],
@@ -74,6 +67,26 @@ def kdtree_neighbours(scene: Scene, k_max: int, uav_neighbours: int) -> Neighbou
         dst,
         d,
     )
+
+
+def nearest_uavs(pos: np.ndarray, n_nb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(UAV, neighbour, distance) of each UAV's ``n_nb`` nearest other UAVs, by distance, equal distances to the
+    lower-numbered UAV first: the same lists whichever k-d tree answers, so a subscene that holds a UAV's
+    surroundings gives it the whole scene's neighbours (``inference.tiles``; clipped scenes have equal distances)."""
+    n = len(pos)
+    if n_nb <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    tree, workers = cKDTree(pos), -1 if n >= PARALLEL_QUERY else 1
+    dist, nb = tree.query(pos, k=min(n_nb + 2, n), workers=workers)  # one more than kept: a tie at the end shows
+    tied = (dist[:, 1:] == dist[:, :-1]).any(1) | (nb[:, 0] != np.arange(n))
+    dist, nb = dist[:, 1 : n_nb + 1].copy(), nb[:, 1 : n_nb + 1].copy()
+    for row in np.flatnonzero(tied):  # rare: every UAV as near as the last kept, ordered by distance and index
+        near = np.asarray(tree.query_ball_point(pos[row], np.nextafter(dist[row, -1], np.inf)), dtype=np.int64)
+        near = near[near != row]
+        gap = np.sqrt(((pos[near] - pos[row]) ** 2).sum(1))
+        pick = np.lexsort((near, gap))[:n_nb]
+        dist[row], nb[row] = gap[pick], near[pick]
+    return np.repeat(np.arange(n), n_nb), nb.reshape(-1), dist.reshape(-1)
 
 
 def _distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

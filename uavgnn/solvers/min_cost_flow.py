@@ -76,9 +76,17 @@ def relaxed_assignment(scene: Scene, k: int = 16) -> np.ndarray:
 
 def relax_candidates(graph: Data) -> torch.Tensor:
     """The relaxation's choice on every candidate edge of ``graph`` (a scene's graph or a batch of them: one flow
-    for all), (C,) bool on its device: the min-cost flow over the graph's own candidates (padding excluded), each
-    pair's profit ``value / need - lam * dist`` read back from the features. The input of a model that reads the
-    relaxation (``model.relaxation``); on a GPU it is one copy to the host and one back, in the data's making."""
+    for all), (C,) bool on its device: the min-cost flow over the graph's own candidates (``relaxation_problem``).
+    The input of a model that reads the relaxation (``model.relaxation``); on a GPU it is one copy to the host and
+    one back, in the data's making."""
+    chosen = flow_choice(*relaxation_problem(graph))
+    return torch.from_numpy(chosen).to(graph.cand_index.device)
+
+
+def relaxation_problem(graph: Data) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The relaxation over ``graph``'s candidates (padding excluded) as ``flow_choice`` takes it: every candidate's
+    UAV and target (each numbered among its kind) and profit ``value / need - lam * dist``, read back from the
+    features; the targets' needs; the number of UAVs."""
     is_uav = (graph.node_type == 0).cpu().numpy()
     uav_node, target_node = graph.cand_index.cpu().numpy()
     per_slot = unsquash(graph.x[:, VALUE_COLUMN].double(), VALUE_SCALE).cpu().numpy()
@@ -88,8 +96,7 @@ def relax_candidates(graph: Data) -> torch.Tensor:
         profit = np.where(graph.cand_valid.cpu().numpy(), profit, 0.0)
     uav_id, target_id = np.cumsum(is_uav) - 1, np.cumsum(~is_uav) - 1  # node -> its number among its kind
     need = graph.need.cpu().numpy()[~is_uav]
-    chosen = flow_choice(uav_id[uav_node], target_id[target_node], profit, need, int(is_uav.sum()))
-    return torch.from_numpy(chosen).to(graph.cand_index.device)
+    return uav_id[uav_node], target_id[target_node], profit, need, int(is_uav.sum())
 
 
 def solve_mcf(scene: Scene, k: int = 16, repair: bool = False) -> SolveResult:
