@@ -1,8 +1,9 @@
 """One MARL table over seeds: the ``eval.json`` of ``mode=eval`` on each seed's checkpoint (the same test episodes
 for every seed), per swarm size, test set (nominal and disrupted) and method, the mean +- std of ``of_planner``
 (the share of the central planner's return on that set) with its 95% interval (``uavgnn.reporting.intervals``), and
-the policy over the decentralised planner, and each method's collisions per UAV in an episode (steps a UAV spent
-closer than the collision radius to another: the penalty that grows with the swarm).
+the policy over the decentralised planner and over CBBA, each method's collisions per UAV in an episode (steps a
+UAV spent closer than the collision radius to another: the penalty that grows with the swarm), and what a decision
+costs: milliseconds a step of all the set's episodes at once, rounds of messages and messages per UAV.
 
     for s in 0 1 2; do
       .venv/bin/python run.py experiment=swarm seed=$s hydra.run.dir=outputs/swarm_s$s
@@ -20,26 +21,41 @@ import statistics
 import sys
 from pathlib import Path
 
-from uavgnn.evaluation.episodes import IDLE_HOME, LOCAL_TOLD_MOTION, TOLD_MOTION
+from uavgnn.evaluation.episodes import CBBA, IDLE_HOME, LOCAL_TOLD_MOTION, TOLD_MOTION
 from uavgnn.reporting.intervals import mean_interval
 from uavgnn.reporting.tables import format_table
 
-REFERENCES = ("scripted planner", "decentralised planner", IDLE_HOME, TOLD_MOTION, LOCAL_TOLD_MOTION, "nearest target")
+REFERENCES = (
+    "scripted planner",
+    "decentralised planner",
+    CBBA,
+    IDLE_HOME,
+    TOLD_MOTION,
+    LOCAL_TOLD_MOTION,
+    "nearest target",
+)
+COSTS = ("step_ms", "rounds", "messages_per_uav")
 
 
 def seed_rows(reports: list[dict]) -> list[dict]:
-    """Per (size, test set, method): the seeds' mean and std of ``of_planner`` and its interval, in percent; the
-    policy's rows add its mean return over the decentralised planner's (none where that is not positive)."""
+    """Per (size, test set, method): the seeds' mean and std of ``of_planner`` and its interval, in percent, and the
+    mean costs; the policy's rows add its mean return over the decentralised planner's and over CBBA's (none where
+    that is not positive)."""
     policy = reports[0]["algorithm"]
     scores: dict[tuple[int, str, str], list[float]] = {}
     returns: dict[tuple[int, str, str], list[float]] = {}
     collisions: dict[tuple[int, str, str], list[float]] = {}
+    costs: dict[tuple[int, str, str, str], list[float]] = {}
     for report in reports:
         for row in report["rows"]:
             key = (row["n_uav"], row.get("test_set", "nominal"), row["method"])
             scores.setdefault(key, []).append(100 * row["of_planner"])
             returns.setdefault(key, []).append(row["return"])
             collisions.setdefault(key, []).append(row["collisions"] / row["n_uav"])
+            step = {"step_ms": 1000 * row["time_s"] / report["horizon"], **row}
+            for cost in COSTS:
+                if cost in step:
+                    costs.setdefault((*key, cost), []).append(step[cost])
     rows = []
     for (n_uav, test_set, method), values in scores.items():
         if method not in (policy, *REFERENCES):
@@ -54,11 +70,19 @@ def seed_rows(reports: list[dict]) -> list[dict]:
             "std": round(statistics.stdev(values), 1) if len(values) > 1 else float("nan"),
             "ci95": "n/a" if interval is None else f"[{interval.low:.1f}, {interval.high:.1f}]",
             "collisions_per_uav": round(statistics.mean(collisions[(n_uav, test_set, method)]), 2),
+            **{
+                cost: round(statistics.median(costs[(n_uav, test_set, method, cost)]), 1)
+                for cost in COSTS
+                if (n_uav, test_set, method, cost) in costs
+            },
         }
         if method == policy:
-            local = statistics.mean(returns[(n_uav, test_set, "decentralised planner")])  # the same every seed
             mine = statistics.mean(returns[(n_uav, test_set, method)])
-            row["of_decentralised_pct"] = round(100 * mine / local, 1) if local > 0 else float("nan")
+            for other, column in (("decentralised planner", "of_decentralised_pct"), (CBBA, "of_cbba_pct")):
+                theirs = returns.get((n_uav, test_set, other))  # the same every seed
+                if theirs:
+                    ratio = mine / statistics.mean(theirs)
+                    row[column] = round(100 * ratio, 1) if statistics.mean(theirs) > 0 else float("nan")
         rows.append(row)
     return rows
 
@@ -82,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         "std",
         "ci95",
         "of_decentralised_pct",
+        "of_cbba_pct",
         "collisions_per_uav",
+        *COSTS,
     ]
     if args.markdown:
         print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))

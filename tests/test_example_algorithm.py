@@ -40,7 +40,7 @@ A2C = [
     "train.warmup_steps=0",
     "logger=jsonl",
 ]
-METHODS = ["a2c", "scripted planner", "decentralised planner", "nearest target", "random"]
+METHODS = ["a2c", "scripted planner", "decentralised planner", "CBBA", "nearest target", "random"]
 
 
 def logged(run: Path) -> dict[int, dict[str, float]]:

@@ -168,6 +168,7 @@ def test_coma_trains_and_is_compared_with_the_planner(tmp_path: Path) -> None:
         "coma",
         "scripted planner",
         "decentralised planner",
+        "CBBA",
         "nearest target",
         "random",
     ]
@@ -207,11 +208,13 @@ def test_masac_and_coma_checkpoints_are_compared_on_the_same_scenes(tmp_path: Pa
         (f"masac seed 0 ({tmp_path.name})", "continuous"),
         ("scripted planner", "continuous"),
         ("decentralised planner", "continuous"),
+        ("CBBA", "continuous"),
         ("nearest target", "continuous"),
         ("random", "continuous"),
         (f"coma seed 3 ({tmp_path.name})", "goto"),
         ("scripted planner", "goto"),
         ("decentralised planner", "goto"),
+        ("CBBA", "goto"),
         ("nearest target", "goto"),
         ("random", "goto"),
     ]

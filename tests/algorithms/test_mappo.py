@@ -370,7 +370,7 @@ def test_a_graph_actor_trained_at_4_uavs_is_evaluated_at_12(tmp_path: Path) -> N
     overrides = ("model=tiny", "env=goto", "algorithm.critic=graph", "train.steps=4", "train.eval_every=4")
     run_train(compose_mappo(*overrides, "train.ckpt_every=4"), run)
     summary = json.loads((run / "summary.json").read_text())
-    methods = ["mappo", "scripted planner", "decentralised planner", "nearest target", "random"]
+    methods = ["mappo", "scripted planner", "decentralised planner", "CBBA", "nearest target", "random"]
     assert [r["method"] for r in summary["test"]] == methods
     out = tmp_path / "eval"
     out.mkdir()

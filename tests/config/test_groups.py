@@ -110,6 +110,7 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
             cfg.algorithm.name,
             "scripted planner",
             "decentralised planner",
+            "CBBA",
             *idle_home,
             *told,  # the planners told the targets' motion, where targets move
             "nearest target",

@@ -130,7 +130,12 @@ def test_with_the_home_action_the_tables_add_the_planner_sending_idle_uavs_home(
         assert local_home[e, n] == (settings.obs_targets + 1 if idle else local[e, n])
     assert (local_home == settings.obs_targets + 1).any()
     rows, _ = compare_policies({}, settings, SceneDistribution(), 16, CPU)
-    assert [r["method"] for r in rows][:3] == ["scripted planner", "decentralised planner", "planner, idle home"]
+    assert [r["method"] for r in rows][:4] == [
+        "scripted planner",
+        "decentralised planner",
+        "CBBA",
+        "planner, idle home",
+    ]
     rows, _ = compare_policies({}, dataclasses.replace(settings, goto_home=False), SceneDistribution(), 16, CPU)
     assert "planner, idle home" not in [r["method"] for r in rows]
 

@@ -41,7 +41,7 @@ def check_eval(tmp_path: Path, ckpt: Path) -> None:
     assert "Test episodes: 16 episodes of 4 UAVs, 25 steps" in proc.stdout
     report = json.loads((out / "eval.json").read_text())
     rows = {row["method"]: row for row in report["rows"] if row["test_set"] == "nominal"}
-    assert list(rows) == ["masac", "scripted planner", "decentralised planner", "nearest target", "random"]
+    assert list(rows) == ["masac", "scripted planner", "decentralised planner", "CBBA", "nearest target", "random"]
     assert {row["test_set"] for row in report["rows"]} == {"nominal", *report["test_sets"]}
     assert rows["scripted planner"]["of_planner"] == pytest.approx(1.0)
     policy, config = load_env_policy(ckpt)

@@ -110,12 +110,16 @@ def goto_action(env: UAVEnv, assignment: torch.Tensor) -> torch.Tensor:
     return (match * rank).amax(-1)
 
 
-def scripted_planner(env: UAVEnv, motion_weight: float = 0.0) -> torch.Tensor:
-    """The central planner's actions (``motion_weight``: told the targets' motion, ``motion_travel``)."""
-    assignment = greedy_assignment(env, motion_weight)
+def assignment_action(env: UAVEnv, assignment: torch.Tensor) -> torch.Tensor:
+    """The actions that fly each UAV at its assigned target (E, N; -1: it hovers), as the planners fly."""
     if env.cfg.action == "goto":
         return goto_action(env, assignment)
     return _to_action(env, fly_at(env, assignment.clamp(min=0)) * (assignment >= 0)[..., None])
+
+
+def scripted_planner(env: UAVEnv, motion_weight: float = 0.0) -> torch.Tensor:
+    """The central planner's actions (``motion_weight``: told the targets' motion, ``motion_travel``)."""
+    return assignment_action(env, greedy_assignment(env, motion_weight))
 
 
 def decentralised_planner(env: UAVEnv, motion_weight: float = 0.0) -> torch.Tensor:

@@ -18,7 +18,7 @@ import torch
 from uavgnn.envs import disruptions
 from uavgnn.envs.policies import EpisodeScores, Policy
 from uavgnn.envs.settings import EnvSettings
-from uavgnn.evaluation.episodes import IDLE_HOME, TOLD_MOTION, compare_policies
+from uavgnn.evaluation.episodes import CBBA, IDLE_HOME, TOLD_MOTION, compare_policies
 from uavgnn.problem.scenes import SceneDistribution
 
 COLUMNS = [
@@ -33,6 +33,8 @@ COLUMNS = [
     "of_planner",
     "of_nominal_planner",
     "time_s",
+    "rounds",
+    "messages_per_uav",
 ]
 # every test set starts from no disruption, in every episode (whatever trained)
 NOMINAL = {**{name: 0 for name in disruptions.FIELDS}, "disrupted_share": 1.0, "one_disruption": False}
@@ -70,9 +72,9 @@ def score_at_size(
 
 def compared_methods(rows: list[dict[str, Any]], policy: str) -> list[str]:
     """The methods a picture of the test sets shows, in order: the policy, the central and decentralised planners,
-    the rules where their rows are (the planner told the targets' motion, idle UAVs home), nearest targets."""
-    methods = [policy, "scripted planner", "decentralised planner", "nearest target"]
-    for extra in (TOLD_MOTION, IDLE_HOME):  # where their rows are: after the decentralised planner
+    CBBA, the rules where their rows are (the planner told the targets' motion, idle UAVs home), nearest targets."""
+    methods = [policy, "scripted planner", "decentralised planner", CBBA, "nearest target"]
+    for extra in (TOLD_MOTION, IDLE_HOME):  # where their rows are: after CBBA
         if any(r["method"] == extra for r in rows):
-            methods.insert(3, extra)
+            methods.insert(4, extra)
     return methods

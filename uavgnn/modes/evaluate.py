@@ -158,7 +158,9 @@ def evaluate_environment_policy(cfg: Config, out_dir: Path) -> dict[str, Any]:
         )
     echo(
         "of_planner: the share of the central scripted planner's return on the same test set; of_nominal_planner: "
-        "of its return on the nominal set"
+        "of its return on the nominal set; rounds, messages_per_uav: the rounds of messages and the messages each UAV "
+        "receives per decision, where a method acts on what its UAVs hear (the policy and the decentralised planner "
+        "one round over the observation's links, CBBA its auction's)"
     )
     plot_episodes(scores, trained.service_radius, out_dir / TRAJECTORIES)
     episode_gif(scores[name], trained.service_radius, out_dir / EPISODE)
