@@ -29,7 +29,8 @@ from uavgnn.solvers import solve_greedy, solve_milp
 
 
 def cbba_rows(scenes: list[Scene], optimum: list[float], obs_uavs: int | None) -> dict[str, float]:
-    """CBBA on every scene in one batch: mean and std of its gap, its rounds and messages per UAV, time."""
+    """CBBA on every scene in one batch: mean and std of its gap, its rounds and messages per UAV, time, and how
+    many scenes the round cap cut short."""
     start = time.perf_counter()
     out = allocate(scene_auction(scenes, obs_uavs), max_rounds=4 * scenes[0].n_uav)
     seconds = time.perf_counter() - start
@@ -40,6 +41,7 @@ def cbba_rows(scenes: list[Scene], optimum: list[float], obs_uavs: int | None) -
         "rounds": float(out.rounds.float().mean()),
         "messages_per_uav": float(out.messages.float().mean()) / scenes[0].n_uav,
         "s_per_scene": seconds / len(scenes),
+        "capped": int(out.capped.sum()),  # scenes whose auction the round cap cut short
     }
 
 

@@ -51,10 +51,10 @@ def auction(
     need_max = int(need.max())
     slot_target, rank = torch.arange(m * need_max) // need_max, torch.arange(m * need_max) % need_max
     value = target_value[..., slot_target] * (rank < need[:, slot_target])[:, None]
-    links = links or [[j for j in range(n) if j != i] for i in range(n)]
+    links = [[j for j in range(n) if j != i] for i in range(n)] if links is None else links
     k = max(len(heard) for heard in links) + pad
-    heard = torch.tensor([h + [0] * (k - len(h)) for h in links]).expand(e, n, k)
-    present = torch.tensor([[j < len(h) for j in range(k)] for h in links]).expand(e, n, k)
+    heard = torch.tensor([h + [0] * (k - len(h)) for h in links], dtype=torch.long).expand(e, n, k)
+    present = torch.tensor([[j < len(h) for j in range(k)] for h in links], dtype=torch.bool).expand(e, n, k)
     return Auction(value, slot_target, need, heard, present)
 
 
@@ -118,6 +118,18 @@ def test_parts_that_do_not_hear_each_other_allocate_alone() -> None:
     assert shared  # the case the split exists for happened
 
 
+def test_uavs_that_hear_nobody_each_take_what_they_value_most_and_a_cap_is_reported() -> None:
+    """No links: each UAV alone wins its best slot (both the same target here, as two deaf bidders would); a
+    chain 0-1-2 cut after one round has not settled and says so."""
+    deaf = auction(torch.tensor([[[3.0, 1.0], [2.0, 1.0]]]), torch.tensor([[1, 1]]), links=[[], []])
+    out = allocate(deaf, 8)
+    assert out.target.tolist() == [[0, 0]] and out.messages.tolist() == [0] and not out.capped.any()
+    chain = auction(torch.tensor([[[1.0], [2.0], [3.0]]]), torch.tensor([[1]]), links=[[1], [0, 2], [1]])
+    assert allocate(chain, 1).capped.tolist() == [True]
+    settled = allocate(chain, 16)
+    assert settled.target.tolist() == [[-1, -1, 0]] and settled.capped.tolist() == [False]
+
+
 def test_on_a_static_scene_cbba_is_the_greedy_by_slot_profit_and_at_most_the_milp() -> None:
     """The scene's problem as an auction (slot values ``w / d - lam * dist`` within range): its allocation is the
     sequential greedy one, every target full or empty, what its UAVs earn is the objective the MILP scores, and that
@@ -172,7 +184,7 @@ def test_the_planner_flies_each_uav_at_the_target_it_won_and_counts_what_it_cost
     assert planner.decisions == decisions and planner.uav_decisions == decisions * 6
     costs = planner.costs()
     assert costs["messages_per_uav"] == pytest.approx(costs["rounds"] * 5)  # every UAV hears the 5 others
-    assert 2 <= costs["rounds"] < 24
+    assert 2 <= costs["rounds"] < 24 and float(planner.capped) == 0  # every auction settled by itself
 
 
 def test_cbba_under_failures_allocates_no_fallen_uav() -> None:

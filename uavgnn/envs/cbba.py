@@ -14,8 +14,10 @@ the central planner) and on what it hears of the others: the UAVs it observes (`
 - The cooperation constraint (the pessimistic strategy of Whitten, Choi, Johnson and How 2011 for coupled tasks):
   once an environment's views stop changing, every UAV drops from its own bidding each target its view shows
   partly won - fewer winners than its need pays nothing - and a UAV holding one is free again; the auction goes on.
-- It ends where nothing changes and nothing is dropped (at most ``max_rounds``); each environment's rounds are
-  counted, and the messages: each round every live UAV receives the view of each UAV it hears.
+- It ends where nothing changes and nothing is dropped (at most ``max_rounds``; ``Allocation.capped`` says where
+  that cut it short); each environment's rounds are counted, and the messages: each round every live UAV receives
+  the view of each UAV it hears. Whether nothing changed is read across the environment at once: a swarm would
+  learn it over more rounds (about its graph's diameter), so the rounds and messages counted are a lower bound.
 
 On a connected graph the auction ends where the sequential greedy allocation by slot value ends (CBAA's result;
 tests check it against that greedy written out pair by pair); on a disconnected one each part allocates alone and
@@ -56,12 +58,13 @@ class Auction:
 
 @dataclass
 class Allocation:
-    """What the auction decided: each UAV's target (E, N; -1 none), each environment's rounds (E,) and messages
-    received (E,)."""
+    """What the auction decided: each UAV's target (E, N; -1 none), each environment's rounds (E,), messages
+    received (E,) and whether ``max_rounds`` ended it before it settled (E,)."""
 
     target: torch.Tensor
     rounds: torch.Tensor
     messages: torch.Tensor
+    capped: torch.Tensor
 
 
 def auction_of(env: UAVEnv) -> Auction:
@@ -152,7 +155,12 @@ def allocate(auction: Auction, max_rounds: int) -> Allocation:
             if not len(state.envs):
                 break
     target[state.envs] = state.targets()  # those that ran out of rounds
-    return Allocation(target, rounds, rounds * auction.present.sum((1, 2)))
+    capped = torch.zeros(e, dtype=torch.bool, device=device)
+    capped[state.envs] = True
+    return Allocation(target, rounds, rounds * auction.present.sum((1, 2)), capped)
+
+
+_LOW = 2**32 - 1  # the low half of a key: ``_LOW - bidder``
 
 
 def bid_key(bid: torch.Tensor, bidder: torch.Tensor) -> torch.Tensor:
@@ -161,9 +169,6 @@ def bid_key(bid: torch.Tensor, bidder: torch.Tensor) -> torch.Tensor:
     no bid."""
     bits = bid.float().contiguous().view(torch.int32).long()
     return torch.where(bid > 0, (bits << 32) | (_LOW - bidder), 0)
-
-
-_LOW = 2**32 - 1  # the low half of a key: ``_LOW - bidder``
 
 
 @dataclass
@@ -207,6 +212,8 @@ class _Bids:
         """Each UAV's view merged with those of the UAVs it hears: slot by slot the highest key; which
         environments' views rose."""
         e, n, s = self.view.shape
+        if self.links.shape[2] == 0:  # nobody hears anybody: nothing to merge
+            return torch.zeros(e, dtype=torch.bool, device=self.view.device)
         if self.everyone:
             theirs = self.view.amax(1, keepdim=True).expand(e, n, s)
         else:
@@ -244,13 +251,15 @@ class _Bids:
 @dataclass
 class CBBAPlanner:
     """CBBA as a policy ``(env) -> action``: every step the auction anew, each UAV flown at the target it won (as
-    the scripted planner flies); ``max_rounds`` None: ``4 * N`` (the auction's bound on a connected graph is N times
-    its diameter; it ends where nothing changes, far sooner). Counts what its decisions (environment-steps) cost:
+    the scripted planner flies); ``max_rounds`` None: ``4 * N`` (a cap, not a bound: it ends where nothing changes,
+    in the measured swarms far sooner; ``capped`` counts the decisions it cut short). Counts what its decisions
+    (environment-steps) cost:
     rounds and messages received, summed on the device."""
 
     max_rounds: int | None = None
     rounds: torch.Tensor | float = 0.0
     messages: torch.Tensor | float = 0.0
+    capped: torch.Tensor | float = 0.0
     decisions: int = 0
     uav_decisions: int = 0
 
@@ -258,6 +267,7 @@ class CBBAPlanner:
         allocation = allocate(auction_of(env), self.max_rounds or 4 * env.n_uav)
         self.rounds = self.rounds + allocation.rounds.sum()
         self.messages = self.messages + allocation.messages.sum()
+        self.capped = self.capped + allocation.capped.sum()
         self.decisions += env.n_envs
         self.uav_decisions += env.n_envs * env.n_uav
         return assignment_action(env, allocation.target)
