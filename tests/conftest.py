@@ -272,26 +272,30 @@ def tiny_cfg(tmp_path: Path, *overrides: str) -> DictConfig:
     return cfg
 
 
+MASAC_SMALL = [  # 6 MASAC updates of an MLP on 4 environments: a row and a checkpoint every 3, a validation at the end
+    "experiment=debug",
+    "algorithm=masac",
+    "model=mlp",
+    "logger=jsonl",
+    "env.n_envs=4",
+    "algorithm.learning_starts=8",
+    "algorithm.buffer_size=64",
+    "model.hidden=16",
+    "algorithm.critic_hidden=16",
+    "hardware.batch_size=8",
+    "env.val_episodes=4",
+    "train.steps=6",
+    "train.eval_every=6",
+    "train.ckpt_every=3",
+    "train.log_every=3",
+    "train.warmup_steps=0",
+    "train.schedule=plateau",
+]
+
+
 def masac_cfg(tmp_path: Path, *overrides: str) -> DictConfig:
-    """6 MASAC updates of an MLP on 4 environments: a row and a checkpoint every 3, a validation at the end."""
-    cfg = compose(
-        "experiment=debug",
-        "algorithm=masac",
-        "model=mlp",
-        "logger=jsonl",
-        "env.n_envs=4",
-        "algorithm.learning_starts=8",
-        "algorithm.buffer_size=64",
-        "model.hidden=16",
-        "algorithm.critic_hidden=16",
-        "hardware.batch_size=8",
-        "env.val_episodes=4",
-        f"data.cache_dir={tmp_path / 'cache'}",
-        *overrides,
-    )
-    with open_dict(cfg):
-        cfg.train.update(steps=6, eval_every=6, ckpt_every=3, log_every=3, warmup_steps=0, schedule="plateau")
-    return cfg
+    """``MASAC_SMALL`` composed, its cache in ``tmp_path``, with ``overrides``."""
+    return compose(*MASAC_SMALL, f"data.cache_dir={tmp_path / 'cache'}", *overrides)
 
 
 def compose_masac(tmp_path: Path, *overrides: str) -> DictConfig:
@@ -449,7 +453,7 @@ def dense_balancing(prob: np.ndarray, need: np.ndarray, iters: int, fill: float 
 
 # ---------------------------------------------------------------- the drills: the program as a user runs it
 
-SMALL = [  # the real program's small imitation run: 6 UAVs, 64 training scenes, a row every 5 steps
+SMALL_RUN = [  # the real program's small imitation run: 6 UAVs, 64 training scenes, a row every 5 steps
     "experiment=debug",
     "model=tiny",
     "data.n_uav=6",
@@ -459,8 +463,8 @@ SMALL = [  # the real program's small imitation run: 6 UAVs, 64 training scenes,
     "hardware.batch_size=8",
     "train.log_every=5",
     "train.warmup_steps=2",
-    "logger=jsonl",
 ]
+SMALL = [*SMALL_RUN, "logger=jsonl"]  # ... logged to jsonl
 
 
 def small(tmp_path: Path, run: Path | str, *extra: str) -> list[str]:

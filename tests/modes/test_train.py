@@ -15,25 +15,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, job_dirs, run_cli
+from conftest import ROOT, SMALL_RUN, job_dirs, run_cli
 from omegaconf import OmegaConf
 from wandb_records import history, media, run_record, summary
 
-SMALL = [
-    "experiment=debug",
-    "model=tiny",
-    "data.n_uav=6",
-    "data.train_scenes=64",
-    "data.val_scenes=8",
-    "data.test_scenes=8",
-    "hardware.batch_size=8",
-    "train.log_every=5",
-    "train.warmup_steps=2",
-]
-
 
 def overrides(tmp_path: Path, run: str, *extra: str) -> list[str]:
-    return [*SMALL, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / run}", *extra]
+    return [*SMALL_RUN, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / run}", *extra]
 
 
 def params(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -131,7 +119,7 @@ def test_multirun_basic_launcher_groups_wandb_runs(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     run_cli(
         "-m",
-        *SMALL,
+        *SMALL_RUN,
         f"data.cache_dir={tmp_path / 'cache'}",
         f"hydra.sweep.dir={sweep}",
         "model=tiny,small",
@@ -168,7 +156,7 @@ def test_multirun_joblib_and_a_failing_job(tmp_path, monkeypatch) -> None:
     proc = run_cli(
         "-m",
         "hydra/launcher=joblib",
-        *SMALL,
+        *SMALL_RUN,
         "logger=jsonl",
         f"data.cache_dir={tmp_path / 'cache'}",
         f"hydra.sweep.dir={sweep}",
@@ -208,7 +196,7 @@ def test_optuna_search_minimises_the_returned_gap(tmp_path) -> None:
     run_cli(
         "hparams_search=optuna",
         "hydra.sweeper.n_trials=2",
-        *SMALL,
+        *SMALL_RUN,
         "logger=jsonl",
         f"data.cache_dir={tmp_path / 'cache'}",
         f"hydra.sweep.dir={sweep}",

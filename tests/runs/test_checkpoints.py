@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SMALL, compose, copy_run, masac_cfg, one_error_line, run_cli, small, snapshot
+from conftest import MASAC_SMALL, SMALL, compose, copy_run, masac_cfg, one_error_line, run_cli, small, snapshot
 
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.infrastructure.errors import CheckpointError
@@ -117,28 +117,7 @@ def test_last_pt_parts_are_verified_and_invalid_replay_or_env_state_is_named(tmp
     diverge and be blamed on the LR. Each is one line naming the part, the run directory left as it was."""
     run = tmp_path / "run"
     run_train(masac_cfg(tmp_path), run)
-    args = [
-        "experiment=debug",
-        "algorithm=masac",
-        "model=mlp",
-        "logger=jsonl",
-        "env.n_envs=4",
-        "algorithm.learning_starts=8",
-        "algorithm.buffer_size=64",
-        "model.hidden=16",
-        "algorithm.critic_hidden=16",
-        "hardware.batch_size=8",
-        "env.val_episodes=4",
-        "train.steps=6",
-        "train.eval_every=6",
-        "train.ckpt_every=3",
-        "train.log_every=3",
-        "train.warmup_steps=0",
-        "train.schedule=plateau",
-        f"data.cache_dir={tmp_path / 'cache'}",
-        f"hydra.run.dir={run}",
-        "resume=auto",
-    ]
+    args = [*MASAC_SMALL, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run}", "resume=auto"]
     pristine = (run / "last.pt").read_bytes()
     damages = {
         "part 'data.buffer' (replay buffer) fails its checksum": flip_byte_of_replay_observations,
