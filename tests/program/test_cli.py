@@ -25,8 +25,8 @@ from uavgnn.infrastructure.console import count, launched_as, progress
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.loggers.wandb_dashboard import run_id
 from uavgnn.modes.cache import clear
-from uavgnn.modes.train import resume_command
 from uavgnn.reporting.tables import TABLE_WIDTH, format_table
+from uavgnn.runs.directory import continue_command
 from uavgnn.runs.layout import WANDB_RUN_ID
 from uavgnn.solvers import BASELINES
 
@@ -248,33 +248,44 @@ def test_test_scene_picture_shows_a_scene_where_model_and_milp_differ(labelled_s
     assert image.shape[1] > 1.5 * image.shape[0] and image[..., :3].std() > 0.05  # two panels side by side
 
 
-@pytest.mark.parametrize(
-    "argv0, command",
-    [("/venv/bin/uavgnn", "uavgnn"), ("/x/run.py", "python run.py"), ("/x/uavgnn/__main__.py", "python -m uavgnn")],
-)
-def test_printed_commands_use_the_program_the_user_typed(monkeypatch, argv0, command) -> None:
-    monkeypatch.setattr(sys, "argv", [argv0, "mode=info"])
-    assert launched_as() == command
+@pytest.mark.parametrize("program, tail", [("run.py", " run.py"), ("uavgnn/__main__.py", " -m uavgnn"), ("uavgnn", "")])
+def test_printed_commands_name_the_interpreter_that_runs(monkeypatch, program, tail) -> None:
+    """A printed command runs as printed: with this interpreter (a plain ``python`` may be one without the
+    dependencies: the README's is ``.venv/bin/python``), by name only where the shell's is this one."""
+    bin_dir = Path(sys.executable).parent
+    script = ROOT / program if program != "uavgnn" else bin_dir / "uavgnn"
+    monkeypatch.setattr(sys, "argv", [str(script), "mode=info"])
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("PATH", "/nowhere")  # the virtual environment not activated
+    venv = ".venv/bin/python" if Path(sys.executable).is_relative_to(ROOT) else sys.executable
+    shown = {"run.py": f"{venv} run.py", "uavgnn/__main__.py": f"{venv} -m uavgnn"}
+    local = str(script.relative_to(ROOT)) if script.is_relative_to(ROOT) else str(script)
+    assert launched_as() == shown.get(program, local)
+    monkeypatch.setenv("PATH", str(bin_dir))  # activated: its python and uavgnn are the shell's
+    assert launched_as() == ("python" + tail if tail else "uavgnn")
 
 
-def test_the_resume_command_pastes_into_a_shell_as_the_command_it_continues(tmp_path, monkeypatch) -> None:
-    """A run directory with a space (or a quote, a ``$``) printed bare would split into other words pasted into a
-    shell: every argument after the program is quoted."""
-    monkeypatch.setattr(sys, "argv", ["/x/run.py"])
-    run = tmp_path / "my runs" / "it's $HOME"
-    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # outside a Hydra launch: the directory alone
-    assert shlex.split(resume_command(run)) == ["python", "run.py", "resume=auto", f"hydra.run.dir={run}"]
-    launch = OmegaConf.create({"hydra": OmegaConf.structured(HydraConf)})
-    launch.hydra.overrides.task = ["logger.name=first try", "resume=never", f"hydra.run.dir={run}", "train.steps=5"]
-    monkeypatch.setattr(HydraConfig.instance(), "cfg", launch)
-    assert shlex.split(resume_command(run)) == [
-        "python",
-        "run.py",
-        "logger.name=first try",
-        "train.steps=5",
-        "resume=auto",
-        f"hydra.run.dir={run}",
-    ]
+def test_the_continue_command_passes_every_directory_name_to_hydra_as_it_is(tmp_path, monkeypatch) -> None:
+    """A run directory with a space, a quote, a ``$``, an accent or an emoji: shell-quoted (it stays one word)
+    and Hydra-quoted where Hydra's grammar needs it (``é`` unquoted is a lexer error); the launch's own overrides
+    kept, its ``resume`` and directory replaced."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "run.py")])
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+    monkeypatch.chdir(tmp_path)  # the checkout elsewhere: run.py by its full path
+    parser = OverridesParser.create()
+    for run in (tmp_path / "my runs" / "it's $HOME", tmp_path / "évaluation 🚁", tmp_path / "plain"):
+        monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # outside a Hydra launch: the directory alone
+        words = shlex.split(continue_command(run, "resume=auto"))
+        assert words[:3] == ["python", str(ROOT / "run.py"), "resume=auto"]
+        assert parser.parse_override(words[3]).value() == str(run) and len(words) == 4
+        launch = OmegaConf.create({"hydra": OmegaConf.structured(HydraConf)})
+        launch.hydra.overrides.task = ["logger.name=first try", "resume=never", f"hydra.run.dir={run}", "train.steps=5"]
+        monkeypatch.setattr(HydraConfig.instance(), "cfg", launch)
+        words = shlex.split(continue_command(run, "resume=auto"))
+        assert words[2:5] == ["logger.name=first try", "train.steps=5", "resume=auto"] and len(words) == 6
+        assert parser.parse_override(words[5]).value() == str(run)
 
 
 # ---------------------------------------------------------------- one error style

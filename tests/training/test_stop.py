@@ -34,7 +34,8 @@ def test_sigterm_stops_at_a_step_and_the_run_resumes_exactly(tmp_path) -> None:
     err = (tmp_path / "bg.err").read_text()
     assert proc.returncode == 143 and "Traceback" not in err, err[-3000:]
     notice = [line for line in err.splitlines() if "interrupted by SIGTERM" in line]
-    assert len(notice) == 1 and "resume with: python run.py" in notice[0] and f"hydra.run.dir={run}" in notice[0]
+    assert len(notice) == 1 and f"resume with: {sys.executable} {ROOT / 'run.py'}" in notice[0]  # as it ran
+    assert f"hydra.run.dir={run}" in notice[0]
     stopped = torch.load(run / "last.pt", weights_only=True)["state"]["step"]
     assert 0 < stopped < 100000 and f"at step {stopped}:" in notice[0]
 

@@ -31,6 +31,7 @@ MODES = {
             "eval",
             "uavgnn.modes.evaluate:run_eval",
             "zero-shot transfer of ckpt=PATH to larger scenes (eval.scales=[16,64,256])",
+            accepts_first=False,  # an unfinished evaluation of the same command there continues
         ),
         Mode(
             "solve",

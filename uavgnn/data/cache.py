@@ -50,7 +50,7 @@ from uavgnn.data.labels import solve_labels, status_counts
 from uavgnn.data.store import GraphStore
 from uavgnn.infrastructure.console import count
 from uavgnn.infrastructure.errors import StorageError
-from uavgnn.infrastructure.storage import atomic_write, save_torch, storage_error, system_path_problem
+from uavgnn.infrastructure.storage import atomic_write, file_sha256, save_torch, storage_error, system_path_problem
 from uavgnn.problem.generator import distribution_key, generate_scenes
 from uavgnn.problem.graphs import FEATURE_SET, build_graph
 from uavgnn.problem.scenes import Scene, SceneDistribution
@@ -108,14 +108,6 @@ def key_hash(key: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def build_split(
     spec: SplitSpec, dist: SceneDistribution, settings: BuildSettings, workers: int
 ) -> tuple[GraphStore, dict]:
@@ -148,7 +140,10 @@ def _save(directory: Path, payload: dict[str, Any], key: dict, info: dict, count
         "count": count,
         "n_uav": n_uav,
         "files": {
-            GRAPHS_FILE: {"bytes": (directory / GRAPHS_FILE).stat().st_size, "sha256": _sha256(directory / GRAPHS_FILE)}
+            GRAPHS_FILE: {
+                "bytes": (directory / GRAPHS_FILE).stat().st_size,
+                "sha256": file_sha256(directory / GRAPHS_FILE),
+            }
         },
         "build": info,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -190,7 +185,7 @@ def verify(directory: Path) -> str | None:
         return f"{GRAPHS_FILE} missing"
     if path.stat().st_size != expected["bytes"]:
         return f"{GRAPHS_FILE} has {path.stat().st_size} bytes, manifest says {expected['bytes']} (truncated?)"
-    if _sha256(path) != expected["sha256"]:
+    if file_sha256(path) != expected["sha256"]:
         return f"{GRAPHS_FILE} checksum mismatch (corrupt)"
     return None
 

@@ -11,6 +11,7 @@ where ``of_nominal_planner`` is the share of the central planner's nominal retur
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import torch
@@ -36,38 +37,59 @@ COLUMNS = [
     "rounds",
     "messages_per_uav",
 ]
+PROBE_STEPS = 2  # steps of a test set's episodes its duration is estimated from
 # every test set starts from no disruption, in every episode (whatever trained)
 NOMINAL = {**{name: 0 for name in disruptions.FIELDS}, "disrupted_share": 1.0, "one_disruption": False}
 
 
-def score_at_size(
+def test_set_settings(trained: EnvSettings, n_uav: int, change: dict[str, Any]) -> EnvSettings:
+    """The environment of a test set: the trained one at ``n_uav`` UAVs, from no disruption, with ``change``."""
+    return dataclasses.replace(trained, n_uav=n_uav, **{**NOMINAL, **change})
+
+
+def score_set(
     policy: Policy,
     name: str,
-    trained: EnvSettings,
+    settings: EnvSettings,
     dist: SceneDistribution,
-    n_uav: int,
-    test_sets: dict[str, dict[str, Any]],
+    test_set: str,
     episodes: int,
     device: torch.device,
+    nominal_return: float | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, EpisodeScores]]:
-    """The rows of every test set (``{name: env fields changed}``, the nominal one first) at ``n_uav`` UAVs, and
-    the nominal set's recorded episodes (its pictures)."""
-    rows: list[dict[str, Any]] = []
-    nominal, scores = None, {}
-    for test_set, change in test_sets.items():
-        settings = dataclasses.replace(trained, n_uav=n_uav, **{**NOMINAL, **change})
-        set_rows, set_scores = compare_policies({name: policy}, settings, dist, episodes, device)
-        if test_set == "nominal":
-            nominal, scores = next(r["return"] for r in set_rows if r["method"] == "scripted planner"), set_scores
-        for row in set_rows:
-            row.update(
-                n_uav=n_uav,
-                test_set=test_set,
-                return_per_uav=round(row["return"] / n_uav, 4),
-                of_nominal_planner=round(row["return"] / nominal, 4) if nominal else float("nan"),
-            )
-        rows += set_rows
+    """The rows of one test set (``test_set_settings``) and its recorded episodes (the pictures'); the nominal
+    set gives ``nominal_return`` (the central planner's return there), the disrupted ones at its size take it."""
+    rows, scores = compare_policies({name: policy}, settings, dist, episodes, device)
+    if nominal_return is None:
+        nominal_return = next(r["return"] for r in rows if r["method"] == "scripted planner")
+    for row in rows:
+        row.update(
+            n_uav=settings.n_uav,
+            test_set=test_set,
+            return_per_uav=round(row["return"] / settings.n_uav, 4),
+            of_nominal_planner=round(row["return"] / nominal_return, 4) if nominal_return else float("nan"),
+        )
     return rows, scores
+
+
+def probe_seconds(
+    policy: Policy,
+    name: str,
+    settings: EnvSettings,
+    dist: SceneDistribution,
+    episodes: int,
+    device: torch.device,
+    warm_up: bool,
+) -> float:
+    """Seconds a test set is expected to take: every method over the set's episodes for ``PROBE_STEPS`` steps
+    (first for one step to warm up, with ``warm_up``: the first set of a size pays its one-off costs), times its
+    horizon over them."""
+    short = dataclasses.replace(settings, horizon=min(PROBE_STEPS, settings.horizon))
+    if warm_up:
+        compare_policies({name: policy}, dataclasses.replace(settings, horizon=1), dist, episodes, device)
+    start = time.perf_counter()
+    compare_policies({name: policy}, short, dist, episodes, device)
+    return (time.perf_counter() - start) * settings.horizon / short.horizon
 
 
 def compared_methods(rows: list[dict[str, Any]], policy: str) -> list[str]:

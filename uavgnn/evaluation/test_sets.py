@@ -6,7 +6,9 @@ it stays a small share of the work) with every method (their MILP labels include
 from it: per set, its scenes x the probe's time per scene to score and its batches x the probe's time per batch
 (what a decode costs however few scenes it holds: the staged decision's stages), plus, where the set is not in
 the cache yet, its time per scene to label over the processes that will label it. After each set: the time so far
-and what is left, by the estimate corrected with the time measured. A set that gives the same scenes as another
+and what is left, by the estimate corrected with the time measured. Each set's rows are kept in the run directory
+as it finishes (``uavgnn.runs.partial``): re-issued after a stop, the evaluation scores (and estimates) only the
+sets left. A set that gives the same scenes as another
 (a shift that degenerates at this size, e.g. clusters larger than the targets) gets a warning.
 """
 
@@ -30,11 +32,12 @@ from uavgnn.data.splits import SplitSettings, is_cached, load_split
 from uavgnn.data.store import GraphStore
 from uavgnn.evaluation.assignments import BATCH_SCENES
 from uavgnn.evaluation.methods import Controls, compare_on_split
-from uavgnn.infrastructure.console import count, echo
+from uavgnn.infrastructure.console import Countdown, count, echo
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_folder import load_scenes, split_files
 from uavgnn.problem.scenes import Scene, SceneDistribution
+from uavgnn.runs.partial import PartialResults
 
 log = logging.getLogger(__name__)
 PROBE_SCENES = 4  # scenes like a set's the estimate is measured on (at most)
@@ -68,31 +71,47 @@ class SetScorer:
         self.settings, self.model, self.graph, self.device = settings, model, graph, device
         self.estimated_s = self.took_s = 0.0
 
-    def run(self, sets: list[tuple[str, dict[str, Any], int]]) -> list[list[dict]]:
-        """The rows of every set, in order."""
+    def run(self, sets: list[tuple[str, dict[str, Any], int]], partial: PartialResults) -> list[list[dict]]:
+        """The rows of every set, in order. Each set's rows are kept in ``partial`` as it finishes; a set already
+        finished there (an evaluation stopped and re-issued) is read back, not scored again."""
         keys = [self.set_key(task, n_uav) for _, task, n_uav in sets]
         distinct: dict[str, tuple[str, dict[str, Any], int]] = {}
         for key, item in zip(keys, sets):
             distinct.setdefault(key, item)  # named by its first name
+        done: dict[str, dict[str, Any]] = {}
+        for key in distinct:
+            kept = partial.get(key)
+            if kept is not None:
+                done[key] = kept
+        todo = [key for key in distinct if key not in done]
         start = time.perf_counter()
-        estimate = self.estimate(list(distinct.values()))
-        expected = dict(zip(distinct, estimate))
-        self.estimated_s = sum(estimate)
+        countdown = Countdown(dict(zip(todo, self.estimate([distinct[key] for key in todo]))))
+        self.estimated_s = countdown.total_s
+        kept = f"; {len(done)} finished before, kept" if done else ""
         echo(
             f"mode=eval: {count(len(distinct), 'test set')} to score ({len(sets) - len(distinct)} repeated under "
-            f"another name, scored once): about {self.estimated_s:.0f} s (measured on up to {PROBE_SCENES} probe "
-            f"scenes like each set's in {time.perf_counter() - start:.0f} s)"
+            f"another name, scored once{kept}): about {self.estimated_s:.0f} s (measured on up to {PROBE_SCENES} "
+            f"probe scenes like each set's in {time.perf_counter() - start:.0f} s)"
         )
-        done: dict[str, list[dict]] = {}
-        seen: dict[str, str] = {}
-        start = time.perf_counter()
-        for key, (label, task, n_uav) in distinct.items():
+        countdown.start = time.perf_counter()
+        for number, key in enumerate(distinct, 1):
+            if key not in countdown.expected:
+                continue
+            label, task, n_uav = distinct[key]
             size = f"task.folder={task['folder']}" if task.get("folder") else f"{n_uav} UAVs"
             echo(
-                f"  set {len(done) + 1}/{len(distinct)}: {label}, {size}, "
-                f"{count(self.scene_count(task, n_uav), 'scene')}, about {expected[key]:.0f} s"
+                f"  set {number}/{len(distinct)}: {label}, {size}, "
+                f"{count(self.scene_count(task, n_uav), 'scene')}, about {countdown.expected[key]:.0f} s"
             )
-            done[key], scenes = self.score(task, n_uav)
+            rows, scenes = self.score(task, n_uav)
+            value = {"rows": rows, "scenes": scenes}
+            done[key] = partial.put(key, value)
+            echo(countdown.finish(key))
+        self.took_s = countdown.elapsed_s
+        echo(f"mode=eval: scored in {self.took_s:.0f} s (estimated {self.estimated_s:.0f} s)")
+        seen: dict[str, str] = {}
+        for key, (label, _, n_uav) in distinct.items():
+            scenes = done[key]["scenes"]
             if scenes in seen:
                 log.warning(
                     "eval: %s gives the same %d-UAV scenes as %s: at this size the shift changes nothing "
@@ -102,13 +121,7 @@ class SetScorer:
                     seen[scenes],
                 )
             seen.setdefault(scenes, label)
-            elapsed = time.perf_counter() - start
-            pace = elapsed / max(sum(expected[k] for k in done), 1e-9)  # measured / estimated so far
-            left = pace * sum(expected[k] for k in distinct if k not in done)
-            echo(f"    done in {elapsed:.0f} s so far; about {left:.0f} s left")
-        self.took_s = time.perf_counter() - start
-        echo(f"mode=eval: scored in {self.took_s:.0f} s (estimated {self.estimated_s:.0f} s)")
-        return [done[key] for key in keys]
+        return [done[key]["rows"] for key in keys]
 
     def splits(self, task: dict[str, Any]) -> SplitSettings:
         """The splits whose test split is ``task``'s, labelled with the eval's MILP time limit, its graphs built as

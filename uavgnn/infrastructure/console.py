@@ -14,6 +14,10 @@ from __future__ import annotations
 import io
 import logging
 import math
+import os
+import re
+import shlex
+import shutil
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -69,18 +73,90 @@ def attach_run_log() -> None:
 
 
 def launched_as() -> str:
-    """How this process was started, to print commands the user can paste: ``python run.py``,
-    ``python -m uavgnn`` or ``uavgnn``."""
-    program = Path(sys.argv[0]).name
-    if program == "__main__.py":
-        return "python -m uavgnn"
-    return "python run.py" if program.endswith(".py") else program
+    """How this process was started, as a command the user can paste into the shell they started it from: the
+    interpreter that is running (``.venv/bin/python``, the one with the dependencies, unless the shell's
+    ``python`` is that one) with ``run.py`` or ``-m uavgnn``, or the ``uavgnn`` script (by name where the shell
+    finds this one)."""
+    program = Path(sys.argv[0])
+    if program.name == "__main__.py":
+        return f"{_interpreter()} -m uavgnn"
+    if program.suffix == ".py":
+        return f"{_interpreter()} {shlex.quote(_shown(program))}"
+    found = shutil.which(program.name)
+    return program.name if found and _same_file(found, program) else shlex.quote(_shown(program))
+
+
+def command_line(overrides: Sequence[str]) -> str:
+    """``launched_as()`` with ``overrides`` (``key=value``) as a shell passes them to Hydra unchanged: each value
+    Hydra would misread unquoted (an accent, an emoji, a quote, a ``~``) in Hydra's quotes, then each override
+    shell-quoted (a space, a ``$``)."""
+    return " ".join([launched_as(), *(shlex.quote(hydra_quoted(override)) for override in overrides)])
+
+
+HYDRA_UNQUOTED = re.compile(r"[A-Za-z0-9_/+.%*@?|:-]+(?: +[A-Za-z0-9_/+.%*@?|:-]+)*")  # bare in Hydra's grammar
+
+
+def hydra_quoted(override: str) -> str:
+    """``key=value`` with the value in Hydra's quotes where its grammar does not take it bare (a list, a sweep, a
+    value it would read as a number or null keeps its meaning only bare: those are left as they are)."""
+    key, sep, value = override.partition("=")
+    if not sep or not value or HYDRA_UNQUOTED.fullmatch(value) or value[0] in "[{'\"" or "," in value or "${" in value:
+        return override
+    quote = "'" if "'" not in value else '"' if '"' not in value else "'"
+    backslash = "\\"
+    body = value.replace(quote, backslash + quote)
+    body += backslash * (len(body) - len(body.rstrip(backslash)))  # backslashes before the closing quote: doubled
+    return f"{key}={quote}{body}{quote}"
+
+
+def _interpreter() -> str:
+    found = shutil.which("python")
+    return "python" if found and _same_file(found, Path(sys.executable)) else shlex.quote(_shown(Path(sys.executable)))
+
+
+def _same_file(found: str, path: Path) -> bool:
+    """The same path (a virtual environment's ``python`` is a link to the system's: the link is what counts)."""
+    return os.path.abspath(found) == os.path.abspath(path)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when inside it (``.venv/bin/python``), else absolute."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)
 
 
 def echo(text: str, err: bool = False) -> None:
     """Print ``text`` to stdout (stderr with ``err``) and record it in ``run.log``."""
     tqdm.write(text, file=sys.stderr if err else sys.stdout)
     _run_log.info(text)
+
+
+class Countdown:
+    """Work in pieces whose durations were estimated before it started: after each piece, the time so far and
+    what is left, by the estimate corrected with the pace measured so far (measured / estimated)."""
+
+    def __init__(self, expected: dict[Any, float]) -> None:
+        self.expected, self.finished = expected, set()
+        self.start = time.perf_counter()
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.expected.values())
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self.start
+
+    def finish(self, piece: Any) -> str:
+        """``piece`` is done: the line that says so."""
+        self.finished.add(piece)
+        elapsed = self.elapsed_s
+        pace = elapsed / max(sum(self.expected[p] for p in self.finished), 1e-9)
+        left = pace * sum(seconds for p, seconds in self.expected.items() if p not in self.finished)
+        return f"    done in {elapsed:.0f} s so far; about {left:.0f} s left"
 
 
 class StatusLines(tqdm):

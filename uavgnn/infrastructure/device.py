@@ -37,7 +37,10 @@ def resolve_device(name: str) -> torch.device:
                 "batch and loader settings (hardware=cpu is the preset for a CPU)"
             )
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("hardware.device=cuda but no CUDA device is available (use hardware=cpu or device=auto)")
+        raise ConfigError(
+            "hardware.device=cuda but no CUDA device is available "
+            "(use hardware=cpu, or hardware.device=auto to fall back to the CPU)"
+        )
     if name == "cuda":
         return torch.device("cuda", distributed.context().local_rank)
     return torch.device(name)

@@ -9,6 +9,7 @@ previous file intact (temp file + ``os.replace``).
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import json
 import os
@@ -232,6 +233,12 @@ def system_path_problem(path: Path | str) -> str | None:
                 else f"{resolved} is a system directory"
             )
     return None
+
+
+def file_sha256(path: Path) -> str:
+    """A file's SHA-256 (hex), read in blocks: memory stays flat whatever its size."""
+    with Path(path).open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def write_json(path: Path, payload: Any) -> None:

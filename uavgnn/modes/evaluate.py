@@ -15,11 +15,16 @@ weights for any number of UAVs - zero-shot at every ``eval.scales`` size (episod
 (``uavgnn.evaluation.environment``). Writes ``eval.json``, ``test_sets.png``, ``trajectories.png`` and
 ``episode.gif``.
 
-Both log their tables and pictures to the configured dashboard.
+Both say how long they will take before any work (from a probe of each set), log their tables and pictures to the
+configured dashboard, and keep each finished test set in the run directory as they go (``uavgnn.runs.partial``):
+stopped, the same command re-issued in the same directory (the stop prints it) continues where it stopped, to the
+same tables and pictures.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,15 +42,18 @@ from uavgnn.evaluation import environment, transfer
 from uavgnn.evaluation.episodes import TEST_SEED
 from uavgnn.evaluation.methods import INTERVAL_NOTE
 from uavgnn.evaluation.test_sets import SetScorer
-from uavgnn.infrastructure.console import count, echo
+from uavgnn.infrastructure.console import Countdown, count, echo
 from uavgnn.infrastructure.device import amp_dtype, prepare_device
-from uavgnn.infrastructure.errors import CheckpointError, ConfigError
-from uavgnn.infrastructure.storage import write_json
+from uavgnn.infrastructure.errors import CheckpointError, ConfigError, Interrupted, RunDirectoryError
+from uavgnn.infrastructure.nested import flatten
+from uavgnn.infrastructure.storage import file_sha256, write_json
 from uavgnn.loggers import publish
 from uavgnn.reporting.episodes import episode_gif, plot_episodes
 from uavgnn.reporting.evaluation_pictures import plot_frontier, plot_shifts, plot_test_sets, plot_transfer
 from uavgnn.reporting.tables import format_table
-from uavgnn.runs.checkpoints import load_checkpoint
+from uavgnn.runs.checkpoints import checkpoint_path, load_checkpoint
+from uavgnn.runs.directory import accept, continue_command, leftovers, refuse_leftovers
+from uavgnn.runs.identity import is_incidental
 from uavgnn.runs.layout import (
     EPISODE,
     EVAL,
@@ -56,23 +64,55 @@ from uavgnn.runs.layout import (
     TRANSFER,
     TRANSFER_PICTURE,
 )
+from uavgnn.runs.partial import PartialResults
 
 
 def run_eval(cfg: Config, out_dir: Path) -> dict:
     if not cfg.ckpt:
         raise ConfigError("mode=eval needs ckpt=PATH (a best.pt or last.pt from a training run)")
     stored = load_checkpoint(cfg.ckpt)["config"]
-    if produces(stored) == ENV_POLICY:
-        return evaluate_environment_policy(cfg, out_dir)
-    if produces(stored) != ASSIGNMENT_POLICY:
+    if produces(stored) not in (ENV_POLICY, ASSIGNMENT_POLICY):
         raise CheckpointError(
             f"checkpoint {cfg.ckpt} ({describe(stored)}): mode=eval takes an assignment policy "
             f"({making(ASSIGNMENT_POLICY)}) or an environment policy ({making(ENV_POLICY)})"
         )
-    return evaluate_assignment_policy(cfg, out_dir)
+    partial = accept_or_continue(cfg, out_dir)
+    evaluate = evaluate_environment_policy if produces(stored) == ENV_POLICY else evaluate_assignment_policy
+    try:
+        report = evaluate(cfg, out_dir, partial)
+    except Interrupted as err:
+        kept = f"{count(partial.finished(), 'finished test set')} kept in {partial.folder}"
+        raise Interrupted(f"{err}; {kept}; continue with: {continue_command(out_dir)}", err.exit_code) from None
+    partial.clear()
+    return report
 
 
-def evaluate_assignment_policy(cfg: Config, out_dir: Path) -> dict[str, Any]:
+def accept_or_continue(cfg: Config, out_dir: Path) -> PartialResults:
+    """Accept ``out_dir`` for this evaluation: an empty directory, or one holding the finished sets of this same
+    evaluation (the same config, the same checkpoint's bytes) stopped before it ended: it continues from them.
+    Anything else is refused in one line, the directory left as it was."""
+    config = flatten(OmegaConf.to_container(cfg, resolve=True))
+    defining = {key: value for key, value in config.items() if key == "ckpt" or not is_incidental(key)}
+    partial = PartialResults(out_dir, {"config": defining, "checkpoint_sha256": file_sha256(checkpoint_path(cfg.ckpt))})
+    left = leftovers(out_dir)
+    if left and not partial.exists():
+        raise refuse_leftovers(out_dir, "eval", left)
+    if partial.exists():
+        changes = partial.changes()
+        if changes:
+            shown = ", ".join(f"{key}: {old} -> {new}" for key, (old, new) in list(changes.items())[:4])
+            raise RunDirectoryError(
+                f"{out_dir} holds an unfinished evaluation of another command ({shown}"
+                f"{', ...' if len(changes) > 4 else ''}): continue it with its own command, or evaluate in "
+                "another directory (hydra.run.dir=...)"
+            )
+        echo(f"continuing the evaluation in {out_dir}: {count(partial.finished(), 'finished test set')} kept")
+    accept(out_dir, cfg)
+    partial.start()
+    return partial
+
+
+def evaluate_assignment_policy(cfg: Config, out_dir: Path, partial: PartialResults) -> dict[str, Any]:
     device = prepare_device(cfg)
     model, graph, trained_cfg = load_policy(cfg.ckpt, device, "mode=eval ckpt")
     deciding = (("capacity_iters", "iters"), ("capacity_fill", "fill"), ("commit_stages", "stages"))
@@ -91,7 +131,7 @@ def evaluate_assignment_policy(cfg: Config, out_dir: Path) -> dict[str, Any]:
     shifts = {name: OmegaConf.to_container(cfg.eval.shifts[name]) for name in cfg.eval.shift_sets}
     shift_sets = [(name, task, train_size) for name, task in transfer.shift_tasks(trained_cfg["task"], shifts).items()]
     scorer = SetScorer(test_set_settings(cfg, amp_dtype(cfg, device)), model, graph, device)
-    scored = scorer.run(tests + shift_sets)
+    scored = scorer.run(tests + shift_sets, partial)
     rows = [{"positions": label, **row} for (label, _, _), set_rows in zip(tests, scored) for row in set_rows]
     shift_rows = [
         {"test_set": label, **row}
@@ -137,33 +177,64 @@ def evaluate_assignment_policy(cfg: Config, out_dir: Path) -> dict[str, Any]:
     return report
 
 
-def evaluate_environment_policy(cfg: Config, out_dir: Path) -> dict[str, Any]:
+def evaluate_environment_policy(cfg: Config, out_dir: Path, partial: PartialResults) -> dict[str, Any]:
     device = prepare_device(cfg)
     policy, config = load_env_policy(cfg.ckpt, "mode=eval ckpt", device)
     trained, dist = env_settings(config), scene_distribution(config)
-    name, rows, scores = config.algorithm.name, [], {}
+    name, rows = config.algorithm.name, []
     sets = {"nominal": {}, **{key: dict(cfg.eval.disruptions[key]) for key in cfg.eval.disruption_sets}}
     flown = {trained.n_uav, *config.env.get("train_sizes", [])}  # the sizes it trained at: not zero-shot there
-    for n_uav in swarm_sizes(cfg, config):
-        episodes = max(1, min(cfg.eval.episodes, cfg.eval.max_total_uavs // n_uav))
-        size_rows, size_scores = environment.score_at_size(policy, name, trained, dist, n_uav, sets, episodes, device)
-        if n_uav == trained.n_uav:
-            scores = size_scores  # the pictures' episodes: at the size it trained for
-        rows += size_rows
-        zero_shot = "" if n_uav in flown else f" (zero-shot: trained at {', '.join(map(str, sorted(flown)))})"
-        echo(
-            f"Test episodes: {count(episodes, 'episode')} of {count(n_uav, 'UAV')}, {trained.horizon} steps "
-            f"({trained.name} environment, {dist.positions} scenes), {name} from {cfg.ckpt}{zero_shot}\n"
-            + format_table(size_rows, environment.COLUMNS)
+    sizes = {n: max(1, min(cfg.eval.episodes, cfg.eval.max_total_uavs // n)) for n in swarm_sizes(cfg, config)}
+    pieces = [(n_uav, test_set) for n_uav in sizes for test_set in sets]  # each size's nominal set first
+    done = {piece: partial.get(json.dumps(piece)) for piece in pieces}
+    start = time.perf_counter()
+    expected = {}
+    for n_uav, test_set in (piece for piece in pieces if done[piece] is None):
+        settings = environment.test_set_settings(trained, n_uav, sets[test_set])
+        warm_up = not any(n == n_uav for n, _ in expected)
+        expected[n_uav, test_set] = environment.probe_seconds(
+            policy, name, settings, dist, sizes[n_uav], device, warm_up
         )
+    countdown = Countdown(expected)
+    kept = sum(value is not None for value in done.values())
+    echo(
+        f"mode=eval: {count(len(pieces), 'test set')} ({len(sets)} at each of {count(len(sizes), 'size')}"
+        f"{f'; {kept} finished before, kept' if kept else ''}): about {countdown.total_s:.0f} s (measured on "
+        f"{environment.PROBE_STEPS}-step probes of each in {time.perf_counter() - start:.0f} s)"
+    )
+    countdown.start = time.perf_counter()
+    for number, (n_uav, test_set) in enumerate(pieces, 1):
+        if done[n_uav, test_set] is None:
+            echo(
+                f"  set {number}/{len(pieces)}: {test_set}, {count(n_uav, 'UAV')}, {count(sizes[n_uav], 'episode')}, "
+                f"about {expected[n_uav, test_set]:.0f} s"
+            )
+            nominal = None if test_set == "nominal" else _planner_return(done[n_uav, "nominal"])
+            settings = environment.test_set_settings(trained, n_uav, sets[test_set])
+            set_rows, scores = environment.score_set(
+                policy, name, settings, dist, test_set, sizes[n_uav], device, nominal
+            )
+            if (n_uav, test_set) == (trained.n_uav, "nominal"):  # the pictures: drawn before the set is kept
+                plot_episodes(scores, trained.service_radius, out_dir / TRAJECTORIES)
+                episode_gif(scores[name], trained.service_radius, out_dir / EPISODE)
+            done[n_uav, test_set] = partial.put(json.dumps([n_uav, test_set]), set_rows)
+            echo(countdown.finish((n_uav, test_set)))
+        if test_set == list(sets)[-1]:
+            size_rows = [row for t in sets for row in done[n_uav, t]]
+            rows += size_rows
+            zero_shot = "" if n_uav in flown else f" (zero-shot: trained at {', '.join(map(str, sorted(flown)))})"
+            echo(
+                f"Test episodes: {count(sizes[n_uav], 'episode')} of {count(n_uav, 'UAV')}, {trained.horizon} steps "
+                f"({trained.name} environment, {dist.positions} scenes), {name} from {cfg.ckpt}{zero_shot}\n"
+                + format_table(size_rows, environment.COLUMNS)
+            )
+    echo(f"mode=eval: scored in {countdown.elapsed_s:.0f} s (estimated {countdown.total_s:.0f} s)")
     echo(
         "of_planner: the share of the central scripted planner's return on the same test set; of_nominal_planner: "
         "of its return on the nominal set; rounds, messages_per_uav: the rounds of messages and the messages each UAV "
         "receives per decision, where a method acts on what its UAVs hear (the policy and the decentralised planner "
         "one round over the observation's links, CBBA its auction's)"
     )
-    plot_episodes(scores, trained.service_radius, out_dir / TRAJECTORIES)
-    episode_gif(scores[name], trained.service_radius, out_dir / EPISODE)
     pictures = {"eval/trajectories": out_dir / TRAJECTORIES}
     if len(sets) > 1:
         methods = environment.compared_methods(rows, name)
@@ -176,6 +247,8 @@ def evaluate_environment_policy(cfg: Config, out_dir: Path) -> dict[str, Any]:
         "episodes": cfg.eval.episodes,
         "seed": TEST_SEED,
         "test_sets": sets,
+        "estimated_s": countdown.total_s,
+        "took_s": countdown.elapsed_s,
         "rows": rows,
     }
     write_json(out_dir / EVAL, report)
@@ -190,6 +263,11 @@ def evaluate_environment_policy(cfg: Config, out_dir: Path) -> dict[str, Any]:
     written = [EVAL, TRAJECTORIES, EPISODE, *([TEST_SETS] if len(sets) > 1 else [])]
     echo(f"results in {out_dir} ({', '.join(written)})")
     return report
+
+
+def _planner_return(rows: list[dict[str, Any]]) -> float:
+    """The central planner's return on a nominal set (its rows): what ``of_nominal_planner`` divides by."""
+    return next(row["return"] for row in rows if row["method"] == "scripted planner")
 
 
 def swarm_sizes(cfg: Config, config: Any) -> list[int]:

@@ -7,35 +7,25 @@ loop (``uavgnn.training``), then ``Algorithm.test``: its table, pictures and ``s
 from __future__ import annotations
 
 import logging
-import shlex
 from pathlib import Path
 
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from uavgnn.algorithms.checkpoint_config import stored_config
 from uavgnn.algorithms.registry import algorithm_class, describe
 from uavgnn.config.schemas import Config
 from uavgnn.infrastructure import distributed
-from uavgnn.infrastructure.console import echo, launched_as
+from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import Interrupted
 from uavgnn.infrastructure.storage import remove_stale_temps, storage_error
 from uavgnn.loggers import open_logger
 from uavgnn.runs import requeue
 from uavgnn.runs.checkpoints import load_checkpoint, load_weights
-from uavgnn.runs.directory import accept, clear_failure_records
+from uavgnn.runs.directory import accept, clear_failure_records, continue_command
 from uavgnn.training.resume import check_history, check_resume_config, finished_score, resume_checkpoint
 from uavgnn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
-
-
-def resume_command(out_dir: Path) -> str:
-    """The command that continues this run: the launch's overrides plus ``resume=auto`` and its directory, each
-    shell-quoted (a directory with a space or a ``$`` pastes into a shell as itself)."""
-    overrides = [str(o) for o in HydraConfig.get().overrides.task] if HydraConfig.initialized() else []
-    kept = [o for o in overrides if not o.startswith(("resume=", "hydra.run.dir="))]
-    return " ".join([launched_as(), *map(shlex.quote, [*kept, "resume=auto", f"hydra.run.dir={out_dir}"])])
 
 
 def run_train(cfg: Config, out_dir: Path) -> float:
@@ -48,7 +38,9 @@ def run_train(cfg: Config, out_dir: Path) -> float:
     try:
         return _train_and_test(cfg, out_dir)
     except Interrupted as err:
-        raise Interrupted(f"{err}; resume with: {resume_command(out_dir)}", err.exit_code, err.saved_step) from None
+        raise Interrupted(
+            f"{err}; resume with: {continue_command(out_dir, 'resume=auto')}", err.exit_code, err.saved_step
+        ) from None
 
 
 def _train_and_test(cfg: Config, out_dir: Path) -> float:

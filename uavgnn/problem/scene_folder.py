@@ -15,7 +15,8 @@ import numpy as np
 
 from uavgnn.infrastructure.errors import ConfigError, SceneFileError
 from uavgnn.infrastructure.memory import gigabytes
-from uavgnn.problem.scene_io import load_scene
+from uavgnn.infrastructure.storage import file_sha256
+from uavgnn.problem.scene_io import check_readable, load_scene
 from uavgnn.problem.scenes import Scene
 
 SCENE_SUFFIXES = (".json", ".npz")
@@ -64,29 +65,34 @@ def split_files(folder: str | Path, split: str) -> list[Path]:
 
 
 def files_fingerprint(files: list[Path]) -> str:
-    """SHA-256 of the files' names and contents: a changed, added or removed file names a new split. Each file
-    is hashed as a stream (memory stays flat), after its size is checked against ``MAX_SCENE_FILE_BYTES``."""
+    """SHA-256 of the files' names and contents: a changed, added or removed file names a new split. Every file's
+    size is checked against ``MAX_SCENE_FILE_BYTES`` and the memory reading it takes before any is hashed (a file
+    too large is refused at once, not after minutes of hashing); each is hashed as a stream (memory stays flat)."""
+    for path in files:
+        _check_size(path)
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0")
-        digest.update(_file_sha256(path))
+        try:
+            digest.update(bytes.fromhex(file_sha256(path)))
+        except OSError as err:
+            raise SceneFileError(f"{path}: cannot be read ({err.strerror or err})") from None
     return digest.hexdigest()
 
 
-def _file_sha256(path: Path) -> bytes:
-    """The file's SHA-256, read in blocks; a file over the cap or unreadable is one line naming it."""
+def _check_size(path: Path) -> None:
+    """A file over the cap or unreadable is one line naming it."""
     try:
         size = path.stat().st_size
-        if size > MAX_SCENE_FILE_BYTES:
-            raise SceneFileError(
-                f"{path}: {gigabytes(size)} ({size:,} bytes), over the "
-                f"{gigabytes(MAX_SCENE_FILE_BYTES)} a scene file can be (MAX_SCENE_FILE_BYTES): "
-                "not a scene; take it out of the folder"
-            )
-        with path.open("rb") as f:
-            return hashlib.file_digest(f, "sha256").digest()
     except OSError as err:
         raise SceneFileError(f"{path}: cannot be read ({err.strerror or err})") from None
+    if size > MAX_SCENE_FILE_BYTES:
+        raise SceneFileError(
+            f"{path}: {gigabytes(size)} ({size:,} bytes), over the "
+            f"{gigabytes(MAX_SCENE_FILE_BYTES)} a scene file can be (MAX_SCENE_FILE_BYTES): "
+            "not a scene; take it out of the folder"
+        )
+    check_readable(path)
 
 
 def load_scenes(files: list[Path]) -> list[Scene]:

@@ -21,6 +21,7 @@ and the offending value, in one line: nothing a file holds raises anything else.
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +154,7 @@ def load_scene(path: str | Path) -> tuple[Scene, np.ndarray | None]:
     if not path.is_file():
         raise SceneFileError(f"{path}: not a regular file (a directory?)")
     if path.suffix == ".json":
-        _check_readable_size(path, path.stat().st_size * JSON_MEMORY_PER_BYTE)
+        check_readable(path)
         raw = _read_json(path)
     elif path.suffix == ".npz":
         raw = _read_npz(path)
@@ -164,6 +165,17 @@ def load_scene(path: str | Path) -> tuple[Scene, np.ndarray | None]:
 
 JSON_MEMORY_PER_BYTE = 5  # a JSON scene parsed into Python lists, then arrays (measured: 3.9 bytes per file byte)
 NPZ_MEMORY_PER_BYTE = 3  # per byte of an NPZ's arrays as stored uncompressed (measured: 2.1)
+
+
+def check_readable(path: Path) -> None:
+    """A scene file too large to parse in the memory available is refused before any of it is read: a JSON file
+    by its size, an NPZ by its arrays' sizes as its archive lists them (a damaged archive: said when read)."""
+    path = Path(path)
+    if path.suffix == ".json":
+        _check_readable_size(path, path.stat().st_size * JSON_MEMORY_PER_BYTE)
+    elif path.suffix == ".npz" and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            _check_readable_size(path, sum(info.file_size for info in archive.infolist()) * NPZ_MEMORY_PER_BYTE)
 
 
 def _check_readable_size(path: Path, need: float) -> None:

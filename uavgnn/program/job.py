@@ -36,7 +36,15 @@ from uavgnn.infrastructure.storage import write_json
 from uavgnn.infrastructure.threads import apply_threads
 from uavgnn.program.presets import replaced_hardware
 from uavgnn.runs import requeue, sweep_worker
-from uavgnn.runs.directory import accept, discard_unaccepted, is_accepted, leftovers, refused_job_record, withdraw
+from uavgnn.runs.directory import (
+    accept,
+    discard_unaccepted,
+    is_accepted,
+    leftovers,
+    refuse_leftovers,
+    refused_job_record,
+    withdraw,
+)
 from uavgnn.runs.layout import FAILED
 from uavgnn.runs.lock import release_lock
 
@@ -134,14 +142,9 @@ def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
     mode = MODES[cfg.mode]
     if mode.accepts_first:
         left = leftovers(out_dir)
-        if not left:
-            accept(out_dir, cfg)
-        else:
-            raise RunDirectoryError(
-                f"{out_dir} already holds {', '.join(left[:6])}{', ...' if len(left) > 6 else ''}: "
-                f"mode={cfg.mode} writes its results into a directory of its own; leave out "
-                "hydra.run.dir or choose another"
-            )
+        if left:
+            raise refuse_leftovers(out_dir, cfg.mode, left)
+        accept(out_dir, cfg)
     module, function = mode.runs.split(":")
     result = getattr(importlib.import_module(module), function)(cfg, out_dir)
     return result if mode.objective else None

@@ -19,9 +19,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from uavgnn.infrastructure import distributed
-from uavgnn.infrastructure.console import start_run_log
+from uavgnn.infrastructure.console import command_line, start_run_log
 from uavgnn.infrastructure.device import resolve_device
-from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.errors import ConfigError, RunDirectoryError
 from uavgnn.infrastructure.storage import atomic_write
 from uavgnn.runs.identity import is_incidental
 from uavgnn.runs.layout import (
@@ -59,6 +59,16 @@ def leftovers(directory: Path) -> list[str]:
         for p in directory.iterdir()
         if p.name not in BOOKKEEPING | FILE_MANAGER_NOTES
         and not (p.name == RUN_FILES[0] and p.is_file() and p.stat().st_size == 0)
+    )
+
+
+def refuse_leftovers(directory: Path, mode: str, left: list[str]) -> RunDirectoryError:
+    """The one line refusing a mode that writes its results into a directory of its own a directory holding
+    ``left`` (``leftovers``)."""
+    shown = ", ".join(left[:6]) + (", ..." if len(left) > 6 else "")
+    return RunDirectoryError(
+        f"{directory} already holds {shown}: mode={mode} writes its results into a directory of its own; leave out "
+        "hydra.run.dir or choose another"
     )
 
 
@@ -145,6 +155,16 @@ def _device_of(cfg: DictConfig) -> str:
         return str(resolve_device(name))
     except (ConfigError, OmegaConfBaseException) as err:  # e.g. a failed job's unresolvable interpolation
         return f"unresolved ({type(err).__name__})"
+
+
+def continue_command(directory: Path, *extra: str) -> str:
+    """The command that continues the run in ``directory`` where it stopped: the launch's overrides with
+    ``extra`` (``resume=auto``) and ``hydra.run.dir`` in place of their own, pasteable as printed
+    (``console.command_line``)."""
+    overrides = [str(o) for o in HydraConfig.get().overrides.task] if HydraConfig.initialized() else []
+    replaced = tuple(f"{o.split('=')[0]}=" for o in [*extra, "hydra.run.dir="])
+    kept = [o for o in overrides if not o.startswith(replaced)]
+    return command_line([*kept, *extra, f"hydra.run.dir={directory}"])
 
 
 def withdraw(directory: Path) -> None:

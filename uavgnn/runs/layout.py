@@ -12,6 +12,7 @@ A run directory::
     failed.json, requeued.json                        a sweep job's failure; a requeue under a scheduler
     .wandb_run_id, wandb/, tensorboard/               the dashboards
     eval.json, transfer.json, ... *.png, *.gif        a mode's results and pictures
+    partial/                                          an unfinished evaluation's finished sets (``runs.partial``)
 
 A sweep directory holds Hydra's ``multirun.yaml``, one folder per job, and ``failed-<job>.json`` for a job that
 refused its folder.
@@ -49,6 +50,7 @@ EVAL = "eval.json"  # mode=eval: every row
 TRANSFER = "transfer.json"  # mode=eval of an assignment policy: the scales, shifts and the verdict
 SOLVED_SCENE, ASSIGNMENT, SOLVE_METRICS = "scene.json", "assignment.json", "metrics.json"  # mode=solve
 PROFILE = "profile.json"
+PARTIAL = "partial"  # an unfinished mode=eval's finished test sets: the same command continues from them
 BENCHMARK = "benchmark.json"
 INFO = "info.json"
 COMPARISON = "comparison"  # mode=compare: comparison.md, .csv, .tex, .png, .html
