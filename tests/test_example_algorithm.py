@@ -11,6 +11,8 @@ import csv
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ import torch
 from conftest import ROOT, job_dirs, run_cli
 
 from uavgnn.algorithms.base import Algorithm
-from uavgnn.algorithms.registry import PLUGINS, algorithms
+from uavgnn.algorithms.registry import PLUGINS, algorithm_class, algorithms, broken_plugins
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.infrastructure.errors import ConfigError
 
@@ -172,11 +174,47 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         ),
     ],
 )
-def test_a_broken_plug_in_is_one_line_naming_its_entry_point(installed, line, modules, says) -> None:
+def test_a_broken_plug_in_is_one_line_naming_its_entry_point_when_chosen(installed, line, modules, says) -> None:
+    """A plug-in that does not load blocks nothing else: the built-ins are there; choosing it is one line."""
     installed(line, **modules)
+    assert {"mappo", "masac", "imitation"} <= set(algorithms())
+    name, said = line.split(" = ")[0], f"algorithm plug-in {line} (entry point of broken, group {PLUGINS}): {says}"
+    assert broken_plugins() == {name: said}
+    if name == "mappo":  # the built-in it would have replaced is kept
+        assert algorithm_class(name).__module__ == "uavgnn.algorithms.mappo"
+        return
     with pytest.raises(ConfigError) as err:
-        algorithms()
-    assert str(err.value) == f"algorithm plug-in {line} (entry point of broken, group {PLUGINS}): {says}"
+        algorithm_class(name)
+    assert str(err.value) == said
+
+
+def test_a_broken_plug_in_blocks_no_run_of_the_program(tmp_path, installed) -> None:
+    """Through the real program: a plug-in whose import fails leaves every built-in algorithm usable; chosen, it
+    is one line naming its entry point."""
+    installed("failing = failing_plugin", failing_plugin="raise RuntimeError('needs CUDA')")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    ours = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), "algorithm=masac", "--cfg", "job"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ours.returncode == 0 and "name: masac" in ours.stdout, ours.stderr[-2000:]
+    chosen = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), "algorithm=failing", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert chosen.returncode == 2 and refused(chosen) == [
+        f"error: algorithm plug-in failing = failing_plugin (entry point of broken, group {PLUGINS}): cannot be "
+        "loaded (RuntimeError: needs CUDA)"
+    ]
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_plug_in_module_registers_each_algorithm_it_defines(installed) -> None:

@@ -53,6 +53,18 @@ class Strict(UAVEnv):
         raise ConfigError("env.horizon=7: Strict wants 8")
 
 
+class Exploding(UAVEnv):
+    """An environment whose step fails in the user's own code, a few steps in."""
+
+    def step(self, action):
+        return self.check_wind(super().step(action))
+
+    def check_wind(self, step):
+        if self.t.max() >= 3:
+            raise ValueError("wind model out of range")
+        return step
+
+
 NOT_AN_ENV = 3
 '''
 
@@ -171,3 +183,29 @@ def test_your_environment_failing_to_build_is_one_line(tmp_path, my_envs) -> Non
     assert proc.returncode == 2 and line == (
         "error: env.target=my_envs.Broken: Broken(...) raised RuntimeError: no licence server at 10.0.0.7"
     )
+
+
+def test_your_environment_raising_in_step_names_its_class_and_shows_your_frames(tmp_path, my_envs) -> None:
+    """Your ``step`` raising mid-training: the class, method and exception in one line, then your frames only
+    (not the loop's 37 lines); nothing was trained, so no run directory is left."""
+    proc = run_cli(
+        "experiment=debug",
+        "algorithm=mappo",
+        f"env.target={my_envs}.Exploding",
+        "hardware.threads=1",
+        "logger=jsonl",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+        check=False,
+    )
+    line = one_error_line(proc, "error:")
+    assert proc.returncode == 2 and line == (
+        "error: env.target=my_envs.Exploding: Exploding.step raised ValueError: wind model out of range"
+    )
+    shown = proc.stderr.split(line, 1)[1].strip().splitlines()
+    assert shown[0] == "in your code (most recent call last):"
+    files = [entry for entry in shown[1:] if entry.strip().startswith("File ")]
+    assert len(files) == 2 and all(str(tmp_path / "my_envs.py") in entry for entry in files)
+    assert ", in step" in files[0] and ", in check_wind" in files[1] and 'raise ValueError("wind' in shown[-1]
+    assert not (tmp_path / "run").exists()

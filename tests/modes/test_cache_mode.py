@@ -5,10 +5,12 @@ read-only media deletes nothing, in one line."""
 from __future__ import annotations
 
 import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
-from conftest import cli, namespace, one_error_line, read_only, run_cli, snapshot
+from conftest import cli, namespace, one_error_line, read_only, run_cli, snapshot, start, wait_for
 
 from uavgnn.data.cache import BuildSettings, SplitSpec, load_or_build
 from uavgnn.infrastructure.errors import StorageError
@@ -124,3 +126,23 @@ def test_cache_clear_on_a_read_only_cache_is_one_line_and_deletes_nothing(tmp_pa
     assert "EXIT=2" in proc.stdout and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert "Read-only file system (the directory is not writable" in proc.stderr and "removed 0 caches" in proc.stderr
     assert snapshot(cache) == before
+
+
+@pytest.mark.slow
+def test_a_stopped_cache_build_leaves_nothing_verify_calls_damaged(tmp_path) -> None:
+    """SIGTERM during a build: its entry goes with it. kill -9 (nothing can run): the marker-only entry left is
+    listed as an unfinished build, not damaged (exit 0), and the next run builds it."""
+    cache = tmp_path / "cache"
+    slow = ["experiment=debug", "data.n_uav=48", "data.train_scenes=4000", f"data.cache_dir={cache}", "logger=none"]
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        proc = start(*slow, f"hydra.run.dir={tmp_path / signum.name}", cwd=tmp_path)
+        wait_for(lambda: any(p.is_dir() for p in cache.glob("train-*")) or proc.poll() is not None, "a build")
+        time.sleep(0.5)  # well into the labels
+        proc.send_signal(signum)
+        proc.wait(timeout=60)
+        entries = [p for p in cache.glob("train-*") if p.is_dir()]
+        assert proc.returncode == (143 if signum == signal.SIGTERM else -9)
+        assert entries == [] if signum == signal.SIGTERM else len(entries) == 1
+    verify = run_cli("mode=cache", "action=verify", f"data.cache_dir={cache}", cwd=tmp_path, check=False)
+    assert verify.returncode == 0 and "unfinished build, nothing written: built when next needed" in verify.stdout
+    assert "0 damaged" in verify.stdout and "Traceback" not in verify.stderr

@@ -35,25 +35,41 @@ PLUGINS = "uavgnn.algorithms"  # the entry-point group an installed package name
 DEFAULTS = {"algorithm": "imitation", "model": ("transformer_gnn", "small")}  # conf/config.yaml's choices
 
 
+_broken: dict[str, str] = {}  # filled by algorithms()
+
+
 @cache
 def algorithms() -> dict[str, type[Algorithm]]:
-    """Every algorithm by name, this package's and the plug-ins' (each module imported once, on first use); a
-    plug-in that does not load, or takes a name already taken, is a one-line ``ConfigError`` naming its entry
-    point."""
+    """Every algorithm by name, this package's and the plug-ins' that load (each module imported once, on first
+    use). A plug-in that does not load, or takes a name already taken, is left out (``broken_plugins``)."""
     found = {
         a.name: a
         for module in pkgutil.iter_modules([str(Path(__file__).parent)])
         for a in _declared(importlib.import_module(f"{PACKAGE}.{module.name}"))
     }
+    _broken.clear()
     for point in entry_points(group=PLUGINS):
-        for algorithm in _plugin(point):
+        try:
+            loaded = _plugin(point)
+        except ConfigError as err:
+            _broken[point.name] = str(err)
+            continue
+        for algorithm in loaded:
             if algorithm.name in found:
-                raise ConfigError(
+                _broken[point.name] = (
                     f"{_where(point)}: algorithm {algorithm.name!r} is already "
                     f"{found[algorithm.name].__module__}.{found[algorithm.name].__qualname__}"
                 )
-            found[algorithm.name] = algorithm
+            else:
+                found[algorithm.name] = algorithm
     return dict(sorted(found.items()))
+
+
+def broken_plugins() -> dict[str, str]:
+    """The plug-ins left out of ``algorithms``, by entry point name: the one line that says why, raised when one
+    is chosen (``algorithm_class``, ``algorithm=<name>``); the others, built-ins included, work meanwhile."""
+    algorithms()
+    return dict(_broken)
 
 
 def _declared(module: ModuleType) -> list[type[Algorithm]]:
@@ -94,6 +110,8 @@ def _where(point: EntryPoint) -> str:
 
 
 def algorithm_class(name: str) -> type[Algorithm]:
+    if name in broken_plugins() and name not in algorithms():
+        raise ConfigError(broken_plugins()[name])
     if name not in algorithms():
         raise ConfigError(f"algorithm.name: unknown algorithm {name!r} (expected {', '.join(algorithms())})")
     return algorithms()[name]

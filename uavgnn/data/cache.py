@@ -60,6 +60,7 @@ FORMAT_VERSION = 3
 GRAPHS_FILE = "graphs.pt"
 MANIFEST_FILE = "manifest.json"
 NO_MANIFEST = "no manifest (unfinished build)"
+UNFINISHED = "unfinished build, nothing written: built when next needed"
 MARKER_FILE = ".uavgnn-cache"  # written into an entry's directory when it is made: the proof it is ours
 # <split>-n<N>-<key hash>, or <split>-folder-<key hash> for task=folder
 ENTRY_NAME = re.compile(r"^[A-Za-z0-9_.-]+-(n\d+|folder)-(?P<hash>[0-9a-f]{16})$")
@@ -265,11 +266,12 @@ def load_or_build_payload(directory: Path, key: dict[str, Any], build: Build, wh
         if problem != NO_MANIFEST:
             warnings.warn(f"cache {directory}: {problem}; rebuilding", RuntimeWarning, stacklevel=3)
         log.info("cache miss: building %s (%s)", directory, what)
-        payload, info, count, n_uav = build()
         try:
+            payload, info, count, n_uav = build()
             _save(directory, payload, key, info, count, n_uav)
-        except StorageError:
-            shutil.rmtree(directory, ignore_errors=True)  # no half-built cache left behind
+        except BaseException:  # refused, failed, interrupted: no half-built entry left behind
+            if not (directory / MANIFEST_FILE).exists():
+                shutil.rmtree(directory, ignore_errors=True)
             raise
         return payload
     finally:
@@ -339,11 +341,14 @@ def _orphan_locks(root: Path) -> set[str]:
 
 
 def cache_entries(cache_dir: str | Path) -> list[dict[str, Any]]:
-    """One row per uavgnn cache entry: name, count, size (all its files), problem (None if intact)."""
+    """One row per uavgnn cache entry: name, count, size (all its files), problem (None if intact,
+    ``UNFINISHED`` for a build stopped before it wrote anything)."""
     root = Path(cache_dir)
     rows = []
     for directory in sorted(p for p in root.glob("*") if is_cache_entry(p)):
         problem = verify(directory)
+        if problem == NO_MANIFEST and not (directory / GRAPHS_FILE).exists():
+            problem = UNFINISHED  # a build stopped before it wrote anything (kill -9): not damaged
         manifest = json.loads((directory / MANIFEST_FILE).read_text()) if problem is None else {}
         timings = manifest.get("build", {}).get("timings", {})
         rows.append(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import traceback
 from typing import Any
 
 from uavgnn.infrastructure.errors import ConfigError
@@ -36,3 +37,14 @@ def source_digest(obj: Any) -> str | None:
         return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()
     except (OSError, TypeError):
         return None
+
+
+def frames_in(err: BaseException, classes: list[type]) -> list[traceback.FrameSummary]:
+    """The frames of ``err``'s traceback in the source files of ``classes`` (your code), innermost last."""
+    files = set()
+    for cls in classes:
+        try:
+            files.add(inspect.getsourcefile(cls))
+        except TypeError:  # a builtin: no file of its own
+            continue
+    return [frame for frame in traceback.extract_tb(err.__traceback__) if frame.filename in files]

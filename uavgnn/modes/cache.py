@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from uavgnn.config.schemas import Config
-from uavgnn.data.cache import cache_entries, clear_cache, clear_refusal, foreign_entries
+from uavgnn.data.cache import UNFINISHED, cache_entries, clear_cache, clear_refusal, foreign_entries
 from uavgnn.infrastructure.console import count, echo
 from uavgnn.infrastructure.errors import ConfigError, StorageError
 from uavgnn.reporting.tables import format_table
@@ -32,9 +32,9 @@ def run_cache(cfg: Config, out_dir: Path) -> None:
         return
     for row in rows:
         problem = row.pop("problem")
-        row["status"] = "ok" if problem is None else f"DAMAGED: {problem}"
+        row["status"] = "ok" if problem is None else problem if problem == UNFINISHED else f"DAMAGED: {problem}"
     echo(format_table(rows))
-    damaged = [r["name"] for r in rows if r["status"] != "ok"]
+    damaged = [r["name"] for r in rows if r["status"].startswith("DAMAGED")]
     if cfg.action == "verify":
         echo(
             f"{len(rows) - len(damaged)} intact, {len(damaged)} damaged"

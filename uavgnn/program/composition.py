@@ -13,6 +13,7 @@ from hydra.errors import ConfigCompositionException, MissingConfigException, Ove
 from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
+from uavgnn.algorithms.registry import broken_plugins
 from uavgnn.infrastructure.console import launched_as
 
 # Hydra's errors composing a config from the command line (an unknown group, option or key, a value of the wrong
@@ -36,6 +37,8 @@ def composition_error(err: Exception) -> str:
         return f"{err.override}: {lines[0]}{see}"
     if isinstance(err, MissingConfigException) and err.options is not None and "/" in (err.missing_cfg_file or ""):
         group, option = err.missing_cfg_file.rsplit("/", 1)
+        if group == "algorithm" and option in broken_plugins():
+            return broken_plugins()[option]  # a plug-in that does not load fails when chosen
         found = GROUP_PATTERN.match(first)
         named_in = found.group(1) if found and found.group(1) not in ("config", "hydra/config") else None
         line = f"{group}={option}: " + (f"no option {option!r} in {group}" if err.options else f"no group {group}")

@@ -19,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from uavgnn.algorithms.registry import check_config
 from uavgnn.algorithms.run_config import training_config
 from uavgnn.config.modes import MODES
+from uavgnn.envs.uav_env import raised_by_your_env
 from uavgnn.infrastructure import distributed, signals
 from uavgnn.infrastructure.console import attach_run_log, echo, say_once
 from uavgnn.infrastructure.errors import (
@@ -39,6 +40,7 @@ from uavgnn.runs import requeue, sweep_worker
 from uavgnn.runs.directory import (
     accept,
     discard_unaccepted,
+    discard_untrained,
     is_accepted,
     leftovers,
     refuse_leftovers,
@@ -89,6 +91,13 @@ def run_mode(cfg: DictConfig, exits: bool = True) -> float | None:
         if not exits:
             raise
         raise SystemExit(err.exit_code) from None
+    except Exception as err:
+        yours = raised_by_your_env(OmegaConf.select(cfg, "env.target", default=None), err)
+        if yours is None or not exits:
+            raise
+        echo(f"error: {yours}", err=True)
+        discard_untrained(out_dir)  # nothing trained: no run directory left behind
+        raise SystemExit(2) from None
     except KeyboardInterrupt:
         echo("interrupted (Ctrl-C)", err=True)
         if not exits:
@@ -130,11 +139,11 @@ def _sweep_job(cfg: DictConfig, out_dir: Path) -> float | None:
 def _dispatch(cfg: DictConfig, out_dir: Path) -> float | None:
     """Run the mode; ``train`` returns its best validation gap (the value a sweeper minimises)."""
     distributed.quiet_other_ranks()
+    check_resolvable(cfg)  # first: everything below reads the config
     hydra = HydraConfig.get()
     note = replaced_hardware(cfg, hydra.runtime.choices, list(hydra.overrides.task), list(hydra.searchpath))
     if note:
         say_once(note)
-    check_resolvable(cfg)
     check_config(cfg)
     if cfg.mode == "train":  # the groups its algorithm never reads are left out of the run's config
         cfg = training_config(cfg, list(HydraConfig.get().overrides.task))

@@ -27,6 +27,7 @@ from uavgnn.runs.identity import is_incidental
 from uavgnn.runs.layout import (
     BOOKKEEPING,
     FAILED,
+    HISTORY,
     HYDRA_CONFIG,
     HYDRA_OVERRIDES,
     HYDRA_RECORD,
@@ -174,6 +175,17 @@ def withdraw(directory: Path) -> None:
     directory = directory.resolve()
     if directory.is_dir() and not {p.name for p in directory.iterdir()} - BOOKKEEPING:
         _accepted.discard(directory)
+
+
+def discard_untrained(directory: Path) -> None:
+    """A run that failed before it saved anything it computed (no checkpoint, no results): the directory goes
+    if this process created it, as if it was never accepted."""
+    directory = directory.resolve()
+    if directory in _created and directory.is_dir() and not set(held_run_files(directory)) - {HISTORY}:
+        _accepted.discard(directory)  # discard_unaccepted removes the directory with its bookkeeping
+        for entry in directory.iterdir():
+            if entry.name not in BOOKKEEPING:
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
 
 
 def discard_unaccepted(directory: Path) -> None:
