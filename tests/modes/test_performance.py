@@ -4,6 +4,7 @@ auto batch size, and the profile / benchmark / info modes run end to end."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 import torch
@@ -236,6 +237,10 @@ def test_info_mode_checks_the_environment(tmp_path) -> None:
     allowed = {0: {"cpu"}, 1: {"low_mem", "mid_mem", "high_mem"}}.get(gpus, {"multi_gpu"})
     assert info["recommended"]["hardware"] in allowed  # from the device count, not from info's own answer
     assert f"hardware={info['recommended']['hardware']}" in proc.stdout
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("recommended: ")]
+    command = line.removeprefix("recommended: ").rsplit("   (", 1)[0]
+    pasted = subprocess.run(f"{command} --cfg job", shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert pasted.returncode == 0 and f"name: {info['recommended']['hardware']}" in pasted.stdout  # runs as printed
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SMALL, copy_run, job_dirs, run_cli
+from conftest import ROOT, SMALL, copy_run, job_dirs, run_cli, wait_for
 
 TIMED = (
     "time",
@@ -242,3 +242,79 @@ def test_an_optuna_search_re_issued_skips_its_finished_trials_and_takes_the_same
     again = run_cli(*command, cwd=tmp_path)
     assert again.stdout.count("not run again") == 3 and [job.name for job in job_dirs(sweep)] == names
     assert (sweep / "optimization_results.yaml").read_text() == first
+
+
+def living(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists() and "Z" not in _state(pid)]
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_while_its_jobs_start_and_re_issued_at_once_ends_as_an_uninterrupted_one(tmp_path) -> None:
+    """kill -9 of a joblib sweep's main process while its workers are still starting (importing): they notice
+    within a few seconds and stop; the same command re-issued at once (no waiting for them) exits 0 with the
+    tables of an uninterrupted sweep."""
+    command = ["hydra/launcher=joblib", "hardware.sweep_jobs=2", "seed=0,1", "train.steps=20", "train.eval_every=10"]
+    straight = tmp_path / "straight"
+    run_cli(*sweep_command(tmp_path, straight, *command), cwd=tmp_path)
+    killed, log = tmp_path / "killed", tmp_path / "killed.log"
+    proc = start_sweep(sweep_command(tmp_path, killed, *command), tmp_path, log)
+    deadline = time.time() + 120
+    while time.time() < deadline and not [p for p in workers_of(proc.pid) if b"Loky" in _cmdline(p)]:
+        time.sleep(0.02)
+    workers = [p for p in workers_of(proc.pid) if b"Loky" in _cmdline(p)]
+    started = [job for job in killed.glob("*") if (job / "run.log").exists()]
+    assert workers and not started  # killed during the jobs' start-up
+    proc.kill()
+    proc.wait(timeout=30)
+    stopped_at = time.time()
+    again = run_cli(*sweep_command(tmp_path, killed, *command), cwd=tmp_path, check=False)  # at once
+    assert again.returncode == 0, f"{again.stdout[-2000:]}\n{again.stderr[-3000:]}\n{log.read_text()[-3000:]}"
+    assert "in use by" not in again.stderr
+    wait_for_session_end(proc.pid, timeout=10)  # the old workers are gone too
+    assert time.time() - stopped_at < 300
+    assert results(killed) == results(straight)
+    assert compared(killed, tmp_path) == compared(straight, tmp_path)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+@pytest.mark.slow
+def test_a_workers_signal_is_one_line_with_the_command_that_continues_the_sweep(tmp_path) -> None:
+    """SIGTERM to one of a joblib sweep's workers mid-job: its job stops with last.pt; the sweep's main process
+    says so in one line (not loky's 40-line TerminatedWorkerError) with the command that continues the sweep,
+    and that command, pasted into a shell, finishes it."""
+    sweep, log = tmp_path / "sweep", tmp_path / "sweep.log"
+    command = ["hydra/launcher=joblib", "hardware.sweep_jobs=2", "seed=0,1", "train.steps=300", "train.ckpt_every=10"]
+    proc = start_sweep(sweep_command(tmp_path, sweep, *command), tmp_path, log)
+    wait_for(lambda: all((sweep / job / "last.pt").exists() for job in ("0-seed:0", "1-seed:1")), "both jobs' last.pt")
+    (victim,) = [p for p in workers_of(proc.pid) if b"Loky" in _cmdline(p) and _runs_a_job(p, sweep)][:1]
+    os.kill(victim, signal.SIGTERM)
+    proc.wait(timeout=120)
+    wait_for_session_end(proc.pid)
+    said = log.read_text()
+    assert proc.returncode == 143 and "Traceback" not in said, said[-4000:]
+    (line,) = [line for line in said.splitlines() if line.startswith("sweep stopped: ")]
+    continued = line.split("continue it with: ", 1)[1]
+    assert "-m" in continued.split() and f"hydra.sweep.dir={sweep}" in continued and "resume=auto" in continued
+    pasted = subprocess.run(
+        continued, shell=True, executable="/bin/bash", cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert pasted.returncode == 0, pasted.stderr[-3000:]
+    assert all((job / "summary.json").exists() for job in job_dirs(sweep))
+
+
+def _runs_a_job(pid: int, sweep: Path) -> bool:
+    """Whether worker ``pid`` holds the lock of one of the sweep's jobs."""
+    return any(f"pid {pid} on" in (job / ".uavgnn.lock").read_text() for job in job_dirs(sweep))

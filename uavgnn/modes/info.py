@@ -22,7 +22,7 @@ import torch
 from uavgnn.algorithms.base import Algorithm
 from uavgnn.algorithms.registry import algorithms
 from uavgnn.config.schemas import Config
-from uavgnn.infrastructure.console import echo, launched_as
+from uavgnn.infrastructure.console import command_line, echo
 from uavgnn.infrastructure.storage import write_json
 from uavgnn.reporting.tables import format_table
 from uavgnn.runs.layout import INFO
@@ -182,6 +182,6 @@ def run_info(cfg: Config, out_dir: Path) -> dict[str, Any]:
         + ["optim.amp=true"] * info["recommended"]["amp"]
         + ["optim.compile=true"] * info["recommended"]["compile"]
     )
-    echo(f"\nrecommended: {launched_as()} {' '.join(flags)}   ({why})")
+    echo(f"\nrecommended: {command_line(flags)}   ({why})")
     write_json(out_dir / INFO, info)
     return info

@@ -16,9 +16,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -30,11 +34,32 @@ from uavgnn.infrastructure.console import count
 from uavgnn.infrastructure.errors import ConfigError, RunDirectoryError, StorageError
 from uavgnn.infrastructure.storage import check_writable, system_path_problem
 from uavgnn.runs import sweep_worker
-from uavgnn.runs.directory import is_accepted, job_number, note_created
+from uavgnn.runs.directory import is_accepted, job_number, note_created, sweep_command
 from uavgnn.runs.layout import FAILED, HYDRA_RECORD, REFUSED_PREFIX
 from uavgnn.runs.lock import hold_lock, release_lock
 
 SWEEP_FAILED_EXIT = 1
+UNDER_WAY: list[str] = []  # the command that continues the sweep this process runs (none outside a sweep)
+
+
+def _say_how_to_continue_on_a_signal(command: str) -> None:
+    """SIGTERM or SIGINT to a sweep's main process: one line with the command that continues the sweep, then
+    the signal's own action (its launcher's workers see it gone and stop at the end of their step)."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        sys.stderr.write(
+            f"sweep interrupted by {name}: its jobs stop at the end of their step; continue it with: {command}\n"
+        )
+        sys.stderr.flush()
+        signal.signal(signum, signal.SIG_DFL)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), signum)
+
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, stop)
 
 
 def _claim_or_exit(config: DictConfig, key: str, lock: bool) -> None:
@@ -103,6 +128,10 @@ class RunChecks(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.sweep_started = time.time()
         _claim_or_exit(config, "hydra.sweep.dir", lock=False)
+        command = sweep_command(Path(resolved(config, "hydra.sweep.dir")), config.hydra.overrides.task)
+        UNDER_WAY[:] = [command]
+        _say_how_to_continue_on_a_signal(command)
+        sweep_worker.start_reaper()  # its launcher's workers stop with it, even while they start
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         distributed.init_from_launcher()  # a job a launcher started as several tasks (tasks_per_node): a DDP run

@@ -7,18 +7,23 @@ runs from any directory; run directories land under the current directory.
 from __future__ import annotations
 
 import os
+import re
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import hydra
 from hydra._internal import utils as hydra_utils
+from joblib.externals.loky.process_executor import TerminatedWorkerError
 from omegaconf import DictConfig
 
 from uavgnn.config import register_configs
 from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.infrastructure.signals import EXIT_CODES
+from uavgnn.program.callbacks import UNDER_WAY
 from uavgnn.program.composition import COMPOSITION_ERRORS, composition_error
 from uavgnn.program.help import register_help
 from uavgnn.program.job import run_mode
@@ -74,6 +79,16 @@ def composition_errors_in_one_line() -> Iterator[None]:
 def _one_line_on_composition_error(func: Callable[[], Any]) -> Any:
     try:
         return func()
+    except TerminatedWorkerError as err:  # a launcher's worker signalled or killed: not a 40-line traceback
+        if not UNDER_WAY:
+            raise
+        codes = re.search(r"\{([^}]*)\}", str(err))
+        echo(
+            f"sweep stopped: a job's worker process ended ({codes.group(1) if codes else 'killed'}); the jobs "
+            f"it did not finish resume where they stopped: continue it with: {UNDER_WAY[0]}",
+            err=True,
+        )
+        raise SystemExit(EXIT_CODES[signal.SIGTERM]) from None
     except COMPOSITION_ERRORS as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or _raised_by_a_job(err):
             raise

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -162,10 +165,20 @@ def continue_command(directory: Path, *extra: str) -> str:
     """The command that continues the run in ``directory`` where it stopped: the launch's overrides with
     ``extra`` (``resume=auto``) and ``hydra.run.dir`` in place of their own, pasteable as printed
     (``console.command_line``)."""
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:  # a sweep's job: the sweep's
+        sweep_dir = Path(HydraConfig.get().sweep.dir).resolve()
+        return sweep_command(sweep_dir, OmegaConf.load(sweep_dir / SWEEP_RECORD).hydra.overrides.task)
     overrides = [str(o) for o in HydraConfig.get().overrides.task] if HydraConfig.initialized() else []
     replaced = tuple(f"{o.split('=')[0]}=" for o in [*extra, "hydra.run.dir="])
     kept = [o for o in overrides if not o.startswith(replaced)]
     return command_line([*kept, *extra, f"hydra.run.dir={directory}"])
+
+
+def sweep_command(sweep_dir: Path, overrides: Sequence[Any]) -> str:
+    """The command that continues the sweep in ``sweep_dir`` launched with ``overrides``: the same sweep with
+    ``resume=auto`` (finished jobs are found finished, stopped ones resume) into the same directory."""
+    kept = [str(o) for o in overrides if not str(o).startswith(("resume=", "hydra.sweep.dir="))]
+    return command_line(["-m", *kept, "resume=auto", f"hydra.sweep.dir={Path(sweep_dir).resolve()}"])
 
 
 def withdraw(directory: Path) -> None:

@@ -14,7 +14,9 @@ no trace there; a run that is itself refused puts the previous holder's line bac
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from uavgnn.infrastructure.errors import RunDirectoryError
 from uavgnn.infrastructure.storage import storage_error
+from uavgnn.runs import sweep_worker
 from uavgnn.runs.layout import LOCK
 
 
@@ -31,6 +34,11 @@ class _Held:
     previous: bytes | None  # the lock file's text before this process took it (None: the file is ours)
 
 
+STOPPING_WORKER_S = 90.0  # a worker of a killed sweep stops at the end of its step (a signal's grace: 30 s)
+STOPPING_HOLDER = re.compile(
+    r"^pid (?P<pid>\d+) on (?P<host>\S+) since .* \(a worker of the sweep of pid (?P<main>\d+)\)"
+)
+log = logging.getLogger(__name__)
 _held: dict[Path, _Held] = {}  # directory -> the descriptor holding its lock
 
 
@@ -48,7 +56,7 @@ def hold_lock(directory: Path) -> None:
         except OSError as err:
             raise storage_error(directory, err) from None
         try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock(fd)
         except OSError:
             holder = os.read(fd, 400).decode(errors="replace").strip() or "another process"
             os.close(fd)
@@ -64,8 +72,34 @@ def hold_lock(directory: Path) -> None:
     previous = os.read(fd, 4096) if existed else None
     os.lseek(fd, 0, os.SEEK_SET)
     os.ftruncate(fd, 0)
-    os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}".encode())
+    worker = f" (a worker of the sweep of pid {sweep_worker.main_pid()})" if sweep_worker.in_worker() else ""
+    text = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}{worker}"
+    os.write(fd, text.encode())
     _held[directory] = _Held(fd, previous)
+
+
+def _lock(fd: int) -> None:
+    """Take the lock at ``fd`` now, or - when its holder is a worker of a sweep whose main process is gone (it is
+    stopping: the sweep was killed and is being re-issued) - as soon as that worker lets it go, within
+    ``STOPPING_WORKER_S``; else ``OSError``."""
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except OSError:
+        holder = os.pread(fd, 400, 0).decode(errors="replace")
+        found = STOPPING_HOLDER.search(holder)
+        if found is None or found["host"] != socket.gethostname() or sweep_worker.alive(int(found["main"])):
+            raise
+    log.warning("waiting for pid %s, a worker of a stopped sweep, to stop and let its run go", found["pid"])
+    deadline = time.monotonic() + STOPPING_WORKER_S
+    while True:
+        time.sleep(0.1)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
 
 
 def _still_named(fd: int, path: Path) -> bool:
