@@ -10,6 +10,7 @@ cannot fit.
 
 from __future__ import annotations
 
+import json
 import re
 import resource
 import subprocess
@@ -19,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, compose, one_error_line, run_cli
+from conftest import ROOT, compose, copy_run, one_error_line, run_cli
 from scipy.spatial import cKDTree
 
-from uavgnn.algorithms.registry import check_config
+from uavgnn.algorithms.registry import algorithm_class, check_config, network_parameters
 from uavgnn.envs.replay import ReplayBuffer
 from uavgnn.envs.settings import EnvSettings
 from uavgnn.envs.uav_env import UAVEnv
@@ -30,6 +31,8 @@ from uavgnn.infrastructure.errors import ConfigError, MemoryBudgetError, SceneFi
 from uavgnn.problem import scenes
 from uavgnn.problem.scene_io import load_scene
 from uavgnn.problem.scenes import Scene, SceneDistribution, feasible_pairs
+from uavgnn.runs.history import read_history, thinned_history
+from uavgnn.runs.record import MAX_HISTORY_ROWS
 
 GB = 2**30
 
@@ -203,3 +206,64 @@ def test_a_scene_too_large_for_memory_is_one_line_in_mode_solve(tmp_path) -> Non
         check=False,
     )
     assert proc.returncode == 2 and "feasible UAV-target pairs would need" in one_error_line(proc, "error:")
+
+
+@pytest.mark.parametrize("algorithm, n_uav", [("masac", 100), ("mappo", 100), ("coma", 100), ("mappo", 10)])
+def test_the_networks_estimate_counts_what_the_algorithm_builds(algorithm, n_uav) -> None:
+    """The count from the quadratic through 16, 32 and 64 UAVs equals the networks as built (on the meta device)."""
+    cfg = compose(f"algorithm={algorithm}", f"env.n_uav={n_uav}")
+    with torch.device("meta"):
+        built = algorithm_class(algorithm).build_model(cfg)
+    assert network_parameters(algorithm_class(algorithm), cfg) == pytest.approx(
+        sum(p.numel() for p in built.parameters()), rel=1e-6
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (["algorithm=masac", "env.n_uav=100000"], "algorithm=masac with env.n_uav=100000: its networks ("),
+        (["algorithm=mappo", "env.n_uav=10000000"], "algorithm=mappo with env.n_uav=10000000: its networks ("),
+        (
+            ["mode=eval", "ckpt=pretrained", "eval.scales=[10000000]"],
+            "eval.scales: labelling a test scene of 10,000,000 UAVs with the MILP",
+        ),
+    ],
+)
+def test_marl_networks_and_evaluation_scales_that_cannot_fit_are_refused_first(tmp_path, overrides, says) -> None:
+    """MASAC at 100,000 UAVs passed 6 GB in 53 s, MAPPO at 10,000,000 ended in an allocator traceback, an
+    evaluation at 10,000,000 UAVs labelled its probe with the MILP past 6 GB: each is one line naming the size
+    and the knob before any of it is built, leaving no run directory."""
+    run = tmp_path / "run"
+    proc = run_cli(
+        *overrides,
+        "logger=none",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+        check=False,
+    )
+    line = one_error_line(proc, "error:")
+    assert proc.returncode == 2 and says in line and "would need about" in line and "lower " in line, line
+    assert not run.exists()
+
+
+def test_a_history_is_read_as_a_stream_and_thinned_evenly(tmp_path) -> None:
+    """``mode=compare`` never reads a history whole: at most ``max_rows`` rows, every k-th (k a power of two)."""
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": i}) + "\n" for i in range(1000)))
+    rows, stride = thinned_history(tmp_path, 100)
+    assert stride == 16 and [r["step"] for r in rows] == list(range(0, 1000, 16))
+    assert thinned_history(tmp_path, 1000) == (read_history(tmp_path), 1)
+
+
+def test_mode_compare_reads_a_long_history_as_a_stream_saying_so(tmp_path, finished_run, monkeypatch) -> None:
+    """A history longer than a comparison keeps is read line by line and thinned, said in one line, its run
+    compared as the others (under an address-space limit, reading it whole was a MemoryError traceback)."""
+    run = copy_run(finished_run, tmp_path)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    with (run / "metrics.jsonl").open("w") as f:
+        for i in range(MAX_HISTORY_ROWS + 1):
+            f.write(json.dumps(rows[i % len(rows)]) + "\n")
+    proc = run_cli("mode=compare", f"path={run}", "logger=none", cwd=tmp_path)
+    assert "compare: run's history is long" in proc.stdout and "from one row in every 2 (" in proc.stdout
+    assert (run / "comparison.md").exists()

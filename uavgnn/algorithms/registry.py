@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
@@ -28,6 +29,7 @@ from uavgnn.config.schemas import GROUP_SCHEMAS
 from uavgnn.config.validation import validate
 from uavgnn.envs.uav_env import env_class
 from uavgnn.infrastructure.errors import CheckpointError, ConfigError
+from uavgnn.infrastructure.memory import check_fits
 from uavgnn.runs.checkpoints import kind
 
 PACKAGE = "uavgnn.algorithms"  # this package: its modules' algorithms are found without an entry point
@@ -118,8 +120,58 @@ def algorithm_class(name: str) -> type[Algorithm]:
 
 
 def make_algorithm(cfg: Any, device: torch.device) -> Algorithm:
-    """The configured ``algorithm`` with its settings."""
-    return algorithm_class(cfg.algorithm.name)(cfg, device)
+    """The configured ``algorithm`` with its settings, once its networks are known to fit in memory."""
+    algorithm = algorithm_class(cfg.algorithm.name)
+    check_networks_fit(algorithm, cfg, device)
+    return algorithm(cfg, device)
+
+
+NETWORK_COPIES = 5  # bytes of a parameter x: its weights, gradient, the optimiser's two moments, a target copy
+EXACT_UP_TO = 64  # UAVs up to which the networks are counted as built; beyond, from a quadratic through 16, 32, 64
+
+
+def network_parameters(algorithm: type[Algorithm], cfg: Any) -> int | None:
+    """The parameters of ``algorithm``'s networks for ``cfg``, counted on the meta device (nothing allocated):
+    as built up to ``EXACT_UP_TO`` UAVs (``env.n_uav``); beyond, from the quadratic through 16, 32 and 64 UAVs
+    (per-agent networks whose inputs grow with the swarm grow as its square, a graph actor not at all), as
+    building thousands of per-agent networks takes minutes even on the meta device. None where a network
+    cannot be built there."""
+    n_uav = OmegaConf.select(cfg, "env.n_uav", default=None)
+
+    def count(n: int | None) -> int:
+        sized = cfg if n is None else OmegaConf.merge(cfg, {"env": {"n_uav": n}})
+        with torch.device("meta"):
+            model = algorithm.build_model(sized)
+        return sum(p.numel() for p in model.parameters()) if isinstance(model, nn.Module) else 0
+
+    try:
+        if n_uav is None or n_uav <= EXACT_UP_TO:
+            return count(n_uav)
+        sizes = [16, 32, 64]
+        return int(np.polyval(np.polyfit(sizes, [count(n) for n in sizes], 2), n_uav))
+    except Exception:  # noqa: BLE001 - a plug-in's network the meta device cannot build: not estimated here
+        return None
+
+
+def check_networks_fit(algorithm: type[Algorithm], cfg: Any, device: torch.device) -> None:
+    """A run whose networks cannot fit is refused before any is built, naming their size and the knob."""
+    params = network_parameters(algorithm, cfg)
+    if not params:
+        return
+    n_uav = OmegaConf.select(cfg, "env.n_uav", default=None)
+    sized = f" with env.n_uav={n_uav}" if n_uav is not None else ""
+    knob = (
+        "lower env.n_uav (per-agent networks grow with the swarm; a graph actor, model=small, does not) or model.hidden"
+        if n_uav is not None
+        else "lower model.hidden or model.layers"
+    )
+    check_fits(
+        f"algorithm={algorithm.name}{sized}: its networks ({params:,} parameters, with their gradients and "
+        "optimiser state)",
+        params * 4 * NETWORK_COPIES,
+        knob,
+        device,
+    )
 
 
 def make_model(cfg: Any) -> nn.Module:

@@ -33,6 +33,7 @@ from uavgnn.data.store import GraphStore
 from uavgnn.evaluation.assignments import BATCH_SCENES
 from uavgnn.evaluation.methods import Controls, compare_on_split
 from uavgnn.infrastructure.console import Countdown, count, echo
+from uavgnn.infrastructure.memory import check_fits
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import GraphSettings
 from uavgnn.problem.scene_folder import load_scenes, split_files
@@ -41,6 +42,7 @@ from uavgnn.runs.partial import PartialResults
 
 log = logging.getLogger(__name__)
 PROBE_SCENES = 4  # scenes like a set's the estimate is measured on (at most)
+LABEL_BYTES_PER_UAV = 16 * 2**10  # the MILP's and the graph's peak per UAV of a scene (measured: 14 KB at 65,536)
 PROBE_SEED = 4_000_000  # their generator seeds (+ UAVs): apart from every split's
 
 
@@ -140,6 +142,14 @@ class SetScorer:
 
     def estimate(self, sets: list[tuple[str, dict[str, Any], int]]) -> list[float]:
         """Seconds each set is expected to take, from a probe of its own task and size."""
+        for _, task, n_uav in sets:  # before any probe (it labels too): a scale that cannot fit is refused at once
+            if not task.get("folder"):
+                check_fits(
+                    f"eval.scales: labelling a test scene of {n_uav:,} UAVs with the MILP (and building its graph)",
+                    n_uav * LABEL_BYTES_PER_UAV,
+                    "lower eval.scales (the MILP labels every test scene; mode=solve solver=model scores one scene "
+                    "of any size, in tiles)",
+                )
         workers = max(1, self.settings.label_workers)
         seconds = []
         for i, (_, task, n_uav) in enumerate(sets):

@@ -31,10 +31,10 @@ from typing import Any
 from uavgnn.algorithms.compared import environment_policy_runs, metrics_of
 from uavgnn.config.schemas import Config
 from uavgnn.infrastructure.console import echo
-from uavgnn.infrastructure.errors import ConfigError, RunDirectoryError
+from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.reporting.comparison import compare_runs
 from uavgnn.reporting.intervals import METHODS
-from uavgnn.runs.directory import accept, leftovers
+from uavgnn.runs.directory import accept, leftovers, refuse_leftovers
 from uavgnn.runs.layout import MARL_EVAL, comparison_file
 from uavgnn.runs.record import find_runs, load_run
 
@@ -50,10 +50,7 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
     if target == out_dir:
         left = leftovers(out_dir)
         if left:
-            raise RunDirectoryError(
-                f"{out_dir} already holds {', '.join(left[:6])}: mode=compare writes its report "
-                "into a directory of its own; leave out hydra.run.dir or choose another"
-            )
+            raise refuse_leftovers(out_dir, "compare", left)
         accept(out_dir, cfg)
     rows, text = compare_paths(paths, target, list(options.metrics), bool(options.seed_means), str(options.interval))
     echo(text)

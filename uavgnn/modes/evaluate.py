@@ -83,6 +83,10 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     except Interrupted as err:
         kept = f"{count(partial.finished(), 'finished test set')} kept in {partial.folder}"
         raise Interrupted(f"{err}; {kept}; continue with: {continue_command(out_dir)}", err.exit_code) from None
+    except Exception:
+        if not partial.finished():  # refused or failed before any set finished: nothing to keep, nothing left
+            partial.clear()
+        raise
     partial.clear()
     return report
 

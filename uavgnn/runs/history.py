@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,26 +23,52 @@ log = logging.getLogger(__name__)
 
 def read_history(out_dir: Path) -> list[dict[str, Any]]:
     """The rows of ``metrics.jsonl``; a torn last line (the process was killed mid-write) is dropped."""
+    return list(stream_history(out_dir))
+
+
+def stream_history(out_dir: Path) -> Iterator[dict[str, Any]]:
+    """The rows of ``metrics.jsonl`` one at a time, read line by line (memory stays flat whatever its size); a
+    torn last line is dropped, any other unreadable line is a ``RunDirectoryError``."""
     path = out_dir / HISTORY
     if not path.exists():
-        return []
-    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    rows = []
-    for i, line in enumerate(lines):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            row = None
-        if isinstance(row, dict):
-            rows.append(row)
-        else:
-            if i < len(lines) - 1 or row is not None:
+        return
+    with path.open(errors="replace") as f:
+        pending: tuple[int, str] | None = None  # a line that did not parse: fine only if it is the last
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if pending is not None:
                 raise RunDirectoryError(
-                    f"{path} is damaged: line {i + 1} is not a JSON object (only a torn last line, "
+                    f"{path} is damaged: line {pending[0]} is not a JSON object (only a torn last line, "
                     "from a kill while writing it, is tolerated)"
                 )
-            log.warning("%s: dropping a torn last line (the run was killed while writing it)", path)
-    return rows
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                pending = (number, line)
+                continue
+            if not isinstance(row, dict):
+                raise RunDirectoryError(
+                    f"{path} is damaged: line {number} is not a JSON object (only a torn last line, "
+                    "from a kill while writing it, is tolerated)"
+                )
+            yield row
+    if pending is not None:
+        log.warning("%s: dropping a torn last line (the run was killed while writing it)", path)
+
+
+def thinned_history(out_dir: Path, max_rows: int) -> tuple[list[dict[str, Any]], int]:
+    """At most ``max_rows`` rows of the history, read as a stream: every row while they fit, else every k-th
+    (k doubling as the history grows: evenly spread, first row kept); and k."""
+    kept: list[dict[str, Any]] = []
+    stride = 1
+    for number, row in enumerate(stream_history(out_dir)):
+        if number % stride:
+            continue
+        kept.append(row)
+        if len(kept) > max_rows:
+            kept, stride = kept[::2], stride * 2
+    return kept, stride
 
 
 class History:

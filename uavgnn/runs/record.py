@@ -20,10 +20,13 @@ from omegaconf.errors import OmegaConfBaseException
 
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import RunDirectoryError
+from uavgnn.infrastructure.memory import gigabytes
 from uavgnn.infrastructure.nested import flatten
 from uavgnn.runs.directory import job_number
-from uavgnn.runs.history import read_history
+from uavgnn.runs.history import thinned_history
 from uavgnn.runs.layout import FAILED, HISTORY, HYDRA_CONFIG, HYDRA_OVERRIDES, HYDRA_RECORD, SUMMARY, SWEEP_RECORD
+
+MAX_HISTORY_ROWS = 200_000  # rows of a run's history a comparison keeps (a longer one: every k-th, said)
 
 
 @dataclass
@@ -65,7 +68,15 @@ def load_run(directory: Path) -> Run:
     config, problem = _read(
         config_path, lambda: flatten(OmegaConf.to_container(OmegaConf.load(config_path), resolve=False)), {}
     )
-    history, history_problem = _read(directory / HISTORY, lambda: read_history(directory), [])
+    (history, stride), history_problem = _read(
+        directory / HISTORY, lambda: thinned_history(directory, MAX_HISTORY_ROWS), ([], 1)
+    )
+    if stride > 1:
+        echo(
+            f"compare: {directory.name}'s history is long ({_size(directory / HISTORY)}): read as a stream, its "
+            f"curves and speeds from one row in every {stride} (a comparison keeps at most {MAX_HISTORY_ROWS:,} "
+            "rows a run)"
+        )
     overrides_path = directory / HYDRA_RECORD / HYDRA_OVERRIDES
     overrides, overrides_problem = _read(overrides_path, lambda: tuple(map(str, OmegaConf.load(overrides_path))), ())
     problem = problem or history_problem or overrides_problem
@@ -100,6 +111,10 @@ def load_run(directory: Path) -> Run:
         metrics.update({key: statistics.median(values) for key, values in speeds.items()})
         metrics["peak_mem_mb"] = max(memory) if memory else math.nan
     return Run(directory.name, directory, status, config, metrics, history, error, overrides)
+
+
+def _size(path: Path) -> str:
+    return gigabytes(path.stat().st_size)
 
 
 def read_object(path: Path) -> dict[str, Any] | None:
