@@ -1,12 +1,16 @@
-"""How close ``mode=eval``'s up-front duration estimate comes to the time it then takes (the README example's
-estimate must be within 2x), with a cold cache (every test set labelled) and then warm (every set cached).
+"""How close ``mode=eval``'s up-front duration estimate comes to the time it then takes (within 1.5x), for an
+assignment policy with a cold cache (every test set labelled) and then warm (every set cached), and for an
+environment policy (no cache: ``--states once``).
 
     .venv/bin/python benchmarks/bench_eval_estimate.py                 # the README example, ckpt=pretrained
     .venv/bin/python benchmarks/bench_eval_estimate.py --repeats 3 --out outputs/benchmarks/eval_estimate.json
+    .venv/bin/python benchmarks/bench_eval_estimate.py --states once -- mode=eval ckpt=<marl run>/best.pt \
+        "eval.scales=[64,256]"
 
-Each repeat runs the README's ``mode=eval`` command for real (``run.py``, a fresh cache directory of its own)
-twice and reads ``transfer.json``'s ``estimated_s`` and ``took_s`` (the scoring, probe excluded); the wall
-time of the whole command is reported beside them. Prints medians over the repeats and the worst ratio.
+Each repeat runs the ``mode=eval`` command for real (``run.py``, a fresh cache directory of its own) once per
+state and reads its report's (``transfer.json``, or ``eval.json`` for an environment policy) ``estimated_s`` and
+``took_s`` (the scoring, probe excluded); the wall time of the whole command is reported beside them. Prints
+medians over the repeats and the worst ratio.
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ def one_eval(cache: Path, run_dir: Path, overrides: list[str]) -> dict[str, floa
         text=True,
     )
     wall = time.perf_counter() - start
-    report = json.loads((run_dir / "transfer.json").read_text())
+    report = json.loads(
+        (run_dir / ("transfer.json" if (run_dir / "transfer.json").exists() else "eval.json")).read_text()
+    )
     return {
         "estimated_s": report["estimated_s"],
         "took_s": report["took_s"],
@@ -53,14 +59,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument("--states", nargs="+", default=["cold", "warm"], help="runs a repeat (once: no cache)")
     parser.add_argument("overrides", nargs="*", help="run.py overrides instead of the README example's")
     args = parser.parse_args()
     overrides = args.overrides or README_EXAMPLE
-    runs: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
+    runs: dict[str, list[dict[str, float]]] = {state: [] for state in args.states}
     with tempfile.TemporaryDirectory(prefix="bench-eval-") as tmp:
         for repeat in range(args.repeats):
             cache = Path(tmp) / f"cache{repeat}"
-            for state in ("cold", "warm"):
+            for state in args.states:
                 runs[state].append(one_eval(cache, Path(tmp) / f"run{repeat}-{state}", overrides))
                 print(f"repeat {repeat} {state}: {json.dumps({k: round(v, 2) for k, v in runs[state][-1].items()})}")
     summary = {

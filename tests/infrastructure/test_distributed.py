@@ -429,3 +429,24 @@ def test_an_optuna_search_whose_trials_are_ddp_jobs_reports_each_trial_once(tmp_
                 assert OmegaConf.select(OmegaConf.create(trained), key) == pytest.approx(float(value)), key
         gaps.append(json.loads((job / "summary.json").read_text())["best_val_optimality_gap"])
     assert OmegaConf.load(sweep / "optimization_results.yaml").best_value == pytest.approx(min(gaps))
+
+
+def test_a_gpu_preset_under_torchrun_without_a_gpu_warns_once_and_trains_on_the_cpu(tmp_path) -> None:
+    """The README's promise: a GPU preset on a machine without a GPU warns and runs on the CPU, under torchrun
+    too (``hardware=multi_gpu`` said "hardware.device=cuda but no CUDA device is available" twice, then a torchrun
+    traceback)."""
+    run = tmp_path / "run"
+    proc = torchrun(
+        *DEBUG,
+        "hardware=multi_gpu",
+        "hardware.batch_size=16",
+        "train.steps=6",
+        "logger=none",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+    )
+    said = proc.stdout + proc.stderr
+    assert said.count("hardware.device=auto: no CUDA device here, so the run goes on the CPU") == 1, said[-3000:]
+    assert "Traceback" not in said and (run / "summary.json").exists()
+    assert "global batch 16 = 8 per rank" in (run / "run.log").read_text()

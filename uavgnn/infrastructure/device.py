@@ -31,7 +31,7 @@ def resolve_device(name: str) -> torch.device:
     (``auto``) on a machine without one says, once, that it runs on the CPU."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-        if name == "cpu":
+        if name == "cpu" and distributed.context().is_main:  # once for a run, not once a rank
             say_once(
                 "hardware.device=auto: no CUDA device here, so the run goes on the CPU with this preset's "
                 "batch and loader settings (hardware=cpu is the preset for a CPU)"
