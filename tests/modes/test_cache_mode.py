@@ -129,6 +129,7 @@ def test_cache_clear_on_a_read_only_cache_is_one_line_and_deletes_nothing(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the suite's time: pytest -m heavy tests/modes/test_cache_mode.py
 def test_a_stopped_cache_build_leaves_nothing_verify_calls_damaged(tmp_path) -> None:
     """SIGTERM during a build: its entry goes with it. kill -9 (nothing can run): the marker-only entry left is
     listed as an unfinished build, not damaged (exit 0), and the next run builds it."""

@@ -15,10 +15,10 @@ from conftest import MASAC, one_error_line, run_cli, snapshot, start, wait_for
 
 from uavgnn.runs.layout import PARTIAL
 
-ASSIGNMENT_EVAL = [  # the shipped 16-UAV policy: 2 distributions x 3 sizes = 6 sets of 16 scenes
+ASSIGNMENT_EVAL = [  # the shipped 16-UAV policy: 2 distributions x 2 sizes = 4 sets of 16 scenes
     "mode=eval",
     "ckpt=pretrained",
-    "eval.scales=[8,12]",
+    "eval.scales=[8]",
     "eval.max_total_uavs=256",
     "data.test_scenes=16",
     "eval.shift_sets=[]",
@@ -72,10 +72,10 @@ def test_an_assignment_evaluation_stopped_anywhere_continues_to_the_same_results
     straight = tmp_path / "straight"
     run_cli(*args, f"hydra.run.dir={straight}", cwd=tmp_path)
     run = tmp_path / "évaluation 🚁 1"
-    stop_after = random.Random().randint(1, 5)  # a random point: after 1 to 5 of the 6 sets, mid-way through the next
+    stop_after = random.Random().randint(1, 3)  # a random point: after 1 to 3 of the 4 sets, mid-way through the next
     continued = stop_and_continue(tmp_path, args, run, stop_after)
     scored = [line for line in continued.stdout.splitlines() if line.startswith("  set ")]
-    assert 1 <= len(scored) <= 6 - stop_after  # only the sets left are scored again
+    assert 1 <= len(scored) <= 4 - stop_after  # only the sets left are scored again
     for name in ("transfer.json", "eval.json"):
         ours, theirs = (json.loads((d / name).read_text()) for d in (run, straight))
         assert without_timings(ours) == without_timings(theirs)
@@ -83,6 +83,7 @@ def test_an_assignment_evaluation_stopped_anywhere_continues_to_the_same_results
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the suite's time: pytest -m heavy tests/modes/test_eval_resume.py
 def test_an_environment_policy_evaluation_stopped_midway_continues_to_the_same_results(tmp_path) -> None:
     run_cli(*MASAC, f"hydra.run.dir={tmp_path / 'train'}", cwd=tmp_path)
     args = ["mode=eval", f"ckpt={tmp_path / 'train' / 'best.pt'}", "eval.episodes=256", "logger=none"]
@@ -98,6 +99,7 @@ def test_an_environment_policy_evaluation_stopped_midway_continues_to_the_same_r
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the suite's time: pytest -m heavy tests/modes/test_eval_resume.py
 def test_an_unfinished_evaluation_is_not_continued_by_another_command(tmp_path) -> None:
     """The kept sets of one evaluation never end up in another's tables: a changed command is refused there, the
     directory left byte-identical; a finished evaluation's directory is refused as before."""

@@ -291,6 +291,7 @@ def _cmdline(pid: int) -> bytes:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the suite's time: pytest -m heavy tests/runs/test_sweep_rerun.py
 def test_a_workers_signal_is_one_line_with_the_command_that_continues_the_sweep(tmp_path) -> None:
     """SIGTERM to one of a joblib sweep's workers mid-job: its job stops with last.pt; the sweep's main process
     says so in one line (not loky's 40-line TerminatedWorkerError) with the command that continues the sweep,
