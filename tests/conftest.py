@@ -498,6 +498,18 @@ def logged(run_dir: Path, key: str = "train/loss") -> list[int]:
     return [r["step"] for r in read_history(run_dir) if key in r]
 
 
+def refusal(tmp_path: Path, *overrides: str) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """``run.py <overrides>`` (its cache and run directory in ``tmp_path``) refused: exit 2, one error line, no run
+    directory left. Returns the line and the process."""
+    run = tmp_path / "run"
+    proc = run_cli(
+        *overrides, f"data.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run}", cwd=tmp_path, check=False
+    )
+    line = one_error_line(proc, "error:")
+    assert proc.returncode == 2 and not run.exists(), line
+    return line, proc
+
+
 def one_error_line(proc: subprocess.CompletedProcess, text: str) -> str:
     """The error is printed once, on one line, with no traceback; returns that line."""
     output = proc.stdout + proc.stderr

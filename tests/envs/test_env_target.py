@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import compose, one_error_line, run_cli
+from conftest import compose, refusal, run_cli
 
 from uavgnn.algorithms.registry import check_config
 from uavgnn.envs.policies import random_policy, run_episodes
@@ -134,19 +134,8 @@ def test_a_malformed_path_is_one_line_naming_key_and_value(path) -> None:
 
 
 def test_a_malformed_env_target_ends_the_run_in_one_line(tmp_path) -> None:
-    proc = run_cli(
-        "experiment=debug",
-        "algorithm=mappo",
-        "env.target=..x",
-        "hardware.threads=1",
-        "logger=none",
-        f"data.cache_dir={tmp_path / 'cache'}",
-        f"hydra.run.dir={tmp_path / 'run'}",
-        cwd=tmp_path,
-        check=False,
-    )
-    line = one_error_line(proc, "error:")
-    assert proc.returncode == 2 and line == (
+    line, _ = refusal(tmp_path, "experiment=debug", "algorithm=mappo", "env.target=..x", "hardware.threads=1")
+    assert line == (
         "error: env.target=..x: not a dotted path of Python names; give "
         "module.name (e.g. mypkg.module.MyClass), importable from where you run"
     )
@@ -165,7 +154,8 @@ def test_your_environment_failing_to_build_is_one_line(tmp_path, my_envs) -> Non
     with pytest.raises(ValueError, match="^env.action: unknown action mode 'sideways'") as caught:  # UAVEnv's own
         make_env(EnvSettings(action="sideways"), dist, 2, "cpu", seed=0)
     assert not isinstance(caught.value, ConfigError)
-    proc = run_cli(
+    line, _ = refusal(
+        tmp_path,
         "experiment=debug",
         "algorithm=mappo",
         "env.target=my_envs.Broken",
@@ -174,38 +164,19 @@ def test_your_environment_failing_to_build_is_one_line(tmp_path, my_envs) -> Non
         "algorithm.minibatches=2",
         "hardware.threads=1",
         "logger=none",
-        f"data.cache_dir={tmp_path / 'cache'}",
-        f"hydra.run.dir={tmp_path / 'run'}",
-        cwd=tmp_path,
-        check=False,
     )
-    line = one_error_line(proc, "error:")
-    assert proc.returncode == 2 and line == (
-        "error: env.target=my_envs.Broken: Broken(...) raised RuntimeError: no licence server at 10.0.0.7"
-    )
+    assert line == "error: env.target=my_envs.Broken: Broken(...) raised RuntimeError: no licence server at 10.0.0.7"
 
 
 def test_your_environment_raising_in_step_names_its_class_and_shows_your_frames(tmp_path, my_envs) -> None:
     """Your ``step`` raising mid-training: the class, method and exception in one line, then your frames only
     (not the loop's 37 lines); nothing was trained, so no run directory is left."""
-    proc = run_cli(
-        "experiment=debug",
-        "algorithm=mappo",
-        f"env.target={my_envs}.Exploding",
-        "hardware.threads=1",
-        "logger=jsonl",
-        f"data.cache_dir={tmp_path / 'cache'}",
-        f"hydra.run.dir={tmp_path / 'run'}",
-        cwd=tmp_path,
-        check=False,
+    line, proc = refusal(
+        tmp_path, "experiment=debug", "algorithm=mappo", f"env.target={my_envs}.Exploding", "hardware.threads=1"
     )
-    line = one_error_line(proc, "error:")
-    assert proc.returncode == 2 and line == (
-        "error: env.target=my_envs.Exploding: Exploding.step raised ValueError: wind model out of range"
-    )
+    assert line == "error: env.target=my_envs.Exploding: Exploding.step raised ValueError: wind model out of range"
     shown = proc.stderr.split(line, 1)[1].strip().splitlines()
     assert shown[0] == "in your code (most recent call last):"
     files = [entry for entry in shown[1:] if entry.strip().startswith("File ")]
     assert len(files) == 2 and all(str(tmp_path / "my_envs.py") in entry for entry in files)
     assert ", in step" in files[0] and ", in check_wind" in files[1] and 'raise ValueError("wind' in shown[-1]
-    assert not (tmp_path / "run").exists()
