@@ -239,10 +239,15 @@ def test_marl_networks_and_evaluation_scales_that_cannot_fit_are_refused_first(t
 
 
 def test_a_history_is_read_as_a_stream_and_thinned_evenly(tmp_path) -> None:
-    """``mode=compare`` never reads a history whole: at most ``max_rows`` rows, every k-th (k a power of two)."""
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": i}) + "\n" for i in range(1000)))
-    rows, stride = thinned_history(tmp_path, 100)
-    assert stride == 16 and [r["step"] for r in rows] == list(range(0, 1000, 16))
+    """``mode=compare`` never reads a history whole: at most ``max_rows`` training rows, every k-th (k a power of
+    two), and every validation row."""
+    rows = [{"step": i, "train/loss": 1.0} if i % 10 else {"step": i, "val/gap": 0.1} for i in range(1000)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    kept, stride = thinned_history(tmp_path, 100)
+    training = [r["step"] for r in rows if "train/loss" in r]  # 900 rows: every 16th kept, in order
+    assert stride == 16 and [r["step"] for r in kept if "train/loss" in r] == training[::16]
+    assert [r["step"] for r in kept if "val/gap" in r] == list(range(0, 1000, 10))  # every validation row kept
+    assert [r["step"] for r in kept] == sorted(r["step"] for r in kept)
     assert thinned_history(tmp_path, 1000) == (read_history(tmp_path), 1)
 
 
@@ -251,9 +256,10 @@ def test_mode_compare_reads_a_long_history_as_a_stream_saying_so(tmp_path, finis
     compared as the others (under an address-space limit, reading it whole was a MemoryError traceback)."""
     run = copy_run(finished_run, tmp_path)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    with (run / "metrics.jsonl").open("w") as f:
-        for i in range(MAX_HISTORY_ROWS + 1):
-            f.write(json.dumps(rows[i % len(rows)]) + "\n")
+    step = next(row for row in rows if any(key.startswith("train/") for key in row))
+    with (run / "metrics.jsonl").open("w") as f:  # its own rows, then more training rows than a comparison keeps
+        for row in [*rows, *({**step, "step": step["step"] + i} for i in range(MAX_HISTORY_ROWS + 1))]:
+            f.write(json.dumps(row) + "\n")
     proc = run_cli("mode=compare", f"path={run}", "logger=none", cwd=tmp_path)
     assert "compare: run's history is long" in proc.stdout and "from one row in every 2 (" in proc.stdout
     assert (run / "comparison.md").exists()

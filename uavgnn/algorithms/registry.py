@@ -10,6 +10,7 @@ their networks can be, and whether a config is one it can train (its declared ``
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 from collections.abc import Callable
 from functools import cache
@@ -32,6 +33,7 @@ from uavgnn.infrastructure.errors import CheckpointError, ConfigError
 from uavgnn.infrastructure.memory import check_fits
 from uavgnn.runs.checkpoints import kind
 
+log = logging.getLogger(__name__)
 PACKAGE = "uavgnn.algorithms"  # this package: its modules' algorithms are found without an entry point
 PLUGINS = "uavgnn.algorithms"  # the entry-point group an installed package names its algorithms in
 DEFAULTS = {"algorithm": "imitation", "model": ("transformer_gnn", "small")}  # conf/config.yaml's choices
@@ -64,6 +66,8 @@ def algorithms() -> dict[str, type[Algorithm]]:
                 )
             else:
                 found[algorithm.name] = algorithm
+    for message in _broken.values():  # once a process: an installed plug-in that does not work is no secret
+        log.warning("%s; the other algorithms work", message)
     return dict(sorted(found.items()))
 
 
@@ -115,7 +119,8 @@ def algorithm_class(name: str) -> type[Algorithm]:
     if name in broken_plugins() and name not in algorithms():
         raise ConfigError(broken_plugins()[name])
     if name not in algorithms():
-        raise ConfigError(f"algorithm.name: unknown algorithm {name!r} (expected {', '.join(algorithms())})")
+        broken = f"; plug-ins that do not load: {', '.join(broken_plugins())}" if broken_plugins() else ""
+        raise ConfigError(f"algorithm.name: unknown algorithm {name!r} (expected {', '.join(algorithms())}{broken})")
     return algorithms()[name]
 
 

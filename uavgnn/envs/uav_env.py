@@ -463,7 +463,10 @@ def raised_by_your_env(target: str | None, err: BaseException) -> str | None:
     method and the exception in one line, then your frames only (not the training loop's); None otherwise."""
     if target is None or isinstance(err, (ConfigError, MemoryBudgetError)):
         return None
-    found = env_class(target)
+    try:
+        found = env_class(target)
+    except ConfigError:  # not importable any more: the error is not one of its
+        return None
     yours = found.__mro__[: found.__mro__.index(UAVEnv)]
     frames = frames_in(err, list(yours))
     if not frames:

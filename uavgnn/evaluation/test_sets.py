@@ -36,7 +36,7 @@ from uavgnn.infrastructure.console import Countdown, count, echo
 from uavgnn.infrastructure.memory import check_fits
 from uavgnn.problem.generator import generate_scenes
 from uavgnn.problem.graphs import GraphSettings
-from uavgnn.problem.scene_folder import load_scenes, split_files
+from uavgnn.problem.scene_folder import files_fingerprint, load_scenes, split_files
 from uavgnn.problem.scenes import Scene, SceneDistribution
 from uavgnn.runs.partial import PartialResults
 
@@ -136,8 +136,11 @@ class SetScorer:
         return len(split_files(task["folder"], "test")) if task.get("folder") else self.settings.scenes_at(n_uav)
 
     def set_key(self, task: dict[str, Any], n_uav: int) -> str:
-        """What makes a test set: the task's fields (its name aside), the size and the number of scenes."""
+        """What makes a test set: the task's fields (its name aside), the size and the number of scenes; a
+        folder's, its files' contents too (an edited folder is another set)."""
         fields = {k: v for k, v in task.items() if k != "name"}
+        if task.get("folder"):
+            fields["files"] = files_fingerprint(split_files(task["folder"], "test"))
         return json.dumps([fields, n_uav, self.scene_count(task, n_uav)], sort_keys=True, default=str)
 
     def estimate(self, sets: list[tuple[str, dict[str, Any], int]]) -> list[float]:

@@ -87,21 +87,19 @@ def launched_as() -> str:
 
 
 def command_line(overrides: Sequence[str]) -> str:
-    """``launched_as()`` with ``overrides`` (``key=value``) as a shell passes them to Hydra unchanged: each value
-    Hydra would misread unquoted (an accent, an emoji, a quote, a ``~``) in Hydra's quotes, then each override
-    shell-quoted (a space, a ``$``)."""
-    return " ".join([launched_as(), *(shlex.quote(hydra_quoted(override)) for override in overrides)])
+    """``launched_as()`` with ``overrides`` as Hydra reads them (the command line's own, or made by
+    ``hydra_quoted``), each shell-quoted (a space, a ``$``): pasted into a shell, the same words reach Hydra."""
+    return " ".join([launched_as(), *map(shlex.quote, overrides)])
 
 
-HYDRA_UNQUOTED = re.compile(r"[A-Za-z0-9_/+.%*@?|:-]+(?: +[A-Za-z0-9_/+.%*@?|:-]+)*")  # bare in Hydra's grammar
+HYDRA_BARE = re.compile(r"[A-Za-z0-9_/+.%*@?|:-]+(?: +[A-Za-z0-9_/+.%*@?|:-]+)*")  # bare in Hydra's grammar
 
 
-def hydra_quoted(override: str) -> str:
-    """``key=value`` with the value in Hydra's quotes where its grammar does not take it bare (a list, a sweep, a
-    value it would read as a number or null keeps its meaning only bare: those are left as they are)."""
-    key, sep, value = override.partition("=")
-    if not sep or not value or HYDRA_UNQUOTED.fullmatch(value) or value[0] in "[{'\"" or "," in value or "${" in value:
-        return override
+def hydra_quoted(key: str, value: str) -> str:
+    """``key=value`` for a value the program made (a directory): in Hydra's quotes unless its grammar takes it
+    bare (an accent, an emoji, a quote, a ``~``, a comma - a sweep - or brackets would be misread)."""
+    if HYDRA_BARE.fullmatch(value):
+        return f"{key}={value}"
     quote = "'" if "'" not in value else '"' if '"' not in value else "'"
     backslash = "\\"
     body = value.replace(quote, backslash + quote)

@@ -24,6 +24,7 @@ same tables and pictures.
 from __future__ import annotations
 
 import json
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +47,7 @@ from uavgnn.infrastructure.console import Countdown, count, echo
 from uavgnn.infrastructure.device import amp_dtype, prepare_device
 from uavgnn.infrastructure.errors import CheckpointError, ConfigError, Interrupted, RunDirectoryError
 from uavgnn.infrastructure.nested import flatten
+from uavgnn.infrastructure.signals import EXIT_CODES
 from uavgnn.infrastructure.storage import file_sha256, write_json
 from uavgnn.loggers import publish
 from uavgnn.reporting.episodes import episode_gif, plot_episodes
@@ -80,9 +82,10 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     evaluate = evaluate_environment_policy if produces(stored) == ENV_POLICY else evaluate_assignment_policy
     try:
         report = evaluate(cfg, out_dir, partial)
-    except Interrupted as err:
+    except (Interrupted, KeyboardInterrupt) as err:
+        stop = err if isinstance(err, Interrupted) else Interrupted("interrupted (Ctrl-C)", EXIT_CODES[signal.SIGINT])
         kept = f"{count(partial.finished(), 'finished test set')} kept in {partial.folder}"
-        raise Interrupted(f"{err}; {kept}; continue with: {continue_command(out_dir)}", err.exit_code) from None
+        raise Interrupted(f"{stop}; {kept}; continue with: {continue_command(out_dir)}", stop.exit_code) from None
     except Exception:
         if not partial.finished():  # refused or failed before any set finished: nothing to keep, nothing left
             partial.clear()
@@ -190,7 +193,7 @@ def evaluate_environment_policy(cfg: Config, out_dir: Path, partial: PartialResu
     flown = {trained.n_uav, *config.env.get("train_sizes", [])}  # the sizes it trained at: not zero-shot there
     sizes = {n: max(1, min(cfg.eval.episodes, cfg.eval.max_total_uavs // n)) for n in swarm_sizes(cfg, config)}
     pieces = [(n_uav, test_set) for n_uav in sizes for test_set in sets]  # each size's nominal set first
-    done = {piece: partial.get(json.dumps(piece)) for piece in pieces}
+    done = {piece: partial.get(_piece_key(piece)) for piece in pieces}
     start = time.perf_counter()
     expected = {}
     for n_uav, test_set in (piece for piece in pieces if done[piece] is None):
@@ -221,7 +224,7 @@ def evaluate_environment_policy(cfg: Config, out_dir: Path, partial: PartialResu
             if (n_uav, test_set) == (trained.n_uav, "nominal"):  # the pictures: drawn before the set is kept
                 plot_episodes(scores, trained.service_radius, out_dir / TRAJECTORIES)
                 episode_gif(scores[name], trained.service_radius, out_dir / EPISODE)
-            done[n_uav, test_set] = partial.put(json.dumps([n_uav, test_set]), set_rows)
+            done[n_uav, test_set] = partial.put(_piece_key((n_uav, test_set)), set_rows)
             echo(countdown.finish((n_uav, test_set)))
         if test_set == list(sets)[-1]:
             size_rows = [row for t in sets for row in done[n_uav, t]]
@@ -267,6 +270,11 @@ def evaluate_environment_policy(cfg: Config, out_dir: Path, partial: PartialResu
     written = [EVAL, TRAJECTORIES, EPISODE, *([TEST_SETS] if len(sets) > 1 else [])]
     echo(f"results in {out_dir} ({', '.join(written)})")
     return report
+
+
+def _piece_key(piece: tuple[int, str]) -> str:
+    """How a (size, test set) of an environment policy's evaluation is kept (``PartialResults``)."""
+    return json.dumps(list(piece))
 
 
 def _planner_return(rows: list[dict[str, Any]]) -> float:

@@ -173,9 +173,13 @@ def check_readable(path: Path) -> None:
     path = Path(path)
     if path.suffix == ".json":
         _check_readable_size(path, path.stat().st_size * JSON_MEMORY_PER_BYTE)
-    elif path.suffix == ".npz" and zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            _check_readable_size(path, sum(info.file_size for info in archive.infolist()) * NPZ_MEMORY_PER_BYTE)
+    elif path.suffix == ".npz":
+        try:
+            with zipfile.ZipFile(path) as archive:
+                stored = sum(info.file_size for info in archive.infolist())
+        except (zipfile.BadZipFile, OSError):
+            return  # a damaged archive: said when it is read
+        _check_readable_size(path, stored * NPZ_MEMORY_PER_BYTE)
 
 
 def _check_readable_size(path: Path, need: float) -> None:

@@ -5,5 +5,5 @@ errors of composing a config (``composition``) and the notes on presets (``prese
 from uavgnn.runs import sweep_worker
 
 # a launcher's worker imports the program to unpickle its job: it watches the sweep's main process from here on,
-# before the imports of torch and Hydra (seconds), so a sweep killed while its jobs start stops them at once
+# before the imports of torch and uavgnn's modules (seconds); before that, the sweep's reaper stops it
 sweep_worker.watch_sweep()

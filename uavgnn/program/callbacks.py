@@ -39,27 +39,31 @@ from uavgnn.runs.layout import FAILED, HYDRA_RECORD, REFUSED_PREFIX
 from uavgnn.runs.lock import hold_lock, release_lock
 
 SWEEP_FAILED_EXIT = 1
-UNDER_WAY: list[str] = []  # the command that continues the sweep this process runs (none outside a sweep)
+SWEEP_CONTINUE_COMMAND: list[str] = []  # the command that continues the sweep this process runs (none outside one)
+_previous_handlers: dict[int, Any] = {}
 
 
-def _say_how_to_continue_on_a_signal(command: str) -> None:
-    """SIGTERM or SIGINT to a sweep's main process: one line with the command that continues the sweep, then
-    the signal's own action (its launcher's workers see it gone and stop at the end of their step)."""
+def _say_how_to_continue_on_a_signal(command: str, workers: bool) -> None:
+    """SIGTERM (and SIGINT, with ``workers``: the launcher runs the jobs in processes of its own) to a sweep's
+    main process: one line with the command that continues the sweep, then the signal's default action (its
+    workers see it gone and stop at the end of their step; ``KeyboardInterrupt`` would make joblib kill them at
+    once). A job run in this process handles them itself while it runs."""
+    line = f"sweep interrupted: its jobs stop at the end of their step; continue it with: {command}\n".encode()
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        sys.stderr.write(
-            f"sweep interrupted by {name}: its jobs stop at the end of their step; continue it with: {command}\n"
-        )
-        sys.stderr.flush()
+        os.write(2, line)  # not sys.stderr: a signal handler may run inside its own write
         signal.signal(signum, signal.SIG_DFL)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
         os.kill(os.getpid(), signum)
 
     if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, stop)
+        for signum in (signal.SIGTERM, signal.SIGINT) if workers else (signal.SIGTERM,):
+            _previous_handlers[signum] = signal.signal(signum, stop)
+
+
+def _restore_signal_handlers() -> None:
+    for signum, handler in _previous_handlers.items():
+        signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+    _previous_handlers.clear()
 
 
 def _claim_or_exit(config: DictConfig, key: str, lock: bool) -> None:
@@ -129,8 +133,9 @@ class RunChecks(Callback):
         self.sweep_started = time.time()
         _claim_or_exit(config, "hydra.sweep.dir", lock=False)
         command = sweep_command(Path(resolved(config, "hydra.sweep.dir")), config.hydra.overrides.task)
-        UNDER_WAY[:] = [command]
-        _say_how_to_continue_on_a_signal(command)
+        SWEEP_CONTINUE_COMMAND[:] = [command]
+        launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default=""))
+        _say_how_to_continue_on_a_signal(command, workers="BasicLauncher" not in launcher)
         sweep_worker.start_reaper()  # its launcher's workers stop with it, even while they start
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -143,6 +148,8 @@ class RunChecks(Callback):
         release_lock(directory, is_accepted(directory))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        _restore_signal_handlers()
+        SWEEP_CONTINUE_COMMAND.clear()
         sweep_dir = Path(config.hydra.sweep.dir)
         if config.logger.name == "wandb" and config.logger.mode == "offline":  # once per sweep, not per job
             where = sweep_dir.resolve()  # the hint works from any directory

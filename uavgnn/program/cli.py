@@ -23,7 +23,7 @@ from uavgnn.infrastructure import distributed
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import ConfigError
 from uavgnn.infrastructure.signals import EXIT_CODES
-from uavgnn.program.callbacks import UNDER_WAY
+from uavgnn.program.callbacks import SWEEP_CONTINUE_COMMAND, SWEEP_FAILED_EXIT
 from uavgnn.program.composition import COMPOSITION_ERRORS, composition_error
 from uavgnn.program.help import register_help
 from uavgnn.program.job import run_mode
@@ -80,15 +80,17 @@ def _one_line_on_composition_error(func: Callable[[], Any]) -> Any:
     try:
         return func()
     except TerminatedWorkerError as err:  # a launcher's worker signalled or killed: not a 40-line traceback
-        if not UNDER_WAY:
+        if not SWEEP_CONTINUE_COMMAND:
             raise
         codes = re.search(r"\{([^}]*)\}", str(err))
+        shown = codes.group(1) if codes else "killed"
         echo(
-            f"sweep stopped: a job's worker process ended ({codes.group(1) if codes else 'killed'}); the jobs "
-            f"it did not finish resume where they stopped: continue it with: {UNDER_WAY[0]}",
+            f"sweep stopped: a job's worker process ended ({shown}) and the launcher stopped the others; each job "
+            f"resumes from its last checkpoint: continue it with: {SWEEP_CONTINUE_COMMAND[0]}",
             err=True,
         )
-        raise SystemExit(EXIT_CODES[signal.SIGTERM]) from None
+        signalled = "SIGTERM" in shown or "143" in shown
+        raise SystemExit(EXIT_CODES[signal.SIGTERM] if signalled else SWEEP_FAILED_EXIT) from None
     except COMPOSITION_ERRORS as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or _raised_by_a_job(err):
             raise

@@ -22,15 +22,16 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from uavgnn.infrastructure import distributed
-from uavgnn.infrastructure.console import command_line, start_run_log
+from uavgnn.infrastructure.console import command_line, hydra_quoted, start_run_log
 from uavgnn.infrastructure.device import resolve_device
 from uavgnn.infrastructure.errors import ConfigError, RunDirectoryError
 from uavgnn.infrastructure.storage import atomic_write
+from uavgnn.runs.history import stream_history
 from uavgnn.runs.identity import is_incidental
 from uavgnn.runs.layout import (
+    ATTEMPT_FILES,
     BOOKKEEPING,
     FAILED,
-    HISTORY,
     HYDRA_CONFIG,
     HYDRA_OVERRIDES,
     HYDRA_RECORD,
@@ -164,21 +165,24 @@ def _device_of(cfg: DictConfig) -> str:
 def continue_command(directory: Path, *extra: str) -> str:
     """The command that continues the run in ``directory`` where it stopped: the launch's overrides with
     ``extra`` (``resume=auto``) and ``hydra.run.dir`` in place of their own, pasteable as printed
-    (``console.command_line``)."""
+    (``console.command_line``); in a sweep, the sweep's (``sweep_command``)."""
     if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:  # a sweep's job: the sweep's
         sweep_dir = Path(HydraConfig.get().sweep.dir).resolve()
-        return sweep_command(sweep_dir, OmegaConf.load(sweep_dir / SWEEP_RECORD).hydra.overrides.task)
+        try:
+            return sweep_command(sweep_dir, OmegaConf.load(sweep_dir / SWEEP_RECORD).hydra.overrides.task)
+        except (OSError, OmegaConfBaseException, AttributeError):  # its record unreadable: this job alone
+            pass
     overrides = [str(o) for o in HydraConfig.get().overrides.task] if HydraConfig.initialized() else []
     replaced = tuple(f"{o.split('=')[0]}=" for o in [*extra, "hydra.run.dir="])
     kept = [o for o in overrides if not o.startswith(replaced)]
-    return command_line([*kept, *extra, f"hydra.run.dir={directory}"])
+    return command_line([*kept, *extra, hydra_quoted("hydra.run.dir", str(directory))])
 
 
 def sweep_command(sweep_dir: Path, overrides: Sequence[Any]) -> str:
     """The command that continues the sweep in ``sweep_dir`` launched with ``overrides``: the same sweep with
     ``resume=auto`` (finished jobs are found finished, stopped ones resume) into the same directory."""
     kept = [str(o) for o in overrides if not str(o).startswith(("resume=", "hydra.sweep.dir="))]
-    return command_line(["-m", *kept, "resume=auto", f"hydra.sweep.dir={Path(sweep_dir).resolve()}"])
+    return command_line(["-m", *kept, "resume=auto", hydra_quoted("hydra.sweep.dir", str(Path(sweep_dir).resolve()))])
 
 
 def withdraw(directory: Path) -> None:
@@ -191,14 +195,27 @@ def withdraw(directory: Path) -> None:
 
 
 def discard_untrained(directory: Path) -> None:
-    """A run that failed before it saved anything it computed (no checkpoint, no results): the directory goes
-    if this process created it, as if it was never accepted."""
+    """A training run that failed before it logged a step: the directory goes if this process created it and it
+    holds nothing but what such an attempt leaves (``ATTEMPT_FILES``: a history of no training row, the
+    dashboards' start), as if it was never accepted. Anything more - a logged step, a checkpoint, another mode's
+    results - stays."""
     directory = directory.resolve()
-    if directory in _created and directory.is_dir() and not set(held_run_files(directory)) - {HISTORY}:
-        _accepted.discard(directory)  # discard_unaccepted removes the directory with its bookkeeping
-        for entry in directory.iterdir():
-            if entry.name not in BOOKKEEPING:
-                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    if directory not in _created or not directory.is_dir():
+        return
+    if not set(leftovers(directory)) <= ATTEMPT_FILES:
+        return
+    try:
+        if any(key.startswith("train/") for row in stream_history(directory) for key in row):
+            return  # a step was logged
+    except RunDirectoryError:
+        return
+    _accepted.discard(directory)  # discard_unaccepted removes the directory with its bookkeeping
+    for entry in directory.iterdir():
+        if entry.name not in BOOKKEEPING:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
 
 
 def discard_unaccepted(directory: Path) -> None:

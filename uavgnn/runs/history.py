@@ -58,17 +58,24 @@ def stream_history(out_dir: Path) -> Iterator[dict[str, Any]]:
 
 
 def thinned_history(out_dir: Path, max_rows: int) -> tuple[list[dict[str, Any]], int]:
-    """At most ``max_rows`` rows of the history, read as a stream: every row while they fit, else every k-th
-    (k doubling as the history grows: evenly spread, first row kept); and k."""
-    kept: list[dict[str, Any]] = []
-    stride = 1
-    for number, row in enumerate(stream_history(out_dir)):
-        if number % stride:
+    """The history read as a stream, its training rows thinned to at most ``max_rows``: every one while they fit,
+    else every k-th (k doubling as the history grows: evenly spread, the first kept); every other row (a
+    validation, a test, an event: few, and what the reports read) kept; and k."""
+    kept: list[tuple[int, dict[str, Any]]] = []  # (training row number or -1, row)
+    stride, training, kept_training = 1, 0, 0
+    for row in stream_history(out_dir):
+        if not any(key.startswith("train/") for key in row):
+            kept.append((-1, row))
             continue
-        kept.append(row)
-        if len(kept) > max_rows:
-            kept, stride = kept[::2], stride * 2
-    return kept, stride
+        if training % stride == 0:
+            kept.append((training, row))
+            kept_training += 1
+        training += 1
+        if kept_training > max_rows:
+            stride *= 2
+            kept = [(number, row) for number, row in kept if number < 0 or number % stride == 0]
+            kept_training = sum(number >= 0 for number, _ in kept)
+    return [row for _, row in kept], stride
 
 
 class History:

@@ -32,6 +32,9 @@ class PartialResults:
         self.identity = json.loads(json.dumps(identity, sort_keys=True, default=str))
 
     def exists(self) -> bool:
+        """Whether the folder records a work (one killed before it wrote its record holds nothing: it goes)."""
+        if self.folder.is_dir() and not any(self.folder.iterdir()):
+            self.folder.rmdir()
         return (self.folder / IDENTITY).is_file()
 
     def changes(self) -> dict[str, tuple[Any, Any]]:
@@ -58,8 +61,11 @@ class PartialResults:
         path = self._path(key)
         if not path.is_file():
             return None
-        stored = json.loads(path.read_text())
-        return stored["value"] if stored.get("key") == key else None
+        try:
+            stored = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise RunDirectoryError(f"{path}: unreadable ({err}); remove it and that set is scored again") from None
+        return stored["value"] if isinstance(stored, dict) and stored.get("key") == key else None
 
     def put(self, key: str, value: Any) -> Any:
         """Keep the finished piece ``key``; returns its value as read back (what a resumed run will read)."""

@@ -91,15 +91,21 @@ for entry in os.listdir("/proc"):
 """
 
 
+_reaper: list[subprocess.Popen] = []
+
+
 def start_reaper() -> None:
-    """In a sweep's main process: the reaper that stops this sweep's processes once this one is gone."""
-    if in_worker() or not os.path.isdir("/proc"):
+    """In a sweep's main process: the reaper that stops this sweep's processes once this one is gone - killed,
+    or at its normal end (then any process of the sweep still there: none, unless a launcher left one)."""
+    if in_worker() or not os.path.isdir("/proc") or _reaper:
         return
-    subprocess.Popen(
-        [sys.executable, "-S", "-c", REAPER, str(os.getpid()), str(POLL_S), MAIN_PID_ENV],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    _reaper.append(
+        subprocess.Popen(
+            [sys.executable, "-S", "-c", REAPER, str(os.getpid()), str(POLL_S), MAIN_PID_ENV],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     )
 
 
