@@ -230,8 +230,8 @@ def test_info_mode_checks_the_environment(tmp_path) -> None:
     assert trials["fp32"]["ok"]  # the plain step must work anywhere the tests run
     assert {"AMP", "torch.compile"} <= set(trials)
     own = [t for t in info["trials"] if t["trial"].startswith("algorithm=")]
-    assert [t["trial"].split(":")[0] for t in own] == ["algorithm=coma", "algorithm=masac"]
-    assert all(t["ok"] for t in own)  # the environment and both MARL updates run here
+    assert [t["trial"].split(":")[0] for t in own] == ["algorithm=coma", "algorithm=mappo", "algorithm=masac"]
+    assert all(t["ok"] for t in own)  # the environment and every MARL update run here
     assert info["rates"]["matmul_float32_gflops"] > 0 and info["rates"]["copy_gb_per_s"] > 0
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     allowed = {0: {"cpu"}, 1: {"low_mem", "mid_mem", "high_mem"}}.get(gpus, {"multi_gpu"})
