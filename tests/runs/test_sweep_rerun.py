@@ -256,6 +256,7 @@ def _state(pid: int) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the suite's time: pytest -m heavy tests/runs/test_sweep_rerun.py
 def test_a_sweep_killed_while_its_jobs_start_and_re_issued_at_once_ends_as_an_uninterrupted_one(tmp_path) -> None:
     """kill -9 of a joblib sweep's main process while its workers are still starting (importing): they notice
     within a few seconds and stop; the same command re-issued at once (no waiting for them) exits 0 with the

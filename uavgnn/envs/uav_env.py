@@ -31,7 +31,6 @@ Everything is tensor algebra over (E, N, M): no Python loop over environments or
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +43,7 @@ from uavgnn.envs.settings import HEADINGS, EnvSettings
 from uavgnn.infrastructure.errors import ConfigError, MemoryBudgetError
 from uavgnn.infrastructure.memory import check_fits
 from uavgnn.infrastructure.randomness import restore_stream
-from uavgnn.infrastructure.user_code import frames_in, import_named
+from uavgnn.infrastructure.user_code import import_named
 from uavgnn.problem.observation import NEIGHBOUR_FEATURES
 from uavgnn.problem.scene_batch import generate_scene_batch
 from uavgnn.problem.scenes import SceneDistribution
@@ -456,27 +455,6 @@ def make_env(
             f"env.target={settings.target}: {found.__name__}(...) raised {type(err).__name__}: "
             f"{lines[0][:200] if lines else '(no message)'}"
         ) from None
-
-
-def raised_by_your_env(target: str | None, err: BaseException) -> str | None:
-    """Where ``err`` came out of your environment's own code (``env.target``): what says so, naming the class, its
-    method and the exception in one line, then your frames only (not the training loop's); None otherwise."""
-    if target is None or isinstance(err, (ConfigError, MemoryBudgetError)):
-        return None
-    try:
-        found = env_class(target)
-    except ConfigError:  # not importable any more: the error is not one of its
-        return None
-    yours = found.__mro__[: found.__mro__.index(UAVEnv)]
-    frames = frames_in(err, list(yours))
-    if not frames:
-        return None
-    lines = str(err).strip().splitlines()
-    shown = "".join(traceback.format_list(frames)).rstrip()
-    return (
-        f"env.target={target}: {found.__name__}.{frames[0].name} raised {type(err).__name__}: "
-        f"{lines[0][:200] if lines else '(no message)'}\nin your code (most recent call last):\n{shown}"
-    )
 
 
 def env_class(target: str | None) -> type[UAVEnv]:

@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from uavgnn.algorithms.registry import check_config
 from uavgnn.algorithms.run_config import training_config
 from uavgnn.config.modes import MODES
-from uavgnn.envs.uav_env import raised_by_your_env
+from uavgnn.envs.your_env import raised_by_your_env
 from uavgnn.infrastructure import distributed, signals
 from uavgnn.infrastructure.console import attach_run_log, echo, say_once
 from uavgnn.infrastructure.errors import (
