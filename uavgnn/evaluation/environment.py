@@ -61,7 +61,7 @@ def score_set(
     set gives ``nominal_return`` (the central planner's return there), the disrupted ones at its size take it."""
     rows, scores = compare_policies({name: policy}, settings, dist, episodes, device)
     if nominal_return is None:
-        nominal_return = next(r["return"] for r in rows if r["method"] == "scripted planner")
+        nominal_return = planner_return(rows)
     for row in rows:
         row.update(
             n_uav=settings.n_uav,
@@ -70,6 +70,11 @@ def score_set(
             of_nominal_planner=round(row["return"] / nominal_return, 4) if nominal_return else float("nan"),
         )
     return rows, scores
+
+
+def planner_return(rows: list[dict[str, Any]]) -> float:
+    """The central planner's return on a test set (its rows): what ``of_nominal_planner`` divides by."""
+    return next(row["return"] for row in rows if row["method"] == "scripted planner")
 
 
 def probe_seconds(

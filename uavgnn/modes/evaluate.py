@@ -216,7 +216,7 @@ def evaluate_environment_policy(cfg: Config, out_dir: Path, partial: PartialResu
                 f"  set {number}/{len(pieces)}: {test_set}, {count(n_uav, 'UAV')}, {count(sizes[n_uav], 'episode')}, "
                 f"about {expected[n_uav, test_set]:.0f} s"
             )
-            nominal = None if test_set == "nominal" else _planner_return(done[n_uav, "nominal"])
+            nominal = None if test_set == "nominal" else environment.planner_return(done[n_uav, "nominal"])
             settings = environment.test_set_settings(trained, n_uav, sets[test_set])
             set_rows, scores = environment.score_set(
                 policy, name, settings, dist, test_set, sizes[n_uav], device, nominal
@@ -275,11 +275,6 @@ def evaluate_environment_policy(cfg: Config, out_dir: Path, partial: PartialResu
 def _piece_key(piece: tuple[int, str]) -> str:
     """How a (size, test set) of an environment policy's evaluation is kept (``PartialResults``)."""
     return json.dumps(list(piece))
-
-
-def _planner_return(rows: list[dict[str, Any]]) -> float:
-    """The central planner's return on a nominal set (its rows): what ``of_nominal_planner`` divides by."""
-    return next(row["return"] for row in rows if row["method"] == "scripted planner")
 
 
 def swarm_sizes(cfg: Config, config: Any) -> list[int]:
