@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install uavgnn with its test tools and cluster launchers; fast no-op when already done.
+# Create .venv and install uavgnn with its test tools, cluster launchers and Stable-Baselines3 (the tests train
+# with it); fast no-op when already done.
 # CPU-only machines get the CPU build of torch (~750 MB); machines with an NVIDIA
 # driver get the CUDA build from PyPI.
 set -euo pipefail
@@ -25,5 +26,5 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
       --extra-index-url https://download.pytorch.org/whl/cpu
   fi
 fi
-.venv/bin/python -m pip install -q -e ".[test,cluster]"
+.venv/bin/python -m pip install -q -e ".[test,cluster,sb3]"
 echo "$want" > "$stamp"

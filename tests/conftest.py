@@ -16,12 +16,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 from scipy.optimize import linprog
 
 from uavgnn.data.store import GraphStore
@@ -631,3 +632,53 @@ def whole_lp(scene: Scene) -> float:
     res = linprog(cost, uav_rows, np.ones(n), target_rows, np.zeros(m), bounds=(0, 1), method="highs-ipm")
     assert res.status == 0
     return -res.fun
+
+
+def make_run(
+    root: Path,
+    name: str,
+    model: str,
+    hidden: int,
+    seed: int,
+    gap: float | None,
+    speed: float = 100.0,
+    overrides: list[str] | None = None,
+    **more: Any,
+) -> Path:
+    """A finished (or, ``gap`` None, failed) run's directory as the program leaves it; ``overrides``: its command
+    line's (``.hydra/overrides.yaml``); ``more``: other config keys."""
+    run = root / name
+    (run / ".hydra").mkdir(parents=True)
+    OmegaConf.save(
+        OmegaConf.create(
+            {
+                "seed": seed,
+                "model": {"name": model, "hidden": hidden, "layers": 2},
+                "data": {"cache_dir": f"/tmp/{name}"},
+                "train": {"steps": 10},
+                **more,
+            }
+        ),
+        run / ".hydra" / "config.yaml",
+    )
+    if overrides is not None:
+        OmegaConf.save(OmegaConf.create(overrides), run / ".hydra" / "overrides.yaml")
+    history = [
+        {"step": 5, "perf/graphs_per_s": speed, "perf/peak_mem_mb": 10.0},
+        {"step": 10, "perf/graphs_per_s": speed + 20, "perf/peak_mem_mb": 12.0, "val/optimality_gap": 0.5},
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history))
+    if gap is None:
+        (run / "failed.json").write_text(json.dumps({"error": "ConfigError: model.hidden=-1 must be > 0"}))
+    else:
+        (run / "summary.json").write_text(
+            json.dumps(
+                {
+                    "best_val_optimality_gap": gap,
+                    "test/optimality_gap": gap + 0.01,
+                    "test/reward": 10 - gap,
+                    "test/completion_score": 0.9,
+                }
+            )
+        )
+    return run

@@ -10,6 +10,7 @@ import pytest
 import torch
 from conftest import run_cli
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch_geometric.data import Batch
 
 from uavgnn.algorithms.scene_policy import Budgeted, batch_imitation_loss
@@ -216,6 +217,10 @@ def test_quick_benchmark_writes_every_section_with_repeats_and_the_dashboard(tmp
     assert logged["tensors"] and not [p for p in (out / "tensorboard").iterdir() if p.is_dir()]
     view = EventAccumulator(str(out / "tensorboard")).Reload().PluginTagToContent("hparams")
     assert {"_hparams_/experiment", "_hparams_/session_start_info", "_hparams_/session_end_info"} <= set(view)
+    # its hyperparameters: what the command line chose (not every config key), numbers as numbers
+    start = HParamsPluginData.FromString(view["_hparams_/session_start_info"]).session_start_info.hparams
+    assert start["benchmark.scenes"].number_value == 32 and start["benchmark"].string_value == "quick"
+    assert "data.cache_dir" not in start and "hydra.run.dir" not in start and "model.hidden" not in start
 
 
 @pytest.mark.slow

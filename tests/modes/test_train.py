@@ -96,6 +96,23 @@ def test_wandb_offline_run_holds_the_history(tmp_path) -> None:
     # the test comparison as a table, the picture as an image
     assert media(files[0]) == {"test/methods": "table-file", "test/scene": "image-file"}
     assert list((files[0].parent / "files" / "media" / "table" / "test").glob("methods_*.table.json"))
+    # wandb's own local viewer reads it, no account or upload (docs/comparing-runs.md#wandb)
+    leet = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "wandb"),
+            "leet",
+            "inspect",
+            "--summary",
+            "--json",
+            str(tmp_path / "wb" / "wandb"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    shown = json.loads(leet.stdout)
+    assert shown["state"] == "finished" and shown["run_id"] == run.run_id, leet.stderr[-2000:]
+    assert shown["summary"]["test/optimality_gap"] == pytest.approx(result["test/optimality_gap"])
 
 
 @pytest.mark.slow

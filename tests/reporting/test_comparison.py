@@ -11,13 +11,13 @@ import shutil
 import statistics
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import matplotlib.image
 import numpy as np
 import pytest
 import scipy.stats
-from conftest import run_cli
+from browser import chromium, chromium_flags
+from conftest import make_run, run_cli
 from omegaconf import OmegaConf
 
 from uavgnn.algorithms.compared import metrics_of
@@ -26,45 +26,6 @@ from uavgnn.modes.compare import compare_paths
 from uavgnn.reporting.comparison import differing_keys, group_labels
 from uavgnn.reporting.intervals import ci95, iqm, mean_interval, stratified_bootstrap
 from uavgnn.runs.record import find_runs, load_run
-
-
-def make_run(
-    root: Path, name: str, model: str, hidden: int, seed: int, gap: float | None, speed: float = 100.0, **more: Any
-) -> Path:
-    """A finished (or, ``gap`` None, failed) run's directory as the program leaves it; ``more``: other config keys."""
-    run = root / name
-    (run / ".hydra").mkdir(parents=True)
-    OmegaConf.save(
-        OmegaConf.create(
-            {
-                "seed": seed,
-                "model": {"name": model, "hidden": hidden, "layers": 2},
-                "data": {"cache_dir": f"/tmp/{name}"},
-                "train": {"steps": 10},
-                **more,
-            }
-        ),
-        run / ".hydra" / "config.yaml",
-    )
-    history = [
-        {"step": 5, "perf/graphs_per_s": speed, "perf/peak_mem_mb": 10.0},
-        {"step": 10, "perf/graphs_per_s": speed + 20, "perf/peak_mem_mb": 12.0, "val/optimality_gap": 0.5},
-    ]
-    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history))
-    if gap is None:
-        (run / "failed.json").write_text(json.dumps({"error": "ConfigError: model.hidden=-1 must be > 0"}))
-    else:
-        (run / "summary.json").write_text(
-            json.dumps(
-                {
-                    "best_val_optimality_gap": gap,
-                    "test/optimality_gap": gap + 0.01,
-                    "test/reward": 10 - gap,
-                    "test/completion_score": 0.9,
-                }
-            )
-        )
-    return run
 
 
 @pytest.fixture
@@ -105,21 +66,24 @@ def test_table_values_aggregates_and_failures(sweep) -> None:
     assert tiny["best_val_optimality_gap"] == pytest.approx(0.15)
     assert tiny["best_val_optimality_gap_std"] == pytest.approx(statistics.stdev([0.10, 0.20]))  # 0.0707
     assert tiny["graphs_per_s"] == pytest.approx(130.0)  # mean of medians 110 (100, 120) and 150 (140, 160)
-    # 2 seeds: the percentile bootstrap of the mean, [the smaller, the larger] (t would read [-48%, 78%])
+    # 2 seeds: their range, labelled as such (no 95% interval: t would read [-48%, 78%])
     assert (tiny["best_val_optimality_gap_ci_low"], tiny["best_val_optimality_gap_ci_high"]) == (0.10, 0.20)
-    assert tiny["best_val_optimality_gap_ci"] == "bootstrap"
+    assert tiny["best_val_optimality_gap_ci"] == "range"
     markdown = (sweep / "comparison.md").read_text()
     header = markdown.splitlines()[0]
     assert "seed group" in header and "best val. gap to the MILP (%) ↓" in header and "graphs/s ↑" in header
     assert "model.name" not in header and "data.cache_dir" not in header  # the group's name says what differs
     lines = {line.split("|")[1].strip(): line for line in markdown.splitlines()[2:] if line.startswith("|")}
     assert list(lines) == ["model.hidden=32, model.name=tiny", "model.hidden=64, model.name=small"]  # means only
-    # gaps in percent; best on the group means (small's 5%, not run 2's 4%); ties all bold
-    assert "**5.00 [4.00, 6.00]†**" in lines["model.hidden=64, model.name=small"] and "**4.00" not in markdown
-    assert " 15.00 [10.00, 20.00]† |" in lines["model.hidden=32, model.name=tiny"]
-    assert markdown.count("**90.00 [90.00, 90.00]†**") == 2
+    # gaps in percent, mean ± std (sample std: 1.41 and 7.07 points); best on the group means (small's 5%, not
+    # run 2's 4%); ties all bold
+    small, tiny_line = lines["model.hidden=64, model.name=small"], lines["model.hidden=32, model.name=tiny"]
+    assert "**5.00 ± 1.41 [min 4.00, max 6.00]**" in small and "**4.00" not in markdown
+    assert " 15.00 ± 7.07 [min 10.00, max 20.00] |" in tiny_line
+    assert markdown.count("**90.00 ± 0.00 [min 90.00, max 90.00]**") == 2
+    assert "[min, max] with 2 seeds: their range, not an interval" in markdown
     assert "Failed runs:" in markdown and "- 4: ConfigError: model.hidden=-1 must be > 0" in markdown
-    assert "15.00 [10.00, 20.00]†" in " ".join(text.split()) and "Failed runs:" in text  # the console
+    assert "15.00 ± 7.07 [min 10.00, max 20.00]" in " ".join(text.split()) and "Failed runs:" in text  # console
     with (sweep / "comparison.csv").open() as f:
         table = list(csv.DictReader(f))
     # each seed group's runs, then its mean row; values as recorded (fractions)
@@ -130,7 +94,7 @@ def test_table_values_aggregates_and_failures(sweep) -> None:
     assert image.shape[0] > 100 and image.std() > 0.01
     page = (sweep / "comparison.html").read_text()
     assert "data:image/png;base64," in page and page.count("<tr class=") == len(rows)
-    assert "5.00 ± 1.41<br><small>[4.00, 6.00]†</small>" in page  # every run and mean in the record, ± std too
+    assert "5.00 ± 1.41<br><small>[min 4.00, max 6.00]</small>" in page  # every run and mean in the record
 
 
 def test_latex_is_booktabs_with_percent_seed_means_and_valid_intervals(sweep, tmp_path) -> None:
@@ -142,7 +106,8 @@ def test_latex_is_booktabs_with_percent_seed_means_and_valid_intervals(sweep, tm
     compare_paths([sweep], sweep)
     latex = (sweep / "comparison.tex").read_text().splitlines()
     assert latex[:3] == [r"% needs \usepackage{booktabs}", r"\begin{table}[t]", r"\centering"]
-    assert latex[3].startswith(r"\caption{Each seed group's mean over its 2-3 seeds (n)") and "percent" in latex[3]
+    assert latex[3].startswith(r"\caption{Each seed group's mean $\pm$ std over its 2-3 seeds (n)")
+    assert "percent" in latex[3] and "bold: the best." in latex[3]
     assert latex[4:7] == [r"\label{tab:comparison}", r"\begin{tabular}{lrrrrrrr}", r"\toprule"]
     assert latex[-3:] == [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     head, body = latex[7:9], latex[10:-3]
@@ -150,9 +115,10 @@ def test_latex_is_booktabs_with_percent_seed_means_and_valid_intervals(sweep, tm
     assert head[0].startswith("seed group & n & best val. gap to") and r"the MILP (\%) $\downarrow$" in head[1]
     cells = [[c.strip() for c in line.removesuffix(r"\\").split("&")] for line in body]
     assert [c[0] for c in cells] == ["model.hidden=32, model.name=tiny", "", "model.hidden=64, model.name=small", ""]
-    assert cells[0][1:4] == ["2", "15.00", "16.00"] and cells[1][2] == r"[10.00, 20.00]$^\dagger$"
+    assert cells[0][1:4] == ["2", r"15.00 $\pm$ 7.07", r"16.00 $\pm$ 7.07"] and cells[1][2] == "[min 10.00, max 20.00]"
     small_gap = 100 * statistics.mean([0.04, 0.06, 0.002])
-    assert cells[2][2] == rf"\textbf{{{small_gap:.2f}}}"  # the best mean in bold, in percent
+    small_std = 100 * statistics.stdev([0.04, 0.06, 0.002])
+    assert cells[2][2] == rf"\textbf{{{small_gap:.2f} $\pm$ {small_std:.2f}}}"  # the best mean in bold, in percent
     low, high = (float(x) for x in cells[3][2].removesuffix(r"$^\dagger$").strip("[]").split(", "))
     assert 0.2 <= low < high <= 6.0 and cells[3][2].endswith(r"$^\dagger$")  # t: [-2.5%, 9.2%]; the bootstrap
     assert cells[3][5] == "[90.00, 90.00]"  # completion, 3 seeds alike: t, inside [0, 100%]
@@ -194,9 +160,9 @@ def test_options_pick_metrics_show_runs_and_choose_the_interval(sweep) -> None:
     assert "Each run, then each seed group's mean" in latex and "\nrun & n & test gap to & graphs/s \\\\\n" in latex
     assert "model.hidden=64, model.name=small, seed 2 & 1 & " in latex
     means = [r for r in rows if r["run"].startswith("mean ± std")]
-    # t over 2 seeds is wider than either metric's range allows (below 0): n/a, not clipped
-    assert means[0]["test/optimality_gap_ci"] == "n/a" and "test/optimality_gap_ci_low" not in means[0]
-    assert means[0]["graphs_per_s_ci"] == "n/a"
+    # 2 seeds: their range whatever the method (t over 2 seeds would leave a gap's range: below 0)
+    assert means[0]["test/optimality_gap_ci"] == "range" and means[0]["test/optimality_gap_ci_low"] == 0.11
+    assert means[0]["graphs_per_s_ci"] == "range"
     assert means[1]["test/optimality_gap_ci"] == "n/a"  # 3 seeds, a gap near 0: t leaves [0, inf)
     assert means[1]["graphs_per_s_ci"] == "t"  # 90, 70 and 100 graphs/s: [48.7, 124.6]
     assert means[1]["graphs_per_s_ci_low"] == pytest.approx(260 / 3 - ci95(statistics.stdev([90, 70, 100]), 3))
@@ -205,11 +171,27 @@ def test_options_pick_metrics_show_runs_and_choose_the_interval(sweep) -> None:
         compare_paths([sweep], sweep, metrics=["test/return"])
 
 
+def test_one_group_is_compared_with_nothing_so_nothing_is_bold(tmp_path) -> None:
+    """A sweep of seeds alone is one group: its mean ± std and its two seeds' range, labelled as the range it is,
+    and no cell marked best in any form (there is nothing to be best among)."""
+    root = tmp_path / "seeds"
+    make_run(root, "0", "tiny", 32, 0, 0.10)
+    make_run(root, "1", "tiny", 32, 1, 0.20)
+    _, text = compare_paths([root], root)
+    markdown, latex = (root / "comparison.md").read_text(), (root / "comparison.tex").read_text()
+    page = (root / "comparison.html").read_text()
+    assert "**" not in markdown and r"\textbf" not in latex and "class='best'" not in page
+    assert "bold: the best." not in latex
+    assert "15.00 ± 7.07 [min 10.00, max 20.00]" in markdown and "15.00 ± 7.07 [min 10.00, max 20.00]" in text
+    assert "95% interval" not in markdown.split("[min 10.00")[1].split("|")[0]  # the cell: a range, said so
+
+
 def test_intervals_stay_inside_a_metrics_range() -> None:
     bounds = (0.0, math.inf)
     assert mean_interval([0.3], bounds) is None  # one seed: n/a
-    two = mean_interval([0.01, 0.09], bounds)
-    assert (two.low, two.high, two.method) == (0.01, 0.09, "bootstrap")
+    for method in ("auto", "t", "bootstrap"):  # two seeds: their range, never called a 95% interval
+        two = mean_interval([0.09, 0.01], bounds, method)
+        assert (two.low, two.high, two.method) == (0.01, 0.09, "range")
     near_zero = [0.001, 0.002, 0.05]
     assert mean_interval(near_zero, bounds, "t") is None  # t would read [-0.06, 0.10]
     boot = mean_interval(near_zero, bounds)
@@ -333,13 +315,6 @@ def test_list_of_run_directories(tmp_path) -> None:
     assert differing_keys([load_run(a), load_run(b)]) == []
 
 
-def chromium() -> str:
-    """Debian's chromium, installed by ``scripts/setup.sh`` (as root) before the tests run."""
-    found = shutil.which("chromium")
-    assert found, "chromium is not installed: run `bash scripts/setup.sh` as root, or `apt-get install chromium`"
-    return found
-
-
 # Loads comparison.html in an iframe (same origin under --allow-file-access-from-files), clicks every
 # header twice and records, after each click, every row's group, kind, run name and the clicked cell.
 CLICK_HARNESS = """<!DOCTYPE html><html><body><iframe id="page" src="PAGE" width="1400" height="900"></iframe>
@@ -373,23 +348,6 @@ def ordered(a, b, direction: int) -> bool:
     if isinstance(a, float) != isinstance(b, float):
         return isinstance(a, float)
     return (a <= b) if direction == 1 else (a >= b)
-
-
-def chromium_flags(tmp_path: Path) -> list[str]:
-    return [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chrome'}",
-        "--window-size=1400,1200",
-        "--enable-logging=stderr",
-        "--v=0",
-    ]
 
 
 def test_every_header_sorts_the_table_in_chromium(sweep, tmp_path) -> None:

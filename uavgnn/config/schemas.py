@@ -162,7 +162,7 @@ class BenchmarkConfig:
 class CompareConfig:
     metrics: list[str] = field(default_factory=list)  # final metrics to show, as recorded; []: all the runs declare
     seed_means: bool = True  # console, markdown, LaTeX: each seed group's mean only; false: its runs too
-    interval: str = "auto"  # auto | t | bootstrap: the 95% interval of a mean (uavgnn/modes/compare.py)
+    interval: str = "auto"  # auto | t | bootstrap: the 95% interval of a mean from 3 seeds (uavgnn/modes/compare.py)
 
 
 @dataclass

@@ -36,6 +36,8 @@ from uavgnn.problem.scenes import SceneDistribution
 try:
     from gymnasium import logger, spaces
     from pettingzoo import ParallelEnv
+
+    from uavgnn.envs.spaces import action_space, observation_space
 except ImportError as err:  # an optional dependency: say how to get it
     raise ImportError(
         "uavgnn.envs.pettingzoo_env needs PettingZoo: pip install pettingzoo (or pip install 'uavgnn[pettingzoo]')"
@@ -73,12 +75,8 @@ class UAVParallelEnv(ParallelEnv):
         self._state = np.zeros(settings.state_dim(dist), dtype=np.float32)
         self._path = [self.env.pos[0].clone()]  # the UAVs' positions since the episode began, for render()
         self._target_path = [self.env.target_pos[0].clone()]  # and the targets' (they move with target_speed)
-        self._observation_space = spaces.Box(-np.inf, np.inf, (settings.obs_dim(),), np.float32)
-        self._action_space = (
-            spaces.Box(-1.0, 1.0, (2,), np.float32)
-            if settings.action == "continuous"
-            else spaces.Discrete(settings.action_dim())
-        )
+        self._observation_space = observation_space(settings)
+        self._action_space = action_space(settings)
 
     def observation_space(self, agent: str) -> spaces.Box:
         return self._observation_space

@@ -107,6 +107,12 @@ def hydra_quoted(key: str, value: str) -> str:
     return f"{key}={quote}{body}{quote}"
 
 
+def python_command(*args: str) -> str:
+    """``python <args>`` with the running interpreter (as ``launched_as`` names it), each argument shell-quoted: a
+    tool installed beside uavgnn, run as the user can paste it (``python -m tensorboard.main --logdir ...``)."""
+    return " ".join([_interpreter(), *(shlex.quote(_shown(Path(a)) if os.sep in a else a) for a in args)])
+
+
 def _interpreter() -> str:
     found = shutil.which("python")
     return "python" if found and _same_file(found, Path(sys.executable)) else shlex.quote(_shown(Path(sys.executable)))

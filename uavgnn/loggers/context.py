@@ -11,6 +11,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
 from uavgnn.runs.directory import swept_keys
+from uavgnn.runs.identity import is_incidental
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class RunContext:
     group: str | None = None
     tags: tuple[str, ...] = ()
     job_type: str | None = None
+    overrides: tuple[str, ...] = ()  # the command line's overrides that define the run (``key=value``)
 
 
 def path_label(directory: Path) -> str:
@@ -32,8 +34,9 @@ def path_label(directory: Path) -> str:
 
 def run_context(job_type: str | None = None) -> RunContext:
     """wandb display name (a sweep job's swept overrides, ``model=tiny,seed=0``), group (the sweep
-    directory) and tags: the chosen config-group options (``model:small``) plus the other short overrides
-    (``optim.amp=true``; ``model=small`` would repeat ``model:small``)."""
+    directory), tags: the chosen config-group options (``model:small``) plus the other short overrides
+    (``optim.amp=true``; ``model=small`` would repeat ``model:small``), and the overrides that define the run
+    (TensorBoard's hyperparameters)."""
     if not HydraConfig.initialized():
         return RunContext(job_type=job_type)
     hc = HydraConfig.get()
@@ -47,4 +50,5 @@ def run_context(job_type: str | None = None) -> RunContext:
     choices = {g: o for g, o in hc.runtime.choices.items() if not g.startswith("hydra") and o and g != "uavgnn_schema"}
     tags = [f"{g}:{o}" for g, o in choices.items()]
     tags += [o for o in overrides if len(o) <= 64 and o.split("=")[0].lstrip("+~") not in choices]
-    return RunContext(name, group, tuple(sorted(set(tags))), job_type)
+    defining = tuple(o for o in map(str, hc.overrides.task) if not is_incidental(o.split("=")[0].lstrip("+~")))
+    return RunContext(name, group, tuple(sorted(set(tags))), job_type, defining)

@@ -60,7 +60,7 @@ class MetricLogger:
             if board is not _FAILED:
                 self.dashboards.append(board)
         elif backend == "tensorboard":
-            board = TensorBoardDashboard(out_dir, config)
+            board = TensorBoardDashboard(out_dir, config, context.overrides)
             self.dashboards.append(board)
             self._guarded(board, "add_text", board.write_manifest)
 

@@ -1,5 +1,8 @@
 """The TensorBoard back-end: scalars, images and tables (as Markdown text) in the run directory's
-``tensorboard/``, and the hparams view of the config against the final metrics."""
+``tensorboard/``, and the HParams view of what the run's command line chose (its overrides that define it, not
+every config key) against its final metrics, as recorded. A sweep's runs side by side, named by their
+overrides, in the reports' units: ``mode=compare``'s ``comparison_tensorboard/``
+(``uavgnn.loggers.tensorboard_comparison``)."""
 
 from __future__ import annotations
 
@@ -16,14 +19,17 @@ from uavgnn.runs.manifest import manifest_lines
 class TensorBoardDashboard:
     name = "tensorboard"
 
-    def __init__(self, out_dir: Path, config: dict | None) -> None:
+    def __init__(self, out_dir: Path, config: dict | None, overrides: tuple[str, ...] = ()) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        # the hparams view takes scalars: the flattened config, lists as text (the manifest: a text tab)
+        # the HParams view takes scalars: each override's value from the config where it names a key (a number
+        # stays a number), else as typed (``model=small``: a config group's option); lists as text
+        flat = flatten(config or {})
+        chosen = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
         self.hparams = {
-            k: v if isinstance(v, (int, float, str, bool)) else str(v)
-            for k, v in flatten(config or {}).items()
-            if not k.startswith(("hydra", "manifest"))
+            k: (value if isinstance(value, (int, float, str, bool)) else str(value))
+            for k, typed in chosen.items()
+            for value in [flat.get(k, typed)]
         }
         self.writer = SummaryWriter(log_dir=str(out_dir / TENSORBOARD_DIR))
         self.manifest = "\n\n".join(manifest_lines(config["manifest"])) if (config or {}).get("manifest") else None

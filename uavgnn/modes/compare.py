@@ -30,12 +30,14 @@ from typing import Any
 
 from uavgnn.algorithms.compared import environment_policy_runs, metrics_of
 from uavgnn.config.schemas import Config
-from uavgnn.infrastructure.console import echo
+from uavgnn.infrastructure.console import echo, python_command
 from uavgnn.infrastructure.errors import ConfigError
+from uavgnn.loggers.tensorboard_comparison import write_comparison
 from uavgnn.reporting.comparison import compare_runs
 from uavgnn.reporting.intervals import METHODS
+from uavgnn.reporting.run_metrics import differing_keys
 from uavgnn.runs.directory import accept, leftovers, refuse_leftovers
-from uavgnn.runs.layout import MARL_EVAL, comparison_file
+from uavgnn.runs.layout import COMPARISON_TENSORBOARD, MARL_EVAL, comparison_file
 from uavgnn.runs.record import find_runs, load_run
 
 
@@ -54,9 +56,12 @@ def run_compare(cfg: Config, out_dir: Path) -> list[dict]:
         accept(out_dir, cfg)
     rows, text = compare_paths(paths, target, list(options.metrics), bool(options.seed_means), str(options.interval))
     echo(text)
-    marl = f" and {MARL_EVAL}" if (target / MARL_EVAL).exists() else ""
+    marl = f", {MARL_EVAL}" if (target / MARL_EVAL).exists() else ""
     forms = ", ".join(comparison_file(suffix) for suffix in ("md", "csv", "tex", "png", "html"))
-    echo(f"wrote {forms}{marl} into {target}")
+    echo(f"wrote {forms}{marl} and {COMPARISON_TENSORBOARD}/ into {target}")
+    echo(
+        f"in TensorBoard: {python_command('-m', 'tensorboard.main', '--logdir', str(target / COMPARISON_TENSORBOARD))}"
+    )
     return rows
 
 
@@ -67,4 +72,6 @@ def compare_paths(
     their algorithms declare (``metrics``: those final metrics alone); its rows and console text."""
     runs = [load_run(directory) for directory in find_runs(paths)]
     shown = metrics_of(runs).only(list(metrics))
-    return compare_runs(runs, out_dir, shown, environment_policy_runs(runs), seed_means, interval)
+    rows, text = compare_runs(runs, out_dir, shown, environment_policy_runs(runs), seed_means, interval)
+    write_comparison(runs, rows, differing_keys(runs), shown, out_dir / COMPARISON_TENSORBOARD)
+    return rows, text

@@ -34,6 +34,7 @@ from uavgnn.infrastructure.storage import atomic_write, write_json
 from uavgnn.reporting import marl_table
 from uavgnn.reporting.comparison_page import plot, render_html
 from uavgnn.reporting.comparison_rows import (
+    BRACKETS,
     INTERVALS,
     Cells,
     best_cells,
@@ -73,9 +74,9 @@ def table(
 def legend(interval: str, seed_means: bool) -> str:
     rows = "Each seed group" if seed_means else "Each run, then each seed group"
     return (
-        f"{rows}: the mean over its seeds (n) [95% interval of the mean: {INTERVALS[interval]}; n/a: none "
-        "valid, or one seed]. Gaps and shares in percent. ↑/↓: higher/lower is better; bold: the best among the "
-        "groups, ties all bold."
+        f"{rows}: mean ± std over its seeds (n) {BRACKETS.format(method=INTERVALS[interval])}; [n/a]: none valid, "
+        "or one seed. Gaps and shares in percent. ↑/↓: higher/lower is better; bold: the best among two groups or "
+        "more, ties all bold."
     )
 
 
@@ -143,11 +144,11 @@ def render_latex(
             bold.append([""] * len(columns))
     seeds = sorted({int(r["seeds"]) for r in shown if r.get("seeds")})
     counted = f"{seeds[0]}{'-' + str(seeds[-1]) if len(seeds) > 1 else ''} seeds" if seeds else "one run"
+    brackets = BRACKETS.format(method=INTERVALS[interval])[1:-1].replace("%", "\\%")
     caption = (
-        f"{'Each' if seed_means else 'Each run, then each'} seed group's mean over its {counted} (n) and, below it, "
-        "the 95\\% interval of the mean "
-        f"({_latex(INTERVALS[interval])}; n/a: no valid interval, or one seed). Gaps and shares in percent; "
-        "$\\uparrow$/$\\downarrow$: higher/lower is better; bold: the best."
+        f"{'Each' if seed_means else 'Each run, then each'} seed group's mean $\\pm$ std over its {counted} (n) "
+        f"and, below it, {brackets} (n/a: no valid interval, or one seed). Gaps and shares in percent; "
+        "$\\uparrow$/$\\downarrow$: higher/lower is better" + ("; bold: the best." if best else ".")
     )
     frame = pd.DataFrame(lines, columns=columns)
     styler = frame.style.hide(axis="index").format(escape="latex").format_index(escape="latex", axis=1)

@@ -6,15 +6,26 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.patches import Patch
 
 from uavgnn.infrastructure.storage import pyplot, save_figure
-from uavgnn.reporting.comparison_rows import INTERVALS, Cells, best_cells, header, is_best, is_mean, shown_rows
+from uavgnn.reporting.comparison_rows import (
+    BRACKETS,
+    INTERVALS,
+    Cells,
+    best_cells,
+    header,
+    is_best,
+    is_mean,
+    shown_rows,
+)
 from uavgnn.reporting.figures import Metrics
-from uavgnn.reporting.pictures import panel_grid
+from uavgnn.reporting.pictures import legend_below, panel_grid
 from uavgnn.runs.record import Run
 
 
@@ -28,10 +39,33 @@ def _curve(runs: list[Run], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return np.array(steps), values.mean(0), values.min(0), values.max(0)
 
 
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d*\.\d{4,}(?:[eE][-+]?\d+)?|(?<![\w.])[-+]?\d+[eE][-+]?\d+")
+
+
+def picture_labels(labels: list[str]) -> list[str]:
+    """Seed groups' labels short enough for a legend: long numbers to 3 significant digits (an Optuna search's
+    ``train.lr=0.0004306195031401898`` as ``lr=0.000431``) and keys by their last part where that names them
+    apart; the labels as they are wherever shortening would make two alike."""
+
+    def shorter(label: str, keys: bool) -> str:
+        label = NUMBER.sub(lambda m: f"{float(m.group()):.3g}", label)
+        if keys:
+            label = re.sub(r"(?:(?<=^)|(?<=, ))[\w.+~]+\.(\w+)=", r"\1=", label)
+        return label
+
+    for keys in (True, False):
+        short = [shorter(label, keys) for label in labels]
+        if len(set(short)) == len(set(labels)):
+            return short
+    return labels
+
+
 def plot(path: Path, runs: list[Run], rows: list[dict[str, Any]], metrics: Metrics) -> None:
     """Learning curves and throughput (one line per seed group, its seeds' min-max as a band; a panel per
     algorithm's curve), then one panel per final metric drawn as bars (group means in the tables' units,
-    whiskers = the 95% interval of the mean where there is one)."""
+    whiskers = the bracket of the tables: the 95% interval of the mean from 3 seeds, the range of 2). Sized for
+    a paper's text width (three panels a row, 8-point type); one legend below every panel, each group numbered
+    where the bars would not hold their names."""
     labels = {r.name: row["label"] for r in runs for row in rows if not is_mean(row) and row["run"] == r.name}
     groups: dict[str, list[Run]] = {}
     for r in runs:
@@ -41,48 +75,58 @@ def plot(path: Path, runs: list[Run], rows: list[dict[str, Any]], metrics: Metri
     finals = [
         m for m in metrics.panels if m in metrics.final and any(math.isfinite(r.metrics.get(m, math.nan)) for r in ok)
     ]
-    drawn = [(c, "learning curves (band: min-max over seeds)") for c in metrics.curves]
-    drawn += [(c, "throughput") for c in metrics.speeds]
-    fig, axes = panel_grid(len(drawn) + len(finals))
-    for i, (label, members) in enumerate(groups.items()):
-        colour = f"C{i % 10}"
-        name = label if len(members) == 1 else f"{label} ({len(members)} seeds)"
-        for ax, (shown, _) in zip(axes, drawn):
-            curve = _curve(members, shown.key)
-            if curve is None:
-                continue
-            steps, mean, low, high = (curve[0], *(100 * v if shown.percent else v for v in curve[1:]))
-            ax.plot(steps, mean, color=colour, marker="o" if len(steps) < 30 else None, ms=3, label=name)
-            if len(members) > 1:
-                ax.fill_between(steps, low, high, color=colour, alpha=0.2)
-    for ax, (shown, title) in zip(axes, drawn):
-        ax.set(xlabel="step", ylabel=shown.label, title=title)
+    drawn = [(c, "learning curve") for c in metrics.curves] + [(c, "throughput") for c in metrics.speeds]
     names = list(groups)
-    shown_by_label = {r["label"] or "all runs": r for r in shown_rows(rows)}
-    for ax, metric in zip(axes[len(drawn) :], finals):
-        scale = metrics.scale(metric)
-        means, whiskers = [], [[], []]
-        for name in names:
-            row = shown_by_label.get(name, {})
-            value = row.get(metric)
-            means.append(value * scale if isinstance(value, float) else math.nan)
-            low, high = row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
-            whiskers[0].append((value - low) * scale if isinstance(low, float) else 0.0)
-            whiskers[1].append((high - value) * scale if isinstance(high, float) else 0.0)
-        ax.bar(range(len(names)), means, yerr=whiskers, capsize=4, color=[f"C{i % 10}" for i in range(len(names))])
-        ax.set_xticks(range(len(names)), [n.replace(", ", "\n") for n in names], fontsize=7)
-        ax.set(
-            ylabel=metrics.label(metric),
-            title=f"{metrics.label(metric)} ({'higher' if metrics.final[metric] else 'lower'} is better)",
+    short = picture_labels(names)
+    numbered = len(names) > 3 or max(map(len, short), default=0) > 14
+    entries = [
+        f"{i + 1}: {label}" if numbered else label
+        for i, label in enumerate(
+            label if len(groups[name]) == 1 else f"{label} ({len(groups[name])} seeds)"
+            for name, label in zip(names, short)
         )
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    for ax in axes[: len(drawn)]:
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    save_figure(fig, path, dpi=100)
-    pyplot().close(fig)
+    ]
+    plt = pyplot()
+    with plt.rc_context({"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 8}):
+        fig, axes = panel_grid(len(drawn) + len(finals), width=2.6, height=2.3)
+        fig.set_layout_engine("constrained")
+        handles: dict[str, Any] = {}
+        for i, (name, entry) in enumerate(zip(names, entries)):
+            colour, members = f"C{i % 10}", groups[name]
+            handles[entry] = Patch(color=colour)
+            for ax, (shown, _) in zip(axes, drawn):
+                curve = _curve(members, shown.key)
+                if curve is None:
+                    continue
+                steps, mean, low, high = (curve[0], *(100 * v if shown.percent else v for v in curve[1:]))
+                ax.plot(steps, mean, color=colour, lw=1.2, marker="o" if len(steps) < 30 else None, ms=2.5)
+                if len(members) > 1:
+                    ax.fill_between(steps, low, high, color=colour, alpha=0.2, lw=0)
+        for ax, (shown, title) in zip(axes, drawn):
+            ax.set(xlabel="step", ylabel=shown.label, title=title)
+        shown_by_label = {r["label"] or "all runs": r for r in shown_rows(rows)}
+        for ax, metric in zip(axes[len(drawn) :], finals):
+            scale = metrics.scale(metric)
+            means, whiskers = [], [[], []]
+            for name in names:
+                row = shown_by_label.get(name, {})
+                value = row.get(metric)
+                means.append(value * scale if isinstance(value, float) else math.nan)
+                low, high = row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
+                whiskers[0].append((value - low) * scale if isinstance(low, float) else 0.0)
+                whiskers[1].append((high - value) * scale if isinstance(high, float) else 0.0)
+            colours = [f"C{i % 10}" for i in range(len(names))]
+            ax.bar(range(len(names)), means, yerr=whiskers, capsize=3, color=colours)
+            ticks = [str(i + 1) for i in range(len(names))] if numbered else [s.replace(", ", "\n") for s in short]
+            ax.set_xticks(range(len(names)), ticks)
+            ax.set(ylabel=metrics.label(metric), title=f"{'higher' if metrics.final[metric] else 'lower'} is better")
+        for ax in axes:
+            ax.grid(alpha=0.3)
+        if any(len(members) > 1 for members in groups.values()):
+            handles["band: the seeds' min-max; whiskers: the tables' bracket"] = Patch(color="none")
+        legend_below(fig, handles, fontsize=8)
+        save_figure(fig, path, dpi=200)
+    plt.close(fig)
 
 
 STYLE = """
@@ -175,8 +219,6 @@ def render_html(
                     raw = row.get(key)
                     value = "" if not isinstance(raw, float) else repr(raw * metrics.scale(key))
                     mean, ends = cells.parts(row, key)
-                    if row.get(f"{key}_std") is not None:
-                        mean += f" ± {cells.number(row[f'{key}_std'], key)}"
                     text = html.escape(mean) + (f"<br><small>{html.escape(ends)}</small>" if ends else "")
                 else:
                     value = "" if shown[key] is None else str(shown[key])
@@ -193,10 +235,10 @@ def render_html(
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>{STYLE}</style></head><body>
 <h1>Run comparison</h1>
-<p>{runs} runs, each seed group followed by its mean row (italic): mean ± std over the seeds [95% interval of
-the mean: {html.escape(INTERVALS[interval])}]. Gaps and shares in percent; ↑/↓: higher/lower is better; bold: the
-best among the groups' means (and runs with no group). Click a header to sort (again to reverse); groups stay
-together.</p>
+<p>{runs} runs, each seed group followed by its mean row (italic): mean ± std over the seeds
+{html.escape(BRACKETS.format(method=INTERVALS[interval]))}. Gaps and shares in percent; ↑/↓: higher/lower is
+better; bold: the best among the groups' means (and runs with no group), where there are two or more. Click a
+header to sort (again to reverse); groups stay together.</p>
 <div class="table-wrap"><table id="runs"><thead><tr>{head}</tr></thead>
 {chr(10).join(bodies)}
 </table></div>

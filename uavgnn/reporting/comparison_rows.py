@@ -18,10 +18,12 @@ MEAN = "mean ± std"
 
 
 INTERVALS = {
-    "auto": "Student's t from 3 seeds where it lies inside the metric's range, else the percentile bootstrap (†)",
+    "auto": "Student's t where it lies inside the metric's range, else the percentile bootstrap (†)",
     "t": "Student's t; n/a where it would leave the metric's range",
     "bootstrap": "percentile bootstrap (†)",
 }
+# what a mean row's bracket holds, by the seeds behind it (``intervals.mean_interval``)
+BRACKETS = "[95% interval of the mean from 3 seeds: {method}; [min, max] with 2 seeds: their range, not an interval]"
 
 
 def table_rows(runs: list[Run], keys: list[str], metrics: Metrics, interval: str = "auto") -> list[dict[str, Any]]:
@@ -114,7 +116,7 @@ def decimals(rows: list[dict[str, Any]], metrics: Metrics) -> dict[str, int]:
 
 def best_cells(rows: list[dict[str, Any]], metrics: Metrics) -> dict[str, set[tuple[str, int]]]:
     """For each metric, the rows holding the best value as shown (ties all count) among what a reader compares:
-    each seed group's mean row, and the runs of groups that have none."""
+    each seed group's mean row, and the runs of groups that have none; none where there is one such row."""
     candidates = shown_rows(rows)
     places = decimals(rows, metrics)
     best: dict[str, set[tuple[str, int]]] = {}
@@ -124,7 +126,7 @@ def best_cells(rows: list[dict[str, Any]], metrics: Metrics) -> dict[str, set[tu
             for r in candidates
             if isinstance(r.get(metric), float)
         ]
-        if values:
+        if len(values) > 1:  # one row is compared with nothing: none is the best
             top = (max if higher else min)(v for v, _, _ in values)
             best[metric] = {(run, group) for v, run, group in values if v == top}
     return best
@@ -136,31 +138,35 @@ def is_best(best: dict[str, set[tuple[str, int]]], row: dict[str, Any], column: 
 
 class Cells:
     """Every table's cells: a metric in its unit (percent for gaps and shares) with its column's decimals; a mean
-    row's ``± std`` (``with_std``: the HTML record) and ``[95% interval]``, ``†`` where the bootstrap gave it;
-    ``[n/a]`` for a mean without a valid interval, and for a group's only run where seeds vary."""
+    row's ``± std`` (sample standard deviation over its seeds) and its bracket: ``[low, high]`` the 95% interval
+    of the mean (``†`` where the bootstrap gave it), ``[min ..., max ...]`` the range of 2 seeds, ``[n/a]`` for a
+    mean without a valid interval and for a group's only run where seeds vary."""
 
     def __init__(self, rows: list[dict[str, Any]], keys: list[str], metrics: Metrics) -> None:
         self.rows, self.metrics, self.places = rows, metrics, decimals(rows, metrics)
         self.seeded = "seed" in keys
 
-    def __call__(self, row: dict[str, Any], metric: str, with_std: bool = False) -> str:
-        value, interval = self.parts(row, metric)
-        if with_std and row.get(f"{metric}_std") is not None:
-            value += f" ± {self.number(row[f'{metric}_std'], metric)}"
-        return f"{value} {interval}" if interval else value
+    def __call__(self, row: dict[str, Any], metric: str) -> str:
+        value, bracket = self.parts(row, metric)
+        return f"{value} {bracket}" if bracket else value
 
     def parts(self, row: dict[str, Any], metric: str) -> tuple[str, str]:
-        """The value and its interval (``[low, high]``, ``†`` where the bootstrap gave it; ``[n/a]``; or "")."""
+        """The value (a mean: ``mean ± std``) and its bracket (or "")."""
         value = row.get(metric)
         if not isinstance(value, float):
             return ("" if value is None else str(value)), ""
+        shown = self.number(value, metric)
+        if row.get(f"{metric}_std") is not None:
+            shown += f" ± {self.number(row[f'{metric}_std'], metric)}"
         low, high, method = (row.get(f"{metric}_ci{end}") for end in ("_low", "_high", ""))
         if low is not None and high is not None:
+            if method == "range":
+                return shown, f"[min {self.number(low, metric)}, max {self.number(high, metric)}]"
             dagger = "†" if method == "bootstrap" else ""
-            return self.number(value, metric), f"[{self.number(low, metric)}, {self.number(high, metric)}]{dagger}"
+            return shown, f"[{self.number(low, metric)}, {self.number(high, metric)}]{dagger}"
         if method == "n/a" or (self.seeded and not is_mean(row) and self.alone(row)):
-            return self.number(value, metric), "[n/a]"
-        return self.number(value, metric), ""
+            return shown, "[n/a]"
+        return shown, ""
 
     def number(self, value: float, metric: str) -> str:
         return f"{value * self.metrics.scale(metric):.{self.places[metric]}f}"  # no thousands commas: [1200, 1500]

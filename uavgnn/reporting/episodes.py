@@ -28,38 +28,65 @@ def completed_targets(scores: RecordedEpisode, service_radius: float):
     return (within.sum(1) >= scores.need).any(0)
 
 
+NAMED_UAVS = 20  # up to this many UAVs: a colour and a legend entry each (tab20); more: coloured by index
+
+
+def uav_colour(i: int, n: int) -> Any:
+    """UAV ``i`` of ``n``'s colour: its own (tab10's up to 10 UAVs, tab20's up to ``NAMED_UAVS``), else viridis
+    by its index."""
+    from matplotlib import colormaps
+
+    if n > NAMED_UAVS:
+        return colormaps["viridis"](i / max(n - 1, 1))
+    return colormaps["tab10" if n <= 10 else "tab20"](i)
+
+
 def draw_episode(ax, scores: RecordedEpisode, service_radius: float, upto: int | None = None) -> None:
+    """The UAVs' paths (each its colour, ``uav_colour``), their starts, the targets' service radii (filled once
+    completed) and needs ("need 2"; beyond 8 targets the number alone), and moving targets' tracks."""
     steps = upto or len(scores.trajectory)
     path, targets = scores.trajectory[:steps], scores.targets[:steps]
     from matplotlib.patches import Circle  # the axes exist already: no pyplot needed here
 
     done = completed_targets(scores, service_radius)
-    for i in range(path.shape[1]):
-        ax.plot(path[:, i, 0], path[:, i, 1], lw=1.2, marker=".", ms=3, label=f"UAV {i}" if i < 8 else None)
-    ax.scatter(*path[0].T, marker="^", c="k", s=30, zorder=3, label="start")
+    n = path.shape[1]
+    for i in range(n):
+        label = f"UAV {i}" if n <= NAMED_UAVS else (f"UAVs 0-{n - 1} (colour: index, viridis)" if i == 0 else None)
+        ax.plot(path[:, i, 0], path[:, i, 1], lw=1.0, marker=".", ms=2.5, color=uav_colour(i, n), label=label)
+    ax.scatter(*path[0].T, marker="^", c="k", s=14, zorder=3, label="start")
     if not torch.equal(targets[0], targets[-1]):  # moving targets: their tracks, dotted, to where they are now
         for j in range(targets.shape[1]):
             ax.plot(targets[:, j, 0], targets[:, j, 1], ls=":", lw=1.0, c="tab:red", label="target" if j == 0 else None)
     for j, (x, y) in enumerate(targets[-1].tolist()):
         ax.add_patch(Circle((x, y), service_radius, color="tab:red", alpha=0.35 if done[j] else 0.1))
-        ax.annotate(f"need {int(scores.need[j])}", (x, y), fontsize=7, ha="center", va="center")
+        need = int(scores.need[j])
+        ax.annotate(f"need {need}" if len(done) <= 8 else str(need), (x, y), fontsize=6.5, ha="center", va="center")
     ax.set_aspect("equal")
     ax.set_xlabel("x")
     ax.set_ylabel("y")
 
 
 def plot_episodes(panels: dict[str, RecordedEpisode], service_radius: float, path: Path) -> Path:
-    """The same episode (environment 0) flown by each policy, side by side; filled targets were completed."""
+    """The same episode (environment 0) flown by each policy, three panels a row at a paper's text width (8-point
+    type), one legend below naming every UAV (beyond ``NAMED_UAVS``: their colour scale); filled targets were
+    completed."""
+    from uavgnn.reporting.pictures import legend_below, panel_grid  # pictures' own layout (draws scenes too)
+
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.5), squeeze=False)
-    for ax, (name, scores) in zip(axes[0], panels.items()):
-        draw_episode(ax, scores, service_radius)
-        ax.set_title(f"{name}: return {float(scores.episode_return[0]):.2f}", fontsize=10)
-    axes[0][0].legend(fontsize=7, loc="best")
-    title = "UAV trajectories on one test episode (circles: targets' service radius, filled = completed)"
-    fig.suptitle(textwrap.fill(title, 50 * len(panels)), fontsize=10)  # one panel: two lines, not cut
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
+    with plt.rc_context({"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8}):
+        fig, axes = panel_grid(len(panels), width=2.5, height=2.6)
+        fig.set_layout_engine("constrained")
+        for ax, (name, scores) in zip(axes, panels.items()):
+            draw_episode(ax, scores, service_radius)
+            ax.set_title(f"{name}: return {float(scores.episode_return[0]):.2f}")
+        handles = dict(zip(*reversed(axes[0].get_legend_handles_labels())))
+        legend_below(fig, handles, fontsize=7.5)
+        title = (
+            "UAV paths on one test episode (circles: targets' service radius, filled once completed; "
+            "number: the UAVs a target needs at once)"
+        )
+        fig.suptitle(textwrap.fill(title, 34 * min(3, len(panels))), fontsize=8)  # one panel: lines, not cut
+        save_figure(fig, path, dpi=200)
     plt.close(fig)
     return path
 

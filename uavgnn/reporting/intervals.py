@@ -1,14 +1,17 @@
 """The 95% intervals the reports give: of a seed group's mean, and of an aggregate over runs and tasks.
 
-``mean_interval`` (the tables of ``mode=compare``), by ``compare.interval``:
+``mean_interval`` (the tables of ``mode=compare``), by ``compare.interval``, from 3 values on:
 
-- ``auto`` (default): Student's t when there are at least 3 values and its interval lies inside the metric's
-  range (``Score.bounds``); otherwise the percentile bootstrap of the mean, whose ends are means of resampled
-  values and so never leave the observed range (with 2 values it is [the smaller, the larger]); with 1 value
-  there is no interval ("n/a").
-- ``t``: Student's t where it lies inside the range (2 values or more), else none ("n/a"): an interval that
-  leaves the metric's range - a gap below 0, a share above 100% - is not given, clipped or otherwise.
-- ``bootstrap``: the percentile bootstrap for any 2 values or more.
+- ``auto`` (default): Student's t where its interval lies inside the metric's range (``Score.bounds``); otherwise
+  the percentile bootstrap of the mean, whose ends are means of resampled values and so never leave the observed
+  range.
+- ``t``: Student's t where it lies inside the range, else none ("n/a"): an interval that leaves the metric's
+  range - a gap below 0, a share above 100% - is not given, clipped or otherwise.
+- ``bootstrap``: the percentile bootstrap.
+
+With 2 values, whatever the method: their range, [the smaller, the larger], labelled as the range it is (the
+bootstrap's "interval" of 2 values is that range, and Student's t with one degree of freedom is 12.7 standard
+errors wide: neither is a 95% interval worth the name); with 1 value there is none ("n/a").
 
 ``iqm`` and ``stratified_bootstrap`` (the MARL aggregate) are rliable's (Agarwal et al. 2021, "Deep RL at the
 Edge of the Statistical Precipice"; what marl-eval reports): the interquartile mean of every run's score on every
@@ -36,22 +39,23 @@ METHODS = ("auto", "t", "bootstrap")
 class Interval:
     low: float
     high: float
-    method: str  # "t" (Student's t) | "bootstrap" (percentile bootstrap)
+    method: str  # "t" (Student's t) | "bootstrap" (percentile bootstrap) | "range" (2 values: min and max)
 
 
 def mean_interval(
     values: Sequence[float], bounds: tuple[float, float] = (-math.inf, math.inf), method: str = "auto"
 ) -> Interval | None:
-    """The 95% interval of the mean of ``values`` by the rule of ``method`` (the module's docstring); None: no valid
-    interval (1 value; ``t`` leaving ``bounds``)."""
+    """The 95% interval of the mean of ``values`` by the rule of ``method`` (the module's docstring), or with 2
+    values their range; None: no valid interval (1 value; ``t`` leaving ``bounds``)."""
     x = np.asarray(values, dtype=np.float64)
     if len(x) < 2:
         return None
+    if len(x) < 3:
+        return Interval(float(x.min()), float(x.max()), "range")
     if method in ("auto", "t"):
         half = ci95(float(np.std(x, ddof=1)), len(x))
         mean = float(np.mean(x))
-        inside = bounds[0] <= mean - half and mean + half <= bounds[1]
-        if inside and (method == "t" or len(x) >= 3):
+        if bounds[0] <= mean - half and mean + half <= bounds[1]:
             return Interval(mean - half, mean + half, "t")
         if method == "t":
             return None

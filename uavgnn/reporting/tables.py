@@ -11,6 +11,7 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 TABLE_WIDTH = 120  # characters: a wider table wraps its headers, then continues in blocks below (format_table)
 GAP = 2  # characters between columns
@@ -59,13 +60,13 @@ def _render(headers: list[str], body: list[list[str]], which: Sequence[int]) -> 
     )
     for i in which:  # the row's name to the left, values to the right
         table.add_column(
-            headers[i],
+            Text(headers[i]),
             justify="left" if i == 0 else "right",
             overflow="fold",
             min_width=max(map(len, headers[i].splitlines()), default=0),
         )
-    for line in body:
-        table.add_row(*(line[i] for i in which))
+    for line in body:  # as Text: a cell reads as written ("[min 1, max 2]" is no markup to rich)
+        table.add_row(*(Text(line[i]) for i in which))
     console = Console(file=io.StringIO(), width=TABLE_WIDTH, color_system=None, legacy_windows=False)
     console.print(table)
     return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines())

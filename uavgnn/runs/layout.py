@@ -54,6 +54,7 @@ PARTIAL = "partial"  # an unfinished mode=eval's finished test sets: the same co
 BENCHMARK = "benchmark.json"
 INFO = "info.json"
 COMPARISON = "comparison"  # mode=compare: comparison.md, .csv, .tex, .png, .html
+COMPARISON_TENSORBOARD = "comparison_tensorboard"  # mode=compare: the runs as one TensorBoard log directory
 MARL_EVAL = "marl_eval.json"  # mode=compare over environment policies: the aggregate over tasks
 
 # pictures
