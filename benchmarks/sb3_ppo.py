@@ -19,7 +19,6 @@ agent id and value normalisation.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import time
@@ -33,6 +32,7 @@ from uavgnn.api import load_env_policy, train
 from uavgnn.config.settings import env_settings, scene_distribution
 from uavgnn.envs.sb3_vec_env import UAVVecEnv, shared_policy
 from uavgnn.evaluation.episodes import compare_policies
+from uavgnn.infrastructure.storage import write_json
 from uavgnn.program.from_python import compose_config
 from uavgnn.reporting.tables import format_table
 
@@ -107,8 +107,7 @@ def main() -> None:
             row.update(seed=seed, train_min=round(seconds.get(row["method"], 0.0) / 60, 1))
         results += rows
         print(format_table([{k: r[k] for k in ("seed", "method", "return", "of_planner", "train_min")} for r in rows]))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1))
+        write_json(args.out / "results.json", results)  # each seed's rows kept as soon as they are scored
     for method in (THEIRS, OURS, "nearest target", "random"):
         shares = [100 * r["of_planner"] for r in results if r["method"] == method]
         if shares:

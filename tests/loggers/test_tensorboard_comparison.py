@@ -11,6 +11,9 @@ import urllib.request
 
 from browser import DevTools
 from conftest import make_run
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams.api_pb2 import DataType
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 from uavgnn.modes.compare import compare_paths
 from uavgnn.runs.layout import COMPARISON_TENSORBOARD
@@ -51,9 +54,17 @@ def test_a_sweep_in_tensorboards_hparams_view_in_chromium(tmp_path) -> None:
         make_run(sweep, job, model, hidden, seed, gap, overrides=["experiment=debug", f"model={model}", f"seed={seed}"])
     (sweep / "multirun.yaml").write_text("{}")
     compare_paths([sweep], sweep)
+    logdir = sweep / COMPARISON_TENSORBOARD
+    names = [f"model={model}, seed {seed}" for _, model, _, seed, _ in JOBS]
+    assert sorted(p.name for p in logdir.iterdir()) == sorted(names)  # a run each, nothing else (no run ".")
+    view = EventAccumulator(str(logdir / names[0])).Reload().PluginTagToContent("hparams")
+    infos = HParamsPluginData.FromString(view["_hparams_/experiment"]).experiment.hparam_infos
+    kinds = {info.name: (info.type, list(info.domain_discrete.values)) for info in infos}
+    assert kinds["seed"][0] == DataType.DATA_TYPE_FLOAT64 and [v.number_value for v in kinds["seed"][1]] == [0, 1]
+    assert kinds["model"][0] == DataType.DATA_TYPE_STRING  # each column filters and sorts by its own kind
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(sweep / COMPARISON_TENSORBOARD)]
+        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir)]
         + ["--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -64,7 +75,6 @@ def test_a_sweep_in_tensorboards_hparams_view_in_chromium(tmp_path) -> None:
         serving(f"http://127.0.0.1:{port}/", server)
         browser = DevTools(tmp_path)
         browser.open(f"http://127.0.0.1:{port}/#hparams")
-        names = [f"model={model}, seed {seed}" for _, model, _, seed, _ in JOBS]
         shown = browser.wait_for_text(["Hyperparameters", "Metrics", *names])
     finally:
         if browser is not None:
@@ -72,7 +82,8 @@ def test_a_sweep_in_tensorboards_hparams_view_in_chromium(tmp_path) -> None:
         server.terminate()
         server.wait(timeout=30)
     columns = shown[shown.index("Hyperparameters") + 1 : shown.index("Metrics")]
-    assert columns == ["model", "seed"]  # not model.hidden, data.cache_dir, train.steps...
+    # the swept keys alone (not model.hidden, data.cache_dir, train.steps...), each with its values to filter by
+    assert columns == ["model", "small", "tiny", "seed", "0.0000", "1.0000"]
     metrics = shown[shown.index("Metrics") + 1 : shown.index("Status")]
     assert "best val. gap to the MILP (%)" in metrics and "test gap to the MILP (%)" in metrics
     for name, (_, model, _, seed, gap) in zip(names, JOBS):

@@ -81,7 +81,10 @@ def test_table_values_aggregates_and_failures(sweep) -> None:
     assert "**5.00 ± 1.41 [min 4.00, max 6.00]**" in small and "**4.00" not in markdown
     assert " 15.00 ± 7.07 [min 10.00, max 20.00] |" in tiny_line
     assert markdown.count("**90.00 ± 0.00 [min 90.00, max 90.00]**") == 2
-    assert "[min, max] with 2 seeds: their range, not an interval" in markdown
+    assert (
+        "[min, max]: the seeds' range, too few seeds for a 95% interval" in markdown
+        and "95% interval of" not in markdown
+    )
     assert "Failed runs:" in markdown and "- 4: ConfigError: model.hidden=-1 must be > 0" in markdown
     assert "15.00 ± 7.07 [min 10.00, max 20.00]" in " ".join(text.split()) and "Failed runs:" in text  # console
     with (sweep / "comparison.csv").open() as f:
@@ -119,8 +122,8 @@ def test_latex_is_booktabs_with_percent_seed_means_and_valid_intervals(sweep, tm
     small_gap = 100 * statistics.mean([0.04, 0.06, 0.002])
     small_std = 100 * statistics.stdev([0.04, 0.06, 0.002])
     assert cells[2][2] == rf"\textbf{{{small_gap:.2f} $\pm$ {small_std:.2f}}}"  # the best mean in bold, in percent
-    low, high = (float(x) for x in cells[3][2].removesuffix(r"$^\dagger$").strip("[]").split(", "))
-    assert 0.2 <= low < high <= 6.0 and cells[3][2].endswith(r"$^\dagger$")  # t: [-2.5%, 9.2%]; the bootstrap
+    # t would read [-2.5%, 9.2%]; the bootstrap of 3 seeds lands on their extremes: the range, said so
+    assert cells[3][2] == "[min 0.20, max 6.00]" and "the seeds' range" in latex[3]
     assert cells[3][5] == "[90.00, 90.00]"  # completion, 3 seeds alike: t, inside [0, 100%]
     if shutil.which("pdflatex"):
         (tmp_path / "doc.tex").write_text(
@@ -194,14 +197,16 @@ def test_intervals_stay_inside_a_metrics_range() -> None:
         assert (two.low, two.high, two.method) == (0.01, 0.09, "range")
     near_zero = [0.001, 0.002, 0.05]
     assert mean_interval(near_zero, bounds, "t") is None  # t would read [-0.06, 0.10]
-    boot = mean_interval(near_zero, bounds)
-    assert boot.method == "bootstrap" and 0.001 <= boot.low < boot.high <= 0.05
+    boot = mean_interval(near_zero, bounds)  # 3 values: each extreme 1/27 of the resamples, the percentiles on them
+    assert (boot.low, boot.high, boot.method) == (0.001, 0.05, "range")
+    boot = mean_interval([*near_zero, 0.003], bounds)  # 4: each extreme 1/256, inside the 2.5% tails
+    assert boot.method == "bootstrap" and 0.001 < boot.low < boot.high < 0.05
     wide = [0.40, 0.42, 0.45, 0.41]
     inside = mean_interval(wide, bounds)
     half = ci95(statistics.stdev(wide), 4)
     assert inside.method == "t" and inside.low == pytest.approx(statistics.mean(wide) - half)
     assert mean_interval(wide, bounds, "bootstrap").method == "bootstrap"
-    assert mean_interval([0.98, 0.99, 1.0], (0.0, 1.0)).method == "bootstrap"  # a share: t would pass 100%
+    assert mean_interval([0.98, 0.99, 1.0], (0.0, 1.0)).method == "range"  # a share: t would pass 100%; 3 values
 
 
 def test_iqm_and_stratified_bootstrap_are_rliables() -> None:

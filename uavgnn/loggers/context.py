@@ -50,5 +50,7 @@ def run_context(job_type: str | None = None) -> RunContext:
     choices = {g: o for g, o in hc.runtime.choices.items() if not g.startswith("hydra") and o and g != "uavgnn_schema"}
     tags = [f"{g}:{o}" for g, o in choices.items()]
     tags += [o for o in overrides if len(o) <= 64 and o.split("=")[0].lstrip("+~") not in choices]
-    defining = tuple(o for o in map(str, hc.overrides.task) if not is_incidental(o.split("=")[0].lstrip("+~")))
+    keys = {o: o.split("=")[0].lstrip("+~") for o in map(str, hc.overrides.task)}
+    # incidental: a key that does not define a run, or a group whose keys all do not (logger=jsonl)
+    defining = tuple(o for o, k in keys.items() if not (is_incidental(k) or is_incidental(f"{k}.")))
     return RunContext(name, group, tuple(sorted(set(tags))), job_type, defining)

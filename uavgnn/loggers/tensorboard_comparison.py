@@ -36,8 +36,25 @@ def run_hparams(runs: list[Run], keys: list[str]) -> list[dict[str, Any]]:
     hparams = [{k: _number_or_text(v) for k, v in parts} for parts in label_parts(runs, keys)]
     if "seed" in keys:
         for run, values in zip(runs, hparams):
-            values["seed"] = run.config.get("seed")
+            if run.config.get("seed") is not None:
+                values["seed"] = run.config["seed"]
     return hparams
+
+
+def _columns(hparams: dict[str, dict[str, Any]]) -> list[str]:
+    return sorted({k for values in hparams.values() for k in values})
+
+
+def _domain(values: list[Any], hp: Any) -> Any:
+    """The values a column takes, as HParams filters and sorts them: numbers as numbers (a float domain), text and
+    booleans as their own kinds; none where the kinds mix."""
+    if all(isinstance(v, bool) for v in values):
+        return hp.Discrete([False, True])
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return hp.Discrete(sorted({float(v) for v in values}))
+    if all(isinstance(v, str) for v in values):
+        return hp.Discrete(sorted(set(values)))
+    return None
 
 
 def write_comparison(
@@ -49,22 +66,19 @@ def write_comparison(
 
     by_run = {row["run"]: row for row in rows if not is_mean(row)}
     hparams = dict(zip((r.name for r in runs), run_hparams(runs, keys)))
-    columns = sorted({k for values in hparams.values() for k in values})
+    columns = [hp.HParam(k, _domain([v[k] for v in hparams.values() if k in v], hp)) for k in _columns(hparams)]
     final = [k for k in metrics.final if any(math.isfinite(r.metrics.get(k, math.nan)) for r in runs)]
     curves = [(c.key, 100.0 if c.percent else 1.0) for c in (*metrics.curves, *metrics.speeds)]
     directory.parent.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    with SummaryWriter(log_dir=str(fresh)) as writer:  # the experiment: its columns, metrics and their names
-        writer._get_file_writer().add_summary(
-            hp.hparams_config_pb(
-                [hp.HParam(k) for k in columns], [hp.Metric(k, display_name=metrics.label(k)) for k in final]
-            )
-        )
+    # the experiment (its columns, metrics and their names) in every run's file: at the top it would be a run "."
+    experiment = hp.hparams_config_pb(columns, [hp.Metric(k, display_name=metrics.label(k)) for k in final])
     for run in runs:
         if run.status != "ok":
             continue
         name = re.sub(r"[/\\]", "_", row_name(by_run[run.name], rows))
         with SummaryWriter(log_dir=str(fresh / name)) as writer:
+            writer._get_file_writer().add_summary(experiment)
             writer._get_file_writer().add_summary(hp.hparams_pb(hparams[run.name], trial_id=name))
             last = 0
             for entry in run.history:  # the curves the report draws, in its units

@@ -34,10 +34,9 @@ from uavgnn.infrastructure.storage import atomic_write, write_json
 from uavgnn.reporting import marl_table
 from uavgnn.reporting.comparison_page import plot, render_html
 from uavgnn.reporting.comparison_rows import (
-    BRACKETS,
-    INTERVALS,
     Cells,
     best_cells,
+    bracket_legend,
     header,
     is_best,
     row_name,
@@ -71,18 +70,20 @@ def table(
     return columns, body
 
 
-def legend(interval: str, seed_means: bool) -> str:
-    rows = "Each seed group" if seed_means else "Each run, then each seed group"
+def legend(rows: list[dict[str, Any]], keys: list[str], metrics: Metrics, seed_means: bool, bold: str = "bold") -> str:
+    """The table's key: what a row shows, its brackets (the kinds that occur), units, directions, the best's mark
+    (``bold``: how this form marks it)."""
+    first = "Each seed group" if seed_means else "Each run, then each seed group"
+    brackets = bracket_legend(Cells(rows, keys, metrics), metrics, seed_means)
+    best = best_cells(rows, metrics)
     return (
-        f"{rows}: mean ± std over its seeds (n) {BRACKETS.format(method=INTERVALS[interval])}; [n/a]: none valid, "
-        "or one seed. Gaps and shares in percent. ↑/↓: higher/lower is better; bold: the best among two groups or "
-        "more, ties all bold."
+        f"{first}: mean ± std over its seeds (n){'; ' + brackets if brackets else ''}. Gaps and shares in percent. "
+        "↑/↓: higher/lower is better"
+        + (f"; {bold}: the best among the groups, ties (as shown) all marked." if best else ".")
     )
 
 
-def render_markdown(
-    rows: list[dict[str, Any]], keys: list[str], metrics: Metrics, seed_means: bool = True, interval: str = "auto"
-) -> str:
+def render_markdown(rows: list[dict[str, Any]], keys: list[str], metrics: Metrics, seed_means: bool = True) -> str:
     columns, body = table(rows, keys, metrics, seed_means)
     best = best_cells(rows, metrics)
     shown = shown_rows(rows, seed_means)
@@ -95,7 +96,7 @@ def render_markdown(
             index=False, colalign=("left",) + ("right",) * (len(columns) - 1)
         ),
         "",
-        legend(interval, seed_means),
+        legend(rows, keys, metrics, seed_means),
     ]
     lines += failures(rows)
     return "\n".join(lines) + "\n"
@@ -118,9 +119,7 @@ def write_csv(path: Path, rows: list[dict[str, Any]], keys: list[str], metrics: 
     atomic_write(path, pd.DataFrame(rows).reindex(columns=columns).to_csv(index=False).encode())
 
 
-def render_latex(
-    rows: list[dict[str, Any]], keys: list[str], metrics: Metrics, interval: str = "auto", seed_means: bool = True
-) -> str:
+def render_latex(rows: list[dict[str, Any]], keys: list[str], metrics: Metrics, seed_means: bool = True) -> str:
     """The table for a paper, by pandas' ``Styler.to_latex``: a ``table`` float with caption and label, booktabs
     rules, the row names left and the numbers right-aligned, each header on two lines; per seed group its mean
     and, on the line below, the 95% interval of it (a group of one run: its value; ``seed_means=False``: its runs
@@ -144,11 +143,12 @@ def render_latex(
             bold.append([""] * len(columns))
     seeds = sorted({int(r["seeds"]) for r in shown if r.get("seeds")})
     counted = f"{seeds[0]}{'-' + str(seeds[-1]) if len(seeds) > 1 else ''} seeds" if seeds else "one run"
-    brackets = BRACKETS.format(method=INTERVALS[interval])[1:-1].replace("%", "\\%")
+    brackets = bracket_legend(cells, metrics, seed_means).replace("%", "\\%")
     caption = (
-        f"{'Each' if seed_means else 'Each run, then each'} seed group's mean $\\pm$ std over its {counted} (n) "
-        f"and, below it, {brackets} (n/a: no valid interval, or one seed). Gaps and shares in percent; "
-        "$\\uparrow$/$\\downarrow$: higher/lower is better" + ("; bold: the best." if best else ".")
+        f"{'Each' if seed_means else 'Each run, then each'} seed group's mean $\\pm$ std over its {counted} (n)"
+        + (f" and, below it, its bracket ({brackets})" if brackets else "")
+        + ". Gaps and shares in percent; $\\uparrow$/$\\downarrow$: higher/lower is better"
+        + ("; bold: the best." if best else ".")
     )
     frame = pd.DataFrame(lines, columns=columns)
     styler = frame.style.hide(axis="index").format(escape="latex").format_index(escape="latex", axis=1)
@@ -228,18 +228,18 @@ def compare_runs(
     rows = table_rows(runs, keys, metrics, interval)
     out_dir.mkdir(parents=True, exist_ok=True)
     marl_section, summary, data = render_marl(marl, keys, metrics)
-    markdown = render_markdown(rows, keys, metrics, seed_means, interval)
+    markdown = render_markdown(rows, keys, metrics, seed_means)
     if marl_section:
         markdown += "\n## MARL\n\n```\n" + marl_section + "\n```\n"
         write_json(out_dir / MARL_EVAL, data)
     atomic_write(out_dir / comparison_file("md"), markdown.encode())
     write_csv(out_dir / comparison_file("csv"), rows, keys, metrics)
-    atomic_write(out_dir / comparison_file("tex"), render_latex(rows, keys, metrics, interval, seed_means).encode())
+    atomic_write(out_dir / comparison_file("tex"), render_latex(rows, keys, metrics, seed_means).encode())
     plot(out_dir / comparison_file("png"), runs, rows, metrics)
     atomic_write(
-        out_dir / comparison_file("html"),
-        render_html(rows, keys, out_dir / comparison_file("png"), metrics, interval).encode(),
+        out_dir / comparison_file("html"), render_html(rows, keys, out_dir / comparison_file("png"), metrics).encode()
     )
     columns, body = table(rows, keys, metrics, seed_means)
-    text = "\n".join([format_table(body, columns), "", legend(interval, seed_means), *failures(rows)])
+    key = legend(rows, keys, metrics, seed_means, "in comparison.md, .tex and .html bold")
+    text = "\n".join([format_table(body, columns), "", key, *failures(rows)])
     return rows, text + ("\n\n" + marl_section if marl_section else "")

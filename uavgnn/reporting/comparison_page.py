@@ -14,16 +14,7 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from uavgnn.infrastructure.storage import pyplot, save_figure
-from uavgnn.reporting.comparison_rows import (
-    BRACKETS,
-    INTERVALS,
-    Cells,
-    best_cells,
-    header,
-    is_best,
-    is_mean,
-    shown_rows,
-)
+from uavgnn.reporting.comparison_rows import Cells, best_cells, bracket_legend, header, is_best, is_mean, shown_rows
 from uavgnn.reporting.figures import Metrics
 from uavgnn.reporting.pictures import legend_below, panel_grid
 from uavgnn.runs.record import Run
@@ -63,8 +54,8 @@ def picture_labels(labels: list[str]) -> list[str]:
 def plot(path: Path, runs: list[Run], rows: list[dict[str, Any]], metrics: Metrics) -> None:
     """Learning curves and throughput (one line per seed group, its seeds' min-max as a band; a panel per
     algorithm's curve), then one panel per final metric drawn as bars (group means in the tables' units,
-    whiskers = the bracket of the tables: the 95% interval of the mean from 3 seeds, the range of 2). Sized for
-    a paper's text width (three panels a row, 8-point type); one legend below every panel, each group numbered
+    whiskers = the tables' bracket: the 95% interval of the mean, or the seeds' range). Sized for a paper's text
+    width (three panels a row, 6.9 inches wide, 8-point type); one legend below every panel, each group numbered
     where the bars would not hold their names."""
     labels = {r.name: row["label"] for r in runs for row in rows if not is_mean(row) and row["run"] == r.name}
     groups: dict[str, list[Run]] = {}
@@ -78,7 +69,7 @@ def plot(path: Path, runs: list[Run], rows: list[dict[str, Any]], metrics: Metri
     drawn = [(c, "learning curve") for c in metrics.curves] + [(c, "throughput") for c in metrics.speeds]
     names = list(groups)
     short = picture_labels(names)
-    numbered = len(names) > 3 or max(map(len, short), default=0) > 14
+    numbered = sum(len(label) + 2 for label in short) > 30  # the names under the bars would overlap: numbers
     entries = [
         f"{i + 1}: {label}" if numbered else label
         for i, label in enumerate(
@@ -88,7 +79,7 @@ def plot(path: Path, runs: list[Run], rows: list[dict[str, Any]], metrics: Metri
     ]
     plt = pyplot()
     with plt.rc_context({"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 8}):
-        fig, axes = panel_grid(len(drawn) + len(finals), width=2.6, height=2.3)
+        fig, axes = panel_grid(len(drawn) + len(finals), width=2.3, height=2.1)
         fig.set_layout_engine("constrained")
         handles: dict[str, Any] = {}
         for i, (name, entry) in enumerate(zip(names, entries)):
@@ -192,9 +183,7 @@ window.addEventListener('load', () => {
 """
 
 
-def render_html(
-    rows: list[dict[str, Any]], keys: list[str], png: Path, metrics: Metrics, interval: str = "auto"
-) -> str:
+def render_html(rows: list[dict[str, Any]], keys: list[str], png: Path, metrics: Metrics) -> str:
     """Every run and every mean row (the record; the tables above show the groups), sortable by any column."""
     cells, best = Cells(rows, keys, metrics), best_cells(rows, metrics)
     columns = [("run", "run"), ("group", "seed group"), ("seed", "seed"), ("status", "status")]
@@ -229,16 +218,17 @@ def render_html(
             lines.append(f"<tr class='{kind}'>" + "".join(tds) + "</tr>")
         bodies.append(f"<tbody data-group='{group}'>" + "".join(lines) + "</tbody>")
     image = base64.b64encode(png.read_bytes()).decode()
+    key = bracket_legend(cells, metrics, seed_means=False)
+    brackets = f"; {html.escape(key)}" if key else ""
     runs = sum(not is_mean(r) for r in rows)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>uavgnn run comparison</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>{STYLE}</style></head><body>
 <h1>Run comparison</h1>
-<p>{runs} runs, each seed group followed by its mean row (italic): mean ± std over the seeds
-{html.escape(BRACKETS.format(method=INTERVALS[interval]))}. Gaps and shares in percent; ↑/↓: higher/lower is
-better; bold: the best among the groups' means (and runs with no group), where there are two or more. Click a
-header to sort (again to reverse); groups stay together.</p>
+<p>{runs} runs, each seed group followed by its mean row (italic): mean ± std over the seeds{brackets}. Gaps and
+shares in percent; ↑/↓: higher/lower is better; bold: the best among the groups' means (and runs with no group),
+where there are two or more. Click a header to sort (again to reverse); groups stay together.</p>
 <div class="table-wrap"><table id="runs"><thead><tr>{head}</tr></thead>
 {chr(10).join(bodies)}
 </table></div>

@@ -17,13 +17,32 @@ from uavgnn.runs.record import Run
 MEAN = "mean ± std"
 
 
-INTERVALS = {
-    "auto": "Student's t where it lies inside the metric's range, else the percentile bootstrap (†)",
-    "t": "Student's t; n/a where it would leave the metric's range",
-    "bootstrap": "percentile bootstrap (†)",
+# what each kind of bracket a mean row can carry means (``intervals.mean_interval``'s kinds), in the legends
+BRACKETS = {
+    "t": "[low, high]: the 95% interval of the mean (Student's t)",
+    "bootstrap": "[low, high]†: the 95% interval of the mean (percentile bootstrap)",
+    "range": "[min, max]: the seeds' range, too few seeds for a 95% interval",
+    "n/a": "[n/a]: no valid interval",
 }
-# what a mean row's bracket holds, by the seeds behind it (``intervals.mean_interval``)
-BRACKETS = "[95% interval of the mean from 3 seeds: {method}; [min, max] with 2 seeds: their range, not an interval]"
+
+
+def bracket_legend(cells: Cells, metrics: Metrics, seed_means: bool = True) -> str:
+    """What the brackets of the shown rows are, read off their cells: only the kinds that occur ("" if none)."""
+    kinds = set()
+    for row in shown_rows(cells.rows, seed_means):
+        for metric in metrics.final:
+            bracket = cells.parts(row, metric)[1]
+            if bracket:
+                kinds.add(
+                    "n/a"
+                    if bracket == "[n/a]"
+                    else "range"
+                    if bracket.startswith("[min")
+                    else "bootstrap"
+                    if bracket.endswith("†")
+                    else "t"
+                )
+    return "; ".join(text for kind, text in BRACKETS.items() if kind in kinds)
 
 
 def table_rows(runs: list[Run], keys: list[str], metrics: Metrics, interval: str = "auto") -> list[dict[str, Any]]:
@@ -126,7 +145,7 @@ def best_cells(rows: list[dict[str, Any]], metrics: Metrics) -> dict[str, set[tu
             for r in candidates
             if isinstance(r.get(metric), float)
         ]
-        if len(values) > 1:  # one row is compared with nothing: none is the best
+        if len(values) > 1:  # one row is compared with nothing: none is the best (ties: equal as shown, rounded)
             top = (max if higher else min)(v for v, _, _ in values)
             best[metric] = {(run, group) for v, run, group in values if v == top}
     return best
@@ -161,7 +180,7 @@ class Cells:
         low, high, method = (row.get(f"{metric}_ci{end}") for end in ("_low", "_high", ""))
         if low is not None and high is not None:
             if method == "range":
-                return shown, f"[min {self.number(low, metric)}, max {self.number(high, metric)}]"
+                return shown, f"[min {self.number(low, metric)}, max {self.number(high, metric)}]"  # said as such
             dagger = "†" if method == "bootstrap" else ""
             return shown, f"[{self.number(low, metric)}, {self.number(high, metric)}]{dagger}"
         if method == "n/a" or (self.seeded and not is_mean(row) and self.alone(row)):

@@ -74,7 +74,7 @@ def plot_episodes(panels: dict[str, RecordedEpisode], service_radius: float, pat
 
     plt = pyplot()
     with plt.rc_context({"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8}):
-        fig, axes = panel_grid(len(panels), width=2.5, height=2.6)
+        fig, axes = panel_grid(len(panels), width=2.3, height=2.4)
         fig.set_layout_engine("constrained")
         for ax, (name, scores) in zip(axes, panels.items()):
             draw_episode(ax, scores, service_radius)

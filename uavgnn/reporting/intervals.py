@@ -11,7 +11,9 @@
 
 With 2 values, whatever the method: their range, [the smaller, the larger], labelled as the range it is (the
 bootstrap's "interval" of 2 values is that range, and Student's t with one degree of freedom is 12.7 standard
-errors wide: neither is a 95% interval worth the name); with 1 value there is none ("n/a").
+errors wide: neither is a 95% interval worth the name); so is a bootstrap that comes out as the values' range (of
+3 values, each extreme is a whole 1/27 of the resamples: the percentiles land on them); with 1 value there is
+none ("n/a").
 
 ``iqm`` and ``stratified_bootstrap`` (the MARL aggregate) are rliable's (Agarwal et al. 2021, "Deep RL at the
 Edge of the Statistical Precipice"; what marl-eval reports): the interquartile mean of every run's score on every
@@ -63,6 +65,8 @@ def mean_interval(
     low, high = np.percentile(means, [50 * (1 - CONFIDENCE), 50 * (1 + CONFIDENCE)]).clip(
         x.min(), x.max()
     )  # float noise
+    if low == x.min() and high == x.max():  # 3 values: each extreme is 1/27 of the resamples, over 2.5%
+        return Interval(float(low), float(high), "range")
     return Interval(float(low), float(high), "bootstrap")
 
 
