@@ -186,7 +186,7 @@ def test_the_schema_defaults_are_the_composed_default_config() -> None:
 
     composed = flatten(OmegaConf.to_container(compose("algorithm=imitation"), resolve=True))
     schema = flatten(OmegaConf.to_container(default_config()))
-    assert composed == {**schema, "train.steps": 1500}  # experiment=dev's budget
+    assert composed == {**schema, "train.steps": 600}  # the main job's budget (algorithm/imitation.yaml)
     assert compose() == compose("algorithm=imitation")  # the main job
     # algorithm=imitation_reinforce: REINFORCE's schema with an imitation phase
     assert compose("algorithm=imitation_reinforce").algorithm == {
