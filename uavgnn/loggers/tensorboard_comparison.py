@@ -41,10 +41,6 @@ def run_hparams(runs: list[Run], keys: list[str]) -> list[dict[str, Any]]:
     return hparams
 
 
-def _columns(hparams: dict[str, dict[str, Any]]) -> list[str]:
-    return sorted({k for values in hparams.values() for k in values})
-
-
 def _domain(values: list[Any], hp: Any) -> Any:
     """The values a column takes, as HParams filters and sorts them: numbers as numbers (a float domain), text and
     booleans as their own kinds; none where the kinds mix."""
@@ -66,29 +62,34 @@ def write_comparison(
 
     by_run = {row["run"]: row for row in rows if not is_mean(row)}
     hparams = dict(zip((r.name for r in runs), run_hparams(runs, keys)))
-    columns = [hp.HParam(k, _domain([v[k] for v in hparams.values() if k in v], hp)) for k in _columns(hparams)]
+    swept = sorted({k for values in hparams.values() for k in values})
+    columns = [hp.HParam(k, _domain([v[k] for v in hparams.values() if k in v], hp)) for k in swept]
     final = [k for k in metrics.final if any(math.isfinite(r.metrics.get(k, math.nan)) for r in runs)]
     curves = [(c.key, 100.0 if c.percent else 1.0) for c in (*metrics.curves, *metrics.speeds)]
     directory.parent.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     # the experiment (its columns, metrics and their names) in every run's file: at the top it would be a run "."
     experiment = hp.hparams_config_pb(columns, [hp.Metric(k, display_name=metrics.label(k)) for k in final])
-    for run in runs:
-        if run.status != "ok":
-            continue
-        name = re.sub(r"[/\\]", "_", row_name(by_run[run.name], rows))
-        with SummaryWriter(log_dir=str(fresh / name)) as writer:
-            writer._get_file_writer().add_summary(experiment)
-            writer._get_file_writer().add_summary(hp.hparams_pb(hparams[run.name], trial_id=name))
-            last = 0
-            for entry in run.history:  # the curves the report draws, in its units
-                for key, scale in curves:
-                    if key in entry and "step" in entry:
-                        writer.add_scalar(key, scale * entry[key], entry["step"])
-                last = max(last, int(entry.get("step", 0)))
-            for key in final:  # the HParams table reads each metric's last value
-                if math.isfinite(run.metrics.get(key, math.nan)):
-                    writer.add_scalar(key, metrics.scale(key) * run.metrics[key], last)
+    try:
+        for run in runs:
+            if run.status != "ok":
+                continue
+            name = re.sub(r"[/\\]", "_", row_name(by_run[run.name], rows))
+            with SummaryWriter(log_dir=str(fresh / name)) as writer:
+                writer._get_file_writer().add_summary(experiment)
+                writer._get_file_writer().add_summary(hp.hparams_pb(hparams[run.name], trial_id=name))
+                last = 0
+                for entry in run.history:  # the curves the report draws, in its units
+                    for key, scale in curves:
+                        if key in entry and "step" in entry:
+                            writer.add_scalar(key, scale * entry[key], entry["step"])
+                    last = max(last, int(entry.get("step", 0)))
+                for key in final:  # the HParams table reads each metric's last value
+                    if math.isfinite(run.metrics.get(key, math.nan)):
+                        writer.add_scalar(key, metrics.scale(key) * run.metrics[key], last)
+    except BaseException:  # a write that fails leaves no half-written folder behind
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
     if directory.exists():
         old = directory.with_name(f".{directory.name}.old")
         shutil.rmtree(old, ignore_errors=True)

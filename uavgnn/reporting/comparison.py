@@ -122,8 +122,8 @@ def write_csv(path: Path, rows: list[dict[str, Any]], keys: list[str], metrics: 
 def render_latex(rows: list[dict[str, Any]], keys: list[str], metrics: Metrics, seed_means: bool = True) -> str:
     """The table for a paper, by pandas' ``Styler.to_latex``: a ``table`` float with caption and label, booktabs
     rules, the row names left and the numbers right-aligned, each header on two lines; per seed group its mean
-    and, on the line below, the 95% interval of it (a group of one run: its value; ``seed_means=False``: its runs
-    above it); the best means in bold, text escaped."""
+    and, on the line below, its bracket (a group of one run: its value; ``seed_means=False``: its runs above it);
+    the best means in bold where there are two or more, text escaped."""
     shown = shown_rows(rows, seed_means)
     cells, best = Cells(rows, keys, metrics), best_cells(rows, metrics)
     columns = pd.MultiIndex.from_tuples(

@@ -70,13 +70,11 @@ def plot(path: Path, runs: list[Run], rows: list[dict[str, Any]], metrics: Metri
     names = list(groups)
     short = picture_labels(names)
     numbered = sum(len(label) + 2 for label in short) > 30  # the names under the bars would overlap: numbers
-    entries = [
-        f"{i + 1}: {label}" if numbered else label
-        for i, label in enumerate(
-            label if len(groups[name]) == 1 else f"{label} ({len(groups[name])} seeds)"
-            for name, label in zip(names, short)
-        )
-    ]
+    entries = []
+    for i, (name, label) in enumerate(zip(names, short)):
+        seeds = len(groups[name])
+        entry = label if seeds == 1 else f"{label} ({seeds} seeds)"
+        entries.append(f"{i + 1}: {entry}" if numbered else entry)
     plt = pyplot()
     with plt.rc_context({"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 8}):
         fig, axes = panel_grid(len(drawn) + len(finals), width=2.3, height=2.1)

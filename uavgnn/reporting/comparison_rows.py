@@ -27,21 +27,8 @@ BRACKETS = {
 
 
 def bracket_legend(cells: Cells, metrics: Metrics, seed_means: bool = True) -> str:
-    """What the brackets of the shown rows are, read off their cells: only the kinds that occur ("" if none)."""
-    kinds = set()
-    for row in shown_rows(cells.rows, seed_means):
-        for metric in metrics.final:
-            bracket = cells.parts(row, metric)[1]
-            if bracket:
-                kinds.add(
-                    "n/a"
-                    if bracket == "[n/a]"
-                    else "range"
-                    if bracket.startswith("[min")
-                    else "bootstrap"
-                    if bracket.endswith("†")
-                    else "t"
-                )
+    """What the brackets of the shown rows are: only the kinds that occur ("" if none)."""
+    kinds = {cells.kind(row, metric) for row in shown_rows(cells.rows, seed_means) for metric in metrics.final}
     return "; ".join(text for kind, text in BRACKETS.items() if kind in kinds)
 
 
@@ -157,9 +144,9 @@ def is_best(best: dict[str, set[tuple[str, int]]], row: dict[str, Any], column: 
 
 class Cells:
     """Every table's cells: a metric in its unit (percent for gaps and shares) with its column's decimals; a mean
-    row's ``± std`` (sample standard deviation over its seeds) and its bracket: ``[low, high]`` the 95% interval
-    of the mean (``†`` where the bootstrap gave it), ``[min ..., max ...]`` the range of 2 seeds, ``[n/a]`` for a
-    mean without a valid interval and for a group's only run where seeds vary."""
+    row's ``± std`` (sample standard deviation over its seeds) and its bracket (``BRACKETS``): ``[low, high]`` the
+    95% interval of the mean (``†`` where the bootstrap gave it), ``[min ..., max ...]`` the seeds' range, ``[n/a]``
+    for a mean without a valid interval and for a group's only run where seeds vary."""
 
     def __init__(self, rows: list[dict[str, Any]], keys: list[str], metrics: Metrics) -> None:
         self.rows, self.metrics, self.places = rows, metrics, decimals(rows, metrics)
@@ -169,6 +156,17 @@ class Cells:
         value, bracket = self.parts(row, metric)
         return f"{value} {bracket}" if bracket else value
 
+    def kind(self, row: dict[str, Any], metric: str) -> str | None:
+        """The kind of a cell's bracket (a key of ``BRACKETS``: ``intervals.mean_interval``'s method, or n/a); None
+        where it has none."""
+        if not isinstance(row.get(metric), float):
+            return None
+        if row.get(f"{metric}_ci_low") is not None and row.get(f"{metric}_ci_high") is not None:
+            return row.get(f"{metric}_ci")
+        if row.get(f"{metric}_ci") == "n/a" or (self.seeded and not is_mean(row) and self.alone(row)):
+            return "n/a"
+        return None
+
     def parts(self, row: dict[str, Any], metric: str) -> tuple[str, str]:
         """The value (a mean: ``mean ± std``) and its bracket (or "")."""
         value = row.get(metric)
@@ -177,15 +175,15 @@ class Cells:
         shown = self.number(value, metric)
         if row.get(f"{metric}_std") is not None:
             shown += f" ± {self.number(row[f'{metric}_std'], metric)}"
-        low, high, method = (row.get(f"{metric}_ci{end}") for end in ("_low", "_high", ""))
-        if low is not None and high is not None:
-            if method == "range":
-                return shown, f"[min {self.number(low, metric)}, max {self.number(high, metric)}]"  # said as such
-            dagger = "†" if method == "bootstrap" else ""
-            return shown, f"[{self.number(low, metric)}, {self.number(high, metric)}]{dagger}"
-        if method == "n/a" or (self.seeded and not is_mean(row) and self.alone(row)):
+        kind = self.kind(row, metric)
+        if kind == "n/a":
             return shown, "[n/a]"
-        return shown, ""
+        if kind is None:
+            return shown, ""
+        low, high = (self.number(row[f"{metric}_ci_{end}"], metric) for end in ("low", "high"))
+        if kind == "range":
+            return shown, f"[min {low}, max {high}]"  # said as such: not an interval
+        return shown, f"[{low}, {high}]{'†' if kind == 'bootstrap' else ''}"
 
     def number(self, value: float, metric: str) -> str:
         return f"{value * self.metrics.scale(metric):.{self.places[metric]}f}"  # no thousands commas: [1200, 1500]

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import torch
 
 from uavgnn.infrastructure.storage import pyplot, replacing, save_figure
+from uavgnn.reporting.pictures import legend_below, panel_grid
 
 
 class RecordedEpisode(Protocol):
@@ -70,8 +71,6 @@ def plot_episodes(panels: dict[str, RecordedEpisode], service_radius: float, pat
     """The same episode (environment 0) flown by each policy, three panels a row at a paper's text width (8-point
     type), one legend below naming every UAV (beyond ``NAMED_UAVS``: their colour scale); filled targets were
     completed."""
-    from uavgnn.reporting.pictures import legend_below, panel_grid  # pictures' own layout (draws scenes too)
-
     plt = pyplot()
     with plt.rc_context({"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8}):
         fig, axes = panel_grid(len(panels), width=2.3, height=2.4)

@@ -41,7 +41,7 @@ METHODS = ("auto", "t", "bootstrap")
 class Interval:
     low: float
     high: float
-    method: str  # "t" (Student's t) | "bootstrap" (percentile bootstrap) | "range" (2 values: min and max)
+    method: str  # "t" (Student's t) | "bootstrap" (percentile bootstrap) | "range" (the values' min and max)
 
 
 def mean_interval(
