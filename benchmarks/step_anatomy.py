@@ -33,6 +33,13 @@ ALGORITHMS = {  # the configurations BENCHMARKS.md counts
     "mappo": ["experiment=debug", "algorithm=mappo"],
     "swarm": ["experiment=swarm"],  # MAPPO's graph actor, the planner teaching
     "dynamics": ["experiment=debug", "algorithm=dynamics"],
+    # the two EKFs inside its step (its filter's tuning, before the loop, cut short: not counted)
+    "learned_filter": [
+        "experiment=debug",
+        "algorithm=dynamics",
+        "model=learned_filter",
+        "algorithm.filter_tuning_steps=10",
+    ],
 }
 BEFORE_SYNC_FREE = {
     "imitation": (1312, 16),

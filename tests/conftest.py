@@ -220,7 +220,13 @@ def shrink(cfg: DictConfig, cache_dir: Path) -> DictConfig:
         cfg.train.update(steps=4, eval_every=2, ckpt_every=2, log_every=2, warmup_steps=1)
         cfg.hardware.batch_size = 8
         cfg.env.update(n_envs=8, val_episodes=16)
-        smaller = {"learning_starts": 16, "train_envs": 4, "eval_envs": 2, "rollout_steps": 48}
+        smaller = {
+            "learning_starts": 16,
+            "train_envs": 4,
+            "eval_envs": 2,
+            "rollout_steps": 48,
+            "filter_tuning_steps": 5,
+        }
         cfg.algorithm.update({key: value for key, value in smaller.items() if key in cfg.algorithm})
         if cfg.algorithm.get("imitation_steps"):  # the main job's imitation phase, then REINFORCE
             cfg.algorithm.imitation_steps = 2

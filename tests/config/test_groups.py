@@ -67,11 +67,11 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
         ):
             check_config(compose("model=mlp"))
         return
-    if (group, option) == ("model", "tcn"):  # the dynamics model: the algorithms that make one run it
+    if (group, option) in (("model", "tcn"), ("model", "learned_filter")):  # the dynamics models: run there
         for name in (n for n, algorithm in algorithms().items() if algorithm.produces.name == "dynamics model"):
-            check_config(compose("model=tcn", f"algorithm={name}"))
-        with pytest.raises(ConfigError, match="model=tcn with algorithm=imitation"):
-            check_config(compose("model=tcn"))
+            check_config(compose(f"model={option}", f"algorithm={name}"))
+        with pytest.raises(ConfigError, match=f"model={option} with algorithm=imitation"):
+            check_config(compose(f"model={option}"))
         return
     if group != "logger":
         overrides.append("logger=jsonl")
@@ -100,7 +100,9 @@ def test_every_option_composes_and_runs(group, option, tmp_path, shared_cache) -
     summary = json.loads((out / "summary.json").read_text())
     if algorithms()[cfg.algorithm.name].produces.name == "dynamics model":
         assert summary["steps"] == 4 and summary["best_val_k_step_rmse"] == pytest.approx(gap)
-        assert {r["method"] for r in summary["test"]} == {"tcn", "kalman", "kinematics", "constant_velocity"}
+        model = "learned_filter" if cfg.model.name == "learned_filter" else "tcn"
+        methods = {model, "ekf_tuned", "ekf_estimated", "kf_tuned", "kf_estimated", "constant_velocity"}
+        assert {r["method"] for r in summary["test"]} == methods
         return
     if algorithms()[cfg.algorithm.name].produces == ENV_POLICY:  # what the plug-in declares, not its name
         assert summary["steps"] == 4 and summary["best_val_planner_gap"] == pytest.approx(gap)

@@ -13,7 +13,7 @@ from conftest import compose, straight_and_resumed
 from uavgnn.algorithms.dynamics import rollout_source
 from uavgnn.algorithms.registry import check_config
 from uavgnn.config.settings import env_settings
-from uavgnn.dynamics.filters import Calibration, KinematicFilter, calibrate
+from uavgnn.dynamics.filters import FLOOR, Calibration, KinematicFilter, calibrate
 from uavgnn.dynamics.kinematics import (
     Estimate,
     constant_velocity,
@@ -252,7 +252,7 @@ def hand_calibration(disturbance: bool, measurement: float, steps: int) -> Calib
     if disturbance:
         var[-1] = 1e-6  # no drag
     return Calibration(
-        measurement, 1e-9 * torch.eye(n, dtype=torch.float64), mean, var, torch.ones(steps, dtype=torch.float64)
+        measurement, FLOOR * torch.eye(n, dtype=torch.float64), mean, var, torch.ones(steps, dtype=torch.float64)
     )
 
 
@@ -292,8 +292,8 @@ def test_the_filters_calibrate_on_the_training_split(small_rollouts) -> None:
 
 
 def compose_dynamics(tmp_path: Path, *overrides: str):
-    """The dynamics model at a test's budget: 4 training environments of 60 steps, a small TCN, its cache in
-    ``tmp_path``."""
+    """The dynamics model at a test's budget: 4 training environments of 60 steps, a small TCN, 10 steps tuning
+    each filter, its cache in ``tmp_path``."""
     return compose(
         "algorithm=dynamics",
         "logger=jsonl",
@@ -310,6 +310,7 @@ def compose_dynamics(tmp_path: Path, *overrides: str):
         "train.eval_every=10",
         "train.ckpt_every=10",
         "train.warmup_steps=0",
+        "algorithm.filter_tuning_steps=10",
         *overrides,
     )
 
@@ -333,7 +334,9 @@ def test_dynamics_settings_are_checked_before_any_work(tmp_path) -> None:
     with pytest.raises(ConfigError, match="algorithm.burn_in=15 must be below"):
         check_config(compose_dynamics(tmp_path, "algorithm.burn_in=15"))
     with pytest.raises(
-        ConfigError, match="model=mlp with algorithm=dynamics: its networks are model=tcn or a TransformerGNN size"
+        ConfigError,
+        match="model=mlp with algorithm=dynamics: its networks are model=tcn or model=learned_filter or a "
+        "TransformerGNN size",
     ):
         check_config(compose_dynamics(tmp_path, "model=mlp"))
     tcn_policy = compose("algorithm=imitation", "model=tcn")
@@ -356,14 +359,33 @@ def test_a_resumed_dynamics_run_repeats_the_uninterrupted_one_and_reports(tmp_pa
     gap = run_train(compose_dynamics(tmp_path, "train.steps=10"), out)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["best_val_k_step_rmse"] == pytest.approx(gap)
-    methods = ["tcn", "kalman", "kinematics", "constant_velocity"]
+    methods = ["tcn", "ekf_tuned", "ekf_estimated", "kf_tuned", "kf_estimated", "constant_velocity"]
     assert [(r["split"], r["method"]) for r in summary["test"]] == [
         (split, m) for split in ("test", "test_ood") for m in methods
     ]
     for row in summary["test"]:  # every method: the k-step error is the last step's, each step's is reported
         assert row["k_step_rmse"] == row["step_5_rmse"] and all(f"step_{j}_rmse" in row for j in range(1, 6))
-    assert summary["test/test_ood/kalman/disturbance_edge_rmse"] > 0 and "test/test/disturbance_rmse" in summary
+    assert summary["test/test_ood/ekf_tuned/disturbance_edge_rmse"] > 0 and "test/test/disturbance_rmse" in summary
+    nees = {row["method"] for row in summary["test"] if "nees" in row}  # the filters have a covariance
+    assert nees == {"ekf_tuned", "ekf_estimated", "kf_tuned", "kf_estimated"}
     assert (out / "predictions.png").stat().st_size > 0 and (out / "steps_ahead.png").stat().st_size > 0
+
+
+def test_eval_of_a_learned_filter_repeats_its_test_table(tmp_path) -> None:
+    """``model=learned_filter`` trains through the shared loop; ``mode=eval`` of its checkpoint gives the test
+    phase's table again, row for row (the tuned filters read from the cache the run filled)."""
+    from uavgnn.modes.evaluate import run_eval
+    from uavgnn.modes.train import run_train
+
+    out = tmp_path / "run"
+    run_train(compose_dynamics(tmp_path, "model=learned_filter", "train.steps=10"), out)
+    trained = json.loads((out / "summary.json").read_text())["test"]
+    methods = ["learned_filter", "ekf_tuned", "ekf_estimated", "kf_tuned", "kf_estimated", "constant_velocity"]
+    assert [row["method"] for row in trained] == methods * 2
+    cfg = compose("mode=eval", f"ckpt={out / 'best.pt'}", "logger=jsonl", f"data.cache_dir={tmp_path / 'cache'}")
+    run_eval(cfg, tmp_path / "eval")
+    assert json.loads((tmp_path / "eval" / "eval.json").read_text())["rows"] == trained
+    assert (tmp_path / "eval" / "steps_ahead.png").stat().st_size > 0
 
 
 def test_profile_mode_names_the_bottleneck_of_a_dynamics_step(tmp_path) -> None:

@@ -26,29 +26,31 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from uavgnn.algorithms.base import Algorithm, AlgorithmConfig, Capabilities, Product, StepOutput, write_results
+from uavgnn.algorithms.checkpoint_config import stored_config
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.env_policy import load_env_policy
-from uavgnn.algorithms.registry import making
+from uavgnn.algorithms.registry import describe, making, require
 from uavgnn.config.settings import env_settings, loading, scene_distribution
 from uavgnn.config.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, ranged
-from uavgnn.dynamics.kinematics import estimate, future, output_size, physics_loss
+from uavgnn.dynamics.filters import KinematicFilter, calibrate, neutral_calibration
+from uavgnn.dynamics.kinematics import data_loss, estimate, output_size, physics_loss
+from uavgnn.dynamics.learned_filter import LearnedFilter, corrected_outputs, network_inputs
 from uavgnn.dynamics.rollouts import SPLITS, RolloutSource, RolloutSpec, load_rollouts
+from uavgnn.dynamics.tuning import TuningSettings
 from uavgnn.dynamics.windows import N_FEATURES, Units, WindowBatch, window_starts
 from uavgnn.dynamics.workload import TrajectoryWorkload, WindowSettings
 from uavgnn.envs.policies import Policy, random_policy, scripted_planner
-from uavgnn.evaluation.dynamics import compare_on_test, predictions, scoring_methods
+from uavgnn.evaluation.dynamics import model_name, test_report
 from uavgnn.infrastructure.console import echo
 from uavgnn.infrastructure.errors import CheckpointError, ConfigError
-from uavgnn.models.tcn import TCN, TCNConfig
+from uavgnn.models.tcn import TCN, LearnedFilterConfig, TCNConfig
 from uavgnn.models.transformer_gnn import TransformerGNNConfig
-from uavgnn.reporting.dynamics_pictures import plot_predictions, plot_steps_ahead
 from uavgnn.reporting.figures import UP_TO_ONE, ZERO_UP, Compared, Curve, Score
 from uavgnn.reporting.tables import format_table
-from uavgnn.runs.layout import PREDICTIONS_PICTURE, STEPS_AHEAD_PICTURE
+from uavgnn.runs.checkpoints import load_checkpoint, load_weights
 
 
 @dataclass
@@ -65,6 +67,11 @@ class DynamicsConfig(AlgorithmConfig):
     predict_steps: int = ranged(5, AT_LEAST_1)  # future positions predicted at every row: the k of the k-step error
     burn_in: int = ranged(8, AT_LEAST_1)  # first rows of a window not scored (too little history)
     ood_scale: float = ranged(2.0, POSITIVE)  # test_ood: wind and drag x this (beyond anything seen in training)
+    # steps of gradient descent fitting the baseline filters' settings on the TCN's loss (0: the estimated ones kept)
+    filter_tuning_steps: int = ranged(150, NON_NEGATIVE)
+
+
+PRODUCT = Product("dynamics model", "mode=eval takes it; resume=auto hydra.run.dir=<its run> trains it on")
 
 
 def rollout_source(cfg: Any) -> RolloutSource:
@@ -89,9 +96,11 @@ class Dynamics(Algorithm):
     name = "dynamics"
     timed_by = "mode=profile (steps on its trajectory windows)"
     config = DynamicsConfig
-    produces = Product("dynamics model", "resume=auto hydra.run.dir=<its run> takes it")
+    produces = PRODUCT
     # a TCN (model=tcn), or a TransformerGNN size for its width and depth
-    capabilities = Capabilities(models={"tcn": TCNConfig, "transformer_gnn": TransformerGNNConfig})
+    capabilities = Capabilities(
+        models={"tcn": TCNConfig, "learned_filter": LearnedFilterConfig, "transformer_gnn": TransformerGNNConfig}
+    )
     score = Score("val/k_step_rmse")
     reads = ("task", "env", "data")
     # the TCN's k-step error in and out of the training disturbances, and the share of constant velocity's it removes
@@ -147,10 +156,16 @@ class Dynamics(Algorithm):
             )
 
     @classmethod
-    def build_model(cls, cfg: Any) -> TCN:
-        return TCN(
-            N_FEATURES, output_size(cfg.algorithm.predict_steps), cfg.model.hidden, cfg.model.layers, cfg.model.dropout
-        )
+    def build_model(cls, cfg: Any) -> nn.Module:
+        """The TCN; or the learned filter, its filter's settings set by ``workload`` (or a checkpoint)."""
+        alg, model, k = cfg.algorithm, cfg.model, cfg.algorithm.predict_steps
+        if model.name != LearnedFilterConfig.name:
+            return TCN(N_FEATURES, output_size(k), model.hidden, model.layers, model.dropout)
+        network = TCN(network_inputs(k), corrected_outputs(k), model.hidden, model.layers, model.dropout)
+        settings = env_settings(cfg)
+        units = Units.of(settings, scene_distribution(cfg).side(settings.n_uav))
+        filters = [KinematicFilter(units, neutral_calibration(True, k), alg.window) for _ in range(2)]
+        return LearnedFilter(*filters, network, network.out)
 
     def __init__(self, cfg: Any, device: torch.device) -> None:
         super().__init__(cfg, device)
@@ -165,10 +180,20 @@ class Dynamics(Algorithm):
         self.burn_in, self.lambda_physics = alg.burn_in, alg.lambda_physics
 
     def workload(self, model: nn.Module) -> TrajectoryWorkload:
+        """The trajectory windows; a learned filter's filters take their settings from the training split here:
+        the estimated EKF's (its reference), and the tuned EKF's (its base: the same tuning as the test table's,
+        from the cache after the first run of a seed)."""
         windows = WindowSettings(self.window, self.burn_in, self.k)
-        return TrajectoryWorkload(
+        work = TrajectoryWorkload(
             self.source, windows, self.cfg.seed, loading(self.cfg), self.device, self.rollout_policy()
         )
+        if isinstance(model, LearnedFilter):
+            estimated = calibrate(work.load("train"), self.units, work.settings, True, self.k)
+            model.reference.set_calibration(estimated)
+            tuning = TuningSettings(self.cfg.algorithm.filter_tuning_steps)
+            tuned = work.tuned(KinematicFilter(self.units, estimated, self.window), "ekf", tuning)
+            model.filter.load_state_dict(tuned.state_dict())
+        return work
 
     def rollout_policy(self) -> tuple[Policy, str]:
         """Who flies the rollouts, and what identifies it in their cache key: ``scripted``, ``random`` or an
@@ -195,11 +220,7 @@ class Dynamics(Algorithm):
     def training_step(self, model: nn.Module, batch: WindowBatch, draws: None) -> StepOutput:
         w, b = self.window, self.burn_in
         est = estimate(model, batch, w, self.k, start=b)  # rows b.. only: the burn-in is never scored
-        target = future(batch.pos_obs, w, self.k)[:, b:] - batch.pos_obs[:, b:w, None]
-        position = F.mse_loss(est.ahead.float(), target.float())
-        velocity = F.mse_loss(est.velocity.float(), batch.vel_obs[:, b:w].float())
-        physics = physics_loss(est, batch, self.units, b)
-        data = position + velocity
+        data, physics = data_loss(est, batch, w, b), physics_loss(est, batch, self.units, b)
         return StepOutput(
             data + self.lambda_physics * physics,
             {"data_loss": data.detach(), "physics_loss": physics.detach()},
@@ -207,32 +228,15 @@ class Dynamics(Algorithm):
         )
 
     def test(self, result: Any, out_dir: Path, logger: Any) -> float:
-        """The best TCN against the model-based baselines (a Kalman filter with the disturbance in its state,
-        the known kinematics) and constant velocity on the test splits (in and out of the training
-        disturbances): the table, the error at each step ahead, and the predicted-vs-true picture."""
-        alg, work = self.cfg.algorithm, result.workload
-        methods = scoring_methods(result.model, work)  # the filters calibrated once, for the table and picture
-        rows = compare_on_test(result.model, work, methods)
-        steps = [key for key in rows[0] if key.startswith("step_")]
-        echo(
-            f"\nTest rollouts ({alg.rollout_policy} policy; test_ood: wind and drag x{alg.ood_scale})\n"
-            + format_table(rows, [key for key in rows[0] if key not in steps])
-            + "\n\nPosition error by steps ahead\n"
-            + format_table(rows, ["split", "method", *steps])
-        )
-        logger.log_image(
-            "test/predictions",
-            plot_predictions(predictions(result.model, work, methods, "test_ood"), out_dir / PREDICTIONS_PICTURE),
-            result.state.step,
-        )
-        logger.log_image("test/steps_ahead", plot_steps_ahead(rows, out_dir / STEPS_AHEAD_PICTURE), result.state.step)
-        test = {
-            f"test/{row['split']}/{'' if row['method'] == 'tcn' else row['method'] + '/'}{key}": value
-            for row in rows
-            for key, value in row.items()
-            if isinstance(value, float)
-        }
-        return write_results(result, out_dir, logger, rows, test)
+        """The best model against the filters (estimated and tuned) and constant velocity on the test splits (in
+        and out of the training disturbances): the table of every horizon, and the pictures
+        (``uavgnn.evaluation.dynamics.test_report``)."""
+        alg = self.cfg.algorithm
+        report = test_report(result.model, result.workload, TuningSettings(alg.filter_tuning_steps), out_dir)
+        echo(f"\nTest rollouts ({alg.rollout_policy} policy; test_ood: wind and drag x{alg.ood_scale})\n{report.text}")
+        for key, path in report.pictures.items():
+            logger.log_image(key, path, result.state.step)
+        return write_results(result, out_dir, logger, report.rows, report.figures(model_name(result.model)))
 
     def prepare(self) -> list[dict[str, Any]]:
         """``mode=rollouts``: every split simulated (or found in the cache), one row each."""
@@ -258,3 +262,19 @@ class Dynamics(Algorithm):
             f"{cfg.data.cache_dir}\n" + format_table(rows)
         )
         return rows
+
+
+def load_dynamics_model(
+    path: str | Path, taker: str, device: torch.device, cache_dir: str
+) -> tuple[nn.Module, TrajectoryWorkload, Any]:
+    """A dynamics checkpoint's model (its kept weights, in eval mode), its trajectory windows (the rollouts
+    found in, or simulated into, ``cache_dir``) and its config on this version's schemas; ``taker`` names what
+    asked (for the errors)."""
+    ckpt = load_checkpoint(path, device)
+    algorithm = require(ckpt, path, PRODUCT, taker)
+    config = stored_config(ckpt["config"])
+    config.data.cache_dir = cache_dir
+    model = algorithm.build_model(config).to(device)
+    work = algorithm(config, device).workload(model)  # before the weights: a learned filter's start is overwritten
+    load_weights(model, ckpt["policy"], path, describe(ckpt["config"]))
+    return model.eval(), work, config

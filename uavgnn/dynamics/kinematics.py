@@ -12,11 +12,12 @@ keeps is what it flew). The model-based baselines (``uavgnn.dynamics.filters``) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from scipy.stats import chi2
 from torch import nn
 
 from uavgnn.dynamics.windows import Units, WindowBatch
@@ -35,6 +36,11 @@ class Estimate:
     ahead: torch.Tensor  # (B, W, K, 2)
     velocity: torch.Tensor  # (B, W, 2)
     disturbance: torch.Tensor  # (B, W, 2)
+    covariance: torch.Tensor | None = None  # (B, W, 4, 4) of (position, velocity): a filter's own uncertainty
+
+    def rows(self, start: int) -> Estimate:
+        """The estimate of rows ``start``.. (a burn-in dropped)."""
+        return Estimate(*(None if (t := getattr(self, f.name)) is None else t[:, start:] for f in fields(self)))
 
     @classmethod
     def of(cls, out: torch.Tensor, predict_steps: int) -> Estimate:
@@ -70,6 +76,15 @@ def kinematic_step(
     return next_pos, next_pos - pos
 
 
+def data_loss(est: Estimate, batch: WindowBatch, window: int, start: int) -> torch.Tensor:
+    """The data loss of an estimate of rows ``start``..``window``-1: the mean squared error of the positions
+    ahead against the observed ones (every horizon weighed alike) plus that of the velocity against the
+    measured one. Observed quantities only: what the TCN trains on and the filters are tuned on."""
+    target = future(batch.pos_obs, window, est.ahead.shape[2])[:, start:] - batch.pos_obs[:, start:window, None]
+    position = F.mse_loss(est.ahead.float(), target.float())
+    return position + F.mse_loss(est.velocity.float(), batch.vel_obs[:, start:window].float())
+
+
 def physics_pairs(
     est: Estimate, batch: WindowBatch, units: Units, start: int = 0
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -99,6 +114,8 @@ def physics_residuals(est: Estimate, batch: WindowBatch, units: Units, start: in
     return torch.cat([got - expected for got, expected in physics_pairs(est, batch, units, start)], -1)
 
 
+NEES_BOUND = float(chi2.ppf(0.95, 4))  # a consistent filter's NEES of position and velocity stays below it 95% of rows
+
 WALL_PERSISTENCE_WEIGHT = 40.0  # on the squared persistence residuals: the weight that brought the error on the rows
 #                                 the wall stops closest to the error inside (BENCHMARKS.md)
 
@@ -115,9 +132,19 @@ def physics_loss(est: Estimate, batch: WindowBatch, units: Units, start: int) ->
     return (velocity + position + step + WALL_PERSISTENCE_WEIGHT * wall) / (6 * rows)
 
 
+class WindowModel(nn.Module):
+    """A model that reads whole windows (``WindowBatch``) and returns its ``Estimate`` itself, such as the
+    learned filter; other models read the normalised features and output ``output_size`` columns."""
+
+    def forward(self, batch: WindowBatch) -> Estimate:
+        raise NotImplementedError
+
+
 def estimate(model: nn.Module, batch: WindowBatch, window: int, predict_steps: int, start: int = 0) -> Estimate:
     """The model's outputs on rows ``start``..``window``-1 of every window of ``batch`` (it reads rows 0.. of
     the window: ``start`` only drops rows, a burn-in, before the outputs are split)."""
+    if isinstance(model, WindowModel):
+        return model(batch).rows(start)
     return Estimate.of(model(batch.x[:, :window])[:, start:], predict_steps)
 
 
@@ -142,7 +169,8 @@ def dynamics_metrics(
     """Sums of squared errors (world units) of an estimate over rows burn_in..window-1, and the counts, for
     RMSEs: the position ``steps`` ahead (one sum per step; the last is the k-step error), the velocity, the
     disturbance (on every row, and apart on the edge rows, whose coming step the wall stops, and the others),
-    and the kinematic residual (model units, between consecutive rows)."""
+    the kinematic residual (model units, between consecutive rows), and for an estimate with a covariance the
+    normalised estimation error squared of its position and velocity (``nees``, per dimension)."""
     w, b = window, burn_in
     truth = future(batch.pos, w, est.ahead.shape[2])
 
@@ -152,6 +180,13 @@ def dynamics_metrics(
     ahead = sq(batch.pos_obs[:, :w, None] + est.ahead - truth, units.position)  # (B, rows, K)
     disturbance = sq(est.disturbance - batch.disturbance[:, :w], units.accel)
     edge = on_wall(batch.pos[:, b + 1 : w + 1], units).float()  # the wall stops the coming step; a weight, not a mask
+    consistency = {}
+    if est.covariance is not None:  # NEES: the filtered state's squared error in units of its own covariance
+        error = torch.cat([batch.pos_obs[:, :w] + est.now - batch.pos[:, :w], est.velocity - batch.vel[:, :w]], -1)
+        error = error[:, b:, :, None].double()
+        nees = (error.mT @ torch.linalg.solve_ex(est.covariance[:, b:], error).result).squeeze((-1, -2))
+        consistency["nees"] = (nees / error.shape[2]).sum()
+        consistency["nees_in_95"] = (nees <= NEES_BOUND).sum()
     return {
         "steps": ahead.sum((0, 1)),
         "pred": ahead.mean(-1).sum(),
@@ -164,12 +199,16 @@ def dynamics_metrics(
         "edge_rows": edge.sum(),
         "interior_rows": (1 - edge).sum(),
         "physics_rows": torch.ones_like(edge[:, 1:]).sum(),
+        **consistency,
     }
 
 
 def rmses(sums: dict[str, torch.Tensor]) -> dict[str, Any]:
     """The RMSEs of summed ``dynamics_metrics``: k-step, mean over steps, velocity, disturbance (all rows, near
-    the wall, inside), kinematic residual, and the position error at each step ahead (``step_j_rmse``)."""
+    the wall, inside), kinematic residual, and the position error at each step ahead (``step_j_rmse``); for a
+    filter, its mean NEES per state dimension (``nees``: 1 where its covariance matches its errors, above it
+    overconfident) and the share of rows whose NEES is inside its 95% chi-square bound (``nees_in_95``: 0.95 where
+    it matches; the mean is at the mercy of a few rows, the share is not)."""
     steps = (sums["steps"] / sums["rows"]).sqrt()
     out: dict[str, Any] = {"k_step_rmse": float(steps[-1]), "pred_rmse": float((sums["pred"] / sums["rows"]).sqrt())}
     for key, rows in (
@@ -181,4 +220,7 @@ def rmses(sums: dict[str, torch.Tensor]) -> dict[str, Any]:
     ):
         out[f"{key}_rmse"] = float((sums[key] / sums[rows].clamp(min=1)).sqrt())
     out.update({f"step_{j}_rmse": float(value) for j, value in enumerate(steps, 1)})
+    if "nees" in sums:
+        out["nees"] = float(sums["nees"] / sums["rows"])
+        out["nees_in_95"] = float(sums["nees_in_95"] / sums["rows"])
     return out

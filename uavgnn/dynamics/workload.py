@@ -16,14 +16,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
+from uavgnn.dynamics.filters import KinematicFilter
 from uavgnn.dynamics.kinematics import Estimate, constant_velocity, dynamics_metrics, estimate, rmses
-from uavgnn.dynamics.rollouts import RolloutSource, load_rollouts
+from uavgnn.dynamics.rollouts import RolloutSource, load_rollouts, rollout_key
+from uavgnn.dynamics.tuning import TuningSettings, tuned_filter
 from uavgnn.dynamics.windows import TrajectoryWindows, Units, WindowBatch, feature_stats
 from uavgnn.envs.policies import Policy
 from uavgnn.infrastructure import distributed
@@ -157,7 +160,9 @@ class TrajectoryWorkload:
 
     def validate(self, policy: nn.Module, stage: int, dtype: torch.dtype | None) -> dict[str, float]:
         with eval_mode(policy):
-            scores = self.score({"tcn": self.tcn(policy, dtype), "constant_velocity": self.constant_velocity}, self.val)
+            scores = self.score(
+                {"tcn": self.estimator(policy, dtype), "constant_velocity": self.constant_velocity}, self.val
+            )
         return {
             f"val/{prefix}{key}": value
             for name, prefix in (("tcn", ""), ("constant_velocity", "cv_"))
@@ -165,14 +170,34 @@ class TrajectoryWorkload:
             if isinstance(value, float)
         }
 
-    def tcn(self, model: nn.Module, dtype: torch.dtype | None = None) -> Estimator:
-        """The model as an estimator (the caller puts it in eval mode)."""
+    def estimator(self, model: nn.Module, dtype: torch.dtype | None = None) -> Estimator:
+        """The model (the TCN, the learned filter) as an estimator (the caller puts it in eval mode)."""
 
         def run(batch: WindowBatch) -> Estimate:
             with autocast(self.device, dtype):
                 return estimate(model, batch, self.window, self.predict_steps)
 
         return run
+
+    def tuned(self, flt: KinematicFilter, name: str, settings: TuningSettings) -> KinematicFilter:
+        """``flt`` with its settings fitted on the training windows with the TCN's data loss, kept as they were
+        at their best on the validation windows (``uavgnn.dynamics.tuning``; cached, named ``name``)."""
+        policy_id = self.rollout_policy[1]
+        identity = {
+            "filter": name,
+            **{
+                split: rollout_key(self.source.specs[split], self.settings, self.source.dist, policy_id)
+                for split in ("train", "val")
+            },
+        }
+        return tuned_filter(
+            flt.to(self.device),
+            lambda: (self.train, self.val),
+            self.burn_in,
+            settings,
+            self.seed,
+            (Path(self.source.cache_dir), identity),
+        )
 
     def constant_velocity(self, batch: WindowBatch) -> Estimate:
         return constant_velocity(batch, self.window, self.predict_steps)

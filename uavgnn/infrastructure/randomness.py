@@ -33,6 +33,7 @@ STREAMS = {
     "fresh_size": "the size of a step's fresh scenes (data.fresh_sizes; the same on every rank)",
     "candidate_budget": "a step's jittered candidate budget k",
     "windows": "a step's trajectory windows",
+    "filter_tuning": "a step's trajectory windows when a filter's settings are fitted",
     "observation_noise": "the noise on the recorded positions and velocities of a rollout split",
 }
 

@@ -23,6 +23,17 @@ class TCNConfig:
     dropout: float = 0.0  # dropout after the first convolution of each block
 
 
+@dataclass
+class LearnedFilterConfig:
+    """``model=learned_filter`` (``algorithm=dynamics``): the extended Kalman filter's recursion with a TCN of
+    this size correcting its estimate (``uavgnn.dynamics.learned_filter``)."""
+
+    name: str = "learned_filter"
+    hidden: int = 64  # the correcting TCN's channels
+    layers: int = 3  # its residual blocks (dilation 1, 2, 4: 29 rows)
+    dropout: float = 0.0  # dropout after the first convolution of each block
+
+
 class CausalBlock(nn.Module):
     """Two dilated causal convolutions with a residual connection."""
 

@@ -15,10 +15,14 @@ weights for any number of UAVs - zero-shot at every ``eval.scales`` size (episod
 (``uavgnn.evaluation.environment``). Writes ``eval.json``, ``test_sets.png``, ``trajectories.png`` and
 ``episode.gif``.
 
-Both say how long they will take before any work (from a probe of each set), log their tables and pictures to the
-configured dashboard, and keep each finished test set in the run directory as they go (``uavgnn.runs.partial``):
-stopped, the same command re-issued in the same directory (the stop prints it) continues where it stopped, to the
-same tables and pictures.
+A dynamics model (``algorithm=dynamics``): its test phase again - the model beside the filters, with their
+settings estimated and tuned (the tuned ones from the cache where its run left them), on its test splits - with
+the same table and pictures; writes ``eval.json``, ``steps_ahead.png`` and ``predictions.png``.
+
+The policies' evaluations say how long they will take before any work (from a probe of each set), log their
+tables and pictures to the configured dashboard, and keep each finished test set in the run directory as they go
+(``uavgnn.runs.partial``): stopped, the same command re-issued in the same directory (the stop prints it)
+continues where it stopped, to the same tables and pictures.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from uavgnn.algorithms.dynamics import PRODUCT as DYNAMICS_MODEL
+from uavgnn.algorithms.dynamics import load_dynamics_model
 from uavgnn.algorithms.env_policy import PRODUCT as ENV_POLICY
 from uavgnn.algorithms.env_policy import EnvPolicy, load_env_policy
 from uavgnn.algorithms.registry import describe, making, produces
@@ -39,7 +45,9 @@ from uavgnn.algorithms.scene_policy import PRODUCT as ASSIGNMENT_POLICY
 from uavgnn.algorithms.scene_policy import load_policy
 from uavgnn.config.schemas import Config
 from uavgnn.config.settings import env_settings, scene_distribution, test_set_settings
+from uavgnn.dynamics.tuning import TuningSettings
 from uavgnn.evaluation import environment, transfer
+from uavgnn.evaluation.dynamics import model_name, test_report
 from uavgnn.evaluation.episodes import TEST_SEED
 from uavgnn.evaluation.methods import INTERVAL_NOTE
 from uavgnn.evaluation.test_sets import SetScorer
@@ -73,13 +81,19 @@ def run_eval(cfg: Config, out_dir: Path) -> dict:
     if not cfg.ckpt:
         raise ConfigError("mode=eval needs ckpt=PATH (a best.pt or last.pt from a training run)")
     stored = load_checkpoint(cfg.ckpt)["config"]
-    if produces(stored) not in (ENV_POLICY, ASSIGNMENT_POLICY):
+    evaluators = {
+        ASSIGNMENT_POLICY: evaluate_assignment_policy,
+        ENV_POLICY: evaluate_environment_policy,
+        DYNAMICS_MODEL: evaluate_dynamics_model,
+    }
+    if produces(stored) not in evaluators:
         raise CheckpointError(
             f"checkpoint {cfg.ckpt} ({describe(stored)}): mode=eval takes an assignment policy "
-            f"({making(ASSIGNMENT_POLICY)}) or an environment policy ({making(ENV_POLICY)})"
+            f"({making(ASSIGNMENT_POLICY)}), an environment policy ({making(ENV_POLICY)}) or a dynamics model "
+            f"({making(DYNAMICS_MODEL)})"
         )
     partial = accept_or_continue(cfg, out_dir)
-    evaluate = evaluate_environment_policy if produces(stored) == ENV_POLICY else evaluate_assignment_policy
+    evaluate = evaluators[produces(stored)]
     try:
         report = evaluate(cfg, out_dir, partial)
     except (Interrupted, KeyboardInterrupt) as err:
@@ -270,6 +284,32 @@ def evaluate_environment_policy(cfg: Config, out_dir: Path, partial: PartialResu
     written = [EVAL, TRAJECTORIES, EPISODE, *([TEST_SETS] if len(sets) > 1 else [])]
     echo(f"results in {out_dir} ({', '.join(written)})")
     return report
+
+
+def evaluate_dynamics_model(cfg: Config, out_dir: Path, partial: PartialResults) -> dict[str, Any]:
+    """The dynamics model against the filters (estimated and tuned, as its test phase tuned them: from the cache
+    when that run's is here) and constant velocity on its test splits: the test phase's table and pictures."""
+    model, work, config = load_dynamics_model(cfg.ckpt, "mode=eval ckpt", prepare_device(cfg), cfg.data.cache_dir)
+    alg = config.algorithm
+    start = time.perf_counter()
+    report = test_report(model, work, TuningSettings(alg.filter_tuning_steps), out_dir)
+    echo(
+        f"Test rollouts of {cfg.ckpt} ({alg.rollout_policy} policy; test_ood: wind and drag x{alg.ood_scale})\n"
+        + report.text
+    )
+    name = model_name(model)
+    result = {
+        "checkpoint": str(cfg.ckpt),
+        "model": name,
+        "took_s": time.perf_counter() - start,
+        "rows": report.rows,
+        "filters_val_data_loss": report.tuning,
+    }
+    write_json(out_dir / EVAL, result)
+    figures = report.figures(name)
+    publish(cfg, out_dir, {"eval/dynamics": report.rows}, report.pictures, {f"eval/{k}": v for k, v in figures.items()})
+    echo(f"results in {out_dir} ({', '.join([EVAL, *(path.name for path in report.pictures.values())])})")
+    return result
 
 
 def _piece_key(piece: tuple[int, str]) -> str:

@@ -11,10 +11,11 @@ import torch
 
 from uavgnn.infrastructure.storage import pyplot, save_figure
 
-LOOK = {  # method -> (marker, colour, label)
-    "tcn": ("x", "tab:blue", "TCN"),
-    "kalman": ("1", "tab:green", "Kalman filter"),
-    "constant_velocity": ("+", "tab:orange", "constant velocity"),
+LOOK = {  # method -> (marker, colour, label, line style of its disturbance)
+    "tcn": ("x", "tab:blue", "TCN", "--"),
+    "learned_filter": ("x", "tab:purple", "learned filter", "--"),
+    "ekf_tuned": ("1", "tab:green", "EKF (tuned)", ":"),
+    "constant_velocity": ("+", "tab:orange", "constant velocity", "-."),
 }
 
 
@@ -30,7 +31,9 @@ class Predictions:
     steps_ahead: int
     true: torch.Tensor  # (W, window + k, 2)
     observed: torch.Tensor  # (W, window + k, 2)
-    ahead: dict[str, torch.Tensor]  # method -> (W, window - burn_in, 2): where it puts the UAV k steps ahead
+    ahead: dict[
+        str, torch.Tensor
+    ]  # method (a ``LOOK`` key) -> (W, window - burn_in, 2): where it puts the UAV k steps ahead
     disturbance: torch.Tensor  # (W, window, 2) the truth
     estimated: dict[str, torch.Tensor]  # method -> (W, window, 2)
     on_wall: torch.Tensor  # (W, window) bool
@@ -53,8 +56,9 @@ def plot_predictions(shown: Predictions, path: Path) -> Path:
         true, obs = shown.true[col], shown.observed[col]
         ax.plot(*true.T, "k-", lw=1.5, label="true path")
         ax.plot(*obs.T, ".", c="tab:gray", ms=4, label="observed (noisy)")
-        for name, (marker, colour, label) in LOOK.items():
-            ax.plot(*shown.ahead[name][col].T, marker, c=colour, ms=6, label=f"{label}, {k} steps ahead")
+        for name, ahead in shown.ahead.items():
+            marker, colour, label, _ = LOOK[name]
+            ax.plot(*ahead[col].T, marker, c=colour, ms=6, label=f"{label}, {k} steps ahead")
         centre, half = (true.amax(0) + true.amin(0)) / 2, 0.6 * float((true.amax(0) - true.amin(0)).max()) + 0.1
         title = f"{shown.split} window {shown.windows[col]}" + (" (the wall's)" if col == windows - 1 else "")
         ax.set(
@@ -71,8 +75,9 @@ def plot_predictions(shown: Predictions, path: Path) -> Path:
         ax.axvspan(-0.5, b - 0.5, color="0.95", lw=0)
         for dim, axis in enumerate("xy"):
             ax.plot(steps, shown.disturbance[col, :, dim], "-", c=f"C{dim}", label=f"true d{axis}")
-            for name, style in (("tcn", "--"), ("kalman", ":")):
-                ax.plot(steps, shown.estimated[name][col, :, dim], style, c=f"C{dim}", label=f"{LOOK[name][2]} d{axis}")
+            for name, estimated in shown.estimated.items():
+                _, _, label, style = LOOK[name]
+                ax.plot(steps, estimated[col, :, dim], style, c=f"C{dim}", label=f"{label} d{axis}")
         ax.set(xlabel="time step in the window", ylabel="disturbance acceleration", title="hidden disturbance")
     shading = [Patch(color="0.95", label="burn-in (not scored)"), Patch(color="0.85", label="the wall stops the step")]
     for row, extra in ((0, []), (1, shading)):
@@ -93,19 +98,36 @@ def plot_predictions(shown: Predictions, path: Path) -> Path:
     return path
 
 
+def log_error_axis(ax: Any) -> None:
+    """A log-scale error axis read in plain numbers (ticks at 1, 2 and 5 of each decade): one step ahead, where the
+    errors are smallest, reads as well as five."""
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.grid(alpha=0.3, which="both")
+
+
 def plot_steps_ahead(rows: list[dict[str, Any]], path: Path) -> Path:
-    """The position error against the number of steps ahead, one line per method, one panel per test split."""
+    """The position error against the number of steps ahead, one line per method (the filters' estimated settings
+    dashed), one panel per test split, on a log scale (``log_error_axis``)."""
     splits = list(dict.fromkeys(row["split"] for row in rows))
     plt = pyplot()
     fig, axes = plt.subplots(1, len(splits), figsize=(5.5 * len(splits), 4.2), squeeze=False, sharey=True)
     for ax, split in zip(axes[0], splits):
         for i, row in enumerate(r for r in rows if r["split"] == split):
             errors = [value for key, value in row.items() if key.startswith("step_")]
-            ax.plot(range(1, len(errors) + 1), errors, marker="osD^"[i % 4], c=f"C{i}", label=row["method"])
+            dashed = "--" if row["method"].endswith("_estimated") else "-"
+            ax.plot(range(1, len(errors) + 1), errors, dashed, marker="osD^v<"[i % 6], c=f"C{i}", label=row["method"])
         ax.set(
-            xlabel="steps ahead", ylabel="position RMSE (world units)", title=split, xticks=range(1, len(errors) + 1)
+            xlabel="steps ahead",
+            ylabel="position RMSE (world units, log scale)",
+            title=split,
+            xticks=range(1, len(errors) + 1),
         )
-        ax.grid(alpha=0.3)
+        log_error_axis(ax)
     axes[0, 0].legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
