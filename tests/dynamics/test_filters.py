@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from scipy.stats import chi2
 
 from uavgnn.dynamics.filters import FLOOR, Calibration, KinematicFilter
-from uavgnn.dynamics.kinematics import data_loss, dynamics_metrics, kinematic_step, rmses
+from uavgnn.dynamics.kinematics import NEES_BOUND, data_loss, dynamics_metrics, kinematic_step, rmses
 from uavgnn.dynamics.learned_filter import LearnedFilter, corrected_outputs, network_inputs
 from uavgnn.dynamics.tuning import TuningSettings, mean_data_loss, tune
 from uavgnn.dynamics.windows import TrajectoryWindows, Units, feature_stats
@@ -62,6 +63,7 @@ def test_a_filter_with_the_true_noise_is_consistent_and_one_too_sure_is_not() ->
         nees[name] = rmses(dynamics_metrics(est, batch, UNITS, WINDOW, burn_in=4))["nees"]
     assert 0.9 < nees["true"] < 1.1
     assert nees["too sure"] > 3
+    assert NEES_BOUND == pytest.approx(chi2.ppf(0.95, 4), rel=1e-12)  # the bound of the nees_in_95 column
 
 
 def test_tuning_on_the_data_loss_finds_the_noise() -> None:
