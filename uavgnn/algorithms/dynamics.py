@@ -1,4 +1,6 @@
-"""``algorithm=dynamics``: an implicit-state TCN trained on trajectories, with a physics loss (reference/004).
+"""``algorithm=dynamics``: an implicit-state TCN or the learned filter trained on trajectories, with a physics loss.
+
+reference/004's model; ``model=learned_filter``: ``uavgnn.dynamics.learned_filter``.
 
 The TCN's outputs at every row (``now``, ``ahead``, ``velocity``, ``disturbance``) and the known kinematics
 (speed limit and wall included) are defined in ``uavgnn.dynamics.kinematics``.
@@ -11,7 +13,8 @@ loss         = data + lambda_physics * physics
 
 Nothing measures the disturbance: only the physics loss ties it to the motion,
 which is what makes the hidden state identifiable; the test phase puts the TCN
-beside a Kalman filter that knows the same kinematics (``uavgnn.dynamics.filters``). Both losses
+beside Kalman filters that know the same kinematics (``uavgnn.dynamics.filters``), their settings estimated
+and tuned on the TCN's loss (``uavgnn.dynamics.tuning``). Both losses
 use observed quantities only; the true positions, velocities and disturbances
 of the simulation score the model (``dynamics_metrics``). The data side is windows
 of cached rollouts (``TrajectoryWorkload``), flown by ``rollout_policy``;

@@ -128,7 +128,7 @@ def tuned_filter(
         history = tune(flt, *splits(), burn_in, settings, seed)
         payload = {name: value.detach().clone() for name, value in flt.state_dict().items()}
         payload["val_loss"] = torch.tensor([h["val_loss"] for h in history], dtype=torch.float64)
-        return payload, {"timings": {"tune_s": time.perf_counter() - start}}, settings.steps, flt.n
+        return payload, {"timings": {"tune_s": time.perf_counter() - start}}, 1, 0  # one set of settings, no scene
 
     name = identity.get("filter", "filter")
     payload = load_or_build_payload(

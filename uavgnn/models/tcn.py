@@ -25,8 +25,8 @@ class TCNConfig:
 
 @dataclass
 class LearnedFilterConfig:
-    """``model=learned_filter`` (``algorithm=dynamics``): the extended Kalman filter's recursion with a TCN of
-    this size correcting its estimate (``uavgnn.dynamics.learned_filter``)."""
+    """``model=learned_filter`` (``algorithm=dynamics``): the tuned extended Kalman filter's recursion with a TCN
+    of this size correcting its estimate (``uavgnn.dynamics.learned_filter``)."""
 
     name: str = "learned_filter"
     hidden: int = 64  # the correcting TCN's channels
