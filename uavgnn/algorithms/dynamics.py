@@ -70,7 +70,7 @@ class DynamicsConfig(AlgorithmConfig):
     predict_steps: int = ranged(5, AT_LEAST_1)  # future positions predicted at every row: the k of the k-step error
     burn_in: int = ranged(8, AT_LEAST_1)  # first rows of a window not scored (too little history)
     ood_scale: float = ranged(2.0, POSITIVE)  # test_ood: wind and drag x this (beyond anything seen in training)
-    # steps of gradient descent fitting the baseline filters' settings on the TCN's loss (0: the estimated ones kept)
+    # steps of gradient descent fitting the baseline filters' settings on the TCN's loss (0: the estimated, rescaled)
     filter_tuning_steps: int = ranged(150, NON_NEGATIVE)
 
 

@@ -126,7 +126,7 @@ def tuned_filter(
     def build() -> tuple[dict[str, Any], dict, int, int]:
         start = time.perf_counter()
         history = tune(flt, *splits(), burn_in, settings, seed)
-        payload = {name: value.detach().clone() for name, value in flt.state_dict().items()}
+        payload = {key: value.detach().cpu() for key, value in flt.state_dict().items()}  # readable on any machine
         payload["val_loss"] = torch.tensor([h["val_loss"] for h in history], dtype=torch.float64)
         return payload, {"timings": {"tune_s": time.perf_counter() - start}}, 1, 0  # one set of settings, no scene
 
